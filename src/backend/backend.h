@@ -1,0 +1,76 @@
+/*
+ * backend: the interface between the scheduler and a model execution engine.
+ *
+ * A backend is a const table of functions with a version first (as SQLite's
+ * sqlite3_vfs). One loaded instance ("session") serves one model version and
+ * is used by one worker thread at a time; instances of the same model are
+ * independent.
+ *
+ * Lifecycle of an instance:
+ *   load()      on the repository thread; fills the model's I/O description.
+ *   execute()   on a worker thread, any number of times.
+ *   release()   on the same worker thread, once per successful execute(),
+ *               after the outputs are no longer read.
+ *   unload()    on the repository thread, after the last release().
+ */
+#ifndef INFERD_BACKEND_BACKEND_H
+#define INFERD_BACKEND_BACKEND_H
+
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "base/error.h"
+#include "core/tensor.h"
+
+/* One input or output of a model as the model declares it. dims include the
+ * batch dimension when the model has one; -1 is a variable dimension. */
+struct model_io {
+    char *name; /* owned by the struct model_info */
+    enum dtype dtype;
+    uint32_t ndim;
+    int64_t dims[TENSOR_MAX_DIMS];
+};
+
+struct model_info {
+    uint32_t ninputs, noutputs;
+    struct model_io *inputs;  /* owned; freed by model_info_free() */
+    struct model_io *outputs; /* owned */
+};
+
+void model_info_free(struct model_info *info);
+
+struct backend_load_args {
+    const char *path;         /* model file */
+    int intra_op_threads;     /* 0 = backend default */
+    int inter_op_threads;     /* 0 = backend default */
+};
+
+#define BACKEND_ABI_VERSION 1
+
+struct backend_ops {
+    uint32_t abi_version; /* BACKEND_ABI_VERSION */
+    const char *name;     /* "onnxruntime" */
+
+    /* Loads the model at args->path. On success *instance is set and *info
+     * describes the model's inputs and outputs (caller frees with
+     * model_info_free). On failure returns -1 with err->msg set. */
+    int (*load)(const struct backend_load_args *args, void **instance,
+                struct model_info *info, struct error *err);
+
+    /* Runs the model. `inputs` are exactly the model's inputs (any order,
+     * matched by name) with concrete shapes. `output_names` lists the
+     * outputs to compute (nout >= 1); on success out[i] describes output i:
+     * name points to output_names[i], data points into memory owned by
+     * *state (or into `arena`) and stays valid until release(). BYTES outputs
+     * are arrays of struct tensor_bytes allocated from `arena`.
+     * On failure returns -1, err->status is 400 for input errors the engine
+     * detected and 500 for engine failures; *state need not be released. */
+    int (*execute)(void *instance, struct arena *arena, const struct tensor *inputs,
+                   uint32_t nin, const char *const *output_names, uint32_t nout,
+                   struct tensor *out, void **state, struct error *err);
+
+    void (*release)(void *instance, void *state);
+    void (*unload)(void *instance);
+};
+
+#endif

@@ -1,0 +1,115 @@
+/*
+ * json: a strict RFC 8259 JSON reader that builds a tree in an arena, and a
+ * streaming writer into a struct buf.
+ *
+ * Reader contract:
+ *   json_parse() parses exactly one JSON value (surrounded by optional
+ *   whitespace) from text[0..len). It never reads past len and does not need
+ *   NUL termination. The whole tree (values, member arrays, decoded strings)
+ *   is allocated from `arena` and lives as long as the arena; `text` may be
+ *   freed after the call. Nesting deeper than limits->max_depth, invalid
+ *   UTF-8 in strings, lone surrogates in \u escapes, leading zeros, trailing
+ *   garbage, duplicate-free objects are NOT required (duplicates are kept, the
+ *   first wins in json_get). As an extension (like Python's json module) the
+ *   bare tokens NaN, Infinity and -Infinity are accepted as numbers when
+ *   limits->allow_nonfinite is set.
+ *   Numbers are kept as their source text (copied into the arena), and
+ *   converted on demand, exactly, by the json_num_* functions.
+ *   On error returns -1 and sets *err_msg to a static string and *err_off to
+ *   the byte offset where the error was detected.
+ *
+ * Writer contract:
+ *   The writer appends to a struct buf and inserts commas and colons itself;
+ *   errors (buffer ceiling, OOM) are sticky in the buf (b->err). Strings are
+ *   escaped; invalid UTF-8 bytes are written as \u00XX so the output is
+ *   always valid JSON. Non-finite doubles are written as NaN, Infinity,
+ *   -Infinity (the Python extension) since JSON has no other spelling.
+ */
+#ifndef INFERD_BASE_JSON_H
+#define INFERD_BASE_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+
+enum json_type {
+    JSON_NULL,
+    JSON_FALSE,
+    JSON_TRUE,
+    JSON_NUMBER,
+    JSON_STRING,
+    JSON_ARRAY,
+    JSON_OBJECT,
+};
+
+struct json_member;
+
+struct json_value {
+    enum json_type type;
+    uint32_t len; /* STRING: decoded bytes; NUMBER: text bytes; ARRAY/OBJECT: element count */
+    union {
+        const char *str;             /* STRING: decoded, NUL-terminated (may contain NUL) */
+        const char *num;             /* NUMBER: source text, NUL-terminated */
+        struct json_value *items;    /* ARRAY: len contiguous values */
+        struct json_member *members; /* OBJECT: len contiguous members, source order */
+    } u;
+};
+
+struct json_member {
+    const char *key; /* decoded, NUL-terminated */
+    uint32_t key_len;
+    struct json_value value;
+};
+
+struct json_limits {
+    uint32_t max_depth;   /* arrays/objects nested deeper fail; 0 = 64 */
+    bool allow_nonfinite; /* accept NaN, Infinity, -Infinity */
+};
+
+int json_parse(struct arena *arena, const char *text, size_t len, const struct json_limits *limits,
+               struct json_value **out, const char **err_msg, size_t *err_off);
+
+/* First member named key in an OBJECT; NULL if absent or v is not an object. */
+const struct json_value *json_get(const struct json_value *v, const char *key);
+
+/* Exact conversions of a NUMBER. Return 0, -EINVAL if v is not a NUMBER or
+ * (for the integer forms) not an integer literal (no '.', no exponent), or
+ * -ERANGE if the value does not fit. */
+int json_num_i64(const struct json_value *v, int64_t *out);
+int json_num_u64(const struct json_value *v, uint64_t *out);
+/* Correctly rounded (strtod/strtof semantics); -ERANGE only on overflow to
+ * infinity of a finite literal. NaN/Infinity tokens convert to NaN/inf. */
+int json_num_f64(const struct json_value *v, double *out);
+int json_num_f32(const struct json_value *v, float *out);
+
+#define JSON_WRITER_MAX_DEPTH 32
+
+struct json_writer {
+    struct buf *b;
+    uint32_t depth;
+    bool after_key;                         /* next value follows "key": */
+    bool nonempty[JSON_WRITER_MAX_DEPTH + 1]; /* current container has an element */
+};
+
+void json_w_init(struct json_writer *w, struct buf *b);
+void json_w_obj_begin(struct json_writer *w);
+void json_w_obj_end(struct json_writer *w);
+void json_w_arr_begin(struct json_writer *w);
+void json_w_arr_end(struct json_writer *w);
+void json_w_key(struct json_writer *w, const char *key); /* NUL-terminated */
+void json_w_str(struct json_writer *w, const char *s, size_t n);
+void json_w_cstr(struct json_writer *w, const char *s);
+void json_w_int(struct json_writer *w, int64_t v);
+void json_w_uint(struct json_writer *w, uint64_t v);
+/* Shortest text that reads back to the same float / double (round-trip). */
+void json_w_f32(struct json_writer *w, float v);
+void json_w_f64(struct json_writer *w, double v);
+void json_w_bool(struct json_writer *w, bool v);
+void json_w_null(struct json_writer *w);
+/* Appends already-valid JSON text as one value. */
+void json_w_raw(struct json_writer *w, const char *json, size_t n);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * http1: an incremental, strict HTTP/1.1 request parser (RFC 9112).
+ *
+ * The parser works on the connection's receive buffer: `buf` holds the first
+ * byte of the current request at buf[0] and `len` bytes are available. Call
+ * http1_parse() again with the same buffer start (the buffer may have moved
+ * in memory and grown) each time more bytes arrive. The parser keeps only
+ * offsets, so moving the buffer is fine; it never re-scans bytes it has
+ * already examined (a slowloris sending one byte per call costs O(1) each).
+ *
+ * Chunked bodies are decoded in place: on DONE the body is contiguous at
+ * req->body. Trailers are parsed (bounded by the header limits) and ignored.
+ *
+ * Return values:
+ *   HTTP1_DONE   the request is complete; *req points into buf; the request
+ *                occupied buf[0 .. p->consumed). Pipelined bytes after that
+ *                belong to the next request: call http1_parser_init() and
+ *                parse again from buf + consumed.
+ *   HTTP1_AGAIN  more bytes are needed. Once the head is complete,
+ *                p->head_done is true and *req has its request line and
+ *                headers (body not yet), so the caller can route early and
+ *                answer `Expect: 100-continue`.
+ *   HTTP1_ERROR  malformed or over a limit; p->err_status is the HTTP status
+ *                to answer (400, 413, 414, 431, 501, 505) and p->err_msg a
+ *                static description. The connection must be closed after
+ *                the error response.
+ */
+#ifndef INFERD_HTTP_HTTP1_H
+#define INFERD_HTTP_HTTP1_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTTP1_MAX_HEADERS_CAP 256
+
+struct http1_limits {
+    uint32_t max_request_line; /* bytes incl. CRLF; over → 414 */
+    uint32_t max_header_bytes; /* request line + headers + final CRLF; over → 431 */
+    uint32_t max_headers;      /* header fields; over → 431; <= HTTP1_MAX_HEADERS_CAP */
+    uint64_t max_body;         /* decoded body bytes; over → 413 */
+};
+
+struct http_header {
+    const char *name; /* not NUL-terminated */
+    uint32_t name_len;
+    const char *value; /* leading/trailing whitespace stripped */
+    uint32_t value_len;
+};
+
+struct http1_request {
+    const char *method;
+    uint32_t method_len;
+    const char *target; /* request-target as sent (origin-form, or "*") */
+    uint32_t target_len;
+    const char *path; /* target up to '?' */
+    uint32_t path_len;
+    const char *query; /* after '?', NULL if none */
+    uint32_t query_len;
+    int version_minor; /* HTTP/1.0 → 0, HTTP/1.1 → 1 */
+    uint32_t nheaders;
+    struct http_header headers[HTTP1_MAX_HEADERS_CAP];
+    bool keep_alive;      /* after Connection header and version defaults */
+    bool expect_continue; /* Expect: 100-continue */
+    bool chunked;         /* Transfer-Encoding: chunked */
+    bool has_content_length;
+    uint64_t content_length;
+    char *body; /* valid on DONE; NULL when the body is empty */
+    uint64_t body_len;
+};
+
+enum { HTTP1_ERROR = -1, HTTP1_AGAIN = 0, HTTP1_DONE = 1 };
+
+struct http1_parser {
+    struct http1_limits limits;
+    bool head_done;
+    size_t consumed;     /* on DONE: bytes of this request */
+    int err_status;      /* on ERROR */
+    const char *err_msg; /* on ERROR: static string */
+    /* Private state: offsets into the buffer; see http1.c. */
+    int _state;
+    size_t _scan;       /* bytes of the head already scanned */
+    size_t _head_len;   /* bytes of the head incl. the blank line */
+    size_t _body_start; /* offset where the (decoded) body starts */
+    size_t _body_out;   /* decoded body bytes so far (chunked) */
+    size_t _in;         /* next raw byte to read (chunked) */
+    uint64_t _chunk_left;
+    uint32_t _trailer_bytes;
+    uint32_t _trailer_count;
+    uint32_t _off_headers[HTTP1_MAX_HEADERS_CAP][4]; /* name off/len, value off/len */
+    uint32_t _off_line[6]; /* method off/len, target off/len, query off/len */
+};
+
+void http1_parser_init(struct http1_parser *p, const struct http1_limits *limits);
+int http1_parse(struct http1_parser *p, char *buf, size_t len, struct http1_request *req);
+
+/* Case-insensitive lookup; NULL if absent. */
+const struct http_header *http1_header(const struct http1_request *req, const char *name);
+
+#endif
