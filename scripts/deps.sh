@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Install everything inferd's build and tests need. Idempotent: a second run
+# checks, prints two lines and does nothing.
+#
+#   scripts/deps.sh
+#
+# 1. Debian packages: installed with apt-get only when missing (apt-get update
+#    runs only if something has to be installed). Uses sudo when not root.
+# 2. ONNX Runtime into $INFERD_THIRD_PARTY/onnxruntime/{include,lib}
+#    (default: <repo>/third_party), pinned and sha256-verified:
+#      lib:     libonnxruntime.so.1 (1.30.0) from the npm package
+#               onnxruntime-node@1.30.0, fetched with `npm pack` (never
+#               `npm install`: its install script reaches other hosts);
+#      headers: Debian trixie's libonnxruntime-dev 1.21.0+dfsg-1 (C API
+#               version 21), fetched with `apt-get download` against a private
+#               APT state, from the Debian mirror this machine already uses.
+#    Everything is staged in a temp dir and moved into place only after
+#    verification; the stamp file .stamp records what was installed.
+set -euo pipefail
+
+# --- Debian packages, by purpose ---------------------------------------------
+PACKAGES=(
+    # compilers and build tools
+    build-essential cmake pkg-config git
+    # clang + compiler-rt for the sanitizer and libFuzzer builds, llvm tools
+    # (llvm-symbolizer, llvm-profdata, llvm-cov)
+    clang libclang-rt-14-dev llvm
+    # C libraries: unit-test framework, JSON (tests and tools)
+    libcmocka-dev libcjson-dev
+    # fetching: curl for tests and downloads, CA certificates for TLS,
+    # debian-archive-keyring to verify the trixie index used for the headers
+    curl ca-certificates debian-archive-keyring
+    # dpkg-dev: Debian packaging tools (dpkg-deb itself ships with dpkg)
+    dpkg-dev
+    # integration tests and model generation (models/build/*.py)
+    python3 python3-pytest python3-requests python3-numpy python3-onnx
+    python3-sklearn
+)
+# npm (to fetch the ONNX Runtime library) only if no npm is on PATH already.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+
+# --- ONNX Runtime pins ---------------------------------------------------------
+ORT_VERSION=1.30.0
+ORT_NPM_SPEC="onnxruntime-node@${ORT_VERSION}"
+ORT_NPM_SHA256=6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
+ORT_NPM_MEMBER=package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+ORT_LIB_SHA256=ffb75a925ba05e47b235bb66e3e3911714a80b328a9c9425539feb204aa32a23
+ORT_HDR_PKG=libonnxruntime-dev
+ORT_HDR_VERSION=1.21.0+dfsg-1
+ORT_HDR_SUITE=trixie
+ORT_HDR_SHA256=14f7d959d5deacbcf1504830d4189f91fc67382b399ed9ae9d3aa9c4050ced08
+DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+third_party="${INFERD_THIRD_PARTY:-$root/third_party}"
+ort_dir="$third_party/onnxruntime"
+
+SUDO=()
+[ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+
+log() { printf 'deps: %s\n' "$*"; }
+die() { printf 'deps: error: %s\n' "$*" >&2; exit 1; }
+
+tmp_dirs=()
+cleanup() { local d; for d in "${tmp_dirs[@]}"; do rm -rf -- "$d"; done; }
+trap cleanup EXIT
+
+# --- 1. Debian packages --------------------------------------------------------
+install_packages() {
+    local missing=() p status
+    for p in "${PACKAGES[@]}"; do
+        status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+        [ "$status" = "install ok installed" ] || missing+=("$p")
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        log "all ${#PACKAGES[@]} Debian packages present"
+        return
+    fi
+    log "installing ${#missing[@]} packages: ${missing[*]}"
+    "${SUDO[@]}" apt-get update -qq
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# --- 2. ONNX Runtime -------------------------------------------------------------
+stamp_text() {
+    printf 'onnxruntime %s\n' "$ORT_VERSION"
+    printf 'npm %s sha256 %s\n' "$ORT_NPM_SPEC" "$ORT_NPM_SHA256"
+    printf 'lib libonnxruntime.so.1 sha256 %s\n' "$ORT_LIB_SHA256"
+    printf 'deb %s=%s (%s) sha256 %s\n' "$ORT_HDR_PKG" "$ORT_HDR_VERSION" \
+        "$ORT_HDR_SUITE" "$ORT_HDR_SHA256"
+}
+
+ort_is_current() {
+    [ -f "$ort_dir/.stamp" ] && [ -f "$ort_dir/lib/libonnxruntime.so.1" ] &&
+        [ -f "$ort_dir/include/onnxruntime_c_api.h" ] &&
+        [ "$(cat "$ort_dir/.stamp")" = "$(stamp_text)" ]
+}
+
+# verify_sha256 FILE EXPECTED WHAT
+verify_sha256() {
+    local actual
+    actual="$(sha256sum "$1" | cut -d' ' -f1)"
+    [ "$actual" = "$2" ] ||
+        die "sha256 mismatch for $3: expected $2, got $actual"
+}
+
+# The Debian mirror URI this machine already uses (never hard-coded): the first
+# URIs: of a deb822 paragraph for Debian's main suites (not -security) in
+# /etc/apt/sources.list.d/*.sources, else the first `deb` line of
+# /etc/apt/sources.list.
+debian_mirror() {
+    local f uri
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        uri="$(awk '
+            function flush() {
+                if (types ~ /(^| )deb( |$)/ && enabled != "no" && uri != "" &&
+                    suites != "" && suites !~ /-security/ &&
+                    uri ~ /^https?:\/\// && uri !~ /security/) { print uri; found = 1; exit }
+                types = suites = uri = enabled = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            {
+                key = tolower($1); sub(/:$/, "", key)
+                val = $0; sub(/^[^:]*:[ \t]*/, "", val)
+                if (key == "types") types = val
+                else if (key == "suites") suites = val
+                else if (key == "enabled") enabled = tolower(val)
+                else if (key == "uris") { split(val, u, /[ \t]+/); uri = u[1] }
+            }
+            END { if (!found) flush() }' "$f")"
+        if [ -n "$uri" ]; then printf '%s\n' "$uri"; return; fi
+    done
+    if [ -f /etc/apt/sources.list ]; then
+        uri="$(awk '$1 == "deb" {
+                i = 2
+                if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+                if ($(i + 1) !~ /-security/) { print $i; exit }
+            }' /etc/apt/sources.list)"
+        if [ -n "$uri" ]; then printf '%s\n' "$uri"; return; fi
+    fi
+    die "no Debian mirror found in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list"
+}
+
+fetch_ort_lib() { # $1: work dir, $2: stage dir
+    local work="$1/npm" stage="$2" tgz
+    mkdir -p "$work/x"
+    (cd "$work" && npm pack "$ORT_NPM_SPEC" --ignore-scripts --silent >/dev/null) ||
+        die "npm pack $ORT_NPM_SPEC failed"
+    tgz="$work/onnxruntime-node-${ORT_VERSION}.tgz"
+    [ -f "$tgz" ] || die "npm pack did not produce $(basename "$tgz")"
+    verify_sha256 "$tgz" "$ORT_NPM_SHA256" "$ORT_NPM_SPEC tarball"
+    tar -xzf "$tgz" -C "$work/x" "$ORT_NPM_MEMBER"
+    verify_sha256 "$work/x/$ORT_NPM_MEMBER" "$ORT_LIB_SHA256" \
+        "libonnxruntime.so.1 (from $ORT_NPM_SPEC)"
+    mkdir -p "$stage/lib"
+    install -m 0644 "$work/x/$ORT_NPM_MEMBER" "$stage/lib/libonnxruntime.so.1"
+}
+
+fetch_ort_headers() { # $1: work dir, $2: stage dir
+    local work="$1/apt" stage="$2" mirror deb
+    mirror="$(debian_mirror)"
+    mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/dl" "$work/x"
+    printf 'deb [signed-by=%s] %s %s main\n' "$DEBIAN_KEYRING" "$mirror" \
+        "$ORT_HDR_SUITE" >"$work/sources.list"
+    # As root, apt drops privileges to _apt for downloads: let it reach and
+    # write the private state so it does not fall back to an unsandboxed
+    # download (and warn about it).
+    if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then
+        chmod 0755 "$1" "$work"
+        chown -R _apt:root "$work/lists/partial" "$work/cache/archives/partial" "$work/dl"
+    fi
+    local apt_opts=(
+        -o "Dir::Etc::SourceList=$work/sources.list"
+        -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State::Lists=$work/lists"
+        -o "Dir::Cache=$work/cache"
+        -o Acquire::Languages=none
+    )
+    log "fetching $ORT_HDR_PKG=$ORT_HDR_VERSION from $mirror $ORT_HDR_SUITE"
+    apt-get "${apt_opts[@]}" -qq update ||
+        die "apt-get update of the private $ORT_HDR_SUITE index failed"
+    (cd "$work/dl" && apt-get "${apt_opts[@]}" -qq download \
+        "$ORT_HDR_PKG=$ORT_HDR_VERSION") ||
+        die "apt-get download $ORT_HDR_PKG=$ORT_HDR_VERSION failed"
+    deb="$(find "$work/dl" -maxdepth 1 -name "${ORT_HDR_PKG}_*.deb" | head -n1)"
+    [ -n "$deb" ] || die "apt-get download produced no ${ORT_HDR_PKG} .deb"
+    verify_sha256 "$deb" "$ORT_HDR_SHA256" "$(basename "$deb")"
+    dpkg-deb -x "$deb" "$work/x"
+    [ -f "$work/x/usr/include/onnxruntime/onnxruntime_c_api.h" ] ||
+        die "$(basename "$deb") has no usr/include/onnxruntime/onnxruntime_c_api.h"
+    mkdir -p "$stage/include"
+    cp -R "$work/x/usr/include/onnxruntime/." "$stage/include/"
+}
+
+install_ort() {
+    if ort_is_current; then
+        log "onnxruntime $ORT_VERSION ready (cached)"
+        return
+    fi
+    log "fetching onnxruntime $ORT_VERSION into $ort_dir"
+    mkdir -p "$third_party"
+    local work stage old
+    work="$(mktemp -d "${TMPDIR:-/tmp}/inferd-deps.XXXXXX")"
+    tmp_dirs+=("$work")
+    # Stage next to the target so the final rename stays on one filesystem.
+    stage="$(mktemp -d "$third_party/.onnxruntime.new.XXXXXX")"
+    tmp_dirs+=("$stage")
+    fetch_ort_lib "$work" "$stage"
+    fetch_ort_headers "$work" "$stage"
+    chmod 0755 "$stage"
+    stamp_text >"$stage/.stamp"
+    # Swap: only a fully verified tree (stamp included) ever lands at $ort_dir.
+    if [ -e "$ort_dir" ]; then
+        old="$third_party/.onnxruntime.old.$$"
+        tmp_dirs+=("$old")
+        mv -- "$ort_dir" "$old"
+    fi
+    mv -- "$stage" "$ort_dir"
+    log "onnxruntime $ORT_VERSION ready ($ort_dir)"
+}
+
+install_packages
+install_ort
