@@ -9,8 +9,10 @@
  * Lifecycle of an instance:
  *   load()      on the repository thread; fills the model's I/O description.
  *   execute()   on a worker thread, any number of times.
- *   release()   on the same worker thread, once per successful execute(),
- *               after the outputs are no longer read.
+ *   release()   once per successful execute(), after the outputs are no
+ *               longer read; from any thread (the I/O thread releases them
+ *               after encoding the response), never concurrently with
+ *               unload().
  *   unload()    on the repository thread, after the last release().
  */
 #ifndef INFERD_BACKEND_BACKEND_H

@@ -7,12 +7,15 @@
  *   whitespace) from text[0..len). It never reads past len and does not need
  *   NUL termination. The whole tree (values, member arrays, decoded strings)
  *   is allocated from `arena` and lives as long as the arena; `text` may be
- *   freed after the call. Nesting deeper than limits->max_depth, invalid
- *   UTF-8 in strings, lone surrogates in \u escapes, leading zeros, trailing
- *   garbage, duplicate-free objects are NOT required (duplicates are kept, the
- *   first wins in json_get). As an extension (like Python's json module) the
- *   bare tokens NaN, Infinity and -Infinity are accepted as numbers when
- *   limits->allow_nonfinite is set.
+ *   freed after the call. Rejected: nesting deeper than limits->max_depth,
+ *   invalid UTF-8 in strings, lone surrogates in \u escapes, leading zeros,
+ *   trailing garbage. Objects need not be duplicate-free (duplicates are
+ *   kept, the first wins in json_get). As an extension (like Python's json
+ *   module) the bare tokens NaN, Infinity and -Infinity are accepted as
+ *   numbers when limits->allow_nonfinite is set. limits may be NULL (the
+ *   defaults), and so may err_msg and err_off. Temporary memory for the
+ *   parse comes from mem_alloc and is freed before returning; the depth
+ *   limit does not depend on the C stack (the parser is iterative).
  *   Numbers are kept as their source text (copied into the arena), and
  *   converted on demand, exactly, by the json_num_* functions.
  *   On error returns -1 and sets *err_msg to a static string and *err_off to
@@ -24,6 +27,8 @@
  *   escaped; invalid UTF-8 bytes are written as \u00XX so the output is
  *   always valid JSON. Non-finite doubles are written as NaN, Infinity,
  *   -Infinity (the Python extension) since JSON has no other spelling.
+ *   Nesting deeper than JSON_WRITER_MAX_DEPTH sets b->err = -E2BIG, and an
+ *   end without a begin -EINVAL; once b->err is set, every call is a no-op.
  */
 #ifndef INFERD_BASE_JSON_H
 #define INFERD_BASE_JSON_H
@@ -90,7 +95,7 @@ int json_num_f32(const struct json_value *v, float *out);
 struct json_writer {
     struct buf *b;
     uint32_t depth;
-    bool after_key;                         /* next value follows "key": */
+    bool after_key;                           /* next value follows "key": */
     bool nonempty[JSON_WRITER_MAX_DEPTH + 1]; /* current container has an element */
 };
 
@@ -100,6 +105,8 @@ void json_w_obj_end(struct json_writer *w);
 void json_w_arr_begin(struct json_writer *w);
 void json_w_arr_end(struct json_writer *w);
 void json_w_key(struct json_writer *w, const char *key); /* NUL-terminated */
+/* A key of n bytes, which may contain NUL (as parsed keys can). */
+void json_w_keyn(struct json_writer *w, const char *key, size_t n);
 void json_w_str(struct json_writer *w, const char *s, size_t n);
 void json_w_cstr(struct json_writer *w, const char *s);
 void json_w_int(struct json_writer *w, int64_t v);

@@ -1,12 +1,297 @@
+/*
+ * inferd command line: `inferd serve` runs the server; `--help`, `--version`.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "api/rest.h"
+#include "base/log.h"
+#include "http/server.h"
+#include "model/model.h"
+#include "net/loop.h"
+
+struct serve_options {
+    struct registry_options registry;
+    struct http_server_config http;
+};
+
+static const char usage_text[] =
+    "usage: inferd <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  serve        serve the models of a repository over KServe v2 REST\n"
+    "\n"
+    "  inferd --help | -h       this text\n"
+    "  inferd --version | -V    print the version\n"
+    "  inferd serve --help      options of serve\n";
+
+static const char serve_usage_text[] =
+    "usage: inferd serve [options]\n"
+    "\n"
+    "Serves every model of a Triton-style repository (<repo>/<model>/<version>/model.onnx)\n"
+    "over the KServe v2 / Open Inference Protocol REST API.\n"
+    "\n"
+    "options:\n"
+    "  --model-repository DIR     model repository (default: models)\n"
+    "  --host ADDR                address to listen on (default: 0.0.0.0)\n"
+    "  --http-port N              HTTP port (default: 8000; 0 = any free port)\n"
+    "  --max-request-line BYTES   longest request line, else 414 (default: 8192)\n"
+    "  --max-header-bytes BYTES   largest request head, else 431 (default: 65536)\n"
+    "  --max-headers N            most header fields, else 431 (default: 100)\n"
+    "  --max-body-bytes BYTES     largest request body, else 413 (default: 67108864)\n"
+    "  --max-connections N        open connections; more are refused (default: 10000)\n"
+    "  --header-timeout-secs N    a request head must arrive within N s, else 408 (default: 30)\n"
+    "  --idle-timeout-secs N      close keep-alive connections idle for N s (default: 300)\n"
+    "  --queue-limit N            requests waiting per model, more get 503 (default: 1024)\n"
+    "  --ort-intra-op-threads N   ONNX Runtime threads per operator (default: 1)\n"
+    "  --ort-inter-op-threads N   ONNX Runtime threads across operators (default: 1)\n"
+    "  --log-level LEVEL          error, warn, info or debug (default: info)\n"
+    "  -h, --help                 this text\n";
+
+enum {
+    OPT_REPO = 256,
+    OPT_HOST,
+    OPT_PORT,
+    OPT_MAX_REQUEST_LINE,
+    OPT_MAX_HEADER_BYTES,
+    OPT_MAX_HEADERS,
+    OPT_MAX_BODY,
+    OPT_MAX_CONNECTIONS,
+    OPT_HEADER_TIMEOUT,
+    OPT_IDLE_TIMEOUT,
+    OPT_QUEUE_LIMIT,
+    OPT_INTRA,
+    OPT_INTER,
+    OPT_LOG_LEVEL,
+};
+
+static const struct option serve_options_table[] = {
+    {"model-repository", required_argument, NULL, OPT_REPO},
+    {"host", required_argument, NULL, OPT_HOST},
+    {"http-port", required_argument, NULL, OPT_PORT},
+    {"max-request-line", required_argument, NULL, OPT_MAX_REQUEST_LINE},
+    {"max-header-bytes", required_argument, NULL, OPT_MAX_HEADER_BYTES},
+    {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
+    {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+    {"header-timeout-secs", required_argument, NULL, OPT_HEADER_TIMEOUT},
+    {"idle-timeout-secs", required_argument, NULL, OPT_IDLE_TIMEOUT},
+    {"queue-limit", required_argument, NULL, OPT_QUEUE_LIMIT},
+    {"ort-intra-op-threads", required_argument, NULL, OPT_INTRA},
+    {"ort-inter-op-threads", required_argument, NULL, OPT_INTER},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses a decimal integer in [lo, hi] or exits with status 2. */
+static unsigned long long parse_num(const char *flag, const char *s, unsigned long long lo,
+                                    unsigned long long hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "inferd: --%s: expected a number from %llu to %llu, got '%s'\n", flag,
+                lo, hi, s);
+        exit(2);
+    }
+    return v;
+}
+
+static void parse_serve_args(int argc, char **argv, struct serve_options *o)
+{
+    *o = (struct serve_options){
+        .registry = {.repository = "models", .intra_op_threads = 1, .inter_op_threads = 1,
+                     .queue_limit = 1024},
+        .http = {.host = "0.0.0.0", .port = 8000,
+                 .limits = {.max_request_line = 8192, .max_header_bytes = 65536,
+                            .max_headers = 100, .max_body = 64ull << 20},
+                 .max_connections = 10000, .header_timeout_ms = 30000,
+                 .idle_timeout_ms = 300000, .write_timeout_ms = 60000,
+                 .max_response_bytes = 1ull << 30},
+    };
+    int c, idx;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", serve_options_table, &idx)) != -1) {
+        const char *name = c >= OPT_REPO ? serve_options_table[idx].name : "";
+        switch (c) {
+        case OPT_REPO: o->registry.repository = optarg; break;
+        case OPT_HOST: o->http.host = optarg; break;
+        case OPT_PORT: o->http.port = (int)parse_num(name, optarg, 0, 65535); break;
+        case OPT_MAX_REQUEST_LINE:
+            o->http.limits.max_request_line = (uint32_t)parse_num(name, optarg, 64, 1 << 20);
+            break;
+        case OPT_MAX_HEADER_BYTES:
+            o->http.limits.max_header_bytes = (uint32_t)parse_num(name, optarg, 256, 16 << 20);
+            break;
+        case OPT_MAX_HEADERS:
+            o->http.limits.max_headers = (uint32_t)parse_num(name, optarg, 1, HTTP1_MAX_HEADERS_CAP);
+            break;
+        case OPT_MAX_BODY:
+            o->http.limits.max_body = parse_num(name, optarg, 0, 4ull << 30);
+            break;
+        case OPT_MAX_CONNECTIONS:
+            o->http.max_connections = (uint32_t)parse_num(name, optarg, 1, 1000000);
+            break;
+        case OPT_HEADER_TIMEOUT:
+            o->http.header_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 3600) * 1000;
+            break;
+        case OPT_IDLE_TIMEOUT:
+            o->http.idle_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 86400) * 1000;
+            break;
+        case OPT_QUEUE_LIMIT:
+            o->registry.queue_limit = (uint32_t)parse_num(name, optarg, 1, 1000000);
+            break;
+        case OPT_INTRA: o->registry.intra_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
+        case OPT_INTER: o->registry.inter_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
+        case OPT_LOG_LEVEL:
+            if (strcmp(optarg, "error") == 0)
+                log_set_level(LOG_ERROR);
+            else if (strcmp(optarg, "warn") == 0)
+                log_set_level(LOG_WARN);
+            else if (strcmp(optarg, "info") == 0)
+                log_set_level(LOG_INFO);
+            else if (strcmp(optarg, "debug") == 0)
+                log_set_level(LOG_DEBUG);
+            else {
+                fprintf(stderr, "inferd: --log-level: expected error, warn, info or debug\n");
+                exit(2);
+            }
+            break;
+        case 'h': fputs(serve_usage_text, stdout); exit(0);
+        default: fputs("try 'inferd serve --help'\n", stderr); exit(2);
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "inferd serve: unexpected argument '%s'\n", argv[optind]);
+        exit(2);
+    }
+}
+
+/* Shutdown: the first SIGINT/SIGTERM drains (no new connections, in-flight
+ * requests are answered); a second one, or the drain timeout, stops at once. */
+struct shutdown_ctx {
+    struct loop_watch sigwatch;
+    struct loop *loop;
+    struct http_server *server;
+    bool draining;
+};
+
+static void on_drained(void *arg)
+{
+    struct shutdown_ctx *sc = arg;
+    loop_stop(sc->loop);
+}
+
+static void on_signal(struct loop_watch *w, uint32_t events)
+{
+    (void)events;
+    struct shutdown_ctx *sc = (struct shutdown_ctx *)w;
+    struct signalfd_siginfo si;
+    while (read(w->fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (sc->draining) {
+            log_warn("second signal: stopping now");
+            loop_stop(sc->loop);
+            return;
+        }
+        log_info("received %s: draining %u connections", strsignal((int)si.ssi_signo),
+                 http_server_connection_count(sc->server));
+        sc->draining = true;
+        http_server_drain(sc->server, on_drained, sc);
+    }
+}
+
+static int serve(int argc, char **argv)
+{
+    struct serve_options o;
+    parse_serve_args(argc, argv, &o);
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    /* Block before any thread starts so that every thread inherits the mask
+     * and the signals are only read from the signalfd. */
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    log_info("inferd %s starting: repository %s", INFERD_VERSION, o.registry.repository);
+    struct registry reg;
+    struct error err;
+    error_clear(&err);
+    if (registry_load(&o.registry, &reg, &err) != 0) {
+        log_error("%s", err.msg);
+        return 1;
+    }
+
+    int rc = 1;
+    struct loop loop;
+    struct http_server *server = NULL;
+    struct shutdown_ctx sc = {.loop = &loop};
+    if (loop_init(&loop) != 0) {
+        log_error("cannot create event loop: %s", strerror(errno));
+        goto out_registry;
+    }
+    struct rest_api api = {.registry = &reg, .loop = &loop};
+    if (http_server_start(&loop, &o.http, rest_handle, &api, &server) != 0)
+        goto out_loop;
+    sc.server = server;
+    sc.sigwatch.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    sc.sigwatch.on_events = on_signal;
+    if (sc.sigwatch.fd < 0 || loop_add(&loop, &sc.sigwatch, EPOLLIN) != 0) {
+        log_error("cannot watch signals: %s", strerror(errno));
+        goto out_server;
+    }
+    log_info("ready: %u models, %s; HTTP on %s:%d", reg.count,
+             registry_all_ready(&reg) ? "all ready" : "SOME NOT READY", o.http.host,
+             http_server_port(server));
+    if (loop_run(&loop) != 0)
+        log_error("event loop failed: %s", strerror(errno));
+    else
+        rc = 0;
+    loop_del(&loop, &sc.sigwatch);
+    close(sc.sigwatch.fd);
+out_server:
+    http_server_free(server);
+out_loop:
+    /* Models go first: stopping a scheduler lets its queued requests finish,
+     * and their completions are posted to the (not yet closed) loop. */
+    registry_free(&reg);
+    loop_close(&loop);
+    goto out_done;
+out_registry:
+    registry_free(&reg);
+out_done:
+    if (rc == 0)
+        log_info("shutdown complete");
+    return rc;
+}
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
         printf("inferd %s\n", INFERD_VERSION);
         return 0;
     }
-    fprintf(stderr, "usage: inferd --version\n");
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "serve") == 0)
+        return serve(argc - 1, argv + 1);
+    fprintf(stderr, "inferd: unknown command or option '%s'\n%s", cmd, usage_text);
     return 2;
 }

@@ -7,6 +7,8 @@
  * in memory and grown) each time more bytes arrive. The parser keeps only
  * offsets, so moving the buffer is fine; it never re-scans bytes it has
  * already examined (a slowloris sending one byte per call costs O(1) each).
+ * Decoding a chunked body rewrites bytes already passed in, so the buffer
+ * must keep them as the parser left them: only append new bytes after len.
  *
  * Chunked bodies are decoded in place: on DONE the body is contiguous at
  * req->body. Trailers are parsed (bounded by the header limits) and ignored.
@@ -21,7 +23,7 @@
  *                headers (body not yet), so the caller can route early and
  *                answer `Expect: 100-continue`.
  *   HTTP1_ERROR  malformed or over a limit; p->err_status is the HTTP status
- *                to answer (400, 413, 414, 431, 501, 505) and p->err_msg a
+ *                to answer (400, 413, 414, 417, 431, 501, 505) and p->err_msg a
  *                static description. The connection must be closed after
  *                the error response.
  */
@@ -71,24 +73,35 @@ struct http1_request {
 
 enum { HTTP1_ERROR = -1, HTTP1_AGAIN = 0, HTTP1_DONE = 1 };
 
+/* Private to the parser: where a piece of the request lies in the buffer. */
+struct http1_span {
+    uint32_t off;
+    uint32_t len;
+};
+
 struct http1_parser {
     struct http1_limits limits;
     bool head_done;
     size_t consumed;     /* on DONE: bytes of this request */
     int err_status;      /* on ERROR */
     const char *err_msg; /* on ERROR: static string */
-    /* Private state: offsets into the buffer; see http1.c. */
+    /* Private state: offsets into the buffer (so that it may move); see
+     * http1.c. */
     int _state;
-    size_t _scan;       /* bytes of the head already scanned */
-    size_t _head_len;   /* bytes of the head incl. the blank line */
-    size_t _body_start; /* offset where the (decoded) body starts */
-    size_t _body_out;   /* decoded body bytes so far (chunked) */
-    size_t _in;         /* next raw byte to read (chunked) */
-    uint64_t _chunk_left;
-    uint32_t _trailer_bytes;
+    size_t _in;            /* first byte not yet consumed (start of the current line) */
+    size_t _scan;          /* where the search for the current line's LF resumes */
+    size_t _head_len;      /* bytes of the head incl. the blank line; the body starts here */
+    size_t _trailer_start; /* offset of the trailer section (chunked) */
+    uint64_t _body_len;    /* decoded body bytes so far */
+    uint64_t _chunk_left;  /* data bytes of the current chunk not yet decoded */
     uint32_t _trailer_count;
-    uint32_t _off_headers[HTTP1_MAX_HEADERS_CAP][4]; /* name off/len, value off/len */
-    uint32_t _off_line[6]; /* method off/len, target off/len, query off/len */
+    int _version_minor;
+    bool _keep_alive, _expect_continue, _chunked, _has_content_length, _has_query;
+    uint64_t _content_length;
+    struct http1_span _method, _target, _query;
+    uint32_t _nheaders;
+    struct http1_span _names[HTTP1_MAX_HEADERS_CAP];
+    struct http1_span _values[HTTP1_MAX_HEADERS_CAP];
 };
 
 void http1_parser_init(struct http1_parser *p, const struct http1_limits *limits);

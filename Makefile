@@ -1,0 +1,66 @@
+# inferd — the user interface of the build.
+#
+#   make          build build/inferd (runs scripts/deps.sh first if needed)
+#   make run      build, then serve the bundled models on port 8000
+#   make test     build, then run the unit tests (ctest) and integration tests (pytest)
+#   make test SANITIZE=1   the same with AddressSanitizer + UBSan (build-asan/)
+#   make fuzz     run every fuzz target with libFuzzer (FUZZ_SECONDS each, default 300)
+#   make models   regenerate the bundled models (models/build/)
+#   make clean    remove build directories
+
+PYTHON ?= /usr/bin/python3
+PORT ?= 8000
+FUZZ_SECONDS ?= 300
+JOBS ?= $(shell nproc)
+
+ifeq ($(SANITIZE),1)
+BUILD_DIR := build-asan
+CMAKE_FLAGS := -DSANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
+export LSAN_OPTIONS := suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
+else
+BUILD_DIR := build
+CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo
+endif
+
+DEPS_STAMP := third_party/onnxruntime/.stamp
+INFERD := $(BUILD_DIR)/inferd
+
+.PHONY: all build run test unit integration fuzz models clean deps
+
+all: build
+
+deps:
+	scripts/deps.sh
+
+$(DEPS_STAMP):
+	scripts/deps.sh
+
+$(BUILD_DIR)/Makefile: CMakeLists.txt $(DEPS_STAMP)
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
+
+build: $(BUILD_DIR)/Makefile
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	scripts/run.sh $(INFERD) $(PORT)
+
+test: build unit integration
+
+unit: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+integration: build
+	INFERD_BIN=$(CURDIR)/$(INFERD) $(PYTHON) -m pytest -q tests/integration
+
+fuzz: $(DEPS_STAMP)
+	cmake -S . -B build-fuzz -DFUZZ=ON -DSANITIZE=ON -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+	scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+models:
+	models/build/make_all.sh
+
+clean:
+	rm -rf build build-asan build-fuzz

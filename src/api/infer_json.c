@@ -1,0 +1,445 @@
+#include "api/infer_json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "core/fp16.h"
+
+/* Nesting allowed in a request: the document, inputs array, input object,
+ * and `data` nested up to the maximum rank. */
+#define INFER_JSON_MAX_DEPTH (TENSOR_MAX_DIMS + 8)
+
+/* ---- request ---------------------------------------------------------- */
+
+static bool is_true(const struct json_value *v)
+{
+    return v && v->type == JSON_TRUE;
+}
+
+static int check_parameters(const struct json_value *params, const char *where,
+                            struct error *err)
+{
+    if (!params)
+        return 0;
+    if (params->type != JSON_OBJECT)
+        return error_set(err, 400, "%s: 'parameters' must be an object", where);
+    for (uint32_t i = 0; i < params->len; i++) {
+        enum json_type t = params->u.members[i].value.type;
+        if (t == JSON_ARRAY || t == JSON_OBJECT || t == JSON_NULL)
+            return error_set(err, 400, "%s: parameter '%s' must be a string, number or bool",
+                             where, params->u.members[i].key);
+    }
+    return 0;
+}
+
+/* Counts the scalar leaves of a (possibly nested) data array. */
+static int64_t count_leaves(const struct json_value *v)
+{
+    if (v->type != JSON_ARRAY)
+        return 1;
+    int64_t n = 0;
+    for (uint32_t i = 0; i < v->len; i++)
+        n += count_leaves(&v->u.items[i]);
+    return n;
+}
+
+struct fill {
+    const char *input; /* for messages */
+    enum dtype dtype;
+    unsigned char *out; /* numeric destination */
+    struct tensor_bytes *strs;
+    int64_t index;
+    struct error *err;
+};
+
+static int bad_value(struct fill *f, const char *why)
+{
+    return error_set(f->err, 400, "input '%s': element %lld is %s for datatype %s", f->input,
+                     (long long)f->index, why, dtype_name(f->dtype));
+}
+
+static int put_int(struct fill *f, const struct json_value *v, int64_t lo, int64_t hi)
+{
+    int64_t x;
+    if (v->type != JSON_NUMBER)
+        return bad_value(f, "not a number");
+    int rc = json_num_i64(v, &x);
+    if (rc == -EINVAL)
+        return bad_value(f, "not an integer");
+    if (rc == -ERANGE || x < lo || x > hi)
+        return bad_value(f, "out of range");
+    size_t size = dtype_size(f->dtype);
+    unsigned char *dst = f->out + (size_t)f->index * size;
+    switch (size) {
+    case 1: { int8_t y = (int8_t)x; memcpy(dst, &y, 1); break; }
+    case 2: { int16_t y = (int16_t)x; memcpy(dst, &y, 2); break; }
+    case 4: { int32_t y = (int32_t)x; memcpy(dst, &y, 4); break; }
+    default: memcpy(dst, &x, 8); break;
+    }
+    return 0;
+}
+
+static int put_uint(struct fill *f, const struct json_value *v, uint64_t hi)
+{
+    uint64_t x;
+    if (v->type != JSON_NUMBER)
+        return bad_value(f, "not a number");
+    int rc = json_num_u64(v, &x);
+    if (rc == -EINVAL)
+        return bad_value(f, "not an integer");
+    if (rc == -ERANGE || x > hi)
+        return bad_value(f, "out of range");
+    size_t size = dtype_size(f->dtype);
+    unsigned char *dst = f->out + (size_t)f->index * size;
+    switch (size) {
+    case 1: { uint8_t y = (uint8_t)x; memcpy(dst, &y, 1); break; }
+    case 2: { uint16_t y = (uint16_t)x; memcpy(dst, &y, 2); break; }
+    case 4: { uint32_t y = (uint32_t)x; memcpy(dst, &y, 4); break; }
+    default: memcpy(dst, &x, 8); break;
+    }
+    return 0;
+}
+
+static int put_leaf(struct fill *f, const struct json_value *v)
+{
+    switch (f->dtype) {
+    case DT_BOOL:
+        if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+            return bad_value(f, "not true or false");
+        f->out[f->index] = v->type == JSON_TRUE;
+        return 0;
+    case DT_INT8: return put_int(f, v, INT8_MIN, INT8_MAX);
+    case DT_INT16: return put_int(f, v, INT16_MIN, INT16_MAX);
+    case DT_INT32: return put_int(f, v, INT32_MIN, INT32_MAX);
+    case DT_INT64: return put_int(f, v, INT64_MIN, INT64_MAX);
+    case DT_UINT8: return put_uint(f, v, UINT8_MAX);
+    case DT_UINT16: return put_uint(f, v, UINT16_MAX);
+    case DT_UINT32: return put_uint(f, v, UINT32_MAX);
+    case DT_UINT64: return put_uint(f, v, UINT64_MAX);
+    case DT_FP16:
+    case DT_FP32: {
+        float x;
+        if (v->type != JSON_NUMBER)
+            return bad_value(f, "not a number");
+        if (json_num_f32(v, &x) != 0)
+            return bad_value(f, "out of range");
+        if (f->dtype == DT_FP32) {
+            memcpy(f->out + (size_t)f->index * 4, &x, 4);
+            return 0;
+        }
+        uint16_t h = fp16_from_float(x);
+        if (isfinite(x) && (h & 0x7c00u) == 0x7c00u)
+            return bad_value(f, "out of range");
+        memcpy(f->out + (size_t)f->index * 2, &h, 2);
+        return 0;
+    }
+    case DT_FP64: {
+        double x;
+        if (v->type != JSON_NUMBER)
+            return bad_value(f, "not a number");
+        if (json_num_f64(v, &x) != 0)
+            return bad_value(f, "out of range");
+        memcpy(f->out + (size_t)f->index * 8, &x, 8);
+        return 0;
+    }
+    case DT_BYTES:
+        if (v->type != JSON_STRING)
+            return bad_value(f, "not a string");
+        f->strs[f->index].ptr = v->u.str;
+        f->strs[f->index].len = v->len;
+        return 0;
+    default:
+        return error_set(f->err, 400, "input '%s': datatype %s is not supported in JSON",
+                         f->input, dtype_name(f->dtype));
+    }
+}
+
+static int fill_leaves(struct fill *f, const struct json_value *v)
+{
+    if (v->type != JSON_ARRAY) {
+        int rc = put_leaf(f, v);
+        f->index++;
+        return rc;
+    }
+    for (uint32_t i = 0; i < v->len; i++)
+        if (fill_leaves(f, &v->u.items[i]) != 0)
+            return -1;
+    return 0;
+}
+
+static int decode_shape(const struct json_value *shape, const char *name, struct tensor *t,
+                        struct error *err)
+{
+    if (!shape || shape->type != JSON_ARRAY)
+        return error_set(err, 400, "input '%s': 'shape' must be an array of integers", name);
+    if (shape->len > TENSOR_MAX_DIMS)
+        return error_set(err, 400, "input '%s': shape has %u dimensions, at most %d allowed",
+                         name, shape->len, TENSOR_MAX_DIMS);
+    t->ndim = shape->len;
+    for (uint32_t i = 0; i < shape->len; i++) {
+        int64_t d;
+        if (json_num_i64(&shape->u.items[i], &d) != 0 || d < 0)
+            return error_set(err, 400, "input '%s': shape must hold non-negative integers",
+                             name);
+        t->shape[i] = d;
+    }
+    return 0;
+}
+
+static int check_against_model(const struct tensor *t, const struct model_io *io,
+                               struct error *err)
+{
+    if (t->dtype != io->dtype)
+        return error_set(err, 400, "input '%s': datatype %s does not match the model's %s",
+                         t->name, dtype_name(t->dtype), dtype_name(io->dtype));
+    bool match = t->ndim == io->ndim;
+    for (uint32_t i = 0; match && i < t->ndim; i++)
+        if (io->dims[i] >= 0 && io->dims[i] != t->shape[i])
+            match = false;
+    if (!match) {
+        char got[128], want[128];
+        shape_format(t->shape, t->ndim, got, sizeof got);
+        shape_format(io->dims, io->ndim, want, sizeof want);
+        return error_set(err, 400, "input '%s': shape %s does not match the model's %s",
+                         t->name, got, want);
+    }
+    return 0;
+}
+
+static int decode_input(struct infer_request *req, const struct model *m,
+                        const struct json_value *in, bool *seen, struct error *err)
+{
+    if (in->type != JSON_OBJECT)
+        return error_set(err, 400, "each element of 'inputs' must be an object");
+    const struct json_value *name = json_get(in, "name");
+    if (!name || name->type != JSON_STRING)
+        return error_set(err, 400, "input without a 'name' string");
+    int idx = model_input_index(m, name->u.str);
+    if (idx < 0 || strlen(name->u.str) != name->len)
+        return error_set(err, 400, "unknown input '%s' for model '%s'", name->u.str, m->name);
+    if (seen[idx])
+        return error_set(err, 400, "duplicate input '%s'", name->u.str);
+    seen[idx] = true;
+
+    struct tensor *t = &req->inputs[idx];
+    t->name = m->info.inputs[idx].name;
+    const struct json_value *dt = json_get(in, "datatype");
+    if (!dt || dt->type != JSON_STRING)
+        return error_set(err, 400, "input '%s': 'datatype' must be a string", t->name);
+    t->dtype = dtype_from_name(dt->u.str, dt->len);
+    if (t->dtype == DT_INVALID)
+        return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, dt->u.str);
+    if (decode_shape(json_get(in, "shape"), t->name, t, err) != 0)
+        return -1;
+    if (check_against_model(t, &m->info.inputs[idx], err) != 0)
+        return -1;
+
+    const struct json_value *params = json_get(in, "parameters");
+    if (check_parameters(params, t->name, err) != 0)
+        return -1;
+    if (json_get(params, "binary_data_size"))
+        return error_set(err, 400,
+                         "input '%s': binary tensor data is not supported by this server",
+                         t->name);
+    if (json_get(params, "shared_memory_region"))
+        return error_set(err, 400, "input '%s': shared memory is not supported", t->name);
+
+    const struct json_value *data = json_get(in, "data");
+    if (!data || data->type != JSON_ARRAY)
+        return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
+    int64_t want = tensor_count(t, INT32_MAX);
+    if (want < 0)
+        return error_set(err, 413, "input '%s': too many elements", t->name);
+    int64_t got = count_leaves(data);
+    if (got != want) {
+        char shape[128];
+        shape_format(t->shape, t->ndim, shape, sizeof shape);
+        return error_set(err, 400, "input '%s': shape %s needs %lld elements, 'data' has %lld",
+                         t->name, shape, (long long)want, (long long)got);
+    }
+    struct fill f = {.input = t->name, .dtype = t->dtype, .err = err};
+    if (t->dtype == DT_BYTES) {
+        f.strs = arena_calloc(&req->arena, (size_t)want, sizeof *f.strs);
+        t->data = f.strs;
+    } else {
+        t->nbytes = (size_t)want * dtype_size(t->dtype);
+        f.out = arena_alloc(&req->arena, t->nbytes);
+        t->data = f.out;
+    }
+    if (!t->data && want > 0)
+        return error_set(err, 413, "input '%s': request too large to decode", t->name);
+    if (fill_leaves(&f, data) != 0)
+        return -1;
+    if (t->dtype == DT_BYTES)
+        for (int64_t i = 0; i < want; i++)
+            t->nbytes += f.strs[i].len;
+    return 0;
+}
+
+static int decode_outputs(struct infer_request *req, const struct model *m,
+                          const struct json_value *outs, struct error *err)
+{
+    if (!outs) {
+        const char **names = arena_alloc(&req->arena, m->info.noutputs * sizeof *names);
+        if (!names)
+            return error_set(err, 413, "request too large to decode");
+        for (uint32_t i = 0; i < m->info.noutputs; i++)
+            names[i] = m->info.outputs[i].name;
+        req->output_names = names;
+        req->noutputs = m->info.noutputs;
+        return 0;
+    }
+    if (outs->type != JSON_ARRAY || outs->len == 0)
+        return error_set(err, 400, "'outputs' must be a non-empty array");
+    if (outs->len > m->info.noutputs)
+        return error_set(err, 400, "'outputs' names %u outputs, model '%s' has %u", outs->len,
+                         m->name, m->info.noutputs);
+    const char **names = arena_alloc(&req->arena, outs->len * sizeof *names);
+    if (!names)
+        return error_set(err, 413, "request too large to decode");
+    for (uint32_t i = 0; i < outs->len; i++) {
+        const struct json_value *o = &outs->u.items[i];
+        const struct json_value *name = o->type == JSON_OBJECT ? json_get(o, "name") : NULL;
+        if (!name || name->type != JSON_STRING)
+            return error_set(err, 400, "each element of 'outputs' needs a 'name' string");
+        int idx = model_output_index(m, name->u.str);
+        if (idx < 0 || strlen(name->u.str) != name->len)
+            return error_set(err, 400, "unknown output '%s' for model '%s'", name->u.str,
+                             m->name);
+        for (uint32_t j = 0; j < i; j++)
+            if (names[j] == m->info.outputs[idx].name)
+                return error_set(err, 400, "duplicate output '%s'", name->u.str);
+        const struct json_value *params = json_get(o, "parameters");
+        if (check_parameters(params, name->u.str, err) != 0)
+            return -1;
+        if (is_true(json_get(params, "binary_data")))
+            return error_set(err, 400,
+                             "output '%s': binary tensor data is not supported by this server",
+                             name->u.str);
+        if (json_get(params, "classification"))
+            return error_set(err, 400, "output '%s': classification is not supported",
+                             name->u.str);
+        if (json_get(params, "shared_memory_region"))
+            return error_set(err, 400, "output '%s': shared memory is not supported",
+                             name->u.str);
+        names[i] = m->info.outputs[idx].name;
+    }
+    req->output_names = names;
+    req->noutputs = outs->len;
+    return 0;
+}
+
+int infer_json_decode(struct infer_request *req, const struct model *m, const char *body,
+                      size_t len, struct error *err)
+{
+    struct json_limits limits = {.max_depth = INFER_JSON_MAX_DEPTH, .allow_nonfinite = true};
+    struct json_value *root;
+    const char *msg;
+    size_t off;
+    if (json_parse(&req->arena, body, len, &limits, &root, &msg, &off) != 0) {
+        if (strcmp(msg, "out of memory") == 0)
+            return error_set(err, 413, "request too large to decode");
+        return error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
+    }
+    if (root->type != JSON_OBJECT)
+        return error_set(err, 400, "request body must be a JSON object");
+
+    const struct json_value *id = json_get(root, "id");
+    if (id) {
+        if (id->type != JSON_STRING)
+            return error_set(err, 400, "'id' must be a string");
+        req->id = id->u.str;
+        req->id_len = id->len;
+    }
+    const struct json_value *params = json_get(root, "parameters");
+    if (check_parameters(params, "request", err) != 0)
+        return -1;
+    if (is_true(json_get(params, "binary_data_output")))
+        return error_set(err, 400, "binary tensor data is not supported by this server");
+
+    const struct json_value *inputs = json_get(root, "inputs");
+    if (!inputs || inputs->type != JSON_ARRAY || inputs->len == 0)
+        return error_set(err, 400, "request needs a non-empty 'inputs' array");
+    req->inputs = arena_calloc(&req->arena, m->info.ninputs, sizeof *req->inputs);
+    bool *seen = arena_calloc(&req->arena, m->info.ninputs, sizeof *seen);
+    if (!req->inputs || !seen)
+        return error_set(err, 413, "request too large to decode");
+    req->ninputs = m->info.ninputs;
+    for (uint32_t i = 0; i < inputs->len; i++)
+        if (decode_input(req, m, &inputs->u.items[i], seen, err) != 0)
+            return -1;
+    for (uint32_t i = 0; i < m->info.ninputs; i++)
+        if (!seen[i])
+            return error_set(err, 400, "missing input '%s' for model '%s'",
+                             m->info.inputs[i].name, m->name);
+    return decode_outputs(req, m, json_get(root, "outputs"), err);
+}
+
+/* ---- response --------------------------------------------------------- */
+
+static void encode_data(struct json_writer *w, const struct tensor *t, int64_t count)
+{
+    const unsigned char *p = t->data;
+    json_w_arr_begin(w);
+    for (int64_t i = 0; i < count; i++) {
+        switch (t->dtype) {
+        case DT_BOOL: json_w_bool(w, p[i] != 0); break;
+        case DT_INT8: { int8_t x; memcpy(&x, p + i, 1); json_w_int(w, x); break; }
+        case DT_INT16: { int16_t x; memcpy(&x, p + 2 * i, 2); json_w_int(w, x); break; }
+        case DT_INT32: { int32_t x; memcpy(&x, p + 4 * i, 4); json_w_int(w, x); break; }
+        case DT_INT64: { int64_t x; memcpy(&x, p + 8 * i, 8); json_w_int(w, x); break; }
+        case DT_UINT8: json_w_uint(w, p[i]); break;
+        case DT_UINT16: { uint16_t x; memcpy(&x, p + 2 * i, 2); json_w_uint(w, x); break; }
+        case DT_UINT32: { uint32_t x; memcpy(&x, p + 4 * i, 4); json_w_uint(w, x); break; }
+        case DT_UINT64: { uint64_t x; memcpy(&x, p + 8 * i, 8); json_w_uint(w, x); break; }
+        case DT_FP16: { uint16_t x; memcpy(&x, p + 2 * i, 2); json_w_f32(w, fp16_to_float(x)); break; }
+        case DT_FP32: { float x; memcpy(&x, p + 4 * i, 4); json_w_f32(w, x); break; }
+        case DT_FP64: { double x; memcpy(&x, p + 8 * i, 8); json_w_f64(w, x); break; }
+        case DT_BYTES: {
+            const struct tensor_bytes *s = (const struct tensor_bytes *)t->data + i;
+            json_w_str(w, s->ptr, s->len);
+            break;
+        }
+        default: json_w_null(w); break;
+        }
+    }
+    json_w_arr_end(w);
+}
+
+void infer_json_encode(const struct infer_request *req, struct buf *out)
+{
+    const struct model *m = req->model;
+    struct json_writer w;
+    json_w_init(&w, out);
+    json_w_obj_begin(&w);
+    json_w_key(&w, "model_name");
+    json_w_cstr(&w, m->name);
+    json_w_key(&w, "model_version");
+    json_w_cstr(&w, m->version_str);
+    if (req->id) {
+        json_w_key(&w, "id");
+        json_w_str(&w, req->id, req->id_len);
+    }
+    json_w_key(&w, "outputs");
+    json_w_arr_begin(&w);
+    for (uint32_t i = 0; i < req->noutputs; i++) {
+        const struct tensor *t = &req->outputs[i];
+        json_w_obj_begin(&w);
+        json_w_key(&w, "name");
+        json_w_cstr(&w, t->name);
+        json_w_key(&w, "datatype");
+        json_w_cstr(&w, dtype_name(t->dtype));
+        json_w_key(&w, "shape");
+        json_w_arr_begin(&w);
+        for (uint32_t d = 0; d < t->ndim; d++)
+            json_w_int(&w, t->shape[d]);
+        json_w_arr_end(&w);
+        json_w_key(&w, "data");
+        encode_data(&w, t, tensor_count(t, INT64_MAX));
+        json_w_obj_end(&w);
+    }
+    json_w_arr_end(&w);
+    json_w_obj_end(&w);
+}

@@ -1,0 +1,332 @@
+#include "api/rest.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/infer_json.h"
+#include "base/json.h"
+#include "base/mem.h"
+#include "sched/sched.h"
+
+#define MAX_SEGMENTS 8
+#define SEGMENT_MAX 256
+/* Per-request decode memory: the JSON tree and typed tensors take a small
+ * multiple of the body; beyond this ceiling the request gets a 413. */
+#define INFER_ARENA_CHUNK (64 * 1024)
+#define INFER_ARENA_MAX_FACTOR 32
+#define INFER_ARENA_MAX_BYTES ((size_t)1 << 30)
+
+struct segment {
+    char text[SEGMENT_MAX]; /* percent-decoded */
+    size_t len;
+};
+
+struct route {
+    struct segment seg[MAX_SEGMENTS];
+    int n;
+};
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Splits the path into percent-decoded segments. Returns false when the
+ * path has too many or too long segments or a bad escape (→ 404/400). */
+static bool split_path(const char *path, size_t len, struct route *r)
+{
+    r->n = 0;
+    size_t i = 0;
+    if (len == 0 || path[0] != '/')
+        return false;
+    while (i < len) {
+        i++; /* skip '/' */
+        if (r->n == MAX_SEGMENTS)
+            return false;
+        struct segment *s = &r->seg[r->n++];
+        s->len = 0;
+        while (i < len && path[i] != '/') {
+            char c = path[i];
+            if (c == '%') {
+                int hi = i + 2 < len ? hexval(path[i + 1]) : -1;
+                int lo = i + 2 < len ? hexval(path[i + 2]) : -1;
+                if (hi < 0 || lo < 0)
+                    return false;
+                c = (char)(hi * 16 + lo);
+                i += 2;
+            }
+            if (s->len + 1 >= SEGMENT_MAX)
+                return false;
+            s->text[s->len++] = c;
+            i++;
+        }
+        s->text[s->len] = '\0';
+    }
+    /* A trailing slash leaves an empty last segment: ignore it. */
+    if (r->n > 0 && r->seg[r->n - 1].len == 0)
+        r->n--;
+    return true;
+}
+
+static bool seg_is(const struct route *r, int i, const char *s)
+{
+    return i < r->n && r->seg[i].len == strlen(s) && memcmp(r->seg[i].text, s, r->seg[i].len) == 0;
+}
+
+static bool method_is(const struct http_txn *txn, const char *m)
+{
+    return txn->req.method_len == strlen(m) && memcmp(txn->req.method, m, txn->req.method_len) == 0;
+}
+
+static bool is_get(const struct http_txn *txn)
+{
+    return method_is(txn, "GET") || method_is(txn, "HEAD");
+}
+
+static void method_not_allowed(struct http_txn *txn, const char *allow)
+{
+    http_txn_add_header(txn, "Allow", allow);
+    char msg[128];
+    snprintf(msg, sizeof msg, "method %.*s not allowed; use %s", (int)txn->req.method_len,
+             txn->req.method, allow);
+    http_txn_error(txn, 405, msg);
+}
+
+static void respond_json(struct http_txn *txn, int status)
+{
+    http_txn_respond(txn, status, "application/json");
+}
+
+/* ---- server endpoints ------------------------------------------------- */
+
+static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
+{
+    (void)api;
+    struct json_writer w;
+    json_w_init(&w, &txn->body);
+    json_w_obj_begin(&w);
+    json_w_key(&w, "name");
+    json_w_cstr(&w, "inferd");
+    json_w_key(&w, "version");
+    json_w_cstr(&w, INFERD_VERSION);
+    json_w_key(&w, "extensions");
+    json_w_arr_begin(&w);
+    json_w_arr_end(&w);
+    json_w_obj_end(&w);
+    respond_json(txn, 200);
+}
+
+static void handle_health(struct rest_api *api, struct http_txn *txn, bool ready_check)
+{
+    if (ready_check && !registry_all_ready(api->registry)) {
+        http_txn_error(txn, 503, "not every model is ready");
+        return;
+    }
+    http_txn_respond(txn, 200, NULL);
+}
+
+/* ---- model endpoints -------------------------------------------------- */
+
+/* Resolves {m} and the optional version; answers 404 itself on failure. */
+static const struct model *find_model(struct rest_api *api, struct http_txn *txn,
+                                      const struct segment *name, const struct segment *version)
+{
+    struct error err;
+    const struct model_entry *e = registry_find(api->registry, name->text, name->len);
+    if (!e)
+        error_set(&err, 404, "unknown model '%s'", name->text);
+    else if (e->state != MODEL_READY)
+        error_set(&err, 404, "model '%s' is not ready: %s", e->name, e->reason);
+    else if (version && strcmp(version->text, e->model->version_str) != 0)
+        error_set(&err, 404, "model '%s' has no ready version '%s'", e->name, version->text);
+    else
+        return e->model;
+    http_txn_error(txn, err.status, err.msg);
+    return NULL;
+}
+
+static void write_ios(struct json_writer *w, const struct model_io *ios, uint32_t n)
+{
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < n; i++) {
+        json_w_obj_begin(w);
+        json_w_key(w, "name");
+        json_w_cstr(w, ios[i].name);
+        json_w_key(w, "datatype");
+        json_w_cstr(w, dtype_name(ios[i].dtype));
+        json_w_key(w, "shape");
+        json_w_arr_begin(w);
+        for (uint32_t d = 0; d < ios[i].ndim; d++)
+            json_w_int(w, ios[i].dims[d]);
+        json_w_arr_end(w);
+        json_w_obj_end(w);
+    }
+    json_w_arr_end(w);
+}
+
+static void handle_model_metadata(struct http_txn *txn, const struct model *m)
+{
+    struct json_writer w;
+    json_w_init(&w, &txn->body);
+    json_w_obj_begin(&w);
+    json_w_key(&w, "name");
+    json_w_cstr(&w, m->name);
+    json_w_key(&w, "versions");
+    json_w_arr_begin(&w);
+    json_w_cstr(&w, m->version_str);
+    json_w_arr_end(&w);
+    json_w_key(&w, "platform");
+    json_w_cstr(&w, m->platform);
+    json_w_key(&w, "inputs");
+    write_ios(&w, m->info.inputs, m->info.ninputs);
+    json_w_key(&w, "outputs");
+    write_ios(&w, m->info.outputs, m->info.noutputs);
+    json_w_obj_end(&w);
+    respond_json(txn, 200);
+}
+
+/* ---- inference -------------------------------------------------------- */
+
+/* One infer call in flight: the request, the exchange it answers, and the
+ * task that brings the completed request back to the I/O loop. */
+struct rest_infer {
+    struct infer_request req;
+    struct http_txn *txn;
+    struct rest_api *api;
+    struct loop_task task;
+};
+
+static void rest_infer_free(struct rest_infer *ri)
+{
+    arena_free(&ri->req.arena);
+    mem_free(ri);
+}
+
+/* On the I/O loop: encode and send the response. */
+static void infer_done(struct loop_task *task)
+{
+    struct rest_infer *ri = (struct rest_infer *)((char *)task - offsetof(struct rest_infer, task));
+    struct infer_request *req = &ri->req;
+    struct http_txn *txn = ri->txn;
+    ri->api->inflight--;
+    if (txn->aborted) {
+        /* The client is gone; skip the encoding. */
+    } else if (req->rc != 0) {
+        http_txn_error(txn, req->err.status ? req->err.status : 500, req->err.msg);
+        txn = NULL;
+    } else {
+        infer_json_encode(req, &txn->body);
+        respond_json(txn, 200);
+        txn = NULL;
+    }
+    if (req->backend_state)
+        req->model->backend->release(req->model->instance, req->backend_state);
+    if (txn)
+        http_txn_respond(txn, 0, NULL); /* aborted: only releases the connection */
+    rest_infer_free(ri);
+}
+
+/* On the worker thread: hand the request back to the loop that owns it. */
+static void infer_complete(struct infer_request *req)
+{
+    struct rest_infer *ri = (struct rest_infer *)req;
+    loop_post(ri->api->loop, &ri->task);
+}
+
+static void handle_infer(struct rest_api *api, struct http_txn *txn, const struct model *m)
+{
+    struct rest_infer *ri = mem_calloc(1, sizeof *ri);
+    if (!ri) {
+        http_txn_error(txn, 503, "out of memory");
+        return;
+    }
+    size_t body_len = (size_t)txn->req.body_len;
+    size_t arena_max = INFER_ARENA_MAX_BYTES;
+    if (body_len < INFER_ARENA_MAX_BYTES / INFER_ARENA_MAX_FACTOR)
+        arena_max = body_len * INFER_ARENA_MAX_FACTOR + INFER_ARENA_CHUNK * 16;
+    arena_init(&ri->req.arena, INFER_ARENA_CHUNK, arena_max);
+    ri->req.model = (struct model *)m;
+    ri->req.complete = infer_complete;
+    ri->txn = txn;
+    ri->api = api;
+    ri->task.run = infer_done;
+
+    struct error err;
+    error_clear(&err);
+    if (infer_json_decode(&ri->req, m, txn->req.body ? txn->req.body : "", body_len, &err) != 0 ||
+        sched_submit(m->sched, &ri->req, &err) != 0) {
+        http_txn_error(txn, err.status, err.msg);
+        rest_infer_free(ri);
+        return;
+    }
+    api->inflight++;
+}
+
+/* /v2/models/{m}[/versions/{v}][/ready|/infer] */
+static void route_model(struct rest_api *api, struct http_txn *txn, const struct route *r)
+{
+    const struct segment *name = &r->seg[2];
+    const struct segment *version = NULL;
+    int i = 3;
+    if (seg_is(r, 3, "versions")) {
+        if (r->n < 5) {
+            http_txn_error(txn, 404, "missing version after /versions");
+            return;
+        }
+        version = &r->seg[4];
+        i = 5;
+    }
+    const char *action = i < r->n ? r->seg[i].text : "";
+    if (i + 1 < r->n || (i < r->n && strcmp(action, "ready") != 0 && strcmp(action, "infer") != 0)) {
+        http_txn_error(txn, 404, "unknown path");
+        return;
+    }
+    bool infer = strcmp(action, "infer") == 0;
+    if (infer ? !method_is(txn, "POST") : !is_get(txn)) {
+        method_not_allowed(txn, infer ? "POST" : "GET, HEAD");
+        return;
+    }
+    const struct model *m = find_model(api, txn, name, version);
+    if (!m)
+        return;
+    if (infer)
+        handle_infer(api, txn, m);
+    else if (strcmp(action, "ready") == 0)
+        http_txn_respond(txn, 200, NULL);
+    else
+        handle_model_metadata(txn, m);
+}
+
+void rest_handle(void *app, struct http_txn *txn)
+{
+    struct rest_api *api = app;
+    struct route r;
+    if (!split_path(txn->req.path, txn->req.path_len, &r)) {
+        http_txn_error(txn, 404, "unknown path");
+        return;
+    }
+    if (!seg_is(&r, 0, "v2")) {
+        http_txn_error(txn, 404, "unknown path");
+        return;
+    }
+    if (r.n == 1) {
+        if (!is_get(txn))
+            return method_not_allowed(txn, "GET, HEAD");
+        return handle_server_metadata(api, txn);
+    }
+    if (seg_is(&r, 1, "health") && r.n == 3 && (seg_is(&r, 2, "live") || seg_is(&r, 2, "ready"))) {
+        if (!is_get(txn))
+            return method_not_allowed(txn, "GET, HEAD");
+        return handle_health(api, txn, seg_is(&r, 2, "ready"));
+    }
+    if (seg_is(&r, 1, "models") && r.n >= 3)
+        return route_model(api, txn, &r);
+    http_txn_error(txn, 404, "unknown path");
+}

@@ -1,0 +1,34 @@
+/*
+ * rest: the KServe v2 / Open Inference Protocol REST front end. Routes an
+ * HTTP request to its handler, decodes infer requests, submits them to the
+ * model's scheduler and answers when they complete.
+ *
+ * Routes (the /versions/{v} segment is optional after /v2/models/{m}):
+ *   GET  /v2                          server metadata
+ *   GET  /v2/health/live, /ready      liveness, readiness
+ *   GET  /v2/models/{m}               model metadata
+ *   GET  /v2/models/{m}/ready         model readiness
+ *   POST /v2/models/{m}/infer         inference
+ * HEAD is accepted wherever GET is.
+ *
+ * All functions run on the I/O loop thread that owns the connection.
+ */
+#ifndef INFERD_API_REST_H
+#define INFERD_API_REST_H
+
+#include <stdint.h>
+
+#include "http/server.h"
+#include "model/model.h"
+#include "net/loop.h"
+
+struct rest_api {
+    const struct registry *registry;
+    struct loop *loop;
+    uint32_t inflight; /* infer requests submitted and not yet answered */
+};
+
+/* The http_handler_fn for the HTTP server; `app` is a struct rest_api. */
+void rest_handle(void *app, struct http_txn *txn);
+
+#endif

@@ -1,0 +1,606 @@
+#include "backend/onnxruntime.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <onnxruntime_c_api.h>
+
+#include "base/mem.h"
+
+/* Process-wide ORT objects: written once by ort_init_once(), read-only after.
+ * `ort` stays NULL when initialization failed; ort_init_msg says why. */
+static pthread_once_t ort_once = PTHREAD_ONCE_INIT;
+static const OrtApi *ort;
+static OrtEnv *ort_env;
+static OrtMemoryInfo *ort_cpu_memory;
+static char ort_init_msg[ERROR_MSG_MAX];
+
+struct ort_instance {
+    OrtSession *session;
+    uint32_t ninputs, noutputs;
+    char **input_names; /* session order, as Run() takes them */
+    enum dtype *input_dtypes;
+    char **output_names; /* session order */
+};
+
+/* What one execute() hands to release(): the OrtValues ORT allocated for the
+ * outputs. During the call it also holds the input OrtValues, so that every
+ * error path frees everything through ort_state_free(). Sized per instance
+ * (all inputs + all outputs), so it can later come from a per-instance pool. */
+struct ort_state {
+    uint32_t nvalues;
+    OrtValue *values[]; /* [0, ninputs): inputs; then up to noutputs outputs */
+};
+
+static const struct {
+    ONNXTensorElementDataType onnx;
+    enum dtype dtype;
+} dtype_map[] = {
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, DT_BOOL},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, DT_UINT8},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16, DT_UINT16},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32, DT_UINT32},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64, DT_UINT64},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, DT_INT8},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16, DT_INT16},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, DT_INT32},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, DT_INT64},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, DT_FP16},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, DT_FP32},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, DT_FP64},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, DT_BYTES},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, DT_BF16},
+};
+
+#define DTYPE_MAP_LEN (sizeof dtype_map / sizeof dtype_map[0])
+
+static enum dtype dtype_from_onnx(ONNXTensorElementDataType t)
+{
+    for (size_t i = 0; i < DTYPE_MAP_LEN; i++)
+        if (dtype_map[i].onnx == t)
+            return dtype_map[i].dtype;
+    return DT_INVALID;
+}
+
+static ONNXTensorElementDataType dtype_to_onnx(enum dtype t)
+{
+    for (size_t i = 0; i < DTYPE_MAP_LEN; i++)
+        if (dtype_map[i].dtype == t)
+            return dtype_map[i].onnx;
+    return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+}
+
+/* Names for error messages about element types we do not serve. */
+static const char *onnx_element_name(ONNXTensorElementDataType t)
+{
+    static const char *const names[] = {
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED] = "undefined",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX64] = "complex64",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_COMPLEX128] = "complex128",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN] = "float8e4m3fn",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FNUZ] = "float8e4m3fnuz",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2] = "float8e5m2",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2FNUZ] = "float8e5m2fnuz",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT4] = "uint4",
+        [ONNX_TENSOR_ELEMENT_DATA_TYPE_INT4] = "int4",
+    };
+    enum dtype ours = dtype_from_onnx(t);
+    if (ours != DT_INVALID)
+        return dtype_name(ours);
+    if ((size_t)t < sizeof names / sizeof names[0] && names[t])
+        return names[t];
+    return "of an unknown kind";
+}
+
+static const char *onnx_type_name(ONNXType t)
+{
+    switch (t) {
+    case ONNX_TYPE_TENSOR:
+        return "tensor";
+    case ONNX_TYPE_SEQUENCE:
+        return "sequence";
+    case ONNX_TYPE_MAP:
+        return "map";
+    case ONNX_TYPE_OPAQUE:
+        return "opaque value";
+    case ONNX_TYPE_SPARSETENSOR:
+        return "sparse tensor";
+    case ONNX_TYPE_OPTIONAL:
+        return "optional";
+    default:
+        return "value of unknown type";
+    }
+}
+
+static void ort_init_once(void)
+{
+    const OrtApiBase *base = OrtGetApiBase();
+    const OrtApi *api = base->GetApi(ORT_API_VERSION);
+    OrtStatus *st;
+
+    if (!api) {
+        snprintf(ort_init_msg, sizeof ort_init_msg,
+                 "ONNX Runtime %s does not serve C API version %d", base->GetVersionString(),
+                 ORT_API_VERSION);
+        return;
+    }
+    st = api->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "inferd", &ort_env);
+    if (!st)
+        st = api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &ort_cpu_memory);
+    if (st) {
+        snprintf(ort_init_msg, sizeof ort_init_msg, "cannot initialize ONNX Runtime: %s",
+                 api->GetErrorMessage(st));
+        api->ReleaseStatus(st);
+        api->ReleaseEnv(ort_env);
+        ort_env = NULL;
+        return;
+    }
+    ort = api;
+}
+
+static int ort_init(const char *path, struct error *err)
+{
+    pthread_once(&ort_once, ort_init_once);
+    if (!ort)
+        return error_set(err, 500, "failed to load model '%s': %s", path, ort_init_msg);
+    return 0;
+}
+
+/* Turns a failed ORT call during load() into the client error; frees st. */
+static int load_error(struct error *err, const char *path, OrtStatus *st)
+{
+    error_set(err, 400, "failed to load model '%s': %s", path, ort->GetErrorMessage(st));
+    ort->ReleaseStatus(st);
+    return -1;
+}
+
+/* Turns a failed ORT call during execute() into the client error; frees st.
+ * ORT reports inputs it rejects (rank, dims, sizes) as invalid arguments. */
+static int execute_error(struct error *err, OrtStatus *st)
+{
+    if (ort->GetErrorCode(st) == ORT_INVALID_ARGUMENT)
+        error_set(err, 400, "%s", ort->GetErrorMessage(st));
+    else
+        error_set(err, 500, "model execution failed: %s", ort->GetErrorMessage(st));
+    ort->ReleaseStatus(st);
+    return -1;
+}
+
+static void ort_instance_free(struct ort_instance *inst)
+{
+    if (!inst)
+        return;
+    if (inst->session)
+        ort->ReleaseSession(inst->session);
+    for (uint32_t i = 0; inst->input_names && i < inst->ninputs; i++)
+        mem_free(inst->input_names[i]);
+    for (uint32_t i = 0; inst->output_names && i < inst->noutputs; i++)
+        mem_free(inst->output_names[i]);
+    mem_free(inst->input_names);
+    mem_free(inst->input_dtypes);
+    mem_free(inst->output_names);
+    mem_free(inst);
+}
+
+/* Fills io (and *inst_name, the instance's own copy of the name) from input
+ * or output `index` of the session. */
+static int describe_io(OrtSession *session, int is_input, size_t index, const char *path,
+                       struct model_io *io, char **inst_name, struct error *err)
+{
+    const char *kind = is_input ? "input" : "output";
+    OrtAllocator *alloc = NULL;
+    char *ort_name = NULL;
+    OrtTypeInfo *type_info = NULL;
+    const OrtTensorTypeAndShapeInfo *tensor_info;
+    ONNXType value_type;
+    ONNXTensorElementDataType elem;
+    size_t ndim;
+    OrtStatus *st;
+    int rc = -1;
+
+    st = ort->GetAllocatorWithDefaultOptions(&alloc);
+    if (st)
+        goto out;
+    st = is_input ? ort->SessionGetInputName(session, index, alloc, &ort_name)
+                  : ort->SessionGetOutputName(session, index, alloc, &ort_name);
+    if (st)
+        goto out;
+    io->name = mem_strdup(ort_name);
+    *inst_name = mem_strdup(ort_name);
+    if (!io->name || !*inst_name) {
+        error_set(err, 500, "failed to load model '%s': out of memory", path);
+        goto out;
+    }
+    st = is_input ? ort->SessionGetInputTypeInfo(session, index, &type_info)
+                  : ort->SessionGetOutputTypeInfo(session, index, &type_info);
+    if (st)
+        goto out;
+    st = ort->GetOnnxTypeFromTypeInfo(type_info, &value_type);
+    if (st)
+        goto out;
+    if (value_type != ONNX_TYPE_TENSOR) {
+        error_set(err, 400, "failed to load model '%s': %s '%s' is a %s, not a tensor", path, kind,
+                  io->name, onnx_type_name(value_type));
+        goto out;
+    }
+    st = ort->CastTypeInfoToTensorInfo(type_info, &tensor_info);
+    if (st)
+        goto out;
+    st = ort->GetTensorElementType(tensor_info, &elem);
+    if (st)
+        goto out;
+    io->dtype = dtype_from_onnx(elem);
+    if (io->dtype == DT_INVALID) {
+        error_set(err, 400, "failed to load model '%s': %s '%s' has unsupported element type %s",
+                  path, kind, io->name, onnx_element_name(elem));
+        goto out;
+    }
+    st = ort->GetDimensionsCount(tensor_info, &ndim);
+    if (st)
+        goto out;
+    if (ndim > TENSOR_MAX_DIMS) {
+        error_set(err, 400, "failed to load model '%s': %s '%s' has rank %zu, more than %d", path,
+                  kind, io->name, ndim, TENSOR_MAX_DIMS);
+        goto out;
+    }
+    st = ort->GetDimensions(tensor_info, io->dims, ndim);
+    if (st)
+        goto out;
+    io->ndim = (uint32_t)ndim;
+    for (uint32_t d = 0; d < io->ndim; d++)
+        if (io->dims[d] < 0)
+            io->dims[d] = -1; /* symbolic ("batch") or unknown */
+    rc = 0;
+out:
+    if (st)
+        load_error(err, path, st);
+    ort->ReleaseTypeInfo(type_info);
+    if (ort_name)
+        ort->ReleaseStatus(ort->AllocatorFree(alloc, ort_name));
+    return rc;
+}
+
+static int ort_load(const struct backend_load_args *args, void **instance, struct model_info *info,
+                    struct error *err)
+{
+    const char *path = args->path;
+    OrtSessionOptions *options = NULL;
+    struct ort_instance *inst = NULL;
+    struct model_info mi = {0};
+    OrtStatus *st = NULL;
+    size_t nin, nout;
+    int rc = -1;
+
+    if (ort_init(path, err))
+        return -1;
+    if (args->intra_op_threads < 0 || args->inter_op_threads < 0)
+        return error_set(err, 400, "failed to load model '%s': negative thread count", path);
+    inst = mem_calloc(1, sizeof *inst);
+    if (!inst) {
+        error_set(err, 500, "failed to load model '%s': out of memory", path);
+        goto out;
+    }
+    st = ort->CreateSessionOptions(&options);
+    if (!st && args->intra_op_threads > 0)
+        st = ort->SetIntraOpNumThreads(options, args->intra_op_threads);
+    if (!st && args->inter_op_threads > 0)
+        st = ort->SetInterOpNumThreads(options, args->inter_op_threads);
+    if (!st)
+        st = ort->SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL);
+    if (!st)
+        st = ort->SetSessionExecutionMode(options, ORT_SEQUENTIAL);
+    if (!st)
+        st = ort->CreateSession(ort_env, path, options, &inst->session);
+    if (!st)
+        st = ort->SessionGetInputCount(inst->session, &nin);
+    if (!st)
+        st = ort->SessionGetOutputCount(inst->session, &nout);
+    if (st)
+        goto out;
+    if (nin > UINT32_MAX || nout > UINT32_MAX) {
+        error_set(err, 400, "failed to load model '%s': too many inputs or outputs", path);
+        goto out;
+    }
+    inst->input_names = mem_calloc(nin, sizeof *inst->input_names);
+    inst->input_dtypes = mem_calloc(nin, sizeof *inst->input_dtypes);
+    inst->output_names = mem_calloc(nout, sizeof *inst->output_names);
+    mi.inputs = mem_calloc(nin, sizeof *mi.inputs);
+    mi.outputs = mem_calloc(nout, sizeof *mi.outputs);
+    if (!inst->input_names || !inst->input_dtypes || !inst->output_names || !mi.inputs ||
+        !mi.outputs) {
+        error_set(err, 500, "failed to load model '%s': out of memory", path);
+        goto out;
+    }
+    /* Counts first, so that the frees below see every name filled so far. */
+    inst->ninputs = mi.ninputs = (uint32_t)nin;
+    inst->noutputs = mi.noutputs = (uint32_t)nout;
+    for (uint32_t i = 0; i < inst->ninputs; i++) {
+        if (describe_io(inst->session, 1, i, path, &mi.inputs[i], &inst->input_names[i], err))
+            goto out;
+        inst->input_dtypes[i] = mi.inputs[i].dtype;
+    }
+    for (uint32_t i = 0; i < inst->noutputs; i++)
+        if (describe_io(inst->session, 0, i, path, &mi.outputs[i], &inst->output_names[i], err))
+            goto out;
+    *instance = inst;
+    *info = mi;
+    rc = 0;
+out:
+    if (st)
+        load_error(err, path, st);
+    if (options)
+        ort->ReleaseSessionOptions(options);
+    if (rc) {
+        ort_instance_free(inst);
+        model_info_free(&mi);
+    }
+    return rc;
+}
+
+static struct ort_state *ort_state_new(const struct ort_instance *inst)
+{
+    uint32_t n = inst->ninputs + inst->noutputs;
+    struct ort_state *state = mem_calloc(1, sizeof *state + (size_t)n * sizeof state->values[0]);
+    if (state)
+        state->nvalues = n;
+    return state;
+}
+
+static void ort_state_free(struct ort_state *state)
+{
+    if (!state)
+        return;
+    for (uint32_t i = 0; i < state->nvalues; i++)
+        if (state->values[i])
+            ort->ReleaseValue(state->values[i]);
+    mem_free(state);
+}
+
+static int find_name(char *const *names, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Every requested output must be a model output, asked for once; this also
+ * bounds nout by the instance's output count (the size of the state). */
+static int check_outputs(const struct ort_instance *inst, const char *const *names, uint32_t n,
+                         struct error *err)
+{
+    if (n == 0)
+        return error_set(err, 400, "no outputs requested");
+    for (uint32_t i = 0; i < n; i++) {
+        if (find_name(inst->output_names, inst->noutputs, names[i]) < 0)
+            return error_set(err, 400, "unknown output '%s'", names[i]);
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(names[j], names[i]) == 0)
+                return error_set(err, 400, "output '%s' requested more than once", names[i]);
+    }
+    return 0;
+}
+
+static int make_string_input(const struct tensor *t, size_t count, OrtValue **value,
+                             struct error *err)
+{
+    const struct tensor_bytes *elems = t->data;
+    OrtAllocator *alloc;
+    OrtStatus *st;
+
+    if (count && !elems)
+        return error_set(err, 400, "input '%s' has no data", t->name);
+    st = ort->GetAllocatorWithDefaultOptions(&alloc);
+    if (!st)
+        st = ort->CreateTensorAsOrtValue(alloc, t->shape, t->ndim,
+                                         ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, value);
+    /* Element by element with explicit lengths: FillStringTensor would stop
+     * at the first NUL byte. */
+    for (size_t i = 0; !st && i < count; i++) {
+        char *buf;
+        st = ort->GetResizedStringTensorElementBuffer(*value, i, elems[i].len, &buf);
+        if (!st && elems[i].len)
+            memcpy(buf, elems[i].ptr, elems[i].len);
+    }
+    return st ? execute_error(err, st) : 0;
+}
+
+/* Creates the OrtValue for input t in *value (left for the caller to release,
+ * also on failure). */
+static int make_input(const struct tensor *t, OrtValue **value, struct error *err)
+{
+    size_t size = dtype_size(t->dtype);
+    char shape[128];
+    OrtStatus *st;
+
+    if (t->ndim > TENSOR_MAX_DIMS)
+        return error_set(err, 400, "input '%s' has rank %u, more than %d", t->name, t->ndim,
+                         TENSOR_MAX_DIMS);
+    int64_t count = tensor_count(t, INT64_MAX);
+    if (count < 0 || (uint64_t)count > SIZE_MAX / (size ? size : 1)) {
+        shape_format(t->shape, t->ndim, shape, sizeof shape);
+        return error_set(err, 400, "input '%s' has an invalid shape %s", t->name, shape);
+    }
+    if (t->dtype == DT_BYTES)
+        return make_string_input(t, (size_t)count, value, err);
+    if (t->nbytes != (size_t)count * size) {
+        shape_format(t->shape, t->ndim, shape, sizeof shape);
+        return error_set(err, 400, "input '%s' has %zu bytes of data, shape %s of %s needs %zu",
+                         t->name, t->nbytes, shape, dtype_name(t->dtype), (size_t)count * size);
+    }
+    st = ort->CreateTensorWithDataAsOrtValue(ort_cpu_memory, t->data, t->nbytes, t->shape, t->ndim,
+                                             dtype_to_onnx(t->dtype), value);
+    return st ? execute_error(err, st) : 0;
+}
+
+/* Copies the strings of a BYTES output into the arena as tensor_bytes. */
+static int read_strings(OrtValue *value, size_t count, struct arena *arena, struct tensor *t,
+                        struct error *err)
+{
+    struct tensor_bytes *elems;
+    size_t *offsets;
+    size_t total;
+    char *buf;
+    OrtStatus *st;
+
+    st = ort->GetStringTensorDataLength(value, &total);
+    if (st)
+        return execute_error(err, st);
+    buf = arena_alloc(arena, total);
+    offsets = arena_calloc(arena, count, sizeof *offsets);
+    elems = arena_calloc(arena, count, sizeof *elems);
+    if (!buf || !offsets || !elems)
+        return error_set(err, 500, "out of memory for output '%s'", t->name);
+    st = ort->GetStringTensorContent(value, buf, total, offsets, count);
+    if (st)
+        return execute_error(err, st);
+    for (size_t i = 0; i < count; i++) {
+        size_t end = i + 1 < count ? offsets[i + 1] : total;
+        if (end - offsets[i] > UINT32_MAX)
+            return error_set(err, 500, "output '%s' has an element over 4 GiB", t->name);
+        elems[i].ptr = buf + offsets[i];
+        elems[i].len = (uint32_t)(end - offsets[i]);
+    }
+    t->data = elems;
+    t->nbytes = total;
+    return 0;
+}
+
+/* Describes the output OrtValue in t; numeric data stays in the OrtValue. */
+static int read_output(OrtValue *value, const char *name, struct arena *arena, struct tensor *t,
+                       struct error *err)
+{
+    OrtTensorTypeAndShapeInfo *info = NULL;
+    ONNXTensorElementDataType elem;
+    size_t ndim, count;
+    OrtStatus *st;
+    int rc = -1;
+
+    t->name = name;
+    st = ort->GetTensorTypeAndShape(value, &info);
+    if (!st)
+        st = ort->GetTensorElementType(info, &elem);
+    if (!st)
+        st = ort->GetDimensionsCount(info, &ndim);
+    if (!st)
+        st = ort->GetTensorShapeElementCount(info, &count);
+    if (st)
+        goto out;
+    t->dtype = dtype_from_onnx(elem);
+    if (t->dtype == DT_INVALID) {
+        error_set(err, 500, "output '%s' has unsupported element type %s", name,
+                  onnx_element_name(elem));
+        goto out;
+    }
+    if (ndim > TENSOR_MAX_DIMS) {
+        error_set(err, 500, "output '%s' has rank %zu, more than %d", name, ndim, TENSOR_MAX_DIMS);
+        goto out;
+    }
+    st = ort->GetDimensions(info, t->shape, ndim);
+    if (st)
+        goto out;
+    t->ndim = (uint32_t)ndim;
+    if (t->dtype == DT_BYTES) {
+        rc = read_strings(value, count, arena, t, err);
+        goto out;
+    }
+    st = ort->GetTensorMutableData(value, &t->data);
+    if (st)
+        goto out;
+    t->nbytes = count * dtype_size(t->dtype);
+    rc = 0;
+out:
+    if (st)
+        execute_error(err, st);
+    if (info)
+        ort->ReleaseTensorTypeAndShapeInfo(info);
+    return rc;
+}
+
+static int ort_execute(void *instance, struct arena *arena, const struct tensor *inputs,
+                       uint32_t nin, const char *const *output_names, uint32_t nout,
+                       struct tensor *out, void **state_out, struct error *err)
+{
+    struct ort_instance *inst = instance;
+    struct ort_state *state = NULL;
+    OrtValue **in_values, **out_values;
+    OrtStatus *st = NULL;
+    int rc = -1;
+
+    if (check_outputs(inst, output_names, nout, err))
+        return -1;
+    state = ort_state_new(inst);
+    if (!state)
+        return error_set(err, 500, "out of memory");
+    in_values = state->values;
+    out_values = state->values + inst->ninputs;
+
+    for (uint32_t j = 0; j < nin; j++) {
+        const struct tensor *t = &inputs[j];
+        int k = find_name(inst->input_names, inst->ninputs, t->name);
+        if (k < 0) {
+            error_set(err, 400, "unknown input '%s'", t->name);
+            goto out;
+        }
+        if (in_values[k]) {
+            error_set(err, 400, "input '%s' given more than once", t->name);
+            goto out;
+        }
+        if (t->dtype != inst->input_dtypes[k]) {
+            error_set(err, 400, "input '%s' has datatype %s, the model expects %s", t->name,
+                      dtype_name(t->dtype), dtype_name(inst->input_dtypes[k]));
+            goto out;
+        }
+        if (make_input(t, &in_values[k], err))
+            goto out;
+    }
+    for (uint32_t k = 0; k < inst->ninputs; k++) {
+        if (!in_values[k]) {
+            error_set(err, 400, "missing input '%s'", inst->input_names[k]);
+            goto out;
+        }
+    }
+
+    st =
+        ort->Run(inst->session, NULL, (const char *const *)inst->input_names,
+                 (const OrtValue *const *)in_values, inst->ninputs, output_names, nout, out_values);
+    if (st)
+        goto out;
+    for (uint32_t k = 0; k < inst->ninputs; k++) {
+        ort->ReleaseValue(in_values[k]);
+        in_values[k] = NULL;
+    }
+    for (uint32_t i = 0; i < nout; i++)
+        if (read_output(out_values[i], output_names[i], arena, &out[i], err))
+            goto out;
+    *state_out = state;
+    state = NULL;
+    rc = 0;
+out:
+    if (st)
+        execute_error(err, st);
+    ort_state_free(state);
+    return rc;
+}
+
+static void ort_release(void *instance, void *state)
+{
+    (void)instance;
+    ort_state_free(state);
+}
+
+static void ort_unload(void *instance)
+{
+    ort_instance_free(instance);
+}
+
+const struct backend_ops backend_onnxruntime = {
+    .abi_version = BACKEND_ABI_VERSION,
+    .name = "onnxruntime",
+    .load = ort_load,
+    .execute = ort_execute,
+    .release = ort_release,
+    .unload = ort_unload,
+};

@@ -1,0 +1,925 @@
+#include "base/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+#define JSON_DEFAULT_MAX_DEPTH 64
+
+/* ------------------------------------------------------------------------ */
+/* Shared by the reader and the writer                                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Length of the well-formed UTF-8 sequence starting at s (at most n bytes
+ * available), or 0 if it is not well formed. Follows Unicode's table 3-7, so
+ * overlong forms, UTF-16 surrogates and code points above U+10FFFF are all
+ * rejected by the ranges allowed for the second byte.
+ */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    size_t len;
+
+    if (c < 0x80)
+        return 1;
+    if (c < 0xC2) /* a continuation byte, or the lead of an overlong 2-byte form */
+        return 0;
+    if (c < 0xE0) {
+        len = 2;
+    } else if (c < 0xF0) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong */
+        else if (c == 0xED)
+            hi = 0x9F; /* U+D800..U+DFFF */
+    } else if (c < 0xF5) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xF4)
+            hi = 0x8F; /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+/* The two-character escapes: the letter after the backslash, and the byte
+ * it stands for. The writer never uses "\\/" ('/' needs no escape). */
+static const char short_escapes[] = "\"\\/bfnrt";
+static const char short_escaped[] = "\"\\/\b\f\n\r\t";
+#define SHORT_ESCAPES (sizeof short_escapes - 1)
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reader                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The reader is iterative so that the nesting limit, not the C stack, bounds
+ * how deep a document can go. Children of the containers that are still open
+ * wait on one temporary stack (`slots`, heap, reused for the whole parse);
+ * when a container closes, its children are copied into one contiguous
+ * arena array and popped. `frames` records where each open container's
+ * children start on that stack.
+ */
+struct json_frame {
+    size_t base; /* index in slots of the container's first child */
+    bool is_object;
+};
+
+struct json_parser {
+    const char *p, *end;
+    struct arena *arena;
+    uint32_t max_depth;
+    bool allow_nonfinite;
+
+    struct json_member *slots; /* array children use only .value */
+    size_t nslots, slots_cap;
+    struct json_frame *frames;
+    size_t nframes, frames_cap;
+
+    const char *err_msg;
+    const char *err_at;
+};
+
+static int fail_at(struct json_parser *ps, const char *at, const char *msg)
+{
+    ps->err_msg = msg;
+    ps->err_at = at;
+    return -1;
+}
+
+static void skip_ws(struct json_parser *ps)
+{
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
+        ps->p++;
+}
+
+/* Grows a temporary stack: doubles *cap, or starts it at `first` elements. */
+static int grow(void **array, size_t *cap, size_t first, size_t size)
+{
+    size_t ncap = *cap ? *cap * 2 : first;
+    if (ncap > SIZE_MAX / size)
+        return -1;
+    void *p = mem_realloc(*array, ncap * size);
+    if (!p)
+        return -1;
+    *array = p;
+    *cap = ncap;
+    return 0;
+}
+
+static struct json_member *push_slot(struct json_parser *ps)
+{
+    if (ps->nslots == ps->slots_cap &&
+        grow((void **)&ps->slots, &ps->slots_cap, 64, sizeof *ps->slots) != 0)
+        return NULL;
+    return &ps->slots[ps->nslots++];
+}
+
+/* Reads the 4 hex digits of a \u escape at s (s + 4 <= end checked by the caller). */
+static int hex4(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (uint32_t)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static char *put_utf8(char *d, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *d++ = (char)cp;
+    } else if (cp < 0x800) {
+        *d++ = (char)(0xC0 | (cp >> 6));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *d++ = (char)(0xE0 | (cp >> 12));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *d++ = (char)(0xF0 | (cp >> 18));
+        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    }
+    return d;
+}
+
+/*
+ * Decodes the escape at *sp (a backslash; `end` is the closing quote) into
+ * *dp, advancing both. A high surrogate must be followed by an escaped low
+ * surrogate; the pair becomes one 4-byte UTF-8 sequence.
+ */
+static int decode_escape(struct json_parser *ps, const char **sp, const char *end, char **dp)
+{
+    const char *s = *sp;
+    uint32_t cp, low;
+
+    /* s[1] exists: the scan for the closing quote skipped escaped bytes. */
+    const char *hit = memchr(short_escapes, s[1], SHORT_ESCAPES);
+    if (hit) {
+        *(*dp)++ = short_escaped[hit - short_escapes];
+        *sp = s + 2;
+        return 0;
+    }
+    if (s[1] != 'u' || end - s < 6 || hex4(s + 2, &cp) != 0)
+        return fail_at(ps, s, "invalid escape");
+    if (cp >= 0xDC00 && cp <= 0xDFFF)
+        return fail_at(ps, s, "lone surrogate in \\u escape");
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, &low) != 0 || low < 0xDC00 ||
+            low > 0xDFFF)
+            return fail_at(ps, s, "lone surrogate in \\u escape");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        s += 6;
+    }
+    *dp = put_utf8(*dp, cp);
+    *sp = s + 6;
+    return 0;
+}
+
+/*
+ * Parses the string starting at ps->p (a quote) into a decoded, NUL-terminated
+ * arena copy. The closing quote is found first so that the copy can be
+ * allocated at once: decoding never makes a string longer.
+ */
+static int parse_string(struct json_parser *ps, const char **out, uint32_t *out_len)
+{
+    const char *s = ps->p + 1, *close = s;
+
+    while (close < ps->end && *close != '"') {
+        if (*close == '\\' && close + 1 < ps->end)
+            close++; /* the escaped byte cannot close the string */
+        close++;
+    }
+    if (close >= ps->end)
+        return fail_at(ps, ps->end, "unterminated string");
+    if ((size_t)(close - s) >= UINT32_MAX)
+        return fail_at(ps, ps->p, "string too long");
+
+    char *copy = arena_alloc(ps->arena, (size_t)(close - s) + 1);
+    if (!copy)
+        return fail_at(ps, ps->p, "out of memory");
+
+    char *d = copy;
+    while (s < close) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\\') {
+            if (decode_escape(ps, &s, close, &d) != 0)
+                return -1;
+        } else if (c < 0x20) {
+            return fail_at(ps, s, "control character in string");
+        } else if (c < 0x80) {
+            *d++ = (char)c;
+            s++;
+        } else {
+            size_t n = utf8_seq_len((const unsigned char *)s, (size_t)(close - s));
+            if (n == 0)
+                return fail_at(ps, s, "invalid UTF-8 in string");
+            memcpy(d, s, n);
+            d += n;
+            s += n;
+        }
+    }
+    *d = '\0';
+    *out = copy;
+    *out_len = (uint32_t)(d - copy);
+    ps->p = close + 1;
+    return 0;
+}
+
+/*
+ * Finds the end of the number starting at s, checking the RFC 8259 grammar
+ *   -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+ */
+static int scan_number(struct json_parser *ps, const char *s, const char **out_end)
+{
+    const char *q = s, *end = ps->end;
+
+    if (*q == '-')
+        q++;
+    if (q == end || !is_digit(*q))
+        return fail_at(ps, q, "invalid number");
+    if (*q == '0') {
+        q++;
+        if (q < end && is_digit(*q))
+            return fail_at(ps, q, "invalid number"); /* leading zero */
+    } else {
+        while (q < end && is_digit(*q))
+            q++;
+    }
+    if (q < end && *q == '.') {
+        q++;
+        if (q == end || !is_digit(*q))
+            return fail_at(ps, q, "invalid number");
+        while (q < end && is_digit(*q))
+            q++;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        q++;
+        if (q < end && (*q == '+' || *q == '-'))
+            q++;
+        if (q == end || !is_digit(*q))
+            return fail_at(ps, q, "invalid number");
+        while (q < end && is_digit(*q))
+            q++;
+    }
+    *out_end = q;
+    return 0;
+}
+
+/* Parses a number (or Infinity/-Infinity when allowed) and keeps an arena
+ * copy of its text, converted later by json_num_*. */
+static int parse_number(struct json_parser *ps, struct json_value *v)
+{
+    const char *s = ps->p, *end;
+    const char *digits = *s == '-' ? s + 1 : s;
+
+    if (ps->allow_nonfinite && digits < ps->end && *digits == 'I') {
+        if ((size_t)(ps->end - digits) < 8 || memcmp(digits, "Infinity", 8) != 0)
+            return fail_at(ps, s, "invalid literal");
+        end = digits + 8;
+    } else if (scan_number(ps, s, &end) != 0) {
+        return -1;
+    }
+    if ((size_t)(end - s) >= UINT32_MAX)
+        return fail_at(ps, s, "number too long");
+    v->type = JSON_NUMBER;
+    v->len = (uint32_t)(end - s);
+    v->u.num = arena_strndup(ps->arena, s, v->len);
+    if (!v->u.num)
+        return fail_at(ps, s, "out of memory");
+    ps->p = end;
+    return 0;
+}
+
+/* Parses one of the bare words true, false, null. */
+static int parse_word(struct json_parser *ps, struct json_value *v, const char *word,
+                      enum json_type type)
+{
+    size_t n = strlen(word);
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0)
+        return fail_at(ps, ps->p, "invalid literal");
+    v->type = type;
+    v->len = 0;
+    v->u.str = NULL;
+    ps->p += n;
+    return 0;
+}
+
+/* Parses a value that is not an array or object. */
+static int parse_scalar(struct json_parser *ps, struct json_value *v)
+{
+    const char *at = ps->p;
+
+    if (at == ps->end)
+        return fail_at(ps, at, "unexpected end of input");
+    switch (*at) {
+    case '"':
+        v->type = JSON_STRING;
+        return parse_string(ps, &v->u.str, &v->len);
+    case '-':
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9':
+        return parse_number(ps, v);
+    case 't':
+        return parse_word(ps, v, "true", JSON_TRUE);
+    case 'f':
+        return parse_word(ps, v, "false", JSON_FALSE);
+    case 'n':
+        return parse_word(ps, v, "null", JSON_NULL);
+    case 'I':
+        if (ps->allow_nonfinite)
+            return parse_number(ps, v);
+        break;
+    case 'N':
+        if (!ps->allow_nonfinite)
+            break;
+        if (parse_word(ps, v, "NaN", JSON_NUMBER) != 0)
+            return -1;
+        v->len = 3;
+        v->u.num = "NaN"; /* static text outlives any arena */
+        return 0;
+    }
+    return fail_at(ps, at, "unexpected character");
+}
+
+/* Consumes '[' or '{' and opens a frame for it, if the depth limit allows. */
+static int open_container(struct json_parser *ps)
+{
+    if (ps->nframes == ps->max_depth)
+        return fail_at(ps, ps->p, "nesting too deep");
+    if (ps->nframes == ps->frames_cap &&
+        grow((void **)&ps->frames, &ps->frames_cap, 16, sizeof *ps->frames) != 0)
+        return fail_at(ps, ps->p, "out of memory");
+    struct json_frame *f = &ps->frames[ps->nframes++];
+    f->base = ps->nslots;
+    f->is_object = *ps->p == '{';
+    ps->p++;
+    return 0;
+}
+
+/* Consumes the closing bracket of the innermost container and turns its
+ * children into one contiguous arena array in *v. */
+static int close_container(struct json_parser *ps, struct json_value *v)
+{
+    struct json_frame *f = &ps->frames[ps->nframes - 1];
+    size_t n = ps->nslots - f->base;
+    struct json_member *children = ps->slots + f->base;
+
+    if (n > UINT32_MAX)
+        return fail_at(ps, ps->p, "too many elements");
+    v->len = (uint32_t)n;
+    v->u.items = NULL;
+    if (f->is_object) {
+        v->type = JSON_OBJECT;
+        if (n) {
+            v->u.members = arena_alloc(ps->arena, n * sizeof *v->u.members);
+            if (!v->u.members)
+                return fail_at(ps, ps->p, "out of memory");
+            memcpy(v->u.members, children, n * sizeof *children);
+        }
+    } else {
+        v->type = JSON_ARRAY;
+        if (n) {
+            v->u.items = arena_alloc(ps->arena, n * sizeof *v->u.items);
+            if (!v->u.items)
+                return fail_at(ps, ps->p, "out of memory");
+            for (size_t i = 0; i < n; i++)
+                v->u.items[i] = children[i].value;
+        }
+    }
+    ps->nslots = f->base;
+    ps->nframes--;
+    ps->p++;
+    return 0;
+}
+
+/* Parses `"key" :` into a new slot whose value is filled in later. */
+static int parse_key(struct json_parser *ps)
+{
+    skip_ws(ps);
+    if (ps->p == ps->end || *ps->p != '"')
+        return fail_at(ps, ps->p, "expected string key");
+    struct json_member *m = push_slot(ps);
+    if (!m)
+        return fail_at(ps, ps->p, "out of memory");
+    if (parse_string(ps, &m->key, &m->key_len) != 0)
+        return -1;
+    skip_ws(ps);
+    if (ps->p == ps->end || *ps->p != ':')
+        return fail_at(ps, ps->p, "expected ':'");
+    ps->p++;
+    return 0;
+}
+
+static bool in_object(const struct json_parser *ps)
+{
+    return ps->frames[ps->nframes - 1].is_object;
+}
+
+/* True if the next byte closes the innermost container. */
+static bool at_close(const struct json_parser *ps)
+{
+    return ps->p < ps->end && *ps->p == (in_object(ps) ? '}' : ']');
+}
+
+/* Stores a finished value as the next child of the innermost container. */
+static int add_child(struct json_parser *ps, const struct json_value *v)
+{
+    if (in_object(ps)) {
+        ps->slots[ps->nslots - 1].value = *v; /* the slot parse_key pushed */
+        return 0;
+    }
+    struct json_member *m = push_slot(ps);
+    if (!m)
+        return fail_at(ps, ps->p, "out of memory");
+    m->key = NULL;
+    m->key_len = 0;
+    m->value = *v;
+    return 0;
+}
+
+static int parse_document(struct json_parser *ps, struct json_value *out)
+{
+    struct json_value v;
+
+    skip_ws(ps);
+    if (ps->p == ps->end)
+        return fail_at(ps, ps->p, "empty input");
+
+    for (;;) {
+        /* A value starts here: either open a container or read a scalar. */
+        skip_ws(ps);
+        if (ps->p < ps->end && (*ps->p == '[' || *ps->p == '{')) {
+            if (open_container(ps) != 0)
+                return -1;
+            skip_ws(ps);
+            if (!at_close(ps)) {
+                /* The first child follows (after its key, in an object). */
+                if (in_object(ps) && parse_key(ps) != 0)
+                    return -1;
+                continue;
+            }
+            if (close_container(ps, &v) != 0) /* an empty container */
+                return -1;
+        } else if (parse_scalar(ps, &v) != 0) {
+            return -1;
+        }
+
+        /* v is complete. Hand it to its container; every container that
+         * closes right after it becomes the next complete value. */
+        for (;;) {
+            if (ps->nframes == 0) {
+                skip_ws(ps);
+                if (ps->p != ps->end)
+                    return fail_at(ps, ps->p, "trailing characters after value");
+                *out = v;
+                return 0;
+            }
+            if (add_child(ps, &v) != 0)
+                return -1;
+            skip_ws(ps);
+            if (ps->p < ps->end && *ps->p == ',') {
+                ps->p++;
+                if (in_object(ps) && parse_key(ps) != 0)
+                    return -1;
+                break; /* on to the next value */
+            }
+            if (at_close(ps)) {
+                if (close_container(ps, &v) != 0)
+                    return -1;
+                continue;
+            }
+            if (ps->p == ps->end)
+                return fail_at(ps, ps->p, "unexpected end of input");
+            return fail_at(ps, ps->p,
+                           in_object(ps) ? "expected ',' or '}'" : "expected ',' or ']'");
+        }
+    }
+}
+
+int json_parse(struct arena *arena, const char *text, size_t len, const struct json_limits *limits,
+               struct json_value **out, const char **err_msg, size_t *err_off)
+{
+    struct json_parser ps = {
+        .p = text,
+        .end = text + len,
+        .arena = arena,
+        .max_depth = limits && limits->max_depth ? limits->max_depth : JSON_DEFAULT_MAX_DEPTH,
+        .allow_nonfinite = limits && limits->allow_nonfinite,
+    };
+    struct json_value *root = NULL;
+    int rc = -1;
+
+    *out = NULL;
+    root = arena_alloc(arena, sizeof *root);
+    if (!root) {
+        fail_at(&ps, text, "out of memory");
+        goto out_free_stacks;
+    }
+    if (parse_document(&ps, root) != 0)
+        goto out_free_stacks;
+    *out = root;
+    rc = 0;
+
+out_free_stacks:
+    mem_free(ps.slots);
+    mem_free(ps.frames);
+    if (rc != 0) {
+        if (err_msg)
+            *err_msg = ps.err_msg;
+        if (err_off)
+            *err_off = (size_t)(ps.err_at - text);
+    }
+    return rc;
+}
+
+const struct json_value *json_get(const struct json_value *v, const char *key)
+{
+    if (!v || v->type != JSON_OBJECT)
+        return NULL;
+    size_t n = strlen(key);
+    for (uint32_t i = 0; i < v->len; i++) {
+        const struct json_member *m = &v->u.members[i];
+        if (m->key_len == n && memcmp(m->key, key, n) == 0)
+            return &m->value;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Number conversions                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Splits an integer literal into sign and magnitude, exactly. */
+static int integer_parts(const struct json_value *v, bool *neg, uint64_t *mag)
+{
+    if (!v || v->type != JSON_NUMBER)
+        return -EINVAL;
+    const char *s = v->u.num;
+    /* Checked first: "1e99999999999999999999" is not an integer, not a range error. */
+    if (strpbrk(s, ".eE"))
+        return -EINVAL;
+    *neg = *s == '-';
+    if (*neg)
+        s++;
+    if (!is_digit(*s)) /* NaN, Infinity */
+        return -EINVAL;
+    uint64_t m = 0;
+    for (; is_digit(*s); s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (m > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        m = m * 10 + d;
+    }
+    *mag = m;
+    return 0;
+}
+
+int json_num_i64(const struct json_value *v, int64_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    int rc = integer_parts(v, &neg, &mag);
+    if (rc)
+        return rc;
+    if (neg) {
+        if (mag > (uint64_t)INT64_MAX + 1)
+            return -ERANGE;
+        /* Negate in unsigned arithmetic: -(INT64_MIN) does not fit in int64_t. */
+        *out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    } else {
+        if (mag > INT64_MAX)
+            return -ERANGE;
+        *out = (int64_t)mag;
+    }
+    return 0;
+}
+
+int json_num_u64(const struct json_value *v, uint64_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    int rc = integer_parts(v, &neg, &mag);
+    if (rc)
+        return rc;
+    if (neg && mag != 0) /* "-0" is zero */
+        return -ERANGE;
+    *out = mag;
+    return 0;
+}
+
+/* NaN, Infinity and -Infinity are only ever stored when the parse allowed them. */
+static bool nonfinite_value(const char *s, double *out)
+{
+    if (s[0] == 'N')
+        *out = NAN;
+    else if (s[0] == 'I')
+        *out = INFINITY;
+    else if (s[0] == '-' && s[1] == 'I')
+        *out = -INFINITY;
+    else
+        return false;
+    return true;
+}
+
+int json_num_f64(const struct json_value *v, double *out)
+{
+    if (!v || v->type != JSON_NUMBER)
+        return -EINVAL;
+    if (nonfinite_value(v->u.num, out))
+        return 0;
+    /* strtod is correctly rounded; underflow (ERANGE with a tiny result) is
+     * fine, only overflow to infinity is a range error. */
+    double d = strtod(v->u.num, NULL);
+    if (isinf(d))
+        return -ERANGE;
+    *out = d;
+    return 0;
+}
+
+int json_num_f32(const struct json_value *v, float *out)
+{
+    double nf;
+    if (!v || v->type != JSON_NUMBER)
+        return -EINVAL;
+    if (nonfinite_value(v->u.num, &nf)) {
+        *out = (float)nf;
+        return 0;
+    }
+    /* strtof, not (float)strtod: rounding twice can be off by one ulp. */
+    float f = strtof(v->u.num, NULL);
+    if (isinf(f))
+        return -ERANGE;
+    *out = f;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writer                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void json_w_init(struct json_writer *w, struct buf *b)
+{
+    memset(w, 0, sizeof *w);
+    w->b = b;
+}
+
+static void w_fail(struct json_writer *w, int rc)
+{
+    if (!w->b->err)
+        w->b->err = rc;
+}
+
+/*
+ * Called before every value and key: writes the separating comma and marks
+ * the container non-empty. Returns false once the buffer has failed, so
+ * that nothing more is written (the output is discarded anyway).
+ */
+static bool w_begin_value(struct json_writer *w)
+{
+    if (w->b->err)
+        return false;
+    if (w->after_key) {
+        w->after_key = false;
+        return true;
+    }
+    if (w->depth > 0 && w->nonempty[w->depth])
+        buf_putc(w->b, ',');
+    w->nonempty[w->depth] = true;
+    return !w->b->err;
+}
+
+static void w_open(struct json_writer *w, char c)
+{
+    if (!w_begin_value(w))
+        return;
+    if (w->depth == JSON_WRITER_MAX_DEPTH) {
+        w_fail(w, -E2BIG);
+        return;
+    }
+    w->depth++;
+    w->nonempty[w->depth] = false;
+    buf_putc(w->b, c);
+}
+
+static void w_close(struct json_writer *w, char c)
+{
+    if (w->b->err)
+        return;
+    if (w->depth == 0) { /* unbalanced end: a bug in the caller */
+        w_fail(w, -EINVAL);
+        return;
+    }
+    w->depth--;
+    buf_putc(w->b, c);
+}
+
+void json_w_obj_begin(struct json_writer *w)
+{
+    w_open(w, '{');
+}
+
+void json_w_obj_end(struct json_writer *w)
+{
+    w_close(w, '}');
+}
+
+void json_w_arr_begin(struct json_writer *w)
+{
+    w_open(w, '[');
+}
+
+void json_w_arr_end(struct json_writer *w)
+{
+    w_close(w, ']');
+}
+
+/* Writes s as a quoted JSON string. Runs of bytes that need no escaping are
+ * appended in one call; invalid UTF-8 bytes become \u00XX one by one. */
+static void w_quoted(struct buf *b, const char *str, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str, *end = s + n, *run = s;
+
+    buf_putc(b, '"');
+    while (s < end) {
+        unsigned char c = *s;
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            s++;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_seq_len(s, (size_t)(end - s));
+            if (k) {
+                s += k;
+                continue;
+            }
+        }
+        buf_append(b, run, (size_t)(s - run));
+        /* The table's own NUL terminator is outside SHORT_ESCAPES, so c == 0
+         * gets \u0000; '/' never gets this far. */
+        const char *hit = memchr(short_escaped, c, SHORT_ESCAPES);
+        char esc[6] = {'\\',        hit ? short_escapes[hit - short_escaped] : 'u',
+                       '0',         '0',
+                       hex[c >> 4], hex[c & 0xF]};
+        size_t esc_len = hit ? 2 : 6;
+        buf_append(b, esc, esc_len);
+        s++;
+        run = s;
+    }
+    buf_append(b, run, (size_t)(s - run));
+    buf_putc(b, '"');
+}
+
+void json_w_keyn(struct json_writer *w, const char *key, size_t n)
+{
+    if (!w_begin_value(w))
+        return;
+    w_quoted(w->b, key, n);
+    buf_putc(w->b, ':');
+    w->after_key = true;
+}
+
+void json_w_key(struct json_writer *w, const char *key)
+{
+    json_w_keyn(w, key, strlen(key));
+}
+
+void json_w_str(struct json_writer *w, const char *s, size_t n)
+{
+    if (w_begin_value(w))
+        w_quoted(w->b, s, n);
+}
+
+void json_w_cstr(struct json_writer *w, const char *s)
+{
+    json_w_str(w, s, strlen(s));
+}
+
+/* Digits of v, written backwards into the end of a 20-byte buffer. */
+static void w_digits(struct buf *b, uint64_t v, bool neg)
+{
+    char tmp[21];
+    char *p = tmp + sizeof tmp;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (neg)
+        *--p = '-';
+    buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+void json_w_int(struct json_writer *w, int64_t v)
+{
+    if (!w_begin_value(w))
+        return;
+    /* The magnitude in unsigned arithmetic, so INT64_MIN does not overflow. */
+    uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    w_digits(w->b, mag, v < 0);
+}
+
+void json_w_uint(struct json_writer *w, uint64_t v)
+{
+    if (w_begin_value(w))
+        w_digits(w->b, v, false);
+}
+
+static bool w_nonfinite(struct buf *b, double v)
+{
+    if (isnan(v))
+        buf_puts(b, "NaN");
+    else if (isinf(v))
+        buf_puts(b, v < 0 ? "-Infinity" : "Infinity");
+    else
+        return false;
+    return true;
+}
+
+/*
+ * Shortest round trip by trial: the first precision whose %g text reads
+ * back to the same bits. %g output is always valid JSON for finite values.
+ */
+void json_w_f32(struct json_writer *w, float v)
+{
+    char tmp[32];
+    if (!w_begin_value(w) || w_nonfinite(w->b, v))
+        return;
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, (double)v);
+        float back = strtof(tmp, NULL);
+        if (memcmp(&back, &v, sizeof v) == 0)
+            break;
+    }
+    buf_puts(w->b, tmp); /* 9 significant digits always round-trip a float */
+}
+
+void json_w_f64(struct json_writer *w, double v)
+{
+    char tmp[40];
+    if (!w_begin_value(w) || w_nonfinite(w->b, v))
+        return;
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        double back = strtod(tmp, NULL);
+        if (memcmp(&back, &v, sizeof v) == 0)
+            break;
+    }
+    buf_puts(w->b, tmp); /* 17 significant digits always round-trip a double */
+}
+
+void json_w_bool(struct json_writer *w, bool v)
+{
+    if (w_begin_value(w))
+        buf_puts(w->b, v ? "true" : "false");
+}
+
+void json_w_null(struct json_writer *w)
+{
+    if (w_begin_value(w))
+        buf_puts(w->b, "null");
+}
+
+void json_w_raw(struct json_writer *w, const char *json, size_t n)
+{
+    if (w_begin_value(w))
+        buf_append(w->b, json, n);
+}

@@ -1,0 +1,694 @@
+#include "http/server.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/mem.h"
+
+#define READ_CHUNK (64 * 1024)
+#define LINGER_MS 2000
+#define LINGER_MAX_BYTES (1024 * 1024)
+/* While draining, a client in the middle of sending a request gets this
+ * long to finish it. */
+#define DRAIN_GRACE_MS 3000
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+enum conn_state {
+    CONN_READING, /* reading/parsing a request */
+    CONN_WAITING, /* the handler owns the request */
+    CONN_WRITING, /* sending a response */
+    CONN_LINGER,  /* response sent, write side shut; discarding input before close */
+    CONN_CLOSED,  /* fd closed; freed when the pending txn responds */
+};
+
+struct http_conn {
+    struct loop_watch watch;
+    struct http_server *server;
+    struct http_conn *prev, *next; /* server->conns */
+    enum conn_state state;
+    bool readable;      /* edge-triggered: data may be waiting */
+    bool sent_continue; /* 100 Continue already sent for this request */
+    bool close_after_write;
+    bool linger_after_write; /* error response: drain input before closing */
+    bool txn_active;
+    uint64_t deadline_ms; /* 0 = none */
+    size_t lingered;
+    struct buf in;       /* received bytes; the current request starts at in.data */
+    struct buf out_head; /* response head (or an interim 100 Continue) */
+    struct buf out_body;
+    size_t out_off; /* bytes of head+body already sent */
+    struct http1_parser parser;
+    struct http_txn txn;
+};
+
+struct http_server {
+    struct loop *loop;
+    struct http_server_config cfg;
+    http_handler_fn handler;
+    void *app;
+    struct loop_watch listen_watch;
+    struct loop_watch reaper; /* frees closed connections at the end of an iteration */
+    struct http_conn *conns;     /* open connections */
+    struct http_conn *graveyard; /* closed, to be freed by the reaper */
+    uint32_t nconns;
+    int port;
+    bool draining;
+    void (*on_drained)(void *arg);
+    void *drained_arg;
+};
+
+static void conn_process(struct http_conn *c);
+static void conn_close(struct http_conn *c);
+
+const char *http_status_text(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 417: return "Expectation Failed";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+/* Receive buffer ceiling: a whole request must fit. Chunked framing costs
+ * extra bytes on the wire, so allow twice the body. */
+static size_t in_buffer_max(const struct http_server *s)
+{
+    return (size_t)s->cfg.limits.max_header_bytes + 2 * (size_t)s->cfg.limits.max_body + READ_CHUNK;
+}
+
+static void set_deadline(struct http_conn *c, uint32_t timeout_ms)
+{
+    c->deadline_ms = timeout_ms ? clock_now_ms() + timeout_ms : 0;
+}
+
+static void maybe_drained(struct http_server *s)
+{
+    if (s->draining && s->nconns == 0 && s->on_drained) {
+        void (*cb)(void *) = s->on_drained;
+        s->on_drained = NULL;
+        cb(s->drained_arg);
+    }
+}
+
+static void conn_free(struct http_conn *c)
+{
+    buf_free(&c->in);
+    buf_free(&c->out_head);
+    buf_free(&c->out_body);
+    buf_free(&c->txn.body);
+    mem_free(c);
+}
+
+static void reap(struct loop_watch *w, uint32_t events)
+{
+    (void)events;
+    struct http_server *s = container_of(w, struct http_server, reaper);
+    struct http_conn *c = s->graveyard;
+    s->graveyard = NULL;
+    while (c) {
+        struct http_conn *next = c->next;
+        conn_free(c);
+        c = next;
+    }
+}
+
+/* Closes the socket. The memory is freed at the end of the loop iteration
+ * (events for this connection may still be queued in the same batch), or,
+ * when a handler still holds the transaction, when it responds. */
+static void conn_close(struct http_conn *c)
+{
+    struct http_server *s = c->server;
+    if (c->state == CONN_CLOSED)
+        return;
+    loop_del(s->loop, &c->watch);
+    close(c->watch.fd);
+    c->watch.fd = -1;
+    c->state = CONN_CLOSED;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    s->nconns--;
+    if (c->txn_active) {
+        c->txn.aborted = true;
+    } else {
+        c->next = s->graveyard;
+        s->graveyard = c;
+        loop_defer(s->loop, &s->reaper);
+    }
+    maybe_drained(s);
+}
+
+static void format_date(char *out, size_t size)
+{
+    static __thread time_t cached_sec;
+    static __thread char cached[40];
+    time_t now = time(NULL);
+    if (now != cached_sec) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached_sec = now;
+    }
+    snprintf(out, size, "%s", cached);
+}
+
+/* Queues the response head for the body already in c->out_body. */
+static void queue_response(struct http_conn *c, int status, const char *content_type,
+                           const char *extra_headers, bool head_only, bool keep_alive,
+                           int version_minor)
+{
+    char date[40];
+    format_date(date, sizeof date);
+    buf_reset(&c->out_head);
+    buf_printf(&c->out_head, "HTTP/1.1 %d %s\r\nServer: inferd\r\nDate: %s\r\nContent-Length: %zu\r\n",
+               status, http_status_text(status), date, c->out_body.len);
+    if (content_type)
+        buf_printf(&c->out_head, "Content-Type: %s\r\n", content_type);
+    if (!keep_alive)
+        buf_puts(&c->out_head, "Connection: close\r\n");
+    else if (version_minor == 0)
+        buf_puts(&c->out_head, "Connection: keep-alive\r\n");
+    if (extra_headers)
+        buf_puts(&c->out_head, extra_headers);
+    buf_puts(&c->out_head, "\r\n");
+    if (head_only)
+        c->out_body.len = 0;
+    c->out_off = 0;
+    c->close_after_write = !keep_alive;
+    c->state = CONN_WRITING;
+    set_deadline(c, c->server->cfg.write_timeout_ms);
+}
+
+static void write_error_body(struct buf *b, const char *msg)
+{
+    struct json_writer w;
+    buf_reset(b);
+    json_w_init(&w, b);
+    json_w_obj_begin(&w);
+    json_w_key(&w, "error");
+    json_w_cstr(&w, msg);
+    json_w_obj_end(&w);
+}
+
+/* An error the server answers itself (parse error, timeout): the connection
+ * is closed after the response, and input is drained first so the client
+ * sees the response rather than a reset. */
+static void conn_fail(struct http_conn *c, int status, const char *msg)
+{
+    write_error_body(&c->out_body, msg);
+    queue_response(c, status, "application/json", NULL, false, false, 1);
+    c->linger_after_write = true;
+}
+
+/* Sends pending output. Returns 0 when all is sent, 1 when the socket is
+ * full (wait for EPOLLOUT), -1 when the connection failed. */
+static int conn_flush(struct http_conn *c)
+{
+    for (;;) {
+        size_t head = c->out_head.len, body = c->out_body.len;
+        if (c->out_off >= head + body)
+            return 0;
+        struct iovec iov[2];
+        int n = 0;
+        if (c->out_off < head) {
+            iov[n].iov_base = c->out_head.data + c->out_off;
+            iov[n++].iov_len = head - c->out_off;
+        }
+        if (body) {
+            size_t boff = c->out_off > head ? c->out_off - head : 0;
+            iov[n].iov_base = c->out_body.data + boff;
+            iov[n++].iov_len = body - boff;
+        }
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->watch.fd, &msg, MSG_NOSIGNAL);
+        if (w > 0) {
+            c->out_off += (size_t)w;
+            set_deadline(c, c->server->cfg.write_timeout_ms);
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 1;
+        return -1;
+    }
+}
+
+static void send_continue(struct http_conn *c)
+{
+    buf_reset(&c->out_head);
+    buf_puts(&c->out_head, "HTTP/1.1 100 Continue\r\n\r\n");
+    buf_reset(&c->out_body);
+    c->out_off = 0;
+    c->sent_continue = true;
+}
+
+static void start_request(struct http_conn *c)
+{
+    http1_parser_init(&c->parser, &c->server->cfg.limits);
+    c->sent_continue = false;
+    c->out_head.len = c->out_body.len = 0;
+    c->out_off = 0;
+    set_deadline(c, c->in.len ? c->server->cfg.header_timeout_ms : c->server->cfg.idle_timeout_ms);
+}
+
+static void dispatch(struct http_conn *c)
+{
+    struct http_txn *t = &c->txn;
+    t->conn = c;
+    t->server = c->server;
+    t->aborted = false;
+    t->head_only = t->req.method_len == 4 && memcmp(t->req.method, "HEAD", 4) == 0;
+    t->start_ns = clock_now_ns();
+    t->extra_headers[0] = '\0';
+    buf_reset(&t->body);
+    c->txn_active = true;
+    c->state = CONN_WAITING;
+    c->deadline_ms = 0;
+    c->server->handler(c->server->app, t);
+}
+
+/* Reads what the socket has, up to one chunk. Returns 1 if bytes arrived,
+ * 0 if none are waiting, -1 on EOF or error, -2 if the buffer is full. */
+static int conn_read(struct http_conn *c)
+{
+    int rc = buf_reserve(&c->in, READ_CHUNK);
+    if (rc) {
+        size_t room = c->in.cap - c->in.len;
+        if (room == 0)
+            return -2;
+    }
+    for (;;) {
+        ssize_t n = read(c->watch.fd, c->in.data + c->in.len, c->in.cap - c->in.len);
+        if (n > 0) {
+            c->in.len += (size_t)n;
+            return 1;
+        }
+        if (n == 0)
+            return -1;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            c->readable = false;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+/* One step of the READING state. Returns true to continue processing. */
+static bool step_reading(struct http_conn *c)
+{
+    struct http_server *s = c->server;
+    if (c->out_off < c->out_head.len) { /* an interim 100 Continue is pending */
+        int rc = conn_flush(c);
+        if (rc < 0) {
+            conn_close(c);
+            return false;
+        }
+        if (rc > 0)
+            return false;
+    }
+    size_t before = c->in.len;
+    if (before > 0) {
+        bool head_was_done = c->parser.head_done;
+        int rc = http1_parse(&c->parser, c->in.data, c->in.len, &c->txn.req);
+        if (rc == HTTP1_DONE) {
+            dispatch(c);
+            return c->state != CONN_WAITING;
+        }
+        if (rc == HTTP1_ERROR) {
+            conn_fail(c, c->parser.err_status, c->parser.err_msg);
+            return true;
+        }
+        if (c->parser.head_done && !head_was_done) {
+            set_deadline(c, s->cfg.idle_timeout_ms);
+            if (c->txn.req.expect_continue && !c->sent_continue && !s->draining) {
+                send_continue(c);
+                return true;
+            }
+        }
+    }
+    if (!c->readable)
+        return false;
+    int rc = conn_read(c);
+    if (rc == 1) {
+        if (before == 0)
+            set_deadline(c, s->cfg.header_timeout_ms);
+        else if (c->parser.head_done)
+            set_deadline(c, s->cfg.idle_timeout_ms);
+        return true;
+    }
+    if (rc == 0)
+        return false;
+    if (rc == -2) {
+        conn_fail(c, 413, "request too large for the receive buffer");
+        return true;
+    }
+    conn_close(c); /* EOF: a partial request is abandoned */
+    return false;
+}
+
+/* One step of the WRITING state. Returns true to continue processing. */
+static bool step_writing(struct http_conn *c)
+{
+    int rc = conn_flush(c);
+    if (rc < 0) {
+        conn_close(c);
+        return false;
+    }
+    if (rc > 0)
+        return false;
+    size_t consumed = c->parser.consumed;
+    if (c->close_after_write) {
+        if (!c->linger_after_write) {
+            conn_close(c);
+            return false;
+        }
+        shutdown(c->watch.fd, SHUT_WR);
+        c->state = CONN_LINGER;
+        c->lingered = 0;
+        c->in.len = 0;
+        set_deadline(c, LINGER_MS);
+        return true;
+    }
+    buf_consume(&c->in, consumed);
+    c->state = CONN_READING;
+    start_request(c);
+    return true;
+}
+
+static bool step_linger(struct http_conn *c)
+{
+    char scratch[16384];
+    for (;;) {
+        ssize_t n = read(c->watch.fd, scratch, sizeof scratch);
+        if (n > 0) {
+            c->lingered += (size_t)n;
+            if (c->lingered > LINGER_MAX_BYTES)
+                break;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return false;
+        break;
+    }
+    conn_close(c);
+    return false;
+}
+
+static void conn_process(struct http_conn *c)
+{
+    bool more = true;
+    while (more) {
+        switch (c->state) {
+        case CONN_READING: more = step_reading(c); break;
+        case CONN_WRITING: more = step_writing(c); break;
+        case CONN_LINGER: more = step_linger(c); break;
+        case CONN_WAITING:
+        case CONN_CLOSED: more = false; break;
+        }
+    }
+}
+
+static void conn_on_events(struct loop_watch *w, uint32_t events)
+{
+    struct http_conn *c = container_of(w, struct http_conn, watch);
+    if (events & EPOLLERR) {
+        conn_close(c);
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
+        c->readable = true;
+    /* While a handler owns the request we do not read further, but a peer
+     * that hung up entirely cancels the exchange. */
+    if (c->state == CONN_WAITING && (events & EPOLLHUP)) {
+        conn_close(c);
+        return;
+    }
+    conn_process(c);
+}
+
+static void accept_all(struct loop_watch *w, uint32_t events)
+{
+    (void)events;
+    struct http_server *s = container_of(w, struct http_server, listen_watch);
+    for (;;) {
+        int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                log_warn("accept: %s", strerror(errno));
+            return;
+        }
+        if (s->nconns >= s->cfg.max_connections) {
+            close(fd); /* over --max-connections: refuse at once */
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct http_conn *c = mem_calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->server = s;
+        c->watch.fd = fd;
+        c->watch.on_events = conn_on_events;
+        buf_init(&c->in, in_buffer_max(s));
+        buf_init(&c->out_head, 64 * 1024);
+        buf_init(&c->out_body, s->cfg.max_response_bytes);
+        buf_init(&c->txn.body, s->cfg.max_response_bytes);
+        c->state = CONN_READING;
+        start_request(c);
+        if (loop_add(s->loop, &c->watch, EPOLLIN | EPOLLOUT | EPOLLRDHUP) != 0) {
+            close(fd);
+            conn_free(c);
+            continue;
+        }
+        c->next = s->conns;
+        if (s->conns)
+            s->conns->prev = c;
+        s->conns = c;
+        s->nconns++;
+    }
+}
+
+static void on_tick(struct loop *l, void *arg)
+{
+    (void)l;
+    struct http_server *s = arg;
+    uint64_t now = clock_now_ms();
+    struct http_conn *c = s->conns;
+    while (c) {
+        struct http_conn *next = c->next;
+        if (c->deadline_ms && now >= c->deadline_ms) {
+            if (c->state == CONN_READING && c->in.len > 0) {
+                conn_fail(c, 408, "request not received in time");
+                conn_process(c);
+            } else {
+                conn_close(c);
+            }
+        }
+        c = next;
+    }
+}
+
+static int listen_socket(const char *host, int port, int *out_port)
+{
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, portstr, &hints, &res);
+    if (gai != 0) {
+        log_error("cannot resolve listen address '%s': %s", host, gai_strerror(gai));
+        return -EINVAL;
+    }
+    int fd = -1, rc = -EADDRNOTAVAIL;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = -errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
+            rc = 0;
+            break;
+        }
+        rc = -errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (rc) {
+        log_error("cannot listen on %s:%d: %s", host, port, strerror(-rc));
+        return rc;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &len);
+    *out_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+int http_server_start(struct loop *loop, const struct http_server_config *cfg,
+                      http_handler_fn handler, void *app, struct http_server **out)
+{
+    struct http_server *s = mem_calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->loop = loop;
+    s->cfg = *cfg;
+    s->handler = handler;
+    s->app = app;
+    int fd = listen_socket(cfg->host, cfg->port, &s->port);
+    if (fd < 0) {
+        mem_free(s);
+        return fd;
+    }
+    s->listen_watch.fd = fd;
+    s->listen_watch.on_events = accept_all;
+    s->reaper.fd = -1;
+    s->reaper.on_events = reap;
+    int rc = loop_add(loop, &s->listen_watch, EPOLLIN);
+    if (rc) {
+        close(fd);
+        mem_free(s);
+        return rc;
+    }
+    loop->on_tick = on_tick;
+    loop->tick_arg = s;
+    *out = s;
+    return 0;
+}
+
+int http_server_port(const struct http_server *s)
+{
+    return s->port;
+}
+
+uint32_t http_server_connection_count(const struct http_server *s)
+{
+    return s->nconns;
+}
+
+void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), void *arg)
+{
+    s->draining = true;
+    s->on_drained = on_drained;
+    s->drained_arg = arg;
+    if (s->listen_watch.fd >= 0) {
+        loop_del(s->loop, &s->listen_watch);
+        close(s->listen_watch.fd);
+        s->listen_watch.fd = -1;
+    }
+    struct http_conn *c = s->conns;
+    while (c) {
+        struct http_conn *next = c->next;
+        if (c->state == CONN_READING && c->in.len == 0) {
+            conn_close(c);
+        } else if (c->state == CONN_READING) {
+            uint64_t grace = clock_now_ms() + DRAIN_GRACE_MS;
+            if (!c->deadline_ms || c->deadline_ms > grace)
+                c->deadline_ms = grace;
+        }
+        c = next;
+    }
+    maybe_drained(s);
+}
+
+void http_server_free(struct http_server *s)
+{
+    if (!s)
+        return;
+    while (s->conns)
+        conn_close(s->conns);
+    reap(&s->reaper, 0);
+    if (s->listen_watch.fd >= 0) {
+        loop_del(s->loop, &s->listen_watch);
+        close(s->listen_watch.fd);
+    }
+    mem_free(s);
+}
+
+void http_txn_add_header(struct http_txn *txn, const char *name, const char *value)
+{
+    size_t used = strlen(txn->extra_headers);
+    snprintf(txn->extra_headers + used, sizeof txn->extra_headers - used, "%s: %s\r\n", name,
+             value);
+}
+
+void http_txn_respond(struct http_txn *txn, int status, const char *content_type)
+{
+    struct http_conn *c = txn->conn;
+    c->txn_active = false;
+    if (txn->aborted) {
+        /* The peer left while the handler worked: nothing to send. */
+        c->next = c->server->graveyard;
+        c->server->graveyard = c;
+        loop_defer(c->server->loop, &c->server->reaper);
+        return;
+    }
+    /* Hand the body over without copying; the txn keeps the old buffer. */
+    struct buf tmp = c->out_body;
+    c->out_body = txn->body;
+    txn->body = tmp;
+    buf_reset(&txn->body);
+    if (c->out_body.err) {
+        write_error_body(&c->out_body, "response too large");
+        status = 500;
+        content_type = "application/json";
+    }
+    bool keep = txn->req.keep_alive && !c->server->draining;
+    queue_response(c, status, content_type, txn->extra_headers, txn->head_only, keep,
+                   txn->req.version_minor);
+    loop_defer(c->server->loop, &c->watch);
+}
+
+void http_txn_error(struct http_txn *txn, int status, const char *msg)
+{
+    write_error_body(&txn->body, msg);
+    http_txn_respond(txn, status, "application/json");
+}

@@ -1,0 +1,85 @@
+/*
+ * server: the HTTP/1.1 server on top of the event loop — listening socket,
+ * connections, request framing (http1.c) and response writing.
+ *
+ * Lifecycle of a connection (all on the loop thread):
+ *   accepted → READING: bytes are read and parsed until a request is
+ *   complete → the handler is called with a struct http_txn → WAITING until
+ *   the handler (now or later, e.g. when an inference completes) calls
+ *   http_txn_respond() → WRITING until the response is sent → READING the
+ *   next (possibly already pipelined) request, or closed.
+ *   A connection is freed only once no transaction refers to it: if the peer
+ *   goes away while a handler is working, the transaction is marked aborted
+ *   and the connection is freed when the handler responds.
+ *   Requests on one connection are handled one at a time, so responses are
+ *   always in request order.
+ *
+ * Errors found by the parser (and timeouts) are answered by the server
+ * itself with a JSON body {"error": "..."} and `Connection: close`.
+ */
+#ifndef INFERD_HTTP_SERVER_H
+#define INFERD_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "http/http1.h"
+#include "net/loop.h"
+
+struct http_server;
+struct http_conn;
+
+/* One request/response exchange. Owned by the server; valid from the
+ * handler call until http_txn_respond() returns. */
+struct http_txn {
+    struct http1_request req; /* pointers into the connection's buffer */
+    struct http_conn *conn;
+    struct http_server *server;
+    bool head_only; /* HEAD request: the body is not sent */
+    bool aborted;   /* the peer is gone; respond() only frees */
+    uint64_t start_ns;
+    struct buf body; /* response body, filled by the handler */
+    /* Extra response header lines, each "Name: value\r\n" (e.g. Allow). */
+    char extra_headers[256];
+};
+
+typedef void (*http_handler_fn)(void *app, struct http_txn *txn);
+
+struct http_server_config {
+    const char *host; /* numeric IPv4/IPv6 address or host name */
+    int port;
+    struct http1_limits limits;
+    uint32_t max_connections;
+    uint32_t header_timeout_ms; /* whole head must arrive within this */
+    uint32_t idle_timeout_ms;   /* keep-alive connection with no request */
+    uint32_t write_timeout_ms;  /* response must drain within this */
+    uint64_t max_response_bytes;
+};
+
+/* Creates the listening socket and registers it with the loop. *out is
+ * owned by the caller; free with http_server_free() after the loop stops.
+ * Returns 0 or -errno (message logged). */
+int http_server_start(struct loop *loop, const struct http_server_config *cfg,
+                      http_handler_fn handler, void *app, struct http_server **out);
+/* Actual port (useful when cfg->port was 0). */
+int http_server_port(const struct http_server *s);
+/* Stops accepting; idle connections are closed, busy ones close after their
+ * response. on_drained is called (on the loop thread) once no connection
+ * is left. */
+void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), void *arg);
+void http_server_free(struct http_server *s);
+uint32_t http_server_connection_count(const struct http_server *s);
+
+/* Sends the response: status, Content-Type (may be NULL when the body is
+ * empty) and txn->body. Must be called exactly once per txn, on the loop
+ * thread. */
+void http_txn_respond(struct http_txn *txn, int status, const char *content_type);
+/* Convenience: body {"error": msg} with the given status. */
+void http_txn_error(struct http_txn *txn, int status, const char *msg);
+/* Appends "Name: value\r\n" to the extra headers (silently truncated). */
+void http_txn_add_header(struct http_txn *txn, const char *name, const char *value);
+
+const char *http_status_text(int status);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * model: a loaded model version (backend instance + its I/O description +
+ * its scheduler) and the registry of the repository's models.
+ *
+ * Repository layout (Triton's): <repo>/<model>/<version>/model.onnx, where
+ * <version> is a decimal number. The registry loads the newest version of
+ * each model at startup; the inputs, outputs and batch dimension come from
+ * the ONNX file itself.
+ *
+ * Lifecycle: registry_load() on the main thread before serving; lookups
+ * from any thread while serving (the registry does not change); 
+ * registry_free() after every request has completed.
+ */
+#ifndef INFERD_MODEL_MODEL_H
+#define INFERD_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "base/error.h"
+
+struct sched;
+
+struct model {
+    char *name;
+    int64_t version;
+    char version_str[24];
+    char *path; /* model file */
+    const char *platform; /* "onnxruntime_onnx" */
+    const struct backend_ops *backend;
+    void *instance;
+    struct model_info info;
+    /* Every input and output has a leading variable dimension, so requests
+     * may carry several samples along dim 0. */
+    bool batched;
+    uint64_t load_ms;
+    struct sched *sched;
+};
+
+enum model_state { MODEL_READY, MODEL_UNAVAILABLE };
+
+struct model_entry {
+    char *name;
+    enum model_state state;
+    char reason[ERROR_MSG_MAX]; /* why UNAVAILABLE */
+    struct model *model;        /* the served version when READY */
+};
+
+struct registry_options {
+    const char *repository;
+    int intra_op_threads;
+    int inter_op_threads;
+    uint32_t queue_limit; /* requests waiting per model */
+};
+
+struct registry {
+    struct model_entry *entries; /* sorted by name */
+    uint32_t count;
+};
+
+/* Scans and loads the repository. A model that fails to load is kept as
+ * UNAVAILABLE with its reason; only an unreadable repository fails the
+ * call (-1 with err). */
+int registry_load(const struct registry_options *opts, struct registry *reg, struct error *err);
+void registry_free(struct registry *reg);
+const struct model_entry *registry_find(const struct registry *reg, const char *name, size_t len);
+/* True when every model is READY. */
+bool registry_all_ready(const struct registry *reg);
+
+/* Index of the model input/output named `name`, or -1. */
+int model_input_index(const struct model *m, const char *name);
+int model_output_index(const struct model *m, const char *name);
+
+#endif
