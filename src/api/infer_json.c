@@ -374,6 +374,14 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
         if (!seen[i])
             return error_set(err, 400, "missing input '%s' for model '%s'",
                              m->info.inputs[i].name, m->name);
+    if (m->batched)
+        for (uint32_t i = 1; i < req->ninputs; i++)
+            if (req->inputs[i].shape[0] != req->inputs[0].shape[0])
+                return error_set(err, 400,
+                                 "inputs '%s' and '%s' have different batch sizes (%lld, %lld)",
+                                 req->inputs[0].name, req->inputs[i].name,
+                                 (long long)req->inputs[0].shape[0],
+                                 (long long)req->inputs[i].shape[0]);
     return decode_outputs(req, m, json_get(root, "outputs"), err);
 }
 
