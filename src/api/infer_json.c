@@ -249,9 +249,10 @@ static int decode_input(struct infer_request *req, const struct model *m,
     const struct json_value *data = json_get(in, "data");
     if (!data || data->type != JSON_ARRAY)
         return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
+    /* More elements than any body could carry: the shape is wrong. */
     int64_t want = tensor_count(t, INT32_MAX);
     if (want < 0)
-        return error_set(err, 413, "input '%s': too many elements", t->name);
+        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
     int64_t got = count_leaves(data);
     if (got != want) {
         char shape[128];

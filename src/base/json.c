@@ -540,7 +540,7 @@ int json_parse(struct arena *arena, const char *text, size_t len, const struct j
 {
     struct json_parser ps = {
         .p = text,
-        .end = text + len,
+        .end = len ? text + len : text, /* no arithmetic on a NULL empty text */
         .arena = arena,
         .max_depth = limits && limits->max_depth ? limits->max_depth : JSON_DEFAULT_MAX_DEPTH,
         .allow_nonfinite = limits && limits->allow_nonfinite,

@@ -15,14 +15,14 @@
  * body ends up contiguous and the raw bytes behind it are free space.
  */
 
-enum state {
+enum parser_state {
     ST_REQUEST_LINE,
     ST_HEADERS,
-    ST_BODY,        /* Content-Length body */
-    ST_CHUNK_SIZE,  /* chunk-size [ chunk-ext ] CRLF */
-    ST_CHUNK_DATA,  /* the chunk's data */
-    ST_CHUNK_CRLF,  /* CRLF after the data */
-    ST_TRAILERS,    /* trailer fields up to the final CRLF */
+    ST_BODY,       /* Content-Length body */
+    ST_CHUNK_SIZE, /* chunk-size [ chunk-ext ] CRLF */
+    ST_CHUNK_DATA, /* the chunk's data */
+    ST_CHUNK_CRLF, /* CRLF after the data */
+    ST_TRAILERS,   /* trailer fields up to the final CRLF */
     ST_DONE,
     ST_ERROR,
 };
@@ -139,9 +139,9 @@ void http1_parser_init(struct http1_parser *p, const struct http1_limits *limits
 
 /*
  * Lines. Finds the LF ending the line that starts at p->_in, looking only at
- * bytes not looked at before and never at or past `end`. On success the
- * line's content is buf[p->_in .. *cr) and the caller sets p->_in (and
- * p->_scan) past the LF once it has used the line.
+ * bytes not looked at before and never at or past `end`, and stores its
+ * offset in *lf. The caller moves p->_in (and p->_scan) past the LF once it
+ * has used the line (next_line).
  */
 static bool find_line(struct http1_parser *p, const char *buf, size_t end, size_t *lf)
 {
@@ -699,8 +699,8 @@ const struct http_header *http1_header(const struct http1_request *req, const ch
         if (h->name_len != len)
             continue;
         size_t j = 0;
-        while (j < len && ascii_lower((unsigned char)h->name[j]) ==
-                              ascii_lower((unsigned char)name[j]))
+        while (j < len &&
+               ascii_lower((unsigned char)h->name[j]) == ascii_lower((unsigned char)name[j]))
             j++;
         if (j == len)
             return &req->headers[i];

@@ -1,0 +1,535 @@
+"""Fixtures and helpers for the inferd integration suite.
+
+The suite runs the real `build/inferd` binary (override with INFERD_BIN)
+over the real ONNX Runtime. One session-scoped server serves a temporary
+model repository that links every model the tests use; tests that need
+other flags start their own servers through `server_factory`.
+
+Run from the repo root:  /usr/bin/python3 -m pytest tests/integration
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INFERD_BIN = Path(os.environ.get("INFERD_BIN", REPO_ROOT / "build" / "inferd")).absolute()
+
+# Models served by the session server: name -> directory.
+MAIN_MODELS = {name: REPO_ROOT / "models" / name for name in ("simple", "digits", "strings")}
+IDENTITY_TYPES = ["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16",
+                  "int32", "int64", "fp16", "fp32", "fp64", "bytes"]
+IDENTITY_MODELS = {"identity_" + t: REPO_ROOT / "tests" / "models" / ("identity_" + t)
+                   for t in IDENTITY_TYPES}
+ALL_MODELS = {**MAIN_MODELS, **IDENTITY_MODELS}
+
+STARTUP_TIMEOUT = 60.0   # seconds until /v2/health/ready must answer 200
+SHUTDOWN_TIMEOUT = 30.0  # seconds between SIGTERM and exit
+# One suppression for ONNX Runtime's own leak at environment creation; see the file.
+LSAN_SUPP = Path(__file__).resolve().parents[1] / "lsan.supp"
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
+
+
+# --------------------------------------------------------------------------
+# Model repositories and server processes
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_repository(root, models):
+    """Create a repository at `root` whose entries are symlinks.
+
+    `models` maps model name -> model directory (symlinked whole), or
+    model name -> {version: model.onnx path} (a fresh directory with one
+    symlinked model.onnx per version)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for name, src in models.items():
+        if isinstance(src, dict):
+            for version, onnx_file in src.items():
+                vdir = root / name / str(version)
+                vdir.mkdir(parents=True, exist_ok=True)
+                (vdir / "model.onnx").symlink_to(Path(onnx_file).resolve())
+        else:
+            src = Path(src)
+            if not (src / "1" / "model.onnx").exists():
+                pytest.fail("model %s missing: %s/1/model.onnx (run models/build/*.py)"
+                            % (name, src))
+            (root / name).symlink_to(src.resolve())
+    return root
+
+
+class Server:
+    """One inferd process. stdout/stderr go to files so the pipes never block."""
+
+    def __init__(self, args, workdir, cwd=None):
+        self.args = list(args)
+        self.workdir = Path(workdir)
+        self.stdout_path = self.workdir / "stdout.log"
+        self.stderr_path = self.workdir / "stderr.log"
+        self.port = None
+        self.proc = None
+        self.cwd = cwd
+        self.returncode = None
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self, port=None):
+        if not INFERD_BIN.exists():
+            pytest.fail("inferd binary not found: %s (build it or set INFERD_BIN)" % INFERD_BIN)
+        self.port = port or free_port()
+        cmd = [str(INFERD_BIN), "serve", "--host", "127.0.0.1",
+               "--http-port", str(self.port)] + self.args
+        env = dict(os.environ)
+        # For sanitizer builds (harmless otherwise): ORT has no frame pointers,
+        # so the suppression only matches with the slow unwinder.
+        env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
+        env.setdefault("ASAN_OPTIONS", "fast_unwind_on_malloc=0:malloc_context_size=64")
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err,
+                                     stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
+        self.cmd = cmd
+        return self
+
+    def stderr(self):
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def wait_ready(self, timeout=STARTUP_TIMEOUT, path="/v2/health/ready"):
+        """Poll `path` until it answers 200; fail with stderr if inferd exits."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            rc = self.proc.poll()
+            if rc is not None:
+                self.returncode = rc
+                pytest.fail("inferd exited early with code %d\ncommand: %s\nstderr:\n%s"
+                            % (rc, " ".join(self.cmd), self.stderr()))
+            try:
+                r = requests.get(self.url + path, timeout=2)
+                if r.status_code == 200:
+                    return self
+                last = "HTTP %d %r" % (r.status_code, r.text[:200])
+            except requests.RequestException as e:
+                last = repr(e)
+            time.sleep(0.05)
+        self.kill()
+        pytest.fail("inferd not ready after %.0f s (last: %s)\nstderr:\n%s"
+                    % (timeout, last, self.stderr()))
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close_files()
+
+    def _close_files(self):
+        for f in (getattr(self, "_out", None), getattr(self, "_err", None)):
+            if f and not f.closed:
+                f.close()
+
+    def stop(self, sig=signal.SIGTERM, require_running=True):
+        """Signal the server (if still running), wait for it and return a
+        list of problems: no exit within the timeout, a non-zero exit code,
+        a sanitizer report, or (with require_running) an earlier exit."""
+        problems = []
+        if self.proc is None:
+            return problems
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=SHUTDOWN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                problems.append("did not exit within %.0f s of %s"
+                                % (SHUTDOWN_TIMEOUT, signal.Signals(sig).name))
+        elif require_running:
+            problems.append("had already exited before %s" % signal.Signals(sig).name)
+        self._close_files()
+        self.returncode = self.proc.returncode
+        if self.returncode != 0 and not problems:
+            problems.append("exit code %d after %s" % (self.returncode, signal.Signals(sig).name))
+        err = self.stderr()
+        for marker in SANITIZER_MARKERS:
+            if marker in err:
+                problems.append("stderr contains %r" % marker)
+        if problems:
+            problems = ["inferd (%s): %s" % (" ".join(self.cmd), p) for p in problems]
+            problems.append("stderr:\n" + err[-20000:])
+        return problems
+
+
+class ServerFactory:
+    """Starts servers with custom flags; stop_all() stops every one of them."""
+
+    def __init__(self, tmpdir_factory):
+        self._tmp = tmpdir_factory
+        self.servers = []
+
+    def repository(self, models=None):
+        models = models if models is not None else {"simple": MAIN_MODELS["simple"]}
+        return make_repository(Path(self._tmp.mktemp("repo")) / "models", models)
+
+    def start(self, *flags, models=None, repository=None, wait=True, cwd=None):
+        """Start `inferd serve` with `flags`; the repository is built from
+        `models` (default: just simple) unless `repository` is given or
+        flags already name one."""
+        flags = list(flags)
+        if "--model-repository" not in flags and cwd is None:
+            repo = repository or self.repository(models)
+            flags = ["--model-repository", str(repo)] + flags
+        srv = Server(flags, self._tmp.mktemp("server"), cwd=cwd)
+        self.servers.append(srv)
+        srv.start()
+        if wait:
+            srv.wait_ready()
+        return srv
+
+    def stop_all(self):
+        problems = []
+        for srv in self.servers:
+            if srv.returncode is None:
+                problems += srv.stop()
+        self.servers = []
+        return problems
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """The shared server with every model (main + identity_*)."""
+    repo = make_repository(tmp_path_factory.mktemp("repo") / "models", ALL_MODELS)
+    srv = Server(["--model-repository", str(repo)], tmp_path_factory.mktemp("server"))
+    srv.start()
+    srv.wait_ready()
+    yield srv
+    problems = srv.stop()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def server_factory(tmp_path_factory):
+    factory = ServerFactory(tmp_path_factory)
+    yield factory
+    problems = factory.stop_all()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def module_server_factory(tmp_path_factory):
+    factory = ServerFactory(tmp_path_factory)
+    yield factory
+    problems = factory.stop_all()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def base_url(server):
+    return server.url
+
+
+# --------------------------------------------------------------------------
+# KServe v2 client helpers
+
+
+def tensor(name, data, datatype, shape=None, parameters=None):
+    """An input tensor dict; `data` may be a numpy array (shape taken from it)."""
+    if shape is None:
+        shape = list(getattr(data, "shape", [len(data)]))
+    if hasattr(data, "tolist"):
+        data = data.reshape(-1).tolist()
+    t = {"name": name, "shape": list(shape), "datatype": datatype, "data": data}
+    if parameters is not None:
+        t["parameters"] = parameters
+    return t
+
+
+def infer_request(base_url, model, inputs, outputs=None, version=None, id=None,
+                  parameters=None, body=None, timeout=30, **extra):
+    """POST /v2/models/{model}[/versions/{version}]/infer; returns the Response.
+
+    `outputs` is a list of names or of output dicts. `body`, if given, is sent
+    verbatim (str/bytes) instead of the built request."""
+    path = "/v2/models/%s" % model
+    if version is not None:
+        path += "/versions/%s" % version
+    path += "/infer"
+    if body is None:
+        req = {"inputs": inputs}
+        if id is not None:
+            req["id"] = id
+        if parameters is not None:
+            req["parameters"] = parameters
+        if outputs is not None:
+            req["outputs"] = [o if isinstance(o, dict) else {"name": o} for o in outputs]
+        req.update(extra)
+        body = json.dumps(req)
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    return requests.post(base_url + path, data=body, timeout=timeout,
+                         headers={"Content-Type": "application/json"})
+
+
+@pytest.fixture
+def infer(server):
+    """infer(model, inputs, outputs=None, **kw) -> requests.Response on the shared server."""
+    def _infer(model, inputs, outputs=None, **kw):
+        return infer_request(server.url, model, inputs, outputs, **kw)
+    return _infer
+
+
+def _parse_int(s):
+    # JSON "-0" denotes negative zero; Python's int() would drop the sign.
+    return -0.0 if s == "-0" else int(s)
+
+
+def ok_json(r):
+    """Assert a 200 JSON response and return its body ("-0" decodes to -0.0)."""
+    assert r.status_code == 200, "HTTP %d: %s" % (r.status_code, r.text[:2000])
+    ctype = r.headers.get("Content-Type", "")
+    assert ctype.split(";")[0].strip().lower() == "application/json", ctype
+    return json.loads(r.content.decode("utf-8"), parse_int=_parse_int)
+
+
+def assert_error(status, body, expected_status, content_type="application/json"):
+    """Assert an error answer: the status and a JSON body {"error": "<non-empty>"}."""
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode("utf-8", errors="replace")
+    assert status == expected_status, "expected %d, got %d: %s" % (expected_status, status, body[:2000])
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        pytest.fail("error body is not JSON: %r" % body[:2000])
+    assert isinstance(doc, dict), doc
+    assert isinstance(doc.get("error"), str) and doc["error"].strip(), doc
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    assert ctype == "application/json", "error Content-Type is %r" % content_type
+    return doc["error"]
+
+
+def assert_error_response(r, expected_status):
+    """Like assert_error, for a requests.Response or a raw-socket Response."""
+    if hasattr(r, "status_code"):
+        return assert_error(r.status_code, r.text, expected_status, r.headers.get("Content-Type"))
+    return assert_error(r.status, r.body, expected_status, r.header("content-type"))
+
+
+# --------------------------------------------------------------------------
+# Raw HTTP over sockets
+
+
+def connect(port, timeout=10.0):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def raw_http(port, data, timeout=5.0):
+    """Send `data` on a fresh connection and read until the server closes it
+    (or `timeout` seconds pass without it closing). Returns the bytes read."""
+    s = connect(port, timeout=timeout)
+    chunks = []
+    try:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may answer and close before reading everything
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            s.settimeout(left)
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+    finally:
+        s.close()
+    return b"".join(chunks)
+
+
+class Response:
+    def __init__(self, version, status, reason, headers, body):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # list of (lower-case name, value)
+        self.body = body
+
+    def header(self, name, default=None):
+        name = name.lower()
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return default
+
+    def header_tokens(self, name):
+        """Comma-separated tokens of every field `name`, lower-cased."""
+        out = []
+        for k, v in self.headers:
+            if k == name.lower():
+                out += [t.strip().lower() for t in v.split(",") if t.strip()]
+        return out
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return "<Response %d %r %r %r>" % (self.status, self.reason, self.headers, self.body[:300])
+
+
+class HttpReader:
+    """Minimal HTTP/1.1 response reader over a socket (for keep-alive and
+    pipelining tests). Bodies: Content-Length, chunked, or none for 1xx/204/304."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+        self.eof = False
+
+    def _fill(self):
+        if self.eof:
+            return False
+        try:
+            b = self.sock.recv(65536)
+        except ConnectionResetError:
+            b = b""
+        if not b:
+            self.eof = True
+            return False
+        self.buf += b
+        return True
+
+    def _read_until(self, sep):
+        while sep not in self.buf:
+            if not self._fill():
+                raise EOFError("connection closed before %r; have %r" % (sep, self.buf[:500]))
+        i = self.buf.index(sep) + len(sep)
+        out, self.buf = self.buf[:i], self.buf[i:]
+        return out
+
+    def _read_n(self, n):
+        while len(self.buf) < n:
+            if not self._fill():
+                raise EOFError("connection closed with %d of %d body bytes" % (len(self.buf), n))
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_response(self, head_request=False):
+        head = self._read_until(b"\r\n\r\n").decode("latin-1")
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ", 2)
+        assert len(parts) >= 2 and parts[0].startswith("HTTP/1."), "bad status line %r" % lines[0]
+        version, status = parts[0], int(parts[1])
+        reason = parts[2] if len(parts) > 2 else ""
+        headers = []
+        for line in lines[1:]:
+            if not line:
+                continue
+            k, _, v = line.partition(":")
+            headers.append((k.strip().lower(), v.strip()))
+        resp = Response(version, status, reason, headers, b"")
+        if 100 <= status < 200 or status in (204, 304) or head_request:
+            return resp
+        te = resp.header("transfer-encoding")
+        cl = resp.header("content-length")
+        if te and "chunked" in te.lower():
+            body = b""
+            while True:
+                size_line = self._read_until(b"\r\n").decode("latin-1")
+                size = int(size_line.split(";")[0].strip(), 16)
+                if size == 0:
+                    # trailers until blank line
+                    while self._read_until(b"\r\n") != b"\r\n":
+                        pass
+                    break
+                body += self._read_n(size)
+                assert self._read_n(2) == b"\r\n"
+            resp.body = body
+        elif cl is not None:
+            resp.body = self._read_n(int(cl))
+        else:
+            while self._fill():
+                pass
+            resp.body, self.buf = self.buf, b""
+        return resp
+
+    def at_eof(self, timeout=5.0):
+        """True if the server closes the connection (with no further bytes)
+        within `timeout` seconds."""
+        old = self.sock.gettimeout()
+        self.sock.settimeout(timeout)
+        try:
+            if self.buf:
+                return False
+            try:
+                return not self._fill()
+            except socket.timeout:
+                return False
+        finally:
+            self.sock.settimeout(old)
+
+
+def parse_responses(data):
+    """Parse every complete response in `data` (as read by raw_http)."""
+
+    class _Buf:
+        def __init__(self, d):
+            self.d = d
+
+        def recv(self, n):
+            out, self.d = self.d[:n], self.d[n:]
+            return out
+
+    reader = HttpReader(_Buf(data))
+    out = []
+    while True:
+        if not reader.buf and not reader._fill():
+            break
+        out.append(reader.read_response())
+    return out
+
+
+@pytest.fixture
+def http_reader():
+    """Returns the HttpReader class."""
+    return HttpReader
+
+
+def http_request(method, path, body=b"", headers=None, version="HTTP/1.1"):
+    """Serialize a request; adds Host and (for bodies) Content-Length."""
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    hdrs = [("Host", "127.0.0.1")]
+    if body or method in ("POST", "PUT"):
+        hdrs.append(("Content-Length", str(len(body))))
+    if body:
+        hdrs.append(("Content-Type", "application/json"))
+    hdrs += list(headers or [])
+    head = "%s %s %s\r\n" % (method, path, version)
+    head += "".join("%s: %s\r\n" % kv for kv in hdrs)
+    return head.encode("latin-1") + b"\r\n" + body

@@ -1,0 +1,173 @@
+"""Command line: help, version, flag errors, signals, startup failures."""
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+import requests
+
+from conftest import (INFERD_BIN, LSAN_SUPP, SANITIZER_MARKERS, MAIN_MODELS, IDENTITY_MODELS,
+                      HttpReader, connect, free_port, http_request, make_repository)
+
+FLAGS = ["--model-repository", "--host", "--http-port", "--max-request-line",
+         "--max-header-bytes", "--max-headers", "--max-body-bytes",
+         "--ort-intra-op-threads", "--ort-inter-op-threads"]
+
+
+def run(*args, timeout=15, **kw):
+    env = dict(os.environ)
+    env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
+    p = subprocess.run([str(INFERD_BIN)] + list(args), capture_output=True, text=True,
+                       timeout=timeout, stdin=subprocess.DEVNULL, env=env, **kw)
+    for marker in SANITIZER_MARKERS:
+        assert marker not in p.stderr, "sanitizer report from %s:\n%s" % (args, p.stderr)
+    return p
+
+
+@pytest.mark.parametrize("args", [["serve", "--help"], ["--help"]])
+def test_help_lists_every_flag(args):
+    p = run(*args)
+    assert p.returncode == 0, p
+    assert "serve" in p.stdout
+    if args[0] == "serve":
+        missing = [f for f in FLAGS if f not in p.stdout]
+        assert not missing, "flags missing from `inferd serve --help`: %s\n%s" % (missing, p.stdout)
+
+
+def test_version():
+    p = run("--version")
+    assert p.returncode == 0, p
+    assert re.fullmatch(r"inferd \d+\.\d+\.\d+\S*\n?", p.stdout), repr(p.stdout)
+
+
+@pytest.mark.parametrize("args", [["serve", "--no-such-flag"], ["--no-such-flag"],
+                                  ["serve", "--http-port", "0", "--bogus", "1"]])
+def test_unknown_flag_exits_2(args, tmp_path):
+    p = run(*args, cwd=tmp_path)
+    assert p.returncode == 2, p
+    assert p.stderr.strip(), "no message on stderr"
+
+
+@pytest.mark.parametrize("flag,value", [("--http-port", "abc"), ("--http-port", "70000"),
+                                        ("--max-body-bytes", "-1"), ("--max-headers", "x"),
+                                        ("--ort-intra-op-threads", "two")])
+def test_invalid_flag_value_fails(flag, value, tmp_path):
+    repo = make_repository(tmp_path / "models", {"simple": MAIN_MODELS["simple"]})
+    args = ["serve", "--host", "127.0.0.1", "--model-repository", str(repo)]
+    if flag != "--http-port":
+        args += ["--http-port", str(free_port())]
+    try:
+        p = run(*(args + [flag, value]))
+    except subprocess.TimeoutExpired:
+        pytest.fail("inferd accepted %s %s and kept running" % (flag, value))
+    assert p.returncode != 0, p
+    assert p.stderr.strip()
+
+
+def test_flag_missing_value(tmp_path):
+    try:
+        p = run("serve", "--http-port", cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        pytest.fail("inferd accepted a flag without a value and kept running")
+    assert p.returncode != 0, p
+    assert p.stderr.strip()
+
+
+def test_missing_repository_fails_startup(tmp_path):
+    missing = tmp_path / "no-such-repository"
+    try:
+        p = run("serve", "--host", "127.0.0.1", "--http-port", str(free_port()),
+                "--model-repository", str(missing), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("inferd kept running with a missing model repository")
+    assert p.returncode != 0, p
+    assert str(missing) in p.stderr, "stderr does not name the missing directory:\n" + p.stderr
+
+
+def lines_after_ready(err):
+    lines = err.splitlines()
+    idx = [i for i, l in enumerate(lines) if "ready" in l.lower()]
+    assert idx, "no 'ready' line in stderr:\n" + err
+    return lines[idx[0] + 1:]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_clean_shutdown(server_factory, sig):
+    srv = server_factory.start()
+    assert requests.get(srv.url + "/v2/health/ready", timeout=10).status_code == 200
+    problems = srv.stop(sig)
+    assert not problems, "\n".join(problems)
+    assert srv.returncode == 0
+    after = lines_after_ready(srv.stderr())
+    assert any(re.search(r"shut|stop|exit|terminat", l, re.IGNORECASE) for l in after), \
+        "no shutdown log line after 'ready':\n" + srv.stderr()
+
+
+def test_shutdown_with_open_connections(server_factory):
+    srv = server_factory.start()
+    idle = connect(srv.port)
+    busy = connect(srv.port)
+    try:
+        busy.sendall(http_request("GET", "/v2/health/live"))
+        assert HttpReader(busy).read_response().status == 200
+        idle.sendall(b"GET /v2/he")  # half a request line
+        problems = srv.stop(signal.SIGTERM)
+        assert not problems, "\n".join(problems)
+    finally:
+        idle.close()
+        busy.close()
+
+
+def test_ready_logged(server):
+    err = server.stderr()
+    ready = [l for l in err.splitlines() if "ready" in l.lower()]
+    assert ready, "no 'ready' line in stderr:\n" + err
+
+
+def test_default_repository_is_models_in_cwd(server_factory, tmp_path):
+    make_repository(tmp_path / "models", {"simple": MAIN_MODELS["simple"]})
+    srv = server_factory.start(cwd=tmp_path)
+    doc = requests.get(srv.url + "/v2/models/simple", timeout=10).json()
+    assert doc["name"] == "simple"
+
+
+def test_all_flags_accepted(server_factory):
+    srv = server_factory.start("--max-request-line", "8192", "--max-header-bytes", "65536",
+                               "--max-headers", "100", "--max-body-bytes", str(64 * 1024 * 1024),
+                               "--ort-intra-op-threads", "1", "--ort-inter-op-threads", "1")
+    r = requests.post(srv.url + "/v2/models/simple/infer", timeout=10, json={"inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [2] * 16}]})
+    assert r.status_code == 200
+    assert r.json()["outputs"][1]["data"] == [v - 2 for v in range(16)]
+
+
+def test_sigterm_drains_in_flight_requests(server_factory):
+    """Requests already sent when SIGTERM arrives get a complete answer (or,
+    if not yet read, a clean close); never a truncated response."""
+    srv = server_factory.start(models={"identity_fp64": IDENTITY_MODELS["identity_fp64"]})
+    n = 100000
+    values = [0.1 * i for i in range(n)]
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP64",
+                                   "data": values}]}).encode()
+    socks = [connect(srv.port) for _ in range(4)]
+    try:
+        for s in socks:
+            s.sendall(http_request("POST", "/v2/models/identity_fp64/infer", body))
+        srv.proc.send_signal(signal.SIGTERM)
+        for s in socks:
+            r = HttpReader(s)
+            try:
+                resp = r.read_response()
+            except EOFError:
+                assert not r.buf, "truncated response: %r" % r.buf[:200]
+                continue
+            assert resp.status == 200, resp
+            assert json.loads(resp.body)["outputs"][0]["data"] == values
+        problems = srv.stop(signal.SIGTERM, require_running=False)  # drain may be over
+        assert not problems, "\n".join(problems)
+    finally:
+        for s in socks:
+            s.close()
