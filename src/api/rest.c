@@ -230,7 +230,10 @@ static void infer_done(struct loop_task *task)
         req->model->backend->release(req->model->instance, req->backend_state);
     if (txn)
         http_txn_respond(txn, 0, NULL); /* aborted: only releases the connection */
+    struct rest_api *api = ri->api;
     rest_infer_free(ri);
+    if (api->inflight == 0 && api->on_idle)
+        api->on_idle(api->idle_arg);
 }
 
 /* On the worker thread: hand the request back to the loop that owns it. */

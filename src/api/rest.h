@@ -22,10 +22,15 @@
 #include "model/model.h"
 #include "net/loop.h"
 
+/* One per I/O thread. */
 struct rest_api {
     const struct registry *registry;
     struct loop *loop;
-    uint32_t inflight; /* infer requests submitted and not yet answered */
+    uint32_t inflight; /* infer requests submitted and not yet completed */
+    /* Called when inflight drops to 0 (used by shutdown to know that no
+     * completion will be posted to this loop any more). */
+    void (*on_idle)(void *arg);
+    void *idle_arg;
 };
 
 /* The http_handler_fn for the HTTP server; `app` is a struct rest_api. */

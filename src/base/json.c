@@ -401,23 +401,20 @@ static int close_container(struct json_parser *ps, struct json_value *v)
 {
     struct json_frame *f = &ps->frames[ps->nframes - 1];
     size_t n = ps->nslots - f->base;
-    struct json_member *children = ps->slots + f->base;
 
     if (n > UINT32_MAX)
         return fail_at(ps, ps->p, "too many elements");
+    v->type = f->is_object ? JSON_OBJECT : JSON_ARRAY;
     v->len = (uint32_t)n;
-    v->u.items = NULL;
-    if (f->is_object) {
-        v->type = JSON_OBJECT;
-        if (n) {
+    v->u.items = NULL; /* an empty container has no array (and slots may be NULL) */
+    if (n > 0) {
+        const struct json_member *children = &ps->slots[f->base];
+        if (f->is_object) {
             v->u.members = arena_alloc(ps->arena, n * sizeof *v->u.members);
             if (!v->u.members)
                 return fail_at(ps, ps->p, "out of memory");
             memcpy(v->u.members, children, n * sizeof *children);
-        }
-    } else {
-        v->type = JSON_ARRAY;
-        if (n) {
+        } else {
             v->u.items = arena_alloc(ps->arena, n * sizeof *v->u.items);
             if (!v->u.items)
                 return fail_at(ps, ps->p, "out of memory");

@@ -3,16 +3,19 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/rest.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "http/server.h"
 #include "model/model.h"
 #include "net/loop.h"
@@ -20,6 +23,7 @@
 struct serve_options {
     struct registry_options registry;
     struct http_server_config http;
+    int io_threads;
 };
 
 static const char usage_text[] =
@@ -42,6 +46,7 @@ static const char serve_usage_text[] =
     "  --model-repository DIR     model repository (default: models)\n"
     "  --host ADDR                address to listen on (default: 0.0.0.0)\n"
     "  --http-port N              HTTP port (default: 8000; 0 = any free port)\n"
+    "  --io-threads N             event-loop threads serving connections (default: cores)\n"
     "  --max-request-line BYTES   longest request line, else 414 (default: 8192)\n"
     "  --max-header-bytes BYTES   largest request head, else 431 (default: 65536)\n"
     "  --max-headers N            most header fields, else 431 (default: 100)\n"
@@ -59,6 +64,7 @@ enum {
     OPT_REPO = 256,
     OPT_HOST,
     OPT_PORT,
+    OPT_IO_THREADS,
     OPT_MAX_REQUEST_LINE,
     OPT_MAX_HEADER_BYTES,
     OPT_MAX_HEADERS,
@@ -76,6 +82,7 @@ static const struct option serve_options_table[] = {
     {"model-repository", required_argument, NULL, OPT_REPO},
     {"host", required_argument, NULL, OPT_HOST},
     {"http-port", required_argument, NULL, OPT_PORT},
+    {"io-threads", required_argument, NULL, OPT_IO_THREADS},
     {"max-request-line", required_argument, NULL, OPT_MAX_REQUEST_LINE},
     {"max-header-bytes", required_argument, NULL, OPT_MAX_HEADER_BYTES},
     {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
@@ -106,6 +113,12 @@ static unsigned long long parse_num(const char *flag, const char *s, unsigned lo
     return v;
 }
 
+static int default_io_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
 static void parse_serve_args(int argc, char **argv, struct serve_options *o)
 {
     *o = (struct serve_options){
@@ -117,6 +130,7 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
                  .max_connections = 10000, .header_timeout_ms = 30000,
                  .idle_timeout_ms = 300000, .write_timeout_ms = 60000,
                  .max_response_bytes = 1ull << 30},
+        .io_threads = default_io_threads(),
     };
     int c, idx;
     optind = 1;
@@ -126,6 +140,7 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
         case OPT_REPO: o->registry.repository = optarg; break;
         case OPT_HOST: o->http.host = optarg; break;
         case OPT_PORT: o->http.port = (int)parse_num(name, optarg, 0, 65535); break;
+        case OPT_IO_THREADS: o->io_threads = (int)parse_num(name, optarg, 1, 256); break;
         case OPT_MAX_REQUEST_LINE:
             o->http.limits.max_request_line = (uint32_t)parse_num(name, optarg, 64, 1 << 20);
             break;
@@ -176,37 +191,131 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
     }
 }
 
-/* Shutdown: the first SIGINT/SIGTERM drains (no new connections, in-flight
- * requests are answered); a second one, or the drain timeout, stops at once. */
-struct shutdown_ctx {
-    struct loop_watch sigwatch;
-    struct loop *loop;
+/* One I/O thread: its event loop, its HTTP server (a SO_REUSEPORT listener
+ * of the shared port) and its REST front end. */
+struct io_thread {
+    pthread_t tid;
+    struct loop loop;
     struct http_server *server;
+    struct rest_api api;
+    struct loop_task drain_task; /* posted by the main thread on SIGTERM */
+    struct loop_task stop_task;  /* posted on a second signal */
+    bool server_drained;
     bool draining;
+    bool loop_ready, thread_started;
 };
 
-static void on_drained(void *arg)
+static void io_maybe_stop(struct io_thread *t)
 {
-    struct shutdown_ctx *sc = arg;
-    loop_stop(sc->loop);
+    if (t->draining && t->server_drained && t->api.inflight == 0)
+        loop_stop(&t->loop);
 }
 
-static void on_signal(struct loop_watch *w, uint32_t events)
+static void io_on_server_drained(void *arg)
 {
-    (void)events;
-    struct shutdown_ctx *sc = (struct shutdown_ctx *)w;
-    struct signalfd_siginfo si;
-    while (read(w->fd, &si, sizeof si) == (ssize_t)sizeof si) {
-        if (sc->draining) {
-            log_warn("second signal: stopping now");
-            loop_stop(sc->loop);
-            return;
+    struct io_thread *t = arg;
+    t->server_drained = true;
+    io_maybe_stop(t);
+}
+
+static void io_on_idle(void *arg)
+{
+    io_maybe_stop(arg);
+}
+
+static void io_drain(struct loop_task *task)
+{
+    struct io_thread *t = (struct io_thread *)((char *)task - offsetof(struct io_thread, drain_task));
+    t->draining = true;
+    http_server_drain(t->server, io_on_server_drained, t);
+}
+
+static void io_stop(struct loop_task *task)
+{
+    struct io_thread *t = (struct io_thread *)((char *)task - offsetof(struct io_thread, stop_task));
+    loop_stop(&t->loop);
+}
+
+static atomic_int io_threads_running;
+
+static void *io_thread_main(void *arg)
+{
+    struct io_thread *t = arg;
+    if (loop_run(&t->loop) != 0)
+        log_error("event loop failed: %s", strerror(errno));
+    atomic_fetch_sub(&io_threads_running, 1);
+    return NULL;
+}
+
+/* Waits for SIGINT/SIGTERM: the first drains every I/O thread (no new
+ * connections, in-flight requests are answered), a second stops them at
+ * once. Returns when every I/O thread has stopped. */
+static void wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask)
+{
+    int signals = 0;
+    while (atomic_load(&io_threads_running) > 0) {
+        struct timespec tick = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+        siginfo_t si;
+        int sig = sigtimedwait(mask, &si, &tick);
+        if (sig < 0)
+            continue;
+        if (++signals == 1) {
+            log_info("received %s: draining", strsignal(sig));
+            for (int i = 0; i < n; i++)
+                loop_post(&threads[i].loop, &threads[i].drain_task);
+        } else {
+            log_warn("received %s again: stopping now", strsignal(sig));
+            for (int i = 0; i < n; i++)
+                loop_post(&threads[i].loop, &threads[i].stop_task);
         }
-        log_info("received %s: draining %u connections", strsignal((int)si.ssi_signo),
-                 http_server_connection_count(sc->server));
-        sc->draining = true;
-        http_server_drain(sc->server, on_drained, sc);
     }
+}
+
+static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
+                            const struct registry *reg)
+{
+    struct http_server_config http = o->http;
+    http.reuseport = true;
+    for (int i = 0; i < n; i++) {
+        struct io_thread *t = &threads[i];
+        if (loop_init(&t->loop) != 0) {
+            log_error("cannot create event loop: %s", strerror(errno));
+            return -1;
+        }
+        t->loop_ready = true;
+        t->api = (struct rest_api){.registry = reg, .loop = &t->loop, .on_idle = io_on_idle,
+                                   .idle_arg = t};
+        t->drain_task.run = io_drain;
+        t->stop_task.run = io_stop;
+        if (http_server_start(&t->loop, &http, rest_handle, &t->api, &t->server) != 0)
+            return -1;
+        /* The first listener may have picked the port (--http-port 0). */
+        http.port = http_server_port(t->server);
+        http.join_port = true;
+    }
+    atomic_store(&io_threads_running, n);
+    for (int i = 0; i < n; i++) {
+        int rc = pthread_create(&threads[i].tid, NULL, io_thread_main, &threads[i]);
+        if (rc) {
+            log_error("cannot start I/O thread: %s", strerror(rc));
+            atomic_fetch_sub(&io_threads_running, n - i);
+            return -1;
+        }
+        threads[i].thread_started = true;
+    }
+    return 0;
+}
+
+static void stop_io_threads(struct io_thread *threads, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (threads[i].thread_started)
+            loop_post(&threads[i].loop, &threads[i].stop_task);
+    for (int i = 0; i < n; i++)
+        if (threads[i].thread_started)
+            pthread_join(threads[i].tid, NULL);
+    for (int i = 0; i < n; i++)
+        http_server_free(threads[i].server);
 }
 
 static int serve(int argc, char **argv)
@@ -219,11 +328,12 @@ static int serve(int argc, char **argv)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     /* Block before any thread starts so that every thread inherits the mask
-     * and the signals are only read from the signalfd. */
+     * and only the main thread takes the signals, with sigtimedwait. */
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    log_info("inferd %s starting: repository %s", INFERD_VERSION, o.registry.repository);
+    log_info("inferd %s starting: repository %s, %d I/O threads", INFERD_VERSION,
+             o.registry.repository, o.io_threads);
     struct registry reg;
     struct error err;
     error_clear(&err);
@@ -233,43 +343,29 @@ static int serve(int argc, char **argv)
     }
 
     int rc = 1;
-    struct loop loop;
-    struct http_server *server = NULL;
-    struct shutdown_ctx sc = {.loop = &loop};
-    if (loop_init(&loop) != 0) {
-        log_error("cannot create event loop: %s", strerror(errno));
+    struct io_thread *threads = mem_calloc((size_t)o.io_threads, sizeof *threads);
+    if (!threads) {
+        log_error("out of memory");
         goto out_registry;
     }
-    struct rest_api api = {.registry = &reg, .loop = &loop};
-    if (http_server_start(&loop, &o.http, rest_handle, &api, &server) != 0)
-        goto out_loop;
-    sc.server = server;
-    sc.sigwatch.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    sc.sigwatch.on_events = on_signal;
-    if (sc.sigwatch.fd < 0 || loop_add(&loop, &sc.sigwatch, EPOLLIN) != 0) {
-        log_error("cannot watch signals: %s", strerror(errno));
-        goto out_server;
-    }
-    log_info("ready: %u models, %s; HTTP on %s:%d", reg.count,
-             registry_all_ready(&reg) ? "all ready" : "SOME NOT READY", o.http.host,
-             http_server_port(server));
-    if (loop_run(&loop) != 0)
-        log_error("event loop failed: %s", strerror(errno));
-    else
+    if (start_io_threads(threads, o.io_threads, &o, &reg) == 0) {
+        log_info("ready: %u models, %s; HTTP on %s:%d", reg.count,
+                 registry_all_ready(&reg) ? "all ready" : "SOME NOT READY", o.http.host,
+                 http_server_port(threads[0].server));
+        wait_for_shutdown(threads, o.io_threads, &mask);
         rc = 0;
-    loop_del(&loop, &sc.sigwatch);
-    close(sc.sigwatch.fd);
-out_server:
-    http_server_free(server);
-out_loop:
-    /* Models go first: stopping a scheduler lets its queued requests finish,
-     * and their completions are posted to the (not yet closed) loop. */
-    registry_free(&reg);
-    loop_close(&loop);
-    goto out_done;
+    }
+    stop_io_threads(threads, o.io_threads);
+    /* Every loop has stopped with no request in flight (or was stopped by a
+     * second signal): the schedulers finish their queues while the models
+     * unload, and then the loops are closed. */
 out_registry:
     registry_free(&reg);
-out_done:
+    if (threads)
+        for (int i = 0; i < o.io_threads; i++)
+            if (threads[i].loop_ready)
+                loop_close(&threads[i].loop);
+    mem_free(threads);
     if (rc == 0)
         log_info("shutdown complete");
     return rc;

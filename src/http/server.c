@@ -531,7 +531,7 @@ static void on_tick(struct loop *l, void *arg)
     }
 }
 
-static int listen_socket(const char *host, int port, int *out_port)
+static int listen_socket(const char *host, int port, bool reuseport, int *out_port)
 {
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", port);
@@ -552,6 +552,8 @@ static int listen_socket(const char *host, int port, int *out_port)
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (reuseport)
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
             rc = 0;
             break;
@@ -583,7 +585,19 @@ int http_server_start(struct loop *loop, const struct http_server_config *cfg,
     s->cfg = *cfg;
     s->handler = handler;
     s->app = app;
-    int fd = listen_socket(cfg->host, cfg->port, &s->port);
+    int fd;
+    if (cfg->reuseport && !cfg->join_port) {
+        /* A plain bind fails if anyone holds the port, including another
+         * process's SO_REUSEPORT listeners, which would otherwise silently
+         * share our traffic. */
+        fd = listen_socket(cfg->host, cfg->port, false, &s->port);
+        if (fd >= 0) {
+            close(fd);
+            fd = listen_socket(cfg->host, s->port, true, &s->port);
+        }
+    } else {
+        fd = listen_socket(cfg->host, cfg->port, cfg->reuseport, &s->port);
+    }
     if (fd < 0) {
         mem_free(s);
         return fd;

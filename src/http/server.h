@@ -49,6 +49,11 @@ typedef void (*http_handler_fn)(void *app, struct http_txn *txn);
 struct http_server_config {
     const char *host; /* numeric IPv4/IPv6 address or host name */
     int port;
+    /* Several servers (one per I/O thread) share the port with SO_REUSEPORT;
+     * the kernel spreads new connections over their listeners. The first
+     * server checks that no other process holds the port. */
+    bool reuseport;
+    bool join_port; /* a later server of the same process: skip the check */
     struct http1_limits limits;
     uint32_t max_connections;
     uint32_t header_timeout_ms; /* whole head must arrive within this */
@@ -57,7 +62,8 @@ struct http_server_config {
     uint64_t max_response_bytes;
 };
 
-/* Creates the listening socket and registers it with the loop. *out is
+/* Creates the listening socket and registers it with the loop (and makes
+ * the loop's tick drive this server's timeouts). *out is
  * owned by the caller; free with http_server_free() after the loop stops.
  * Returns 0 or -errno (message logged). */
 int http_server_start(struct loop *loop, const struct http_server_config *cfg,

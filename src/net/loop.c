@@ -14,7 +14,7 @@
 int loop_init(struct loop *l)
 {
     l->stop = false;
-    l->posted_head = l->posted_tail = NULL;
+    atomic_init(&l->posted, NULL);
     l->deferred = NULL;
     l->on_tick = NULL;
     l->tick_arg = NULL;
@@ -28,7 +28,6 @@ int loop_init(struct loop *l)
         close(l->epfd);
         return rc;
     }
-    pthread_mutex_init(&l->lock, NULL);
     /* The wake fd is recognised by its data pointer being NULL. */
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) != 0) {
@@ -46,7 +45,6 @@ void loop_close(struct loop *l)
     if (l->epfd >= 0)
         close(l->epfd);
     l->wakefd = l->epfd = -1;
-    pthread_mutex_destroy(&l->lock);
 }
 
 int loop_add(struct loop *l, struct loop_watch *w, uint32_t events)
@@ -82,16 +80,15 @@ void loop_defer(struct loop *l, struct loop_watch *w)
 
 void loop_post(struct loop *l, struct loop_task *t)
 {
-    t->_next = NULL;
-    pthread_mutex_lock(&l->lock);
-    bool was_empty = l->posted_head == NULL;
-    if (l->posted_tail)
-        l->posted_tail->_next = t;
-    else
-        l->posted_head = t;
-    l->posted_tail = t;
-    pthread_mutex_unlock(&l->lock);
-    if (was_empty) {
+    struct loop_task *old = atomic_load_explicit(&l->posted, memory_order_relaxed);
+    do {
+        t->_next = old;
+    } while (!atomic_compare_exchange_weak_explicit(&l->posted, &old, t, memory_order_release,
+                                                    memory_order_relaxed));
+    /* Only the push onto an empty stack wakes the loop: the loop reads the
+     * eventfd before it takes the stack, so a push that finds the stack
+     * non-empty is always seen by a take that has not happened yet. */
+    if (old == NULL) {
         uint64_t one = 1;
         ssize_t ignored = write(l->wakefd, &one, sizeof one);
         (void)ignored;
@@ -103,14 +100,19 @@ static void drain_posted(struct loop *l)
     uint64_t count;
     ssize_t ignored = read(l->wakefd, &count, sizeof count);
     (void)ignored;
-    pthread_mutex_lock(&l->lock);
-    struct loop_task *t = l->posted_head;
-    l->posted_head = l->posted_tail = NULL;
-    pthread_mutex_unlock(&l->lock);
+    struct loop_task *t = atomic_exchange_explicit(&l->posted, NULL, memory_order_acquire);
+    /* Reverse into posting order. */
+    struct loop_task *ordered = NULL;
     while (t) {
         struct loop_task *next = t->_next;
-        t->run(t);
+        t->_next = ordered;
+        ordered = t;
         t = next;
+    }
+    while (ordered) {
+        struct loop_task *next = ordered->_next;
+        ordered->run(ordered);
+        ordered = next;
     }
 }
 

@@ -5,17 +5,18 @@
  * which events happened and must read/write until EAGAIN (or remember that
  * it stopped early and ask for a retry with loop_defer()).
  *
- * Other threads hand work to the loop with loop_post(): the task is queued
- * under a short mutex and the loop is woken through an eventfd; the task's
- * function then runs on the loop thread. This is the only cross-thread entry
- * point; everything else must be called on the loop thread.
+ * Other threads hand work to the loop with loop_post(): the task is pushed
+ * onto a lock-free stack and, when the stack was empty, the loop is woken
+ * through an eventfd; the loop takes the whole stack at once and runs the
+ * tasks in posting order on its own thread. This is the only cross-thread
+ * entry point; everything else must be called on the loop thread.
  *
  * A tick callback runs about once per second for coarse timeouts.
  */
 #ifndef INFERD_NET_LOOP_H
 #define INFERD_NET_LOOP_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,8 +39,7 @@ struct loop {
     int epfd;
     int wakefd; /* eventfd */
     bool stop;
-    pthread_mutex_t lock; /* guards posted */
-    struct loop_task *posted_head, *posted_tail;
+    _Atomic(struct loop_task *) posted; /* newest first; pushed by any thread */
     struct loop_watch *deferred; /* watchers to call again without a new event */
     void (*on_tick)(struct loop *l, void *arg);
     void *tick_arg;
