@@ -359,6 +359,14 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
         return -1;
     if (is_true(json_get(params, "binary_data_output")))
         return error_set(err, 400, "binary tensor data is not supported by this server");
+    const struct json_value *timeout = json_get(params, "timeout");
+    if (timeout) {
+        uint64_t us;
+        if (json_num_u64(timeout, &us) != 0)
+            return error_set(err, 400, "parameter 'timeout' must be a non-negative integer "
+                                       "(microseconds)");
+        req->timeout_us = us;
+    }
 
     const struct json_value *inputs = json_get(root, "inputs");
     if (!inputs || inputs->type != JSON_ARRAY || inputs->len == 0)
@@ -375,6 +383,7 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
         if (!seen[i])
             return error_set(err, 400, "missing input '%s' for model '%s'",
                              m->info.inputs[i].name, m->name);
+    req->batch = m->batched ? req->inputs[0].shape[0] : 1;
     if (m->batched)
         for (uint32_t i = 1; i < req->ninputs; i++)
             if (req->inputs[i].shape[0] != req->inputs[0].shape[0])

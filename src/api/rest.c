@@ -226,8 +226,7 @@ static void infer_done(struct loop_task *task)
         respond_json(txn, 200);
         txn = NULL;
     }
-    if (req->backend_state)
-        req->model->backend->release(req->model->instance, req->backend_state);
+    sched_release(req);
     if (txn)
         http_txn_respond(txn, 0, NULL); /* aborted: only releases the connection */
     struct rest_api *api = ri->api;
@@ -265,6 +264,8 @@ static void handle_infer(struct rest_api *api, struct http_txn *txn, const struc
     error_clear(&err);
     if (infer_json_decode(&ri->req, m, txn->req.body ? txn->req.body : "", body_len, &err) != 0 ||
         sched_submit(m->sched, &ri->req, &err) != 0) {
+        if (err.status == 429 || err.status == 503)
+            http_txn_add_header(txn, "Retry-After", "1");
         http_txn_error(txn, err.status, err.msg);
         rest_infer_free(ri);
         return;

@@ -9,7 +9,7 @@
  *   thread owns it: it runs the backend, fills outputs/rc/err and calls
  *   complete(req) on the worker thread, which hands ownership back (the
  *   front end typically posts it to its I/O loop). The front end encodes the
- *   outputs, calls infer_request_release_outputs() and frees the request.
+ *   outputs, calls sched_release() and frees the request.
  */
 #ifndef INFERD_CORE_INFER_H
 #define INFERD_CORE_INFER_H
@@ -30,14 +30,18 @@ struct infer_request {
 
     struct tensor *inputs;
     uint32_t ninputs;
-    const char *const *output_names; /* outputs to compute, in response order */
+    const char *const *output_names; /* outputs to compute, in response order;
+                                        each points to the model's own name */
     uint32_t noutputs;
+    int64_t batch;        /* samples along dim 0 (1 for models without batching) */
+    uint64_t timeout_us;  /* client's `timeout` parameter; 0 = none */
 
     /* Filled by the worker before complete(). */
     int rc;                /* 0 or -1 with err set */
     struct error err;
-    struct tensor *outputs; /* noutputs entries, valid until release */
-    void *backend_state;
+    struct tensor *outputs; /* noutputs entries, valid until sched_release() */
+    struct sched_batch *batch_ref; /* owner of the output memory */
+    uint32_t batch_size;           /* samples of the batch this request ran in */
     uint64_t enqueue_ns, exec_start_ns, exec_end_ns;
 
     void (*complete)(struct infer_request *req); /* called on the worker thread */

@@ -19,8 +19,7 @@
 
 #include "backend/backend.h"
 #include "base/error.h"
-
-struct sched;
+#include "sched/sched.h"
 
 struct model {
     char *name;
@@ -29,12 +28,14 @@ struct model {
     char *path; /* model file */
     const char *platform; /* "onnxruntime_onnx" */
     const struct backend_ops *backend;
-    void *instance;
-    struct model_info info;
+    void **instances; /* one backend instance per worker */
+    uint32_t ninstances;
+    struct model_info info; /* from the first instance */
     /* Every input and output has a leading variable dimension, so requests
      * may carry several samples along dim 0. */
     bool batched;
     uint64_t load_ms;
+    struct sched_config sched_cfg;
     struct sched *sched;
 };
 
@@ -52,6 +53,7 @@ struct registry_options {
     int intra_op_threads;
     int inter_op_threads;
     uint32_t queue_limit; /* requests waiting per model */
+    uint32_t instances;   /* backend instances (worker threads) per model */
 };
 
 struct registry {

@@ -15,6 +15,8 @@
 #include "sched/sched.h"
 
 #define MODEL_FILE "model.onnx"
+#define DEFAULT_MAX_BATCH 64
+#define DEFAULT_QUEUE_DELAY_US 100
 #define PATH_MAX_LEN 4096
 
 /* Formats a path; false (and an empty path) if it does not fit. */
@@ -114,8 +116,9 @@ static void model_free(struct model *m)
     if (!m)
         return;
     sched_stop(m->sched);
-    if (m->instance)
-        m->backend->unload(m->instance);
+    for (uint32_t i = 0; i < m->ninstances; i++)
+        m->backend->unload(m->instances[i]);
+    mem_free(m->instances);
     model_info_free(&m->info);
     mem_free(m->name);
     mem_free(m->path);
@@ -145,23 +148,43 @@ static int model_load(const struct registry_options *opts, const char *name, int
     m->platform = "onnxruntime_onnx";
     m->backend = &backend_onnxruntime;
 
+    uint32_t count = opts->instances ? opts->instances : 1;
+    m->instances = mem_calloc(count, sizeof *m->instances);
+    if (!m->instances) {
+        model_free(m);
+        return error_set(err, 500, "out of memory");
+    }
     uint64_t t0 = clock_now_ns();
     struct backend_load_args args = {
         .path = m->path,
         .intra_op_threads = opts->intra_op_threads,
         .inter_op_threads = opts->inter_op_threads,
     };
-    if (m->backend->load(&args, &m->instance, &m->info, err) != 0) {
-        m->instance = NULL;
-        model_free(m);
-        return -1;
+    for (uint32_t i = 0; i < count; i++) {
+        struct model_info info = {0};
+        if (m->backend->load(&args, &m->instances[i], i == 0 ? &m->info : &info, err) != 0) {
+            model_free(m);
+            return -1;
+        }
+        m->ninstances++;
+        model_info_free(&info);
     }
     m->load_ms = (clock_now_ns() - t0) / 1000000u;
     m->batched = has_batch_dim(&m->info);
-    int rc = sched_start(m, opts->queue_limit, &m->sched);
+    /* Without a config file: batch up to DEFAULT_MAX_BATCH samples with a
+     * short delay when the model has a batch dimension; larger requests
+     * still run, alone. */
+    m->sched_cfg = (struct sched_config){
+        .max_batch_size = m->batched ? DEFAULT_MAX_BATCH : 0,
+        .dynamic_batching = m->batched,
+        .max_queue_delay_us = DEFAULT_QUEUE_DELAY_US,
+        .max_queue_size = opts->queue_limit,
+        .allow_oversize = true,
+    };
+    int rc = sched_start(m, &m->sched_cfg, &m->sched);
     if (rc) {
         model_free(m);
-        return error_set(err, 500, "cannot start worker: %s", strerror(-rc));
+        return error_set(err, 500, "cannot start workers: %s", strerror(-rc));
     }
     *out = m;
     return 0;
@@ -197,9 +220,17 @@ static void load_entry(const struct registry_options *opts, struct model_entry *
         return;
     }
     e->state = MODEL_READY;
-    log_info("model %s version %lld loaded in %llu ms (%u inputs, %u outputs%s)", e->name,
-             (long long)version, (unsigned long long)e->model->load_ms, e->model->info.ninputs,
-             e->model->info.noutputs, e->model->batched ? ", batch dimension" : "");
+    const struct model *m = e->model;
+    if (m->sched_cfg.dynamic_batching)
+        log_info("model %s version %lld loaded in %llu ms (%u inputs, %u outputs, %u instances, "
+                 "batching up to %u after %llu us)",
+                 e->name, (long long)version, (unsigned long long)m->load_ms, m->info.ninputs,
+                 m->info.noutputs, m->ninstances, m->sched_cfg.max_batch_size,
+                 (unsigned long long)m->sched_cfg.max_queue_delay_us);
+    else
+        log_info("model %s version %lld loaded in %llu ms (%u inputs, %u outputs, %u instances)",
+                 e->name, (long long)version, (unsigned long long)m->load_ms, m->info.ninputs,
+                 m->info.noutputs, m->ninstances);
 }
 
 int registry_load(const struct registry_options *opts, struct registry *reg, struct error *err)

@@ -2,81 +2,491 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "model/model.h"
 
+#define BATCH_ARENA_CHUNK (16 * 1024)
+#define BATCH_ARENA_MAX ((size_t)1 << 30)
+/* How far into the queue the batcher looks for compatible requests. */
+#define SCAN_LIMIT 4096
+
+/* Output memory of one backend run, shared by the requests of the batch. */
+struct sched_batch {
+    struct sched *sched;
+    void *instance;
+    void *backend_state;
+    struct arena arena; /* BYTES outputs and per-batch tensors */
+    atomic_uint refs;
+    struct sched_batch *next_free;
+};
+
+struct worker {
+    struct sched *sched;
+    pthread_t tid;
+    void *instance;
+    struct buf *gather; /* one buffer per model input, grown as needed */
+    struct tensor *inputs;
+    const char **names;   /* union of requested outputs */
+    struct tensor *outs;
+    struct infer_request **members;
+    uint32_t capacity; /* size of members */
+    bool started;
+};
+
 struct sched {
     struct model *model;
-    pthread_t worker;
+    struct sched_config cfg;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct infer_request *head, *tail;
     uint32_t queued;
-    uint32_t queue_limit;
     bool stopping;
+    struct worker *workers;
+    uint32_t nworkers;
+    pthread_mutex_t pool_lock;
+    struct sched_batch *free_batches;
 };
 
-static void run_one(struct sched *s, struct infer_request *req)
+/* ---- batch objects ---------------------------------------------------- */
+
+static struct sched_batch *batch_get(struct sched *s, void *instance)
 {
-    struct model *m = s->model;
-    req->exec_start_ns = clock_now_ns();
-    error_clear(&req->err);
-    req->backend_state = NULL;
-    req->outputs = arena_calloc(&req->arena, req->noutputs, sizeof *req->outputs);
-    if (!req->outputs) {
-        req->rc = error_set(&req->err, 500, "out of memory for outputs");
-    } else {
-        req->rc = m->backend->execute(m->instance, &req->arena, req->inputs, req->ninputs,
-                                      req->output_names, req->noutputs, req->outputs,
-                                      &req->backend_state, &req->err);
-        if (req->rc != 0)
-            req->backend_state = NULL;
+    pthread_mutex_lock(&s->pool_lock);
+    struct sched_batch *b = s->free_batches;
+    if (b)
+        s->free_batches = b->next_free;
+    pthread_mutex_unlock(&s->pool_lock);
+    if (!b) {
+        b = mem_calloc(1, sizeof *b);
+        if (!b)
+            return NULL;
+        arena_init(&b->arena, BATCH_ARENA_CHUNK, BATCH_ARENA_MAX);
+        b->sched = s;
     }
-    req->exec_end_ns = clock_now_ns();
-    req->complete(req);
+    b->instance = instance;
+    b->backend_state = NULL;
+    atomic_store(&b->refs, 0);
+    return b;
+}
+
+static void batch_put(struct sched_batch *b)
+{
+    struct sched *s = b->sched;
+    if (b->backend_state)
+        s->model->backend->release(b->instance, b->backend_state);
+    b->backend_state = NULL;
+    arena_reset(&b->arena);
+    pthread_mutex_lock(&s->pool_lock);
+    b->next_free = s->free_batches;
+    s->free_batches = b;
+    pthread_mutex_unlock(&s->pool_lock);
+}
+
+void sched_release(struct infer_request *req)
+{
+    struct sched_batch *b = req->batch_ref;
+    req->batch_ref = NULL;
+    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        batch_put(b);
+}
+
+/* ---- forming batches ---------------------------------------------------- */
+
+static bool compatible(const struct infer_request *a, const struct infer_request *b)
+{
+    for (uint32_t i = 0; i < a->ninputs; i++) {
+        const struct tensor *x = &a->inputs[i], *y = &b->inputs[i];
+        if (x->ndim != y->ndim)
+            return false;
+        for (uint32_t d = 1; d < x->ndim; d++)
+            if (x->shape[d] != y->shape[d])
+                return false;
+    }
+    return true;
+}
+
+static bool expired(const struct infer_request *r, uint64_t now)
+{
+    return r->timeout_us && now - r->enqueue_ns > r->timeout_us * 1000u;
+}
+
+static void unlink_req(struct sched *s, struct infer_request *prev, struct infer_request *r)
+{
+    if (prev)
+        prev->next = r->next;
+    else
+        s->head = r->next;
+    if (s->tail == r)
+        s->tail = prev;
+    r->next = NULL;
+    s->queued--;
+}
+
+static void fail_request(struct infer_request *r, int status, const char *msg)
+{
+    r->rc = error_set(&r->err, status, "%s", msg);
+    r->outputs = NULL;
+    r->batch_ref = NULL;
+    r->complete(r);
+}
+
+/* Removes requests whose timeout passed while they waited (lock held);
+ * they are collected in *expired_list to be answered outside the lock. */
+static void collect_expired(struct sched *s, uint64_t now, struct infer_request **expired_list)
+{
+    struct infer_request *prev = NULL, *r = s->head;
+    uint32_t scanned = 0;
+    while (r && scanned++ < SCAN_LIMIT) {
+        struct infer_request *next = r->next;
+        if (expired(r, now)) {
+            unlink_req(s, prev, r);
+            r->next = *expired_list;
+            *expired_list = r;
+        } else {
+            prev = r;
+        }
+        r = next;
+    }
+}
+
+static bool is_preferred(const struct sched_config *c, uint64_t samples)
+{
+    for (uint32_t i = 0; i < c->npreferred; i++)
+        if (samples == c->preferred_batch_sizes[i])
+            return true;
+    return false;
+}
+
+static uint64_t largest_preferred(const struct sched_config *c)
+{
+    uint64_t best = 0;
+    for (uint32_t i = 0; i < c->npreferred; i++)
+        if (c->preferred_batch_sizes[i] > best)
+            best = c->preferred_batch_sizes[i];
+    return best;
+}
+
+/* Decides what the worker does next (lock held). Returns the number of
+ * requests placed in w->members (0 = wait until *wait_until_ns, or until a
+ * new request if that is 0). */
+static uint32_t form_batch(struct sched *s, struct worker *w, uint64_t now, uint64_t *wait_until_ns)
+{
+    *wait_until_ns = 0;
+    struct infer_request *first = s->head;
+    const struct sched_config *c = &s->cfg;
+    if (!first)
+        return 0;
+    if (!c->dynamic_batching || c->max_batch_size == 0 || (uint64_t)first->batch >= c->max_batch_size) {
+        unlink_req(s, NULL, first);
+        w->members[0] = first;
+        return 1;
+    }
+    /* Count what a batch could hold right now. */
+    uint64_t samples = (uint64_t)first->batch;
+    uint32_t n = 1, scanned = 0;
+    for (struct infer_request *r = first->next; r && n < w->capacity && scanned < SCAN_LIMIT;
+         r = r->next, scanned++) {
+        if (samples + (uint64_t)r->batch <= c->max_batch_size && compatible(first, r)) {
+            samples += (uint64_t)r->batch;
+            n++;
+        }
+        if (samples == c->max_batch_size)
+            break;
+    }
+    uint64_t deadline = first->enqueue_ns + c->max_queue_delay_us * 1000u;
+    uint64_t pref = largest_preferred(c);
+    bool ready = samples >= c->max_batch_size || is_preferred(c, samples) ||
+                 (pref && samples >= pref) || now >= deadline || s->stopping;
+    if (!ready) {
+        *wait_until_ns = deadline;
+        return 0;
+    }
+    /* Take them, in arrival order. */
+    uint64_t taken_samples = 0;
+    uint32_t taken = 0;
+    struct infer_request *prev = NULL, *r = first;
+    while (r && taken < n) {
+        struct infer_request *next = r->next;
+        if (r == first || (taken_samples + (uint64_t)r->batch <= c->max_batch_size &&
+                           compatible(first, r))) {
+            unlink_req(s, prev, r);
+            w->members[taken++] = r;
+            taken_samples += (uint64_t)r->batch;
+        } else {
+            prev = r;
+        }
+        r = next;
+    }
+    return taken;
+}
+
+/* ---- running a batch ---------------------------------------------------- */
+
+/* Concatenates the members' inputs along dim 0 into the worker's buffers. */
+static int gather_inputs(struct worker *w, struct infer_request **members, uint32_t n,
+                         int64_t total, struct error *err)
+{
+    const struct infer_request *first = members[0];
+    for (uint32_t i = 0; i < first->ninputs; i++) {
+        struct tensor *t = &w->inputs[i];
+        *t = first->inputs[i];
+        t->shape[0] = total;
+        struct buf *g = &w->gather[i];
+        buf_reset(g);
+        size_t bytes = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            const struct tensor *src = &members[j]->inputs[i];
+            size_t len = t->dtype == DT_BYTES
+                             ? (size_t)tensor_count(src, INT64_MAX) * sizeof(struct tensor_bytes)
+                             : src->nbytes;
+            if (buf_append(g, src->data, len) != 0)
+                return error_set(err, 500, "out of memory gathering a batch");
+            bytes += src->nbytes;
+        }
+        t->data = g->data;
+        t->nbytes = bytes;
+    }
+    return 0;
+}
+
+/* The union of the members' requested outputs, in model order. */
+static uint32_t union_outputs(struct worker *w, struct infer_request **members, uint32_t n)
+{
+    const struct model *m = w->sched->model;
+    uint32_t count = 0;
+    for (uint32_t o = 0; o < m->info.noutputs; o++) {
+        const char *name = m->info.outputs[o].name;
+        bool wanted = false;
+        for (uint32_t j = 0; j < n && !wanted; j++)
+            for (uint32_t k = 0; k < members[j]->noutputs && !wanted; k++)
+                wanted = members[j]->output_names[k] == name;
+        if (wanted)
+            w->names[count++] = name;
+    }
+    return count;
+}
+
+/* Gives each request its outputs, in the order it asked for them. With a
+ * batch dimension, a request's outputs point at its rows of the batch
+ * outputs; otherwise (one request) they are the outputs themselves. */
+static int assign_outputs(struct worker *w, uint32_t nout, struct infer_request **members,
+                          uint32_t n, int64_t total, bool batched, struct error *err)
+{
+    for (uint32_t k = 0; batched && k < nout; k++) {
+        const struct tensor *t = &w->outs[k];
+        if (t->ndim == 0 || t->shape[0] != total)
+            return error_set(err, 500, "output '%s' has %lld rows for a batch of %lld",
+                             t->name, t->ndim ? (long long)t->shape[0] : 0LL, (long long)total);
+    }
+    int64_t offset = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        struct infer_request *r = members[j];
+        for (uint32_t q = 0; q < r->noutputs; q++) {
+            const struct tensor *t = NULL;
+            for (uint32_t k = 0; k < nout && !t; k++)
+                if (w->names[k] == r->output_names[q])
+                    t = &w->outs[k];
+            struct tensor *o = &r->outputs[q];
+            *o = *t;
+            if (!batched)
+                continue;
+            int64_t row = total ? tensor_count(t, INT64_MAX) / total : 0;
+            o->shape[0] = r->batch;
+            if (t->dtype == DT_BYTES) {
+                const struct tensor_bytes *rows = (const struct tensor_bytes *)t->data + offset * row;
+                o->data = (void *)rows;
+                o->nbytes = 0;
+                for (int64_t e = 0; e < r->batch * row; e++)
+                    o->nbytes += rows[e].len;
+            } else {
+                size_t row_bytes = (size_t)row * dtype_size(t->dtype);
+                o->data = (char *)t->data + (size_t)offset * row_bytes;
+                o->nbytes = (size_t)r->batch * row_bytes;
+            }
+        }
+        offset += r->batch;
+    }
+    return 0;
+}
+
+static void run_batch(struct worker *w, struct infer_request **members, uint32_t n)
+{
+    struct sched *s = w->sched;
+    struct model *m = s->model;
+    struct error err;
+    error_clear(&err);
+    uint64_t start = clock_now_ns();
+    int64_t total = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        total += members[j]->batch;
+        members[j]->exec_start_ns = start;
+        members[j]->outputs = arena_calloc(&members[j]->arena, members[j]->noutputs,
+                                           sizeof(struct tensor));
+        if (!members[j]->outputs)
+            error_set(&err, 500, "out of memory for outputs");
+    }
+    struct sched_batch *b = err.status ? NULL : batch_get(s, w->instance);
+    if (!b && !err.status)
+        error_set(&err, 500, "out of memory for a batch");
+
+    const struct tensor *inputs = members[0]->inputs;
+    uint32_t nout = 0;
+    if (!err.status && n > 1) {
+        if (gather_inputs(w, members, n, total, &err) == 0)
+            inputs = w->inputs;
+    }
+    if (!err.status) {
+        nout = union_outputs(w, members, n);
+        if (m->backend->execute(w->instance, &b->arena, inputs, members[0]->ninputs,
+                                w->names, nout, w->outs, &b->backend_state, &err) != 0)
+            b->backend_state = NULL;
+        else
+            assign_outputs(w, nout, members, n, total, s->cfg.max_batch_size > 0, &err);
+    }
+    uint64_t end = clock_now_ns();
+    log_debug("model %s: ran %u requests, %lld samples in %llu us%s%s", m->name, n,
+              (long long)total, (unsigned long long)((end - start) / 1000u),
+              err.status ? ": " : "", err.status ? err.msg : "");
+    if (err.status && b) {
+        batch_put(b);
+        b = NULL;
+    }
+    if (b)
+        atomic_store(&b->refs, n);
+    for (uint32_t j = 0; j < n; j++) {
+        struct infer_request *r = members[j];
+        r->exec_end_ns = end;
+        r->batch_size = (uint32_t)total;
+        r->batch_ref = b;
+        if (err.status) {
+            r->rc = -1;
+            r->err = err;
+        } else {
+            r->rc = 0;
+        }
+        r->complete(r);
+    }
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+static void timed_wait(struct sched *s, uint64_t until_ns)
+{
+    if (!until_ns) {
+        pthread_cond_wait(&s->cond, &s->lock);
+        return;
+    }
+    /* The condition variable uses CLOCK_MONOTONIC (see sched_start). */
+    struct timespec ts = {.tv_sec = (time_t)(until_ns / 1000000000u),
+                          .tv_nsec = (long)(until_ns % 1000000000u)};
+    pthread_cond_timedwait(&s->cond, &s->lock, &ts);
 }
 
 static void *worker_main(void *arg)
 {
-    struct sched *s = arg;
+    struct worker *w = arg;
+    struct sched *s = w->sched;
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->head && !s->stopping)
+        if (!s->head) {
+            if (s->stopping)
+                break;
             pthread_cond_wait(&s->cond, &s->lock);
-        struct infer_request *req = s->head;
-        if (!req)
-            break; /* stopping and nothing left */
-        s->head = req->next;
-        if (!s->head)
-            s->tail = NULL;
-        s->queued--;
+            continue;
+        }
+        uint64_t now = clock_now_ns();
+        struct infer_request *late = NULL;
+        collect_expired(s, now, &late);
+        uint64_t until;
+        uint32_t n = late ? 0 : form_batch(s, w, now, &until);
+        if (!late && n == 0) {
+            timed_wait(s, until);
+            continue;
+        }
         pthread_mutex_unlock(&s->lock);
-        run_one(s, req);
+        while (late) {
+            struct infer_request *next = late->next;
+            char msg[96];
+            snprintf(msg, sizeof msg, "request timed out after waiting %llu us in the queue",
+                     (unsigned long long)((now - late->enqueue_ns) / 1000u));
+            fail_request(late, 504, msg);
+            late = next;
+        }
+        if (n)
+            run_batch(w, w->members, n);
         pthread_mutex_lock(&s->lock);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
 }
 
-int sched_start(struct model *m, uint32_t queue_limit, struct sched **out)
+static void worker_free(struct worker *w, uint32_t ninputs)
+{
+    if (w->gather)
+        for (uint32_t i = 0; i < ninputs; i++)
+            buf_free(&w->gather[i]);
+    mem_free(w->gather);
+    mem_free(w->inputs);
+    mem_free(w->names);
+    mem_free(w->outs);
+    mem_free(w->members);
+}
+
+static int worker_init(struct worker *w, struct sched *s, void *instance)
+{
+    const struct model *m = s->model;
+    w->sched = s;
+    w->instance = instance;
+    /* A batch holds at most max_batch_size requests (each has >= 1 sample,
+     * or 0 samples: bound those by the same number). */
+    w->capacity = s->cfg.max_batch_size > 1 && s->cfg.dynamic_batching ? s->cfg.max_batch_size : 1;
+    w->gather = mem_calloc(m->info.ninputs, sizeof *w->gather);
+    w->inputs = mem_calloc(m->info.ninputs, sizeof *w->inputs);
+    w->names = mem_calloc(m->info.noutputs, sizeof *w->names);
+    w->outs = mem_calloc(m->info.noutputs, sizeof *w->outs);
+    w->members = mem_calloc(w->capacity, sizeof *w->members);
+    if (!w->gather || !w->inputs || !w->names || !w->outs || !w->members)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < m->info.ninputs; i++)
+        buf_init(&w->gather[i], SIZE_MAX);
+    return 0;
+}
+
+int sched_start(struct model *m, const struct sched_config *cfg, struct sched **out)
 {
     struct sched *s = mem_calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     s->model = m;
-    s->queue_limit = queue_limit;
+    s->cfg = *cfg;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
-    int rc = pthread_create(&s->worker, NULL, worker_main, s);
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    s->nworkers = m->ninstances;
+    s->workers = mem_calloc(s->nworkers, sizeof *s->workers);
+    int rc = s->workers ? 0 : -ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < s->nworkers; i++) {
+        rc = worker_init(&s->workers[i], s, m->instances[i]);
+        if (rc == 0) {
+            rc = -pthread_create(&s->workers[i].tid, NULL, worker_main, &s->workers[i]);
+            s->workers[i].started = rc == 0;
+        }
+    }
     if (rc) {
-        pthread_cond_destroy(&s->cond);
-        pthread_mutex_destroy(&s->lock);
-        mem_free(s);
-        return -rc;
+        sched_stop(s);
+        return rc;
     }
     *out = s;
     return 0;
@@ -84,15 +494,21 @@ int sched_start(struct model *m, uint32_t queue_limit, struct sched **out)
 
 int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
 {
+    const struct sched_config *c = &s->cfg;
+    if (c->max_batch_size && (uint64_t)req->batch > c->max_batch_size && !c->allow_oversize)
+        return error_set(err, 400, "batch of %lld exceeds model '%s' max_batch_size %u",
+                         (long long)req->batch, s->model->name, c->max_batch_size);
     req->next = NULL;
+    req->batch_ref = NULL;
     req->enqueue_ns = clock_now_ns();
     pthread_mutex_lock(&s->lock);
-    if (s->stopping || s->queued >= s->queue_limit) {
+    if (s->stopping || s->queued >= c->max_queue_size) {
         bool stopping = s->stopping;
         pthread_mutex_unlock(&s->lock);
-        return error_set(err, 503, stopping ? "model '%s' is shutting down"
-                                            : "model '%s' queue is full (%u requests waiting)",
-                         s->model->name, s->queue_limit);
+        if (stopping)
+            return error_set(err, 503, "model '%s' is shutting down", s->model->name);
+        return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
+                         s->model->name, c->max_queue_size);
     }
     if (s->tail)
         s->tail->next = req;
@@ -105,6 +521,14 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
     return 0;
 }
 
+uint32_t sched_queue_depth(struct sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint32_t n = s->queued;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
 void sched_stop(struct sched *s)
 {
     if (!s)
@@ -113,8 +537,20 @@ void sched_stop(struct sched *s)
     s->stopping = true;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    pthread_join(s->worker, NULL);
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        if (s->workers[i].started)
+            pthread_join(s->workers[i].tid, NULL);
+        worker_free(&s->workers[i], s->model->info.ninputs);
+    }
+    mem_free(s->workers);
+    while (s->free_batches) {
+        struct sched_batch *b = s->free_batches;
+        s->free_batches = b->next_free;
+        arena_free(&b->arena);
+        mem_free(b);
+    }
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->pool_lock);
     mem_free(s);
 }

@@ -1,0 +1,162 @@
+"""Dynamic batching: concurrent requests are combined into batches and split
+back exactly; per-request timeouts and the queue limit are enforced.
+
+Batching is observed without timing assertions: the tests only check
+results, and use the deliberately slow test model to make a queue form.
+"""
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import REPO_ROOT, MAIN_MODELS, IDENTITY_MODELS
+
+SLOW = REPO_ROOT / "tests" / "models" / "slow"
+
+
+def post_infer(url, model, inputs, outputs=None, parameters=None, timeout=60):
+    body = {"inputs": inputs}
+    if outputs:
+        body["outputs"] = [{"name": o} for o in outputs]
+    if parameters:
+        body["parameters"] = parameters
+    return requests.post("%s/v2/models/%s/infer" % (url, model), data=json.dumps(body),
+                         timeout=timeout)
+
+
+def simple_inputs(rows, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-1000, 1000, size=(rows, 16), dtype=np.int32)
+    b = rng.integers(-1000, 1000, size=(rows, 16), dtype=np.int32)
+    return a, b, [
+        {"name": "INPUT0", "shape": [rows, 16], "datatype": "INT32", "data": a.ravel().tolist()},
+        {"name": "INPUT1", "shape": [rows, 16], "datatype": "INT32", "data": b.ravel().tolist()},
+    ]
+
+
+@pytest.fixture(scope="module")
+def batching_server(module_server_factory):
+    # A long queue delay makes concurrent requests meet in one batch.
+    return module_server_factory.start(
+        "--io-threads", "2",
+        models={"simple": MAIN_MODELS["simple"], "digits": MAIN_MODELS["digits"],
+                "identity_bytes": IDENTITY_MODELS["identity_bytes"], "slow": SLOW})
+
+
+def test_concurrent_requests_split_back_exactly(batching_server):
+    """64 clients with 1..4 rows each: every client gets exactly its own rows."""
+    url = batching_server.url
+
+    def one(i):
+        rows = 1 + i % 4
+        a, b, inputs = simple_inputs(rows, i)
+        r = post_infer(url, "simple", inputs, outputs=["OUTPUT1", "OUTPUT0"] if i % 2 else None)
+        assert r.status_code == 200, r.text
+        outs = {o["name"]: o for o in r.json()["outputs"]}
+        assert [o["name"] for o in r.json()["outputs"]] == (
+            ["OUTPUT1", "OUTPUT0"] if i % 2 else ["OUTPUT0", "OUTPUT1"])
+        assert outs["OUTPUT0"]["shape"] == [rows, 16]
+        assert np.array_equal(np.array(outs["OUTPUT0"]["data"]).reshape(rows, 16), a + b)
+        assert np.array_equal(np.array(outs["OUTPUT1"]["data"]).reshape(rows, 16), a - b)
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        list(pool.map(one, range(64)))
+
+
+def test_batched_digits_equal_unbatched_bit_for_bit(batching_server):
+    """The same image gives the same probabilities alone and inside a batch."""
+    url = batching_server.url
+    rng = np.random.default_rng(7)
+    images = rng.integers(0, 17, size=(24, 64)).astype(np.float32)
+
+    def run(img):
+        r = post_infer(url, "digits", [{"name": "pixels", "shape": [1, 64], "datatype": "FP32",
+                                        "data": img.tolist()}])
+        assert r.status_code == 200, r.text
+        return np.array(r.json()["outputs"][0]["data"], dtype=np.float32)
+
+    alone = [run(img) for img in images]
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        together = list(pool.map(run, images))
+    # One request carrying all 24 rows, as a reference batch.
+    r = post_infer(url, "digits", [{"name": "pixels", "shape": [24, 64], "datatype": "FP32",
+                                    "data": images.ravel().tolist()}])
+    whole = np.array(r.json()["outputs"][0]["data"], dtype=np.float32).reshape(24, 10)
+    for i in range(24):
+        assert np.array_equal(alone[i], together[i]), i
+        assert np.allclose(alone[i], whole[i], rtol=1e-5, atol=1e-7)
+
+
+def test_bytes_batched_split(batching_server):
+    url = batching_server.url
+
+    def one(i):
+        rows = 1 + i % 3
+        data = ["r%d-%d-%s" % (i, k, "x" * k) for k in range(rows * 2)]
+        r = post_infer(url, "identity_bytes", [{"name": "INPUT0", "shape": [rows, 2],
+                                                "datatype": "BYTES", "data": data}])
+        assert r.status_code == 200, r.text
+        out = r.json()["outputs"][0]
+        assert out["shape"] == [rows, 2]
+        assert out["data"] == data
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(one, range(32)))
+
+
+def slow_request(url, rows, parameters=None):
+    x = np.ones((rows, 256), dtype=np.float32)
+    return post_infer(url, "slow", [{"name": "X", "shape": [rows, 256], "datatype": "FP32",
+                                     "data": x.ravel().tolist()}], parameters=parameters)
+
+
+def test_timeout_in_queue_gives_504(batching_server):
+    """A request whose timeout passes while a long batch runs is never run."""
+    url = batching_server.url
+    results = {}
+    started = threading.Event()
+
+    def long_one():
+        started.set()
+        results["long"] = slow_request(url, 64 * 8)  # several slow batches' worth, runs alone
+
+    t = threading.Thread(target=long_one)
+    t.start()
+    started.wait()
+    # Keep trying until one request lands behind the long one; a request that
+    # arrives first may simply run: only its status may be 200 or 504.
+    statuses = set()
+    for _ in range(20):
+        r = slow_request(url, 1, parameters={"timeout": 1000})
+        statuses.add(r.status_code)
+        if r.status_code == 504:
+            assert "timed out" in r.json()["error"]
+            break
+    t.join()
+    assert results["long"].status_code == 200
+    assert 504 in statuses, statuses
+    assert statuses <= {200, 504}
+
+
+def test_bad_timeout_parameter(batching_server):
+    r = slow_request(batching_server.url, 1, parameters={"timeout": -5})
+    assert r.status_code == 400
+    assert "timeout" in r.json()["error"]
+
+
+def test_queue_limit_gives_429_with_retry_after(server_factory):
+    srv = server_factory.start("--queue-limit", "1", models={"slow": SLOW})
+    url = srv.url
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        futures = [pool.submit(slow_request, url, 64 * 4) for _ in range(12)]
+        responses = [f.result() for f in futures]
+    codes = [r.status_code for r in responses]
+    assert set(codes) <= {200, 429}, codes
+    assert 429 in codes and 200 in codes, codes
+    for r in responses:
+        if r.status_code == 429:
+            assert r.headers.get("Retry-After") == "1"
+            assert "queue is full" in r.json()["error"]
