@@ -16,24 +16,33 @@
 #ifndef INFERD_API_REST_H
 #define INFERD_API_REST_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "http/server.h"
 #include "model/model.h"
 #include "net/loop.h"
 
+struct rest_infer;
+
 /* One per I/O thread. */
 struct rest_api {
     const struct registry *registry;
     struct loop *loop;
     uint32_t inflight; /* infer requests submitted and not yet completed */
+    /* Infer requests answered (any status); read by other threads for stats. */
+    atomic_uint_fast64_t infer_requests;
     /* Called when inflight drops to 0 (used by shutdown to know that no
      * completion will be posted to this loop any more). */
     void (*on_idle)(void *arg);
     void *idle_arg;
+    struct rest_infer *free_infers; /* reusable request objects */
+    uint32_t nfree_infers;
 };
 
 /* The http_handler_fn for the HTTP server; `app` is a struct rest_api. */
 void rest_handle(void *app, struct http_txn *txn);
+/* Frees the reusable objects; call after the loop has stopped. */
+void rest_api_free(struct rest_api *api);
 
 #endif

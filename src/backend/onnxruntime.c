@@ -23,6 +23,10 @@ struct ort_instance {
     char **input_names; /* session order, as Run() takes them */
     enum dtype *input_dtypes;
     char **output_names; /* session order */
+    /* Reusable states: execute() runs on a worker thread, release() may run
+     * on an I/O thread, so the free list has its own lock. */
+    pthread_mutex_t pool_lock;
+    struct ort_state *free_states;
 };
 
 /* What one execute() hands to release(): the OrtValues ORT allocated for the
@@ -30,6 +34,7 @@ struct ort_instance {
  * error path frees everything through ort_state_free(). Sized per instance
  * (all inputs + all outputs), so it can later come from a per-instance pool. */
 struct ort_state {
+    struct ort_state *next_free;
     uint32_t nvalues;
     OrtValue *values[]; /* [0, ninputs): inputs; then up to noutputs outputs */
 };
@@ -172,6 +177,12 @@ static void ort_instance_free(struct ort_instance *inst)
 {
     if (!inst)
         return;
+    while (inst->free_states) {
+        struct ort_state *next = inst->free_states->next_free;
+        mem_free(inst->free_states);
+        inst->free_states = next;
+    }
+    pthread_mutex_destroy(&inst->pool_lock);
     if (inst->session)
         ort->ReleaseSession(inst->session);
     for (uint32_t i = 0; inst->input_names && i < inst->ninputs; i++)
@@ -282,6 +293,7 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
         error_set(err, 500, "failed to load model '%s': out of memory", path);
         goto out;
     }
+    pthread_mutex_init(&inst->pool_lock, NULL);
     st = ort->CreateSessionOptions(&options);
     if (!st && args->intra_op_threads > 0)
         st = ort->SetIntraOpNumThreads(options, args->intra_op_threads);
@@ -339,23 +351,36 @@ out:
     return rc;
 }
 
-static struct ort_state *ort_state_new(const struct ort_instance *inst)
+static struct ort_state *ort_state_new(struct ort_instance *inst)
 {
+    pthread_mutex_lock(&inst->pool_lock);
+    struct ort_state *state = inst->free_states;
+    if (state)
+        inst->free_states = state->next_free;
+    pthread_mutex_unlock(&inst->pool_lock);
+    if (state)
+        return state;
     uint32_t n = inst->ninputs + inst->noutputs;
-    struct ort_state *state = mem_calloc(1, sizeof *state + (size_t)n * sizeof state->values[0]);
+    state = mem_calloc(1, sizeof *state + (size_t)n * sizeof state->values[0]);
     if (state)
         state->nvalues = n;
     return state;
 }
 
-static void ort_state_free(struct ort_state *state)
+/* Releases the state's OrtValues and keeps the state for the next call. */
+static void ort_state_free(struct ort_instance *inst, struct ort_state *state)
 {
     if (!state)
         return;
-    for (uint32_t i = 0; i < state->nvalues; i++)
+    for (uint32_t i = 0; i < state->nvalues; i++) {
         if (state->values[i])
             ort->ReleaseValue(state->values[i]);
-    mem_free(state);
+        state->values[i] = NULL;
+    }
+    pthread_mutex_lock(&inst->pool_lock);
+    state->next_free = inst->free_states;
+    inst->free_states = state;
+    pthread_mutex_unlock(&inst->pool_lock);
 }
 
 static int find_name(char *const *names, uint32_t n, const char *name)
@@ -581,14 +606,13 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
 out:
     if (st)
         execute_error(err, st);
-    ort_state_free(state);
+    ort_state_free(inst, state);
     return rc;
 }
 
 static void ort_release(void *instance, void *state)
 {
-    (void)instance;
-    ort_state_free(state);
+    ort_state_free(instance, state);
 }
 
 static void ort_unload(void *instance)

@@ -16,6 +16,7 @@
 #include "api/rest.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "bench/bench.h"
 #include "http/server.h"
 #include "model/model.h"
 #include "net/loop.h"
@@ -31,10 +32,12 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  serve        serve the models of a repository over KServe v2 REST\n"
+    "  bench        load-test a server (KServe v2 infer requests or any endpoint)\n"
     "\n"
     "  inferd --help | -h       this text\n"
     "  inferd --version | -V    print the version\n"
-    "  inferd serve --help      options of serve\n";
+    "  inferd serve --help      options of serve\n"
+    "  inferd bench --help      options of bench\n";
 
 static const char serve_usage_text[] =
     "usage: inferd serve [options]\n"
@@ -247,9 +250,32 @@ static void *io_thread_main(void *arg)
     return NULL;
 }
 
+/* Resident set size from /proc/self/statm, in bytes (0 if unknown). */
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    unsigned long long size = 0, resident = 0;
+    int n = fscanf(f, "%llu %llu", &size, &resident);
+    fclose(f);
+    return n == 2 ? resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* SIGUSR1: one line of process counters, for operators and `make bench`. */
+static void log_stats(struct io_thread *threads, int n)
+{
+    uint64_t requests = 0;
+    for (int i = 0; i < n; i++)
+        requests += atomic_load_explicit(&threads[i].api.infer_requests, memory_order_relaxed);
+    log_info("stats: infer_requests=%llu allocations=%llu rss_bytes=%llu",
+             (unsigned long long)requests, (unsigned long long)mem_alloc_count(),
+             (unsigned long long)rss_bytes());
+}
+
 /* Waits for SIGINT/SIGTERM: the first drains every I/O thread (no new
  * connections, in-flight requests are answered), a second stops them at
- * once. Returns when every I/O thread has stopped. */
+ * once. Returns when every I/O thread has stopped. SIGUSR1 logs counters. */
 static void wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask)
 {
     int signals = 0;
@@ -259,6 +285,10 @@ static void wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
         int sig = sigtimedwait(mask, &si, &tick);
         if (sig < 0)
             continue;
+        if (sig == SIGUSR1) {
+            log_stats(threads, n);
+            continue;
+        }
         if (++signals == 1) {
             log_info("received %s: draining", strsignal(sig));
             for (int i = 0; i < n; i++)
@@ -314,8 +344,10 @@ static void stop_io_threads(struct io_thread *threads, int n)
     for (int i = 0; i < n; i++)
         if (threads[i].thread_started)
             pthread_join(threads[i].tid, NULL);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         http_server_free(threads[i].server);
+        rest_api_free(&threads[i].api);
+    }
 }
 
 static int serve(int argc, char **argv)
@@ -327,6 +359,7 @@ static int serve(int argc, char **argv)
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGUSR1);
     /* Block before any thread starts so that every thread inherits the mask
      * and only the main thread takes the signals, with sigtimedwait. */
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
@@ -388,6 +421,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "serve") == 0)
         return serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return bench_main(argc - 1, argv + 1);
     fprintf(stderr, "inferd: unknown command or option '%s'\n%s", cmd, usage_text);
     return 2;
 }
