@@ -1,6 +1,7 @@
 #include "http/http1.h"
 
 #include <string.h>
+#include <strings.h>
 
 /*
  * The parser is a state machine over offsets into the caller's buffer. The
@@ -183,17 +184,39 @@ static int parse_version(struct http1_parser *p, const char *v, size_t len)
     return 0;
 }
 
-/* Only origin-form and "*": inferd is no proxy, and absolute-form would
- * make the Host header ambiguous. */
-static int check_target(struct http1_parser *p, const char *buf, size_t from, size_t to)
+/* Length of an "http://" or "https://" scheme prefix (any case), or 0. */
+static size_t scheme_len(const char *s, size_t n)
 {
-    if (to - from == 1 && buf[from] == '*')
-        return 0;
-    if (buf[from] != '/')
-        return fail(p, 400, "request-target must be an absolute path");
+    if (n >= 7 && strncasecmp(s, "http://", 7) == 0)
+        return 7;
+    if (n >= 8 && strncasecmp(s, "https://", 8) == 0)
+        return 8;
+    return 0;
+}
+
+/* origin-form, "*", or absolute-form (RFC 9112 §3.2.2: servers must accept
+ * it; the authority is skipped and the path used). Sets *path_from to where
+ * the path starts. */
+static int check_target(struct http1_parser *p, const char *buf, size_t from, size_t to,
+                        size_t *path_from)
+{
+    *path_from = from;
     for (size_t i = from; i < to; i++)
         if (!is_vchar((unsigned char)buf[i]))
             return fail(p, 400, "invalid character in request-target");
+    if (to - from == 1 && buf[from] == '*')
+        return 0;
+    if (buf[from] == '/')
+        return 0;
+    size_t scheme = scheme_len(buf + from, to - from);
+    if (!scheme)
+        return fail(p, 400, "request-target must be an absolute path or URI");
+    size_t i = from + scheme;
+    while (i < to && buf[i] != '/' && buf[i] != '?')
+        i++;
+    if (i == from + scheme)
+        return fail(p, 400, "absolute-form request-target without an authority");
+    *path_from = i;
     return 0;
 }
 
@@ -213,7 +236,8 @@ static int parse_request_line(struct http1_parser *p, const char *buf, size_t fr
         return fail(p, 400, "empty request-target");
     if (i == cr)
         return fail(p, 400, "missing HTTP version");
-    int rc = check_target(p, buf, target, i);
+    size_t path_from;
+    int rc = check_target(p, buf, target, i, &path_from);
     if (rc)
         return rc;
     rc = parse_version(p, buf + i + 1, cr - (i + 1));
@@ -222,6 +246,7 @@ static int parse_request_line(struct http1_parser *p, const char *buf, size_t fr
 
     p->_method = span(from, method_end);
     p->_target = span(target, i);
+    p->_path_off = path_from;
     const char *q = memchr(buf + target, '?', i - target);
     if (q) {
         p->_has_query = true;
@@ -657,8 +682,9 @@ static void fill_request(const struct http1_parser *p, char *buf, struct http1_r
     req->method_len = p->_method.len;
     req->target = have_line ? buf + p->_target.off : NULL;
     req->target_len = p->_target.len;
-    req->path = req->target;
-    req->path_len = p->_has_query ? p->_query.off - 1 - p->_target.off : p->_target.len;
+    req->path = have_line ? buf + p->_path_off : NULL;
+    req->path_len = (uint32_t)((p->_has_query ? p->_query.off - 1 : p->_target.off + p->_target.len) -
+                               p->_path_off);
     req->query = p->_has_query ? buf + p->_query.off : NULL;
     req->query_len = p->_query.len;
     req->version_minor = p->_version_minor;

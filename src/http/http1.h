@@ -53,9 +53,9 @@ struct http_header {
 struct http1_request {
     const char *method;
     uint32_t method_len;
-    const char *target; /* request-target as sent (origin-form, or "*") */
+    const char *target; /* request-target as sent (origin-form, absolute-form or "*") */
     uint32_t target_len;
-    const char *path; /* target up to '?' */
+    const char *path; /* path of the target (after scheme://authority), up to '?' */
     uint32_t path_len;
     const char *query; /* after '?', NULL if none */
     uint32_t query_len;
@@ -97,6 +97,7 @@ struct http1_parser {
     uint32_t _trailer_count;
     int _version_minor;
     bool _keep_alive, _expect_continue, _chunked, _has_content_length, _has_query;
+    size_t _path_off; /* start of the path within the target (absolute-form) */
     uint64_t _content_length;
     struct http1_span _method, _target, _query;
     uint32_t _nheaders;

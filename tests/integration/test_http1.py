@@ -448,3 +448,18 @@ def test_many_requests_on_one_connection(server):
             r = sess.post(server.url + "/v2/models/simple/infer", data=json.dumps(body), timeout=10)
             assert r.status_code == 200
             assert r.json()["outputs"][0]["data"] == [v + i for v in range(16)]
+
+
+def test_absolute_form_request_target(server):
+    """RFC 9112 §3.2.2: servers must accept absolute-form targets."""
+    s = connect(server.port)
+    try:
+        s.sendall(b"GET http://127.0.0.1/v2/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                  b"GET http://127.0.0.1/v2/models/simple HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        reader = HttpReader(s)
+        assert reader.read_response().status == 200
+        meta = reader.read_response()
+        assert meta.status == 200
+        assert json.loads(meta.body)["name"] == "simple"
+    finally:
+        s.close()

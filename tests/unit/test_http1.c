@@ -170,6 +170,22 @@ static void test_query_strings(void **state)
     parse_free(ps);
 }
 
+/* RFC 9112 §3.2.2: a server must accept absolute-form; the path is what
+ * follows the authority. */
+static void test_absolute_form(void **state)
+{
+    (void)state;
+    struct parse *ps = parse_done("GET http://h:8000/v2/health/live?q=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_span(ps->req.target, ps->req.target_len, "http://h:8000/v2/health/live?q=1");
+    assert_span(ps->req.path, ps->req.path_len, "/v2/health/live");
+    assert_span(ps->req.query, ps->req.query_len, "q=1");
+    parse_free(ps);
+
+    ps = parse_done("GET HTTPS://h HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_int_equal(ps->req.path_len, 0);
+    parse_free(ps);
+}
+
 static void test_chunked_with_extensions_and_trailers(void **state)
 {
     (void)state;
@@ -576,7 +592,8 @@ static void test_bad_request_line(void **state)
         BAD("leading space", " GET / HTTP/1.1\r\n", 400),
         BAD("empty method", " / HTTP/1.1\r\n", 400),
         BAD("bad method char", "G(T / HTTP/1.1\r\n", 400),
-        BAD("absolute-form", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        BAD("absolute-form without authority", "GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        BAD("other scheme", "GET ftp://a/ HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         BAD("authority-form", "CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         BAD("CTL in target", "GET /a\x01z HTTP/1.1\r\n", 400),
         BAD("DEL in target", "GET /a\x7fz HTTP/1.1\r\n", 400),
@@ -1054,6 +1071,7 @@ int main(void)
         cmocka_unit_test(test_simple_get),
         cmocka_unit_test(test_post_content_length),
         cmocka_unit_test(test_query_strings),
+        cmocka_unit_test(test_absolute_form),
         cmocka_unit_test(test_chunked_with_extensions_and_trailers),
         cmocka_unit_test(test_http10_keep_alive_rules),
         cmocka_unit_test(test_connection_close),
