@@ -111,15 +111,20 @@ static void skip_ws(struct json_parser *ps)
         ps->p++;
 }
 
-/* Grows a temporary stack: doubles *cap, or starts it at `first` elements. */
-static int grow(void **array, size_t *cap, size_t first, size_t size)
+/* Grows a temporary stack: doubles *cap, or starts it at `first` elements.
+ * The stacks live in the arena too, so a parse allocates nothing from the
+ * heap once the arena has its chunks; the abandoned smaller copies cost at
+ * most as much as the final stack. */
+static int grow(struct arena *arena, void **array, size_t *cap, size_t first, size_t size)
 {
     size_t ncap = *cap ? *cap * 2 : first;
     if (ncap > SIZE_MAX / size)
         return -1;
-    void *p = mem_realloc(*array, ncap * size);
+    void *p = arena_alloc(arena, ncap * size);
     if (!p)
         return -1;
+    if (*cap)
+        memcpy(p, *array, *cap * size);
     *array = p;
     *cap = ncap;
     return 0;
@@ -128,7 +133,7 @@ static int grow(void **array, size_t *cap, size_t first, size_t size)
 static struct json_member *push_slot(struct json_parser *ps)
 {
     if (ps->nslots == ps->slots_cap &&
-        grow((void **)&ps->slots, &ps->slots_cap, 64, sizeof *ps->slots) != 0)
+        grow(ps->arena, (void **)&ps->slots, &ps->slots_cap, 64, sizeof *ps->slots) != 0)
         return NULL;
     return &ps->slots[ps->nslots++];
 }
@@ -386,7 +391,7 @@ static int open_container(struct json_parser *ps)
     if (ps->nframes == ps->max_depth)
         return fail_at(ps, ps->p, "nesting too deep");
     if (ps->nframes == ps->frames_cap &&
-        grow((void **)&ps->frames, &ps->frames_cap, 16, sizeof *ps->frames) != 0)
+        grow(ps->arena, (void **)&ps->frames, &ps->frames_cap, 16, sizeof *ps->frames) != 0)
         return fail_at(ps, ps->p, "out of memory");
     struct json_frame *f = &ps->frames[ps->nframes++];
     f->base = ps->nslots;
@@ -557,8 +562,6 @@ int json_parse(struct arena *arena, const char *text, size_t len, const struct j
     rc = 0;
 
 out_free_stacks:
-    mem_free(ps.slots);
-    mem_free(ps.frames);
     if (rc != 0) {
         if (err_msg)
             *err_msg = ps.err_msg;

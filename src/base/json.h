@@ -14,7 +14,7 @@
  *   module) the bare tokens NaN, Infinity and -Infinity are accepted as
  *   numbers when limits->allow_nonfinite is set. limits may be NULL (the
  *   defaults), and so may err_msg and err_off. Temporary memory for the
- *   parse comes from mem_alloc and is freed before returning; the depth
+ *   parse (its stacks) also comes from the arena; the depth
  *   limit does not depend on the C stack (the parser is iterative).
  *   Numbers are kept as their source text (copied into the arena), and
  *   converted on demand, exactly, by the json_num_* functions.

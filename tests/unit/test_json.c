@@ -259,6 +259,23 @@ static void test_string_escapes(void **state)
     assert_str_value(parse("\"\\\\\""), "\\", 1);
 }
 
+/* Regression (libFuzzer + UBSan): closing an empty container before any child
+ * had been pushed computed `slots + base` with slots still NULL. */
+static void test_regress_empty_container_null_slots(void **state)
+{
+    (void)state;
+    const struct json_value *v = parse("[]");
+    assert_int_equal(v->type, JSON_ARRAY);
+    assert_int_equal(v->len, 0);
+    assert_null(v->u.items);
+    v = parse("{}");
+    assert_int_equal(v->type, JSON_OBJECT);
+    assert_int_equal(v->len, 0);
+    assert_null(v->u.members);
+    v = parse("[[],{}]");
+    assert_int_equal(v->len, 2);
+}
+
 /* ---- reader: rejections ----------------------------------------------- */
 
 static void test_reject_syntax(void **state)
@@ -1020,8 +1037,8 @@ static void test_arena_ceiling(void **state)
     text[n++] = ']';
 
     /* Each ceiling below what the document needs fails cleanly with
-     * "out of memory" (LeakSanitizer checks the temporary stacks). */
-    for (size_t max = 0; max < 20000; max += 16) {
+     * "out of memory" (the temporary stacks come from the arena too). */
+    for (size_t max = 0; max < 100000; max += 64) {
         arena_init(&small, 1024, max);
         int rc = json_parse(&small, text, n, NULL, &v, &msg, &off);
         arena_free(&small);
@@ -1031,7 +1048,7 @@ static void test_arena_ceiling(void **state)
         assert_null(v);
         assert_true(off <= n);
     }
-    arena_init(&small, 1024, 20000);
+    arena_init(&small, 1024, 100000);
     assert_int_equal(json_parse(&small, text, n, NULL, &v, &msg, &off), 0);
     arena_free(&small);
 
@@ -1103,6 +1120,7 @@ int main(void)
         TEST(test_kserve_request),
         TEST(test_get_duplicates_and_nul_keys),
         TEST(test_string_escapes),
+        TEST(test_regress_empty_container_null_slots),
         TEST(test_reject_syntax),
         TEST(test_reject_numbers),
         TEST(test_reject_strings),
