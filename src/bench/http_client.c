@@ -197,9 +197,9 @@ static int parse_chunk_size(struct http_resp *p, const char *s, size_t n)
             d = c - 'A' + 10;
         else
             break;
-        size = size * 16 + (uint64_t)d;
-        if (size > MAX_CHUNK_SIZE)
+        if (size > MAX_CHUNK_SIZE / 16)
             return fail(p, "chunk size too large");
+        size = size * 16 + (uint64_t)d;
     }
     if (i == 0)
         return fail(p, "malformed chunk size");
@@ -231,7 +231,8 @@ static int parse_line(struct http_resp *p, const char *s, size_t n)
         if (++p->_lines > HTTP_RESP_MAX_HEADERS)
             return fail(p, "too many header lines");
         return parse_header_line(p, s, n);
-    case S_CHUNK_SIZE: return parse_chunk_size(p, s, n);
+    case S_CHUNK_SIZE:
+        return parse_chunk_size(p, s, n);
     case S_CHUNK_CRLF:
         if (n != 0)
             return fail(p, "missing CRLF after chunk data");
@@ -245,7 +246,8 @@ static int parse_line(struct http_resp *p, const char *s, size_t n)
         if (++p->_lines > HTTP_RESP_MAX_HEADERS)
             return fail(p, "too many trailer lines");
         return 0;
-    default: return fail(p, "parser state error");
+    default:
+        return fail(p, "parser state error");
     }
 }
 

@@ -41,11 +41,11 @@ enum { HTTP_RESP_ERROR = -1, HTTP_RESP_AGAIN = 0, HTTP_RESP_DONE = 1 };
 
 struct http_resp {
     /* Results. */
-    int status;        /* final status (100..599), once the status line is read */
-    int version_minor; /* HTTP/1.x */
-    bool keep_alive;   /* the connection may carry another request */
-    bool head_done;    /* the final response's head has been parsed */
-    uint64_t body_len; /* decoded body bytes so far */
+    int status;          /* final status (100..599), once the status line is read */
+    int version_minor;   /* HTTP/1.x */
+    bool keep_alive;     /* the connection may carry another request */
+    bool head_done;      /* the final response's head has been parsed */
+    uint64_t body_len;   /* decoded body bytes so far */
     const char *err_msg; /* static, on HTTP_RESP_ERROR */
     /* Optional: sees each piece of the decoded body (e.g. to keep it). */
     void (*on_body)(void *arg, const char *p, size_t n);
@@ -73,10 +73,10 @@ bool http_resp_started(const struct http_resp *p);
 
 /* A base URL "http://HOST[:PORT][/PREFIX]". */
 struct http_url {
-    char host[256];        /* without brackets for IPv6 literals */
-    char port[8];          /* decimal, default "80" */
-    char authority[272];   /* for the Host header: host[:port] as written */
-    char prefix[512];      /* path prefix without trailing '/', may be "" */
+    char host[256];      /* without brackets for IPv6 literals */
+    char port[8];        /* decimal, default "80" */
+    char authority[272]; /* for the Host header: host[:port] as written */
+    char prefix[512];    /* path prefix without trailing '/', may be "" */
 };
 
 /* Returns 0 or -1 with *err a static message. */
