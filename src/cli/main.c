@@ -58,7 +58,8 @@ static const char serve_usage_text[] =
     "  --header-timeout-secs N    a request head must arrive within N s, else 408 (default: 30)\n"
     "  --idle-timeout-secs N      close keep-alive connections idle for N s (default: 300)\n"
     "  --queue-limit N            requests waiting per model, more get 503 (default: 1024)\n"
-    "  --ort-intra-op-threads N   ONNX Runtime threads per operator (default: 1)\n"
+    "  --ort-intra-op-threads N   ONNX Runtime threads per operator and instance (default: 1;\n"
+    "                             0 = max(1, cores / instances))\n"
     "  --ort-inter-op-threads N   ONNX Runtime threads across operators (default: 1)\n"
     "  --log-level LEVEL          error, warn, info or debug (default: info)\n"
     "  -h, --help                 this text\n";

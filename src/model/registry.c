@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,16 @@ static bool has_batch_dim(const struct model_info *info)
     return true;
 }
 
+/* The documented rule: instances x intra-op threads <= the cores this
+ * process may run on. */
+static int auto_intra_op_threads(uint32_t instances)
+{
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int n = cores / (int)instances;
+    return n < 1 ? 1 : n;
+}
+
 static void model_free(struct model *m)
 {
     if (!m)
@@ -157,7 +168,8 @@ static int model_load(const struct registry_options *opts, const char *name, int
     uint64_t t0 = clock_now_ns();
     struct backend_load_args args = {
         .path = m->path,
-        .intra_op_threads = opts->intra_op_threads,
+        .intra_op_threads = opts->intra_op_threads ? opts->intra_op_threads
+                                                   : auto_intra_op_threads(count),
         .inter_op_threads = opts->inter_op_threads,
     };
     for (uint32_t i = 0; i < count; i++) {
