@@ -1,7 +1,9 @@
 #include "api/infer_json.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -11,11 +13,36 @@
  * and `data` nested up to the maximum rank. */
 #define INFER_JSON_MAX_DEPTH (TENSOR_MAX_DIMS + 8)
 
+/* Bytes of a BYTES element's length prefix in binary tensor data. */
+#define BINARY_LEN_PREFIX 4
+
 /* ---- request ---------------------------------------------------------- */
 
-static bool is_true(const struct json_value *v)
+/* The part of the body after the JSON header, claimed input by input. */
+struct binary_part {
+    const char *body;
+    size_t off;   /* next unclaimed byte */
+    size_t end;   /* body length */
+    bool present; /* the request has Inference-Header-Content-Length */
+};
+
+/* An optional boolean parameter: absent leaves *out unchanged. */
+static int get_bool_param(const struct json_value *params, const char *key, const char *where,
+                          bool *out, struct error *err)
 {
-    return v && v->type == JSON_TRUE;
+    const struct json_value *v = json_get(params, key);
+    if (!v)
+        return 0;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+        return error_set(err, 400, "%s: parameter '%s' must be true or false", where, key);
+    *out = v->type == JSON_TRUE;
+    return 0;
+}
+
+static uint32_t read_le32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
 }
 
 static int check_parameters(const struct json_value *params, const char *where,
@@ -208,8 +235,111 @@ static int check_against_model(const struct tensor *t, const struct model_io *io
     return 0;
 }
 
+/* Splits `size` bytes at p into `count` BYTES elements (length-prefixed),
+ * which then point into p. */
+static int split_bytes(struct infer_request *req, struct tensor *t, const char *p, size_t size,
+                       int64_t count, struct error *err)
+{
+    if ((uint64_t)count > size / BINARY_LEN_PREFIX)
+        return error_set(err, 400,
+                         "input '%s': binary_data_size %zu cannot hold %" PRId64
+                         " BYTES elements (each takes at least %d bytes)",
+                         t->name, size, count, BINARY_LEN_PREFIX);
+    struct tensor_bytes *elems = NULL;
+    if (count > 0) {
+        elems = arena_alloc(&req->arena, (size_t)count * sizeof *elems);
+        if (!elems)
+            return error_set(err, 413, "input '%s': request too large to decode", t->name);
+    }
+    size_t off = 0, total = 0;
+    for (int64_t i = 0; i < count; i++) {
+        if (size - off < BINARY_LEN_PREFIX)
+            return error_set(err, 400,
+                             "input '%s': BYTES element %" PRId64
+                             " is truncated: %zu bytes left for its %d-byte length",
+                             t->name, i, size - off, BINARY_LEN_PREFIX);
+        uint32_t n = read_le32(p + off);
+        off += BINARY_LEN_PREFIX;
+        if (n > size - off)
+            return error_set(err, 400,
+                             "input '%s': BYTES element %" PRId64
+                             " has length %" PRIu32 " but only %zu bytes are left",
+                             t->name, i, n, size - off);
+        elems[i].ptr = p + off;
+        elems[i].len = n;
+        off += n;
+        total += n;
+    }
+    if (off != size)
+        return error_set(err, 400,
+                         "input '%s': %zu bytes of binary_data_size %zu are left after the %" PRId64
+                         " BYTES elements of the shape",
+                         t->name, size - off, size, count);
+    t->data = elems;
+    t->nbytes = total;
+    return 0;
+}
+
+/* Claims the input's binary_data_size bytes from the binary part. Numeric
+ * data is used in place when aligned for its element type, else copied
+ * into the arena (a body offset is arbitrary, so alignment is luck). */
+static int decode_binary_input(struct infer_request *req, struct tensor *t,
+                               const struct json_value *size_v, struct binary_part *bin,
+                               struct error *err)
+{
+    uint64_t size;
+    if (json_num_u64(size_v, &size) != 0)
+        return error_set(err, 400, "input '%s': 'binary_data_size' must be a non-negative integer",
+                         t->name);
+    if (!bin->present)
+        return error_set(err, 400,
+                         "input '%s': 'binary_data_size' needs the Inference-Header-Content-Length "
+                         "header",
+                         t->name);
+    size_t left = bin->end - bin->off;
+    if (size > left)
+        return error_set(err, 400,
+                         "input '%s': binary_data_size %" PRIu64
+                         " exceeds the %zu bytes of binary data left in the body",
+                         t->name, size, left);
+    const char *p = bin->body + bin->off;
+    bin->off += (size_t)size;
+
+    int64_t count = tensor_count(t, INT64_MAX);
+    if (count < 0)
+        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
+    if (t->dtype == DT_BYTES)
+        return split_bytes(req, t, p, (size_t)size, count, err);
+    size_t esize = dtype_size(t->dtype);
+    if (esize == 0)
+        return error_set(err, 400, "input '%s': datatype %s cannot be sent as binary data",
+                         t->name, dtype_name(t->dtype));
+    if ((uint64_t)count > SIZE_MAX / esize)
+        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
+    if ((size_t)count * esize != size) {
+        char shape[128];
+        shape_format(t->shape, t->ndim, shape, sizeof shape);
+        return error_set(err, 400,
+                         "input '%s': binary_data_size is %" PRIu64
+                         " bytes, shape %s of %s needs %zu",
+                         t->name, size, shape, dtype_name(t->dtype), (size_t)count * esize);
+    }
+    t->nbytes = (size_t)size;
+    if (size == 0 || (uintptr_t)p % esize == 0) {
+        t->data = (void *)p;
+        return 0;
+    }
+    void *copy = arena_alloc(&req->arena, (size_t)size);
+    if (!copy)
+        return error_set(err, 413, "input '%s': request too large to decode", t->name);
+    memcpy(copy, p, (size_t)size);
+    t->data = copy;
+    return 0;
+}
+
 static int decode_input(struct infer_request *req, const struct model *m,
-                        const struct json_value *in, bool *seen, struct error *err)
+                        const struct json_value *in, bool *seen, struct binary_part *bin,
+                        struct error *err)
 {
     if (in->type != JSON_OBJECT)
         return error_set(err, 400, "each element of 'inputs' must be an object");
@@ -239,14 +369,17 @@ static int decode_input(struct infer_request *req, const struct model *m,
     const struct json_value *params = json_get(in, "parameters");
     if (check_parameters(params, t->name, err) != 0)
         return -1;
-    if (json_get(params, "binary_data_size"))
-        return error_set(err, 400,
-                         "input '%s': binary tensor data is not supported by this server",
-                         t->name);
     if (json_get(params, "shared_memory_region"))
         return error_set(err, 400, "input '%s': shared memory is not supported", t->name);
 
     const struct json_value *data = json_get(in, "data");
+    const struct json_value *binary_size = json_get(params, "binary_data_size");
+    if (binary_size) {
+        if (data)
+            return error_set(err, 400, "input '%s' has both 'data' and 'binary_data_size'",
+                             t->name);
+        return decode_binary_input(req, t, binary_size, bin, err);
+    }
     if (!data || data->type != JSON_ARRAY)
         return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
     /* More elements than any body could carry: the shape is wrong. */
@@ -279,26 +412,37 @@ static int decode_input(struct infer_request *req, const struct model *m,
     return 0;
 }
 
-static int decode_outputs(struct infer_request *req, const struct model *m,
-                          const struct json_value *outs, struct error *err)
+/* Every model output in model order, each binary or not. */
+static int all_outputs(struct infer_request *req, const struct model *m, bool binary,
+                       struct error *err)
 {
-    if (!outs) {
-        const char **names = arena_alloc(&req->arena, m->info.noutputs * sizeof *names);
-        if (!names)
-            return error_set(err, 413, "request too large to decode");
-        for (uint32_t i = 0; i < m->info.noutputs; i++)
-            names[i] = m->info.outputs[i].name;
-        req->output_names = names;
-        req->noutputs = m->info.noutputs;
-        return 0;
+    const char **names = arena_alloc(&req->arena, m->info.noutputs * sizeof *names);
+    bool *flags = arena_alloc(&req->arena, m->info.noutputs * sizeof *flags);
+    if (!names || !flags)
+        return error_set(err, 413, "request too large to decode");
+    for (uint32_t i = 0; i < m->info.noutputs; i++) {
+        names[i] = m->info.outputs[i].name;
+        flags[i] = binary;
     }
+    req->output_names = names;
+    req->output_binary = flags;
+    req->noutputs = m->info.noutputs;
+    return 0;
+}
+
+static int decode_outputs(struct infer_request *req, const struct model *m,
+                          const struct json_value *outs, bool binary_default, struct error *err)
+{
+    if (!outs)
+        return all_outputs(req, m, binary_default, err);
     if (outs->type != JSON_ARRAY || outs->len == 0)
         return error_set(err, 400, "'outputs' must be a non-empty array");
     if (outs->len > m->info.noutputs)
         return error_set(err, 400, "'outputs' names %u outputs, model '%s' has %u", outs->len,
                          m->name, m->info.noutputs);
     const char **names = arena_alloc(&req->arena, outs->len * sizeof *names);
-    if (!names)
+    bool *flags = arena_alloc(&req->arena, outs->len * sizeof *flags);
+    if (!names || !flags)
         return error_set(err, 413, "request too large to decode");
     for (uint32_t i = 0; i < outs->len; i++) {
         const struct json_value *o = &outs->u.items[i];
@@ -315,10 +459,11 @@ static int decode_outputs(struct infer_request *req, const struct model *m,
         const struct json_value *params = json_get(o, "parameters");
         if (check_parameters(params, name->u.str, err) != 0)
             return -1;
-        if (is_true(json_get(params, "binary_data")))
-            return error_set(err, 400,
-                             "output '%s': binary tensor data is not supported by this server",
-                             name->u.str);
+        char where[ERROR_MSG_MAX];
+        snprintf(where, sizeof where, "output '%s'", name->u.str);
+        flags[i] = binary_default;
+        if (get_bool_param(params, "binary_data", where, &flags[i], err) != 0)
+            return -1;
         if (json_get(params, "classification"))
             return error_set(err, 400, "output '%s': classification is not supported",
                              name->u.str);
@@ -328,18 +473,156 @@ static int decode_outputs(struct infer_request *req, const struct model *m,
         names[i] = m->info.outputs[idx].name;
     }
     req->output_names = names;
+    req->output_binary = flags;
     req->noutputs = outs->len;
     return 0;
 }
 
-int infer_json_decode(struct infer_request *req, const struct model *m, const char *body,
+/* Inference-Header-Content-Length: 0 — the body is the raw data of the
+ * model's only input (Triton's "raw binary request"). The shape comes from
+ * the model: the batch dim is 1 and one other variable dim, if any, is
+ * deduced from the body length. A BYTES input must then hold exactly one
+ * element: the whole body, without a length prefix. */
+static int decode_raw(struct infer_request *req, const struct model *m, const char *body,
                       size_t len, struct error *err)
 {
+    if (m->info.ninputs != 1)
+        return error_set(err, 400,
+                         "a raw binary request (Inference-Header-Content-Length: 0) needs a model "
+                         "with exactly one input; model '%s' has %u",
+                         m->name, m->info.ninputs);
+    const struct model_io *io = &m->info.inputs[0];
+    req->inputs = arena_calloc(&req->arena, 1, sizeof *req->inputs);
+    if (!req->inputs)
+        return error_set(err, 413, "request too large to decode");
+    req->ninputs = 1;
+    struct tensor *t = req->inputs;
+    t->name = io->name;
+    t->dtype = io->dtype;
+    t->ndim = io->ndim;
+    int variable = -1;
+    uint64_t fixed = 1; /* product of the known dims, saturated */
+    for (uint32_t d = 0; d < io->ndim; d++) {
+        int64_t dim = io->dims[d];
+        if (dim < 0 && d == 0 && m->batched)
+            dim = 1;
+        if (dim < 0) {
+            if (variable >= 0) {
+                char want[128];
+                shape_format(io->dims, io->ndim, want, sizeof want);
+                return error_set(err, 400,
+                                 "raw binary request: the shape of input '%s' cannot be deduced, "
+                                 "the model's %s has more than one variable dimension",
+                                 t->name, want);
+            }
+            variable = (int)d;
+            continue;
+        }
+        t->shape[d] = dim;
+        fixed = dim != 0 && fixed > UINT64_MAX / (uint64_t)dim ? UINT64_MAX : fixed * (uint64_t)dim;
+    }
+
+    size_t unit = t->dtype == DT_BYTES ? 0 : dtype_size(t->dtype);
+    if (t->dtype == DT_BYTES) {
+        if (variable >= 0 || fixed != 1) {
+            char want[128];
+            shape_format(io->dims, io->ndim, want, sizeof want);
+            return error_set(err, 400,
+                             "raw binary request: BYTES input '%s' must have exactly one element, "
+                             "the model's shape is %s",
+                             t->name, want);
+        }
+        if (len > UINT32_MAX)
+            return error_set(err, 400, "raw binary request: a BYTES element is limited to %u bytes",
+                             (unsigned)UINT32_MAX);
+        struct tensor_bytes *elem = arena_alloc(&req->arena, sizeof *elem);
+        if (!elem)
+            return error_set(err, 413, "request too large to decode");
+        elem->ptr = body;
+        elem->len = (uint32_t)len;
+        t->data = elem;
+        t->nbytes = len;
+    } else {
+        if (unit == 0)
+            return error_set(err, 400, "raw binary request: input '%s' has datatype %s",
+                             t->name, dtype_name(t->dtype));
+        uint64_t row = fixed > UINT64_MAX / unit ? UINT64_MAX : fixed * unit;
+        if (variable >= 0) {
+            if (row == 0 || row == UINT64_MAX)
+                return error_set(err, 400,
+                                 "raw binary request: the shape of input '%s' cannot be deduced "
+                                 "from the body length",
+                                 t->name);
+            if (len % row != 0)
+                return error_set(err, 400,
+                                 "raw binary request: a body of %zu bytes is not a whole number "
+                                 "of %" PRIu64 "-byte rows of input '%s'",
+                                 len, row, t->name);
+            t->shape[variable] = (int64_t)(len / row);
+        } else if (row != len) {
+            char shape[128];
+            shape_format(t->shape, t->ndim, shape, sizeof shape);
+            return error_set(err, 400,
+                             "raw binary request: input '%s' of shape %s needs %" PRIu64
+                             " bytes, the body has %zu",
+                             t->name, shape, row, len);
+        }
+        t->nbytes = len;
+        if (len == 0 || (uintptr_t)body % unit == 0) {
+            t->data = (void *)body;
+        } else {
+            t->data = arena_alloc(&req->arena, len);
+            if (!t->data)
+                return error_set(err, 413, "request too large to decode");
+            memcpy(t->data, body, len);
+        }
+    }
+    req->batch = m->batched && t->ndim > 0 ? t->shape[0] : 1;
+    return all_outputs(req, m, true, err);
+}
+
+int infer_json_header_length(const char *value, size_t n, size_t body_len, int64_t *out,
+                             struct error *err)
+{
+    if (n == 0)
+        return error_set(err, 400, "Inference-Header-Content-Length must be a decimal number");
+    uint64_t limit = body_len < (uint64_t)INT64_MAX ? body_len : (uint64_t)INT64_MAX;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (value[i] < '0' || value[i] > '9')
+            return error_set(err, 400, "Inference-Header-Content-Length must be a decimal number");
+        unsigned digit = (unsigned)(value[i] - '0');
+        if (v > limit / 10 || limit - v * 10 < digit)
+            return error_set(err, 400,
+                             "Inference-Header-Content-Length exceeds the body length %zu",
+                             body_len);
+        v = v * 10 + digit;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+int infer_json_decode(struct infer_request *req, const struct model *m, const char *body,
+                      size_t len, int64_t header_len, struct error *err)
+{
+    if (header_len < -1 || (header_len >= 0 && (uint64_t)header_len > len))
+        return error_set(err, 400, "Inference-Header-Content-Length %" PRId64
+                                   " exceeds the body length %zu",
+                         header_len, len);
+    if (header_len == 0)
+        return decode_raw(req, m, body, len, err);
+    struct binary_part bin = {.body = body, .off = len, .end = len, .present = header_len > 0};
+    size_t json_len = len;
+    if (bin.present) {
+        json_len = (size_t)header_len;
+        bin.off = json_len;
+    }
+
     struct json_limits limits = {.max_depth = INFER_JSON_MAX_DEPTH, .allow_nonfinite = true};
     struct json_value *root;
     const char *msg;
     size_t off;
-    if (json_parse(&req->arena, body, len, &limits, &root, &msg, &off) != 0) {
+    if (json_parse(&req->arena, body, json_len, &limits, &root, &msg, &off) != 0) {
         if (strcmp(msg, "out of memory") == 0)
             return error_set(err, 413, "request too large to decode");
         return error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
@@ -357,8 +640,9 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
     const struct json_value *params = json_get(root, "parameters");
     if (check_parameters(params, "request", err) != 0)
         return -1;
-    if (is_true(json_get(params, "binary_data_output")))
-        return error_set(err, 400, "binary tensor data is not supported by this server");
+    bool binary_output = false;
+    if (get_bool_param(params, "binary_data_output", "request", &binary_output, err) != 0)
+        return -1;
     const struct json_value *timeout = json_get(params, "timeout");
     if (timeout) {
         uint64_t us;
@@ -377,12 +661,17 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
         return error_set(err, 413, "request too large to decode");
     req->ninputs = m->info.ninputs;
     for (uint32_t i = 0; i < inputs->len; i++)
-        if (decode_input(req, m, &inputs->u.items[i], seen, err) != 0)
+        if (decode_input(req, m, &inputs->u.items[i], seen, &bin, err) != 0)
             return -1;
     for (uint32_t i = 0; i < m->info.ninputs; i++)
         if (!seen[i])
             return error_set(err, 400, "missing input '%s' for model '%s'",
                              m->info.inputs[i].name, m->name);
+    if (bin.off != bin.end)
+        return error_set(err, 400,
+                         "%zu bytes after the JSON header are not claimed by any input's "
+                         "binary_data_size",
+                         bin.end - bin.off);
     req->batch = m->batched ? req->inputs[0].shape[0] : 1;
     if (m->batched)
         for (uint32_t i = 1; i < req->ninputs; i++)
@@ -392,7 +681,7 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
                                  req->inputs[0].name, req->inputs[i].name,
                                  (long long)req->inputs[0].shape[0],
                                  (long long)req->inputs[i].shape[0]);
-    return decode_outputs(req, m, json_get(root, "outputs"), err);
+    return decode_outputs(req, m, json_get(root, "outputs"), binary_output, err);
 }
 
 /* ---- response --------------------------------------------------------- */
@@ -426,9 +715,48 @@ static void encode_data(struct json_writer *w, const struct tensor *t, int64_t c
     json_w_arr_end(w);
 }
 
-void infer_json_encode(const struct infer_request *req, struct buf *out)
+static bool output_is_binary(const struct infer_request *req, uint32_t i)
+{
+    return req->output_binary && req->output_binary[i];
+}
+
+/* Bytes of an output as binary tensor data. */
+static size_t binary_size(const struct tensor *t, int64_t count)
+{
+    if (count <= 0)
+        return 0;
+    if (t->dtype != DT_BYTES)
+        return (size_t)count * dtype_size(t->dtype);
+    const struct tensor_bytes *s = t->data;
+    size_t n = (size_t)count * BINARY_LEN_PREFIX;
+    for (int64_t i = 0; i < count; i++)
+        n += s[i].len;
+    return n;
+}
+
+static void append_binary(struct buf *out, const struct tensor *t, int64_t count, size_t size)
+{
+    if (count <= 0 || buf_reserve(out, size) != 0)
+        return;
+    if (t->dtype != DT_BYTES) {
+        buf_append(out, t->data, size);
+        return;
+    }
+    const struct tensor_bytes *s = t->data;
+    for (int64_t i = 0; i < count; i++) {
+        unsigned char prefix[BINARY_LEN_PREFIX] = {
+            (unsigned char)s[i].len, (unsigned char)(s[i].len >> 8),
+            (unsigned char)(s[i].len >> 16), (unsigned char)(s[i].len >> 24)};
+        buf_append(out, prefix, sizeof prefix);
+        buf_append(out, s[i].ptr, s[i].len);
+    }
+}
+
+void infer_json_encode(const struct infer_request *req, struct buf *out, size_t *json_len)
 {
     const struct model *m = req->model;
+    size_t start = out->len;
+    bool any_binary = false;
     struct json_writer w;
     json_w_init(&w, out);
     json_w_obj_begin(&w);
@@ -444,6 +772,7 @@ void infer_json_encode(const struct infer_request *req, struct buf *out)
     json_w_arr_begin(&w);
     for (uint32_t i = 0; i < req->noutputs; i++) {
         const struct tensor *t = &req->outputs[i];
+        int64_t count = tensor_count(t, INT64_MAX);
         json_w_obj_begin(&w);
         json_w_key(&w, "name");
         json_w_cstr(&w, t->name);
@@ -454,10 +783,29 @@ void infer_json_encode(const struct infer_request *req, struct buf *out)
         for (uint32_t d = 0; d < t->ndim; d++)
             json_w_int(&w, t->shape[d]);
         json_w_arr_end(&w);
-        json_w_key(&w, "data");
-        encode_data(&w, t, tensor_count(t, INT64_MAX));
+        if (output_is_binary(req, i)) {
+            any_binary = true;
+            json_w_key(&w, "parameters");
+            json_w_obj_begin(&w);
+            json_w_key(&w, "binary_data_size");
+            json_w_uint(&w, binary_size(t, count));
+            json_w_obj_end(&w);
+        } else {
+            json_w_key(&w, "data");
+            encode_data(&w, t, count);
+        }
         json_w_obj_end(&w);
     }
     json_w_arr_end(&w);
     json_w_obj_end(&w);
+    size_t header = out->len - start;
+    if (any_binary)
+        for (uint32_t i = 0; i < req->noutputs; i++)
+            if (output_is_binary(req, i)) {
+                const struct tensor *t = &req->outputs[i];
+                int64_t count = tensor_count(t, INT64_MAX);
+                append_binary(out, t, count, binary_size(t, count));
+            }
+    if (json_len)
+        *json_len = any_binary ? header : 0;
 }

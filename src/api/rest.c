@@ -16,6 +16,8 @@
 #define INFER_ARENA_CHUNK (64 * 1024)
 #define INFER_ARENA_MAX_FACTOR 32
 #define INFER_ARENA_MAX_BYTES ((size_t)1 << 30)
+/* Request objects kept per I/O thread for reuse (each keeps one arena chunk). */
+#define REST_INFER_POOL_MAX 256
 
 struct segment {
     char text[SEGMENT_MAX]; /* percent-decoded */
@@ -118,6 +120,7 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_cstr(&w, INFERD_VERSION);
     json_w_key(&w, "extensions");
     json_w_arr_begin(&w);
+    json_w_cstr(&w, "binary_tensor_data");
     json_w_arr_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
@@ -201,12 +204,51 @@ struct rest_infer {
     struct http_txn *txn;
     struct rest_api *api;
     struct loop_task task;
+    struct rest_infer *next_free;
 };
 
-static void rest_infer_free(struct rest_infer *ri)
+/* Takes a request object from the loop's free list (arena kept from its
+ * last use), so that steady-state requests allocate nothing. */
+static struct rest_infer *rest_infer_get(struct rest_api *api, size_t arena_max)
 {
-    arena_free(&ri->req.arena);
-    mem_free(ri);
+    struct rest_infer *ri = api->free_infers;
+    if (ri) {
+        api->free_infers = ri->next_free;
+        api->nfree_infers--;
+        struct arena arena = ri->req.arena;
+        memset(ri, 0, sizeof *ri);
+        ri->req.arena = arena;
+        ri->req.arena.max = arena_max;
+        return ri;
+    }
+    ri = mem_calloc(1, sizeof *ri);
+    if (ri)
+        arena_init(&ri->req.arena, INFER_ARENA_CHUNK, arena_max);
+    return ri;
+}
+
+static void rest_infer_put(struct rest_api *api, struct rest_infer *ri)
+{
+    if (api->nfree_infers >= REST_INFER_POOL_MAX) {
+        arena_free(&ri->req.arena);
+        mem_free(ri);
+        return;
+    }
+    arena_reset(&ri->req.arena);
+    ri->next_free = api->free_infers;
+    api->free_infers = ri;
+    api->nfree_infers++;
+}
+
+void rest_api_free(struct rest_api *api)
+{
+    while (api->free_infers) {
+        struct rest_infer *ri = api->free_infers;
+        api->free_infers = ri->next_free;
+        arena_free(&ri->req.arena);
+        mem_free(ri);
+    }
+    api->nfree_infers = 0;
 }
 
 /* On the I/O loop: encode and send the response. */
@@ -222,15 +264,23 @@ static void infer_done(struct loop_task *task)
         http_txn_error(txn, req->err.status ? req->err.status : 500, req->err.msg);
         txn = NULL;
     } else {
-        infer_json_encode(req, &txn->body);
-        respond_json(txn, 200);
+        size_t json_len;
+        infer_json_encode(req, &txn->body, &json_len);
+        if (json_len && !txn->body.err) {
+            char value[24];
+            snprintf(value, sizeof value, "%zu", json_len);
+            http_txn_add_header(txn, "Inference-Header-Content-Length", value);
+            http_txn_respond(txn, 200, "application/octet-stream");
+        } else {
+            respond_json(txn, 200); /* a failed encoding becomes a JSON 500 */
+        }
         txn = NULL;
     }
     sched_release(req);
     if (txn)
         http_txn_respond(txn, 0, NULL); /* aborted: only releases the connection */
     struct rest_api *api = ri->api;
-    rest_infer_free(ri);
+    rest_infer_put(api, ri);
     if (api->inflight == 0 && api->on_idle)
         api->on_idle(api->idle_arg);
 }
@@ -244,30 +294,51 @@ static void infer_complete(struct infer_request *req)
 
 static void handle_infer(struct rest_api *api, struct http_txn *txn, const struct model *m)
 {
-    struct rest_infer *ri = mem_calloc(1, sizeof *ri);
-    if (!ri) {
-        http_txn_error(txn, 503, "out of memory");
+    static const char header_name[] = "Inference-Header-Content-Length";
+    size_t body_len = (size_t)txn->req.body_len;
+    struct error err;
+    error_clear(&err);
+    /* Triton's binary tensor data extension: the length of the JSON part.
+     * Several copies of the field would be ambiguous. */
+    int64_t header_len = -1;
+    const struct http_header *h = NULL;
+    for (uint32_t i = 0; i < txn->req.nheaders; i++) {
+        const struct http_header *x = &txn->req.headers[i];
+        if (x->name_len != sizeof header_name - 1 ||
+            strncasecmp(x->name, header_name, sizeof header_name - 1) != 0)
+            continue;
+        if (h) {
+            http_txn_error(txn, 400, "more than one Inference-Header-Content-Length header");
+            return;
+        }
+        h = x;
+    }
+    if (h && infer_json_header_length(h->value, h->value_len, body_len, &header_len, &err) != 0) {
+        http_txn_error(txn, err.status, err.msg);
         return;
     }
-    size_t body_len = (size_t)txn->req.body_len;
     size_t arena_max = INFER_ARENA_MAX_BYTES;
     if (body_len < INFER_ARENA_MAX_BYTES / INFER_ARENA_MAX_FACTOR)
         arena_max = body_len * INFER_ARENA_MAX_FACTOR + INFER_ARENA_CHUNK * 16;
-    arena_init(&ri->req.arena, INFER_ARENA_CHUNK, arena_max);
+    struct rest_infer *ri = rest_infer_get(api, arena_max);
+    if (!ri) {
+        http_txn_add_header(txn, "Retry-After", "1");
+        http_txn_error(txn, 503, "out of memory");
+        return;
+    }
     ri->req.model = (struct model *)m;
     ri->req.complete = infer_complete;
     ri->txn = txn;
     ri->api = api;
     ri->task.run = infer_done;
 
-    struct error err;
-    error_clear(&err);
-    if (infer_json_decode(&ri->req, m, txn->req.body ? txn->req.body : "", body_len, &err) != 0 ||
+    if (infer_json_decode(&ri->req, m, txn->req.body ? txn->req.body : "", body_len, header_len,
+                          &err) != 0 ||
         sched_submit(m->sched, &ri->req, &err) != 0) {
         if (err.status == 429 || err.status == 503)
             http_txn_add_header(txn, "Retry-After", "1");
         http_txn_error(txn, err.status, err.msg);
-        rest_infer_free(ri);
+        rest_infer_put(api, ri);
         return;
     }
     api->inflight++;
@@ -300,8 +371,10 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
     const struct model *m = find_model(api, txn, name, version);
     if (!m)
         return;
-    if (infer)
+    if (infer) {
+        atomic_fetch_add_explicit(&api->infer_requests, 1, memory_order_relaxed);
         handle_infer(api, txn, m);
+    }
     else if (strcmp(action, "ready") == 0)
         http_txn_respond(txn, 200, NULL);
     else

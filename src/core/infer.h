@@ -14,6 +14,7 @@
 #ifndef INFERD_CORE_INFER_H
 #define INFERD_CORE_INFER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/arena.h"
@@ -33,6 +34,10 @@ struct infer_request {
     const char *const *output_names; /* outputs to compute, in response order;
                                         each points to the model's own name */
     uint32_t noutputs;
+    /* noutputs flags aligned with output_names: true = return that output
+     * as binary tensor data (Triton's extension). NULL = every output in
+     * JSON. Set by the front end's decoder, read by its encoder. */
+    const bool *output_binary;
     int64_t batch;        /* samples along dim 0 (1 for models without batching) */
     uint64_t timeout_us;  /* client's `timeout` parameter; 0 = none */
 

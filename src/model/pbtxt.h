@@ -67,7 +67,7 @@ struct pbtxt_value {
 };
 
 struct pbtxt_field {
-    const char *name; /* NUL-terminated identifier */
+    const char *name;   /* NUL-terminated identifier */
     uint32_t line, col; /* of the name */
     bool in_list;       /* written as an element of `name: [ ... ]` */
     struct pbtxt_value value;
@@ -80,8 +80,8 @@ struct pbtxt_limits {
     uint32_t max_string; /* 0 = PBTXT_DEFAULT_MAX_STRING */
 };
 
-int pbtxt_parse(struct arena *arena, const char *text, size_t len, const struct pbtxt_limits *limits,
-                struct pbtxt_value **root, struct error *err);
+int pbtxt_parse(struct arena *arena, const char *text, size_t len,
+                const struct pbtxt_limits *limits, struct pbtxt_value **root, struct error *err);
 
 /* Exact conversions. Return 0; -EINVAL when the kind does not fit (an
  * integer needs PBTXT_INT); -ERANGE when the value does not fit (for

@@ -10,14 +10,15 @@
 #include <sys/stat.h>
 
 #include "backend/onnxruntime.h"
+#include "model/config.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "sched/sched.h"
 
 #define MODEL_FILE "model.onnx"
-#define DEFAULT_MAX_BATCH 64
-#define DEFAULT_QUEUE_DELAY_US 100
+/* Version directories considered per model. */
+#define MAX_VERSIONS 1024
 #define PATH_MAX_LEN 4096
 
 /* Formats a path; false (and an empty path) if it does not fit. */
@@ -60,25 +61,32 @@ static bool parse_version(const char *s, int64_t *out)
     return true;
 }
 
-/* Newest version directory of model_dir that holds a model file; -1 if none. */
-static int64_t newest_version(const char *model_dir)
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The version directories of model_dir that hold a model file, ascending,
+ * into versions[0..max); returns how many (at most max). */
+static uint32_t list_versions(const char *model_dir, int64_t *versions, uint32_t max)
 {
     DIR *d = opendir(model_dir);
     if (!d)
-        return -1;
-    int64_t best = -1;
+        return 0;
+    uint32_t n = 0;
     struct dirent *e;
     char path[PATH_MAX_LEN];
-    while ((e = readdir(d)) != NULL) {
+    while ((e = readdir(d)) != NULL && n < max) {
         int64_t v;
-        if (!parse_version(e->d_name, &v) || v <= best)
-            continue;
-        if (path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name, MODEL_FILE) &&
+        if (parse_version(e->d_name, &v) &&
+            path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name, MODEL_FILE) &&
             is_file(path))
-            best = v;
+            versions[n++] = v;
     }
     closedir(d);
-    return best;
+    qsort(versions, n, sizeof *versions, cmp_i64);
+    return n;
 }
 
 /* A model directory has at least one numeric version subdirectory; other
@@ -96,20 +104,6 @@ static bool has_version_dir(const char *dir)
         found = parse_version(e->d_name, &v);
     closedir(d);
     return found;
-}
-
-/* Every input and output has a variable leading dimension. */
-static bool has_batch_dim(const struct model_info *info)
-{
-    if (info->ninputs == 0 || info->noutputs == 0)
-        return false;
-    for (uint32_t i = 0; i < info->ninputs; i++)
-        if (info->inputs[i].ndim == 0 || info->inputs[i].dims[0] != -1)
-            return false;
-    for (uint32_t i = 0; i < info->noutputs; i++)
-        if (info->outputs[i].ndim == 0 || info->outputs[i].dims[0] != -1)
-            return false;
-    return true;
 }
 
 /* The documented rule: instances x intra-op threads <= the cores this
@@ -131,13 +125,122 @@ static void model_free(struct model *m)
         m->backend->unload(m->instances[i]);
     mem_free(m->instances);
     model_info_free(&m->info);
+    model_config_free(&m->config);
     mem_free(m->name);
     mem_free(m->path);
     mem_free(m);
 }
 
+/* Reads <repo>/<model>/config.pbtxt into *text (mem_alloc'd, NUL-terminated);
+ * *text stays NULL when there is no such file. */
+static int read_config_text(const char *dir, char **text, size_t *len, struct error *err)
+{
+    char path[PATH_MAX_LEN];
+    *text = NULL;
+    *len = 0;
+    if (!path_fmt(path, sizeof path, "%s/config.pbtxt", dir) || !is_file(path))
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return error_set(err, 400, "cannot read %s: %s", path, strerror(errno));
+    char *buf = mem_alloc(MODEL_CONFIG_MAX_TEXT + 1);
+    if (!buf) {
+        fclose(f);
+        return error_set(err, 500, "out of memory");
+    }
+    size_t n = fread(buf, 1, MODEL_CONFIG_MAX_TEXT + 1, f);
+    fclose(f);
+    if (n > MODEL_CONFIG_MAX_TEXT) {
+        mem_free(buf);
+        return error_set(err, 400, "config.pbtxt is larger than %u bytes", MODEL_CONFIG_MAX_TEXT);
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
+/* The model's effective configuration: config.pbtxt checked against the
+ * ONNX file, or derived from the ONNX file alone. */
+static int model_configure(struct model *m, const char *text, size_t len, struct error *err)
+{
+    if (!text) {
+        if (model_config_from_onnx(m->name, &m->info, &m->config) != 0)
+            return error_set(err, 500, "cannot derive a configuration from the ONNX model");
+        return 0;
+    }
+    struct error perr;
+    if (model_config_parse(text, len, &m->config, &perr) != 0)
+        return error_set(err, perr.status, "config.pbtxt:%s", perr.msg);
+    if (model_config_check(&m->config, m->name, &m->info, err) != 0)
+        return -1;
+    for (uint32_t i = 0; i < m->config.ninputs; i++)
+        if (m->config.inputs[i].has_reshape)
+            return error_set(err, 400, "input '%s': reshape is not supported by this server",
+                             m->config.inputs[i].name);
+    for (uint32_t i = 0; i < m->config.noutputs; i++)
+        if (m->config.outputs[i].has_reshape)
+            return error_set(err, 400, "output '%s': reshape is not supported by this server",
+                             m->config.outputs[i].name);
+    return 0;
+}
+
+/* Narrows the ONNX dims to the configured ones (the check guarantees they
+ * agree, and a configured fixed dim is more precise than an ONNX -1). */
+static void refine_dims(struct model_io *ios, uint32_t n, const struct model_config_io *cfg,
+                        uint32_t ncfg, bool batched)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t c = 0; c < ncfg; c++) {
+            if (strcmp(cfg[c].name, ios[i].name) != 0)
+                continue;
+            uint32_t off = batched ? 1 : 0;
+            if (cfg[c].ndim + off != ios[i].ndim)
+                break;
+            for (uint32_t d = 0; d < cfg[c].ndim; d++)
+                ios[i].dims[d + off] = cfg[c].dims[d];
+            break;
+        }
+    }
+}
+
+static void sched_config_from(struct model *m, const struct registry_options *opts,
+                              bool from_file)
+{
+    const struct model_config *c = &m->config;
+    const struct model_dynamic_batching *db = &c->dynamic_batching;
+    struct sched_config *sc = &m->sched_cfg;
+    memset(sc, 0, sizeof *sc);
+    sc->max_batch_size = c->max_batch_size > 0 ? (uint32_t)c->max_batch_size : 0;
+    sc->dynamic_batching = db->enabled && sc->max_batch_size > 0;
+    for (uint32_t i = 0; i < db->npreferred && sc->npreferred < SCHED_MAX_PREFERRED; i++)
+        sc->preferred_batch_sizes[sc->npreferred++] = (uint32_t)db->preferred_batch_size[i];
+    if (db->npreferred > SCHED_MAX_PREFERRED)
+        log_warn("model %s: only the first %d preferred_batch_size values are used", m->name,
+                 SCHED_MAX_PREFERRED);
+    sc->max_queue_delay_us = db->max_queue_delay_us;
+    sc->max_queue_size = db->default_queue_policy.max_queue_size
+                             ? db->default_queue_policy.max_queue_size
+                             : opts->queue_limit;
+    if (db->default_queue_policy.max_queue_size > opts->queue_limit)
+        sc->max_queue_size = opts->queue_limit;
+    /* A model without a config file keeps serving requests larger than the
+     * batch limit it was given by default; a configured limit is Triton's
+     * hard limit. */
+    sc->allow_oversize = !from_file || !c->_max_batch_size_set;
+}
+
+static uint32_t instance_count(const struct model_config *c)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->ninstance_groups; i++)
+        n += (uint32_t)c->instance_groups[i].count;
+    return n ? n : 1;
+}
+
 static int model_load(const struct registry_options *opts, const char *name, int64_t version,
-                      struct model **out, struct error *err)
+                      const char *cfg_text, size_t cfg_len, struct model **out,
+                      struct error *err)
 {
     struct model *m = mem_calloc(1, sizeof *m);
     if (!m)
@@ -159,22 +262,40 @@ static int model_load(const struct registry_options *opts, const char *name, int
     m->platform = "onnxruntime_onnx";
     m->backend = &backend_onnxruntime;
 
-    uint32_t count = opts->instances ? opts->instances : 1;
-    m->instances = mem_calloc(count, sizeof *m->instances);
-    if (!m->instances) {
-        model_free(m);
-        return error_set(err, 500, "out of memory");
-    }
+    /* The first instance tells the model's inputs and outputs, which the
+     * configuration is checked against; it says how many more to load. */
     uint64_t t0 = clock_now_ns();
     struct backend_load_args args = {
         .path = m->path,
-        .intra_op_threads = opts->intra_op_threads ? opts->intra_op_threads
-                                                   : auto_intra_op_threads(count),
+        .intra_op_threads = opts->intra_op_threads,
         .inter_op_threads = opts->inter_op_threads,
     };
-    for (uint32_t i = 0; i < count; i++) {
+    void *first = NULL;
+    if (!opts->intra_op_threads)
+        args.intra_op_threads = auto_intra_op_threads(1);
+    if (m->backend->load(&args, &first, &m->info, err) != 0) {
+        model_free(m);
+        return -1;
+    }
+    uint32_t count = 1;
+    int rc = model_configure(m, cfg_text, cfg_len, err);
+    if (rc == 0) {
+        count = instance_count(&m->config);
+        m->instances = mem_calloc(count, sizeof *m->instances);
+        if (!m->instances)
+            rc = error_set(err, 500, "out of memory");
+    }
+    if (rc) {
+        m->backend->unload(first);
+        model_free(m);
+        return -1;
+    }
+    m->instances[m->ninstances++] = first;
+    if (!opts->intra_op_threads)
+        args.intra_op_threads = auto_intra_op_threads(count);
+    for (uint32_t i = 1; i < count; i++) {
         struct model_info info = {0};
-        if (m->backend->load(&args, &m->instances[i], i == 0 ? &m->info : &info, err) != 0) {
+        if (m->backend->load(&args, &m->instances[i], &info, err) != 0) {
             model_free(m);
             return -1;
         }
@@ -182,18 +303,12 @@ static int model_load(const struct registry_options *opts, const char *name, int
         model_info_free(&info);
     }
     m->load_ms = (clock_now_ns() - t0) / 1000000u;
-    m->batched = has_batch_dim(&m->info);
-    /* Without a config file: batch up to DEFAULT_MAX_BATCH samples with a
-     * short delay when the model has a batch dimension; larger requests
-     * still run, alone. */
-    m->sched_cfg = (struct sched_config){
-        .max_batch_size = m->batched ? DEFAULT_MAX_BATCH : 0,
-        .dynamic_batching = m->batched,
-        .max_queue_delay_us = DEFAULT_QUEUE_DELAY_US,
-        .max_queue_size = opts->queue_limit,
-        .allow_oversize = true,
-    };
-    int rc = sched_start(m, &m->sched_cfg, &m->sched);
+    m->batched = m->config.max_batch_size > 0;
+    refine_dims(m->info.inputs, m->info.ninputs, m->config.inputs, m->config.ninputs, m->batched);
+    refine_dims(m->info.outputs, m->info.noutputs, m->config.outputs, m->config.noutputs,
+                m->batched);
+    sched_config_from(m, opts, cfg_text != NULL);
+    rc = sched_start(m, &m->sched_cfg, &m->sched);
     if (rc) {
         model_free(m);
         return error_set(err, 500, "cannot start workers: %s", strerror(-rc));
@@ -207,42 +322,127 @@ static int entry_cmp(const void *a, const void *b)
     return strcmp(((const struct model_entry *)a)->name, ((const struct model_entry *)b)->name);
 }
 
-static void load_entry(const struct registry_options *opts, struct model_entry *e)
+/* The versions the policy selects among those on disk (ascending), into
+ * out; returns how many. Missing SPECIFIC versions are logged. */
+static uint32_t select_versions(const char *model, const struct model_version_policy *p,
+                                const int64_t *disk, uint32_t ndisk, int64_t *out)
 {
-    char dir[PATH_MAX_LEN], cfg[PATH_MAX_LEN];
-    path_fmt(dir, sizeof dir, "%s/%s", opts->repository, e->name);
-    if (path_fmt(cfg, sizeof cfg, "%s/config.pbtxt", dir) && is_file(cfg))
-        log_warn("model %s: config.pbtxt is not read by this version; inputs, outputs and "
-                 "batching come from the ONNX file",
-                 e->name);
-    int64_t version = newest_version(dir);
-    if (version < 0) {
-        e->state = MODEL_UNAVAILABLE;
-        snprintf(e->reason, sizeof e->reason, "no version directory with a %s file", MODEL_FILE);
-        log_error("model %s: %s", e->name, e->reason);
-        return;
+    uint32_t n = 0;
+    switch (p->kind) {
+    case MODEL_VERSIONS_ALL:
+        memcpy(out, disk, ndisk * sizeof *disk);
+        return ndisk;
+    case MODEL_VERSIONS_LATEST: {
+        uint32_t keep = p->num_versions < ndisk ? p->num_versions : ndisk;
+        memcpy(out, disk + (ndisk - keep), keep * sizeof *disk);
+        return keep;
     }
-    struct error err;
-    error_clear(&err);
-    if (model_load(opts, e->name, version, &e->model, &err) != 0) {
-        e->state = MODEL_UNAVAILABLE;
-        snprintf(e->reason, sizeof e->reason, "%s", err.msg);
-        log_error("model %s version %lld failed to load: %s", e->name, (long long)version,
-                  err.msg);
-        return;
+    case MODEL_VERSIONS_SPECIFIC:
+        for (uint32_t i = 0; i < ndisk; i++)
+            for (uint32_t j = 0; j < p->nversions; j++)
+                if (disk[i] == p->versions[j])
+                    out[n++] = disk[i];
+        for (uint32_t j = 0; j < p->nversions; j++) {
+            bool found = false;
+            for (uint32_t i = 0; i < ndisk && !found; i++)
+                found = disk[i] == p->versions[j];
+            if (!found)
+                log_warn("model %s: version %lld named by version_policy has no %s", model,
+                         (long long)p->versions[j], MODEL_FILE);
+        }
+        return n;
     }
-    e->state = MODEL_READY;
-    const struct model *m = e->model;
+    return 0;
+}
+
+static void log_loaded(const struct model *m)
+{
     if (m->sched_cfg.dynamic_batching)
-        log_info("model %s version %lld loaded in %llu ms (%u inputs, %u outputs, %u instances, "
+        log_info("model %s version %s loaded in %llu ms (%u inputs, %u outputs, %u instances, "
                  "batching up to %u after %llu us)",
-                 e->name, (long long)version, (unsigned long long)m->load_ms, m->info.ninputs,
+                 m->name, m->version_str, (unsigned long long)m->load_ms, m->info.ninputs,
                  m->info.noutputs, m->ninstances, m->sched_cfg.max_batch_size,
                  (unsigned long long)m->sched_cfg.max_queue_delay_us);
     else
-        log_info("model %s version %lld loaded in %llu ms (%u inputs, %u outputs, %u instances)",
-                 e->name, (long long)version, (unsigned long long)m->load_ms, m->info.ninputs,
+        log_info("model %s version %s loaded in %llu ms (%u inputs, %u outputs, %u instances)",
+                 m->name, m->version_str, (unsigned long long)m->load_ms, m->info.ninputs,
                  m->info.noutputs, m->ninstances);
+}
+
+static void entry_fail(struct model_entry *e, const char *fmt, const char *detail)
+{
+    snprintf(e->reason, sizeof e->reason, fmt, detail);
+    log_error("model %s: %s", e->name, e->reason);
+}
+
+static void load_entry(const struct registry_options *opts, struct model_entry *e)
+{
+    char dir[PATH_MAX_LEN];
+    char *text = NULL;
+    size_t len = 0;
+    struct error err;
+    error_clear(&err);
+    e->state = MODEL_UNAVAILABLE;
+    if (!path_fmt(dir, sizeof dir, "%s/%s", opts->repository, e->name)) {
+        entry_fail(e, "%s", "model path too long");
+        return;
+    }
+    if (read_config_text(dir, &text, &len, &err) != 0) {
+        entry_fail(e, "%s", err.msg);
+        return;
+    }
+    /* The version policy comes from the config file; Triton's default is
+     * the newest version. */
+    struct model_version_policy policy = {.kind = MODEL_VERSIONS_LATEST, .num_versions = 1};
+    struct model_config parsed;
+    bool have_parsed = false;
+    if (text) {
+        if (model_config_parse(text, len, &parsed, &err) != 0) {
+            entry_fail(e, "config.pbtxt:%s", err.msg);
+            mem_free(text);
+            return;
+        }
+        have_parsed = true;
+        policy = parsed.version_policy;
+        for (uint32_t i = 0; i < parsed.nignored; i++)
+            log_warn("model %s: config.pbtxt:%u:%u: '%s' is not used by inferd", e->name,
+                     parsed.ignored[i].line, parsed.ignored[i].col, parsed.ignored[i].path);
+    }
+    int64_t disk[MAX_VERSIONS], chosen[MAX_VERSIONS];
+    uint32_t ndisk = list_versions(dir, disk, MAX_VERSIONS);
+    uint32_t nchosen = select_versions(e->name, &policy, disk, ndisk, chosen);
+    if (have_parsed)
+        model_config_free(&parsed); /* policy pointed into it: not used past here */
+    if (nchosen == 0) {
+        entry_fail(e, "%s", ndisk ? "version_policy selects no version on disk"
+                                  : "no version directory with a model.onnx file");
+        mem_free(text);
+        return;
+    }
+    e->versions = mem_calloc(nchosen, sizeof *e->versions);
+    if (!e->versions) {
+        entry_fail(e, "%s", "out of memory");
+        mem_free(text);
+        return;
+    }
+    for (uint32_t i = 0; i < nchosen; i++) {
+        struct model *m = NULL;
+        if (model_load(opts, e->name, chosen[i], text, len, &m, &err) != 0) {
+            snprintf(e->reason, sizeof e->reason, "version %lld: %s", (long long)chosen[i],
+                     err.msg);
+            log_error("model %s version %lld failed to load: %s", e->name,
+                      (long long)chosen[i], err.msg);
+            e->failed_versions++;
+            continue;
+        }
+        log_loaded(m);
+        e->versions[e->nversions++] = m;
+    }
+    mem_free(text);
+    if (e->nversions > 0) {
+        e->state = MODEL_READY;
+        e->model = e->versions[e->nversions - 1];
+    }
 }
 
 int registry_load(const struct registry_options *opts, struct registry *reg, struct error *err)
@@ -299,7 +499,9 @@ int registry_load(const struct registry_options *opts, struct registry *reg, str
 void registry_free(struct registry *reg)
 {
     for (uint32_t i = 0; i < reg->count; i++) {
-        model_free(reg->entries[i].model);
+        for (uint32_t v = 0; v < reg->entries[i].nversions; v++)
+            model_free(reg->entries[i].versions[v]);
+        mem_free(reg->entries[i].versions);
         mem_free(reg->entries[i].name);
     }
     mem_free(reg->entries);
@@ -330,9 +532,17 @@ const struct model_entry *registry_find(const struct registry *reg, const char *
 bool registry_all_ready(const struct registry *reg)
 {
     for (uint32_t i = 0; i < reg->count; i++)
-        if (reg->entries[i].state != MODEL_READY)
+        if (reg->entries[i].state != MODEL_READY || reg->entries[i].failed_versions)
             return false;
     return true;
+}
+
+const struct model *registry_version(const struct model_entry *e, const char *version)
+{
+    for (uint32_t i = 0; i < e->nversions; i++)
+        if (strcmp(e->versions[i]->version_str, version) == 0)
+            return e->versions[i];
+    return NULL;
 }
 
 int model_input_index(const struct model *m, const char *name)

@@ -1,0 +1,724 @@
+#include "api/tensor_json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "base/numfmt.h"
+#include "base/numparse.h"
+#include "core/fp16.h"
+
+/* ------------------------------------------------------------------------ */
+/* Shared: UTF-8 and escapes (the same rules as base/json.c)                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Length of the well-formed UTF-8 sequence at s (n > 0 bytes available), or
+ * 0. Unicode table 3-7: overlong forms, surrogates and code points above
+ * U+10FFFF are excluded by the range allowed for the second byte.
+ */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t len;
+
+    if (c < 0x80)
+        return 1;
+    if (c < 0xC2)
+        return 0;
+    if (c < 0xE0) {
+        len = 2;
+    } else if (c < 0xF0) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c < 0xF5) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+static int hex4(const unsigned char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (uint32_t)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+ * The escape at s (a backslash; end is the end of the text): its length
+ * and the code point it stands for, or 0 with *why set. A high surrogate
+ * must be followed by an escaped low one; the pair is one code point.
+ */
+static size_t escape_at(const unsigned char *s, const unsigned char *end, uint32_t *cp,
+                        const char **why)
+{
+    static const char letters[] = "\"\\/bfnrt";
+    static const char bytes[] = "\"\\/\b\f\n\r\t";
+    uint32_t low;
+
+    if (end - s < 2) {
+        *why = "unterminated string";
+        return 0;
+    }
+    const char *hit = s[1] ? memchr(letters, s[1], sizeof letters - 1) : NULL;
+    if (hit) {
+        *cp = (unsigned char)bytes[hit - letters];
+        return 2;
+    }
+    if (s[1] != 'u' || end - s < 6 || hex4(s + 2, cp) != 0) {
+        *why = "invalid escape";
+        return 0;
+    }
+    if (*cp >= 0xDC00 && *cp <= 0xDFFF) {
+        *why = "lone surrogate in \\u escape";
+        return 0;
+    }
+    if (*cp < 0xD800 || *cp > 0xDBFF)
+        return 6;
+    if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, &low) != 0 || low < 0xDC00 ||
+        low > 0xDFFF) {
+        *why = "lone surrogate in \\u escape";
+        return 0;
+    }
+    *cp = 0x10000 + ((*cp - 0xD800) << 10) + (low - 0xDC00);
+    return 12;
+}
+
+static char *put_utf8(char *d, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *d++ = (char)cp;
+    } else if (cp < 0x800) {
+        *d++ = (char)(0xC0 | (cp >> 6));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *d++ = (char)(0xE0 | (cp >> 12));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *d++ = (char)(0xF0 | (cp >> 18));
+        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    }
+    return d;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parser                                                                   */
+/* ------------------------------------------------------------------------ */
+
+struct tj_parser {
+    const char *text, *end;
+    enum dtype dtype;
+    int64_t count;
+    unsigned char *out;        /* numeric and BOOL destination */
+    struct tensor_bytes *strs; /* BYTES destination */
+    struct arena *arena;
+    const char *input; /* for messages */
+    struct error *err;
+    int64_t index;       /* leaves seen so far */
+    int64_t bad_index;   /* the first bad element, -1 while there is none */
+    const char *bad_why; /* its reason; NULL: the datatype is not supported */
+};
+
+static int malformed(struct tj_parser *t, const char *at, const char *msg)
+{
+    return error_set(t->err, 400, "input '%s': malformed JSON in 'data' at byte %zu: %s", t->input,
+                     (size_t)(at - t->text), msg);
+}
+
+/* Remembers the first bad element; its error is reported only if the whole
+ * span is valid JSON with the right number of elements. */
+static void bad_element(struct tj_parser *t, const char *why)
+{
+    if (t->bad_index < 0) {
+        t->bad_index = t->index;
+        t->bad_why = why;
+    }
+}
+
+/* Whether the current leaf is to be converted and stored: past the count,
+ * or after a bad element, the rest only needs to be valid JSON. */
+static inline bool storing(const struct tj_parser *t)
+{
+    return t->index < t->count && t->bad_index < 0;
+}
+
+static inline const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+static bool dtype_supported(enum dtype dt)
+{
+    return dt > DT_INVALID && dt < DT_COUNT && dt != DT_BF16;
+}
+
+/* Why a leaf of the wrong JSON kind is bad for the datatype. */
+static const char *wrong_kind(enum dtype dt)
+{
+    if (!dtype_supported(dt))
+        return NULL;
+    return dt == DT_BOOL ? "not true or false" : dt == DT_BYTES ? "not a string" : "not a number";
+}
+
+/*
+ * The string at *pp (a quote). Validated completely; *pp is left after the
+ * closing quote. With dst, the content is stored: pointing into the text
+ * when there is no escape, else decoded into the arena (never longer than
+ * its source text).
+ */
+static int string_value(struct tj_parser *t, const char **pp, struct tensor_bytes *dst)
+{
+    const unsigned char *start = (const unsigned char *)*pp + 1, *s = start;
+    const unsigned char *end = (const unsigned char *)t->end;
+    const char *why;
+    uint32_t cp;
+    bool escaped = false;
+
+    for (;;) {
+        while (s < end && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+            s++;
+        if (s == end)
+            return malformed(t, t->end, "unterminated string");
+        if (*s == '"')
+            break;
+        if (*s == '\\') {
+            size_t n = escape_at(s, end, &cp, &why);
+            if (n == 0)
+                return malformed(t, (const char *)s, why);
+            escaped = true;
+            s += n;
+        } else if (*s < 0x20) {
+            return malformed(t, (const char *)s, "control character in string");
+        } else {
+            size_t n = utf8_seq_len(s, (size_t)(end - s));
+            if (n == 0)
+                return malformed(t, (const char *)s, "invalid UTF-8 in string");
+            s += n;
+        }
+    }
+    size_t raw = (size_t)(s - start);
+    if (raw >= UINT32_MAX)
+        return malformed(t, *pp, "string too long");
+    *pp = (const char *)s + 1;
+    if (!dst)
+        return 0;
+    if (!escaped) {
+        dst->ptr = (const char *)start;
+        dst->len = (uint32_t)raw;
+        return 0;
+    }
+    char *copy = arena_alloc(t->arena, raw), *d = copy;
+    if (!copy)
+        return error_set(t->err, 413, "input '%s': request too large to decode", t->input);
+    for (const unsigned char *q = start; q < s;) {
+        if (*q == '\\') {
+            q += escape_at(q, s, &cp, &why); /* validated above */
+            d = put_utf8(d, cp);
+        } else {
+            *d++ = (char)*q++;
+        }
+    }
+    dst->ptr = copy;
+    dst->len = (uint32_t)(d - copy);
+    return 0;
+}
+
+/* true, false or null at p; returns the byte after it or NULL. */
+static const char *literal(const char *p, const char *end, const char *word, size_t n)
+{
+    return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
+}
+
+/*
+ * Validates the scalar at *pp that is not part of the tensor (inside an
+ * object, or a leaf whose conversion is not needed).
+ */
+static int skip_scalar(struct tj_parser *t, const char **pp)
+{
+    const char *p = *pp, *next = NULL;
+    switch (*p) {
+    case '"':
+        return string_value(t, pp, NULL);
+    case 't':
+        next = literal(p, t->end, "true", 4);
+        break;
+    case 'f':
+        next = literal(p, t->end, "false", 5);
+        break;
+    case 'n':
+        next = literal(p, t->end, "null", 4);
+        break;
+    case 'N':
+    case 'I':
+        if (numparse_skip(p, t->end, NUMPARSE_NONFINITE, &next) != 0)
+            next = NULL;
+        break;
+    default:
+        if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            if (numparse_skip(p, t->end, NUMPARSE_NONFINITE, &next) != 0)
+                return malformed(t, next, "invalid number");
+            break;
+        }
+        return malformed(t, p, "unexpected character");
+    }
+    if (!next)
+        return malformed(t, p, "invalid literal");
+    *pp = next;
+    return 0;
+}
+
+/* `"key" :` inside an object, *pp at the key after whitespace. */
+static int object_key(struct tj_parser *t, const char **pp)
+{
+    const char *p = skip_ws(*pp, t->end);
+    if (p == t->end || *p != '"')
+        return malformed(t, p, "expected string key");
+    if (string_value(t, &p, NULL) != 0)
+        return -1;
+    p = skip_ws(p, t->end);
+    if (p == t->end || *p != ':')
+        return malformed(t, p, "expected ':'");
+    *pp = p + 1;
+    return 0;
+}
+
+/*
+ * Validates the object or array at *pp, `depth` containers deep already,
+ * without storing anything (objects are never tensor elements).
+ */
+static int skip_container(struct tj_parser *t, const char **pp, int depth)
+{
+    char closer[TENSOR_JSON_MAX_DEPTH];
+    int n = 0;
+    const char *p = *pp, *end = t->end;
+
+    for (;;) {
+        /* A value starts at p (whitespace skipped). */
+        if (p == end)
+            return malformed(t, p, "unexpected end of input");
+        if (*p == '[' || *p == '{') {
+            if (depth + n == TENSOR_JSON_MAX_DEPTH)
+                return malformed(t, p, "nesting too deep");
+            closer[n++] = *p == '[' ? ']' : '}';
+            p = skip_ws(p + 1, end);
+            if (p == end || *p != closer[n - 1]) {
+                if (closer[n - 1] == '}' && object_key(t, &p) != 0)
+                    return -1;
+                p = skip_ws(p, end);
+                continue;
+            }
+            p++; /* an empty container */
+            n--;
+        } else if (skip_scalar(t, &p) != 0) {
+            return -1;
+        }
+        /* A value is complete: close every container that ends here. */
+        for (;;) {
+            if (n == 0) {
+                *pp = p;
+                return 0;
+            }
+            p = skip_ws(p, end);
+            if (p < end && *p == ',') {
+                p++;
+                if (closer[n - 1] == '}' && object_key(t, &p) != 0)
+                    return -1;
+                p = skip_ws(p, end);
+                break;
+            }
+            if (p < end && *p == closer[n - 1]) {
+                p++;
+                n--;
+                continue;
+            }
+            if (p == end)
+                return malformed(t, p, "unexpected end of input");
+            return malformed(t, p, closer[n - 1] == '}' ? "expected ',' or '}'"
+                                                        : "expected ',' or ']'");
+        }
+    }
+}
+
+static void store_int(unsigned char *dst, size_t size, int64_t x)
+{
+    switch (size) {
+    case 1: { int8_t y = (int8_t)x; memcpy(dst, &y, 1); break; }
+    case 2: { int16_t y = (int16_t)x; memcpy(dst, &y, 2); break; }
+    case 4: { int32_t y = (int32_t)x; memcpy(dst, &y, 4); break; }
+    default: memcpy(dst, &x, 8); break;
+    }
+}
+
+static void store_uint(unsigned char *dst, size_t size, uint64_t x)
+{
+    switch (size) {
+    case 1: { uint8_t y = (uint8_t)x; memcpy(dst, &y, 1); break; }
+    case 2: { uint16_t y = (uint16_t)x; memcpy(dst, &y, 2); break; }
+    case 4: { uint32_t y = (uint32_t)x; memcpy(dst, &y, 4); break; }
+    default: memcpy(dst, &x, 8); break;
+    }
+}
+
+/*
+ * A number token at *pp that is a tensor element: converted and stored
+ * when storing(), else only validated. numparse's results map to the
+ * messages of the tree path: -EINVAL "not an integer", -ERANGE "out of
+ * range"; -EILSEQ is malformed JSON.
+ */
+static inline int number_leaf(struct tj_parser *t, const char **pp)
+{
+    const char *p = *pp, *next = p;
+    int rc;
+    size_t i = (size_t)t->index;
+    const unsigned flags = NUMPARSE_NONFINITE;
+
+    if (!storing(t)) {
+        rc = numparse_skip(p, t->end, flags, &next);
+    } else {
+        switch (t->dtype) {
+        case DT_FP32: {
+            float x;
+            rc = numparse_f32(p, t->end, flags, &x, &next);
+            if (rc == 0)
+                memcpy(t->out + 4 * i, &x, 4);
+            break;
+        }
+        case DT_FP64: {
+            double x;
+            rc = numparse_f64(p, t->end, flags, &x, &next);
+            if (rc == 0)
+                memcpy(t->out + 8 * i, &x, 8);
+            break;
+        }
+        case DT_FP16: {
+            float x;
+            rc = numparse_f32(p, t->end, flags, &x, &next);
+            if (rc == 0) {
+                uint16_t h = fp16_from_float(x);
+                if (isfinite(x) && (h & 0x7C00u) == 0x7C00u)
+                    rc = -ERANGE;
+                else
+                    memcpy(t->out + 2 * i, &h, 2);
+            }
+            break;
+        }
+        case DT_INT8:
+        case DT_INT16:
+        case DT_INT32:
+        case DT_INT64: {
+            int64_t x;
+            size_t size = dtype_size(t->dtype);
+            int64_t hi = size == 8 ? INT64_MAX : (INT64_C(1) << (8 * size - 1)) - 1;
+            rc = numparse_i64(p, t->end, flags, &x, &next);
+            if (rc == 0 && (x > hi || x < -hi - 1))
+                rc = -ERANGE;
+            if (rc == 0)
+                store_int(t->out + size * i, size, x);
+            break;
+        }
+        case DT_UINT8:
+        case DT_UINT16:
+        case DT_UINT32:
+        case DT_UINT64: {
+            uint64_t x;
+            size_t size = dtype_size(t->dtype);
+            uint64_t hi = size == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * size)) - 1;
+            rc = numparse_u64(p, t->end, flags, &x, &next);
+            if (rc == 0 && x > hi)
+                rc = -ERANGE;
+            if (rc == 0)
+                store_uint(t->out + size * i, size, x);
+            break;
+        }
+        default: /* BOOL, BYTES, unsupported: a number is the wrong kind */
+            rc = numparse_skip(p, t->end, flags, &next);
+            if (rc == 0)
+                bad_element(t, wrong_kind(t->dtype));
+            break;
+        }
+    }
+    if (rc == -EILSEQ) {
+        bool word = *p == 'N' || *p == 'I' || (*p == '-' && p + 1 < t->end && p[1] == 'I');
+        return word ? malformed(t, p, "invalid literal") : malformed(t, next, "invalid number");
+    }
+    if (rc == -EINVAL)
+        bad_element(t, "not an integer");
+    else if (rc == -ERANGE)
+        bad_element(t, "out of range");
+    *pp = next;
+    return 0;
+}
+
+/* A tensor element that is not a number: string, true/false, null, object. */
+static int other_leaf(struct tj_parser *t, const char **pp, int depth)
+{
+    const char *p = *pp;
+    bool store = storing(t);
+
+    switch (*p) {
+    case '"':
+        if (store && t->dtype == DT_BYTES)
+            return string_value(t, pp, &t->strs[t->index]);
+        if (string_value(t, pp, NULL) != 0)
+            return -1;
+        break;
+    case 't':
+    case 'f':
+        if (skip_scalar(t, pp) != 0)
+            return -1;
+        if (store && t->dtype == DT_BOOL) {
+            t->out[t->index] = *p == 't';
+            return 0;
+        }
+        break;
+    case '{':
+        if (skip_container(t, pp, depth) != 0)
+            return -1;
+        break;
+    case 'N':
+    case 'I':
+        return number_leaf(t, pp);
+    default: /* null, or not JSON */
+        if (skip_scalar(t, pp) != 0)
+            return -1;
+        break;
+    }
+    if (store)
+        bad_element(t, wrong_kind(t->dtype));
+    return 0;
+}
+
+int tensor_json_parse(const char *text, size_t len, enum dtype dtype, const int64_t *shape,
+                      uint32_t ndim, int64_t count, void *out, struct arena *arena,
+                      const char *input_name, struct error *err)
+{
+    struct tj_parser t = {
+        .text = text,
+        .end = len ? text + len : text, /* no arithmetic on a NULL empty text */
+        .dtype = dtype,
+        .count = count,
+        .out = out,
+        .strs = out,
+        .arena = arena,
+        .input = input_name,
+        .err = err,
+        .bad_index = -1,
+    };
+    const char *p = skip_ws(text, t.end), *end = t.end;
+    int depth = 0;
+
+    if (p == end || *p != '[')
+        return error_set(err, 400, "input '%s': 'data' must be an array", input_name);
+    for (;;) {
+        /* A value starts at p (whitespace skipped). */
+        if (p == end)
+            return malformed(&t, p, "unexpected end of input");
+        char c = *p;
+        if (c == '[') {
+            if (depth == TENSOR_JSON_MAX_DEPTH)
+                return malformed(&t, p, "nesting too deep");
+            depth++;
+            p = skip_ws(p + 1, end);
+            if (p == end || *p != ']')
+                continue; /* on to the first element */
+            p++; /* an empty array is a complete value */
+            depth--;
+        } else {
+            int rc = (c >= '0' && c <= '9') || c == '-' ? number_leaf(&t, &p)
+                                                        : other_leaf(&t, &p, depth);
+            if (rc != 0)
+                return -1;
+            t.index++;
+        }
+        /* A value is complete: close every array that ends here. */
+        for (;;) {
+            if (depth == 0)
+                goto out_done;
+            if (p < end && *p == ',') { /* the common case, no whitespace */
+                p = skip_ws(p + 1, end);
+                break;
+            }
+            p = skip_ws(p, end);
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                break;
+            }
+            if (p < end && *p == ']') {
+                p++;
+                depth--;
+                continue;
+            }
+            if (p == end)
+                return malformed(&t, p, "unexpected end of input");
+            return malformed(&t, p, "expected ',' or ']'");
+        }
+    }
+
+out_done:
+    p = skip_ws(p, end);
+    if (p != end)
+        return malformed(&t, p, "trailing characters after value");
+    if (t.index != count) {
+        char shape_text[128];
+        shape_format(shape, ndim, shape_text, sizeof shape_text);
+        return error_set(err, 400, "input '%s': shape %s needs %lld elements, 'data' has %lld",
+                         input_name, shape_text, (long long)count, (long long)t.index);
+    }
+    if (t.bad_index >= 0) {
+        if (!t.bad_why)
+            return error_set(err, 400, "input '%s': datatype %s is not supported in JSON",
+                             input_name, dtype_name(dtype));
+        return error_set(err, 400, "input '%s': element %lld is %s for datatype %s", input_name,
+                         (long long)t.bad_index, t.bad_why, dtype_name(dtype));
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writer                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Writes s as a quoted JSON string (as json_w_str): runs that need no
+ * escaping in one append, invalid UTF-8 bytes as \u00XX. */
+static void write_string(struct buf *b, const char *str, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    static const char letters[] = "\"\\bfnrt";
+    static const char bytes[] = "\"\\\b\f\n\r\t";
+    const unsigned char *s = (const unsigned char *)str, *end = s + n, *run = s;
+
+    buf_putc(b, '"');
+    while (s < end) {
+        unsigned char c = *s;
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            s++;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_seq_len(s, (size_t)(end - s));
+            if (k) {
+                s += k;
+                continue;
+            }
+        }
+        buf_append(b, run, (size_t)(s - run));
+        const char *hit = c ? memchr(bytes, c, sizeof bytes - 1) : NULL;
+        if (hit) {
+            char esc[2] = {'\\', letters[hit - bytes]};
+            buf_append(b, esc, 2);
+        } else {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
+            buf_append(b, esc, 6);
+        }
+        run = ++s;
+    }
+    buf_append(b, run, (size_t)(s - run));
+    buf_putc(b, '"');
+}
+
+/* One numeric or BOOL element as text at o (NUMFMT_MAX bytes of room). */
+static size_t format_element(char *o, enum dtype dtype, const unsigned char *p, int64_t i)
+{
+    size_t k = (size_t)i;
+    switch (dtype) {
+    case DT_BOOL:
+        if (p[k]) {
+            memcpy(o, "true", 4);
+            return 4;
+        }
+        memcpy(o, "false", 5);
+        return 5;
+    case DT_INT8: { int8_t x; memcpy(&x, p + k, 1); return numfmt_i64(o, x); }
+    case DT_INT16: { int16_t x; memcpy(&x, p + 2 * k, 2); return numfmt_i64(o, x); }
+    case DT_INT32: { int32_t x; memcpy(&x, p + 4 * k, 4); return numfmt_i64(o, x); }
+    case DT_INT64: { int64_t x; memcpy(&x, p + 8 * k, 8); return numfmt_i64(o, x); }
+    case DT_UINT8: return numfmt_u64(o, p[k]);
+    case DT_UINT16: { uint16_t x; memcpy(&x, p + 2 * k, 2); return numfmt_u64(o, x); }
+    case DT_UINT32: { uint32_t x; memcpy(&x, p + 4 * k, 4); return numfmt_u64(o, x); }
+    case DT_UINT64: { uint64_t x; memcpy(&x, p + 8 * k, 8); return numfmt_u64(o, x); }
+    case DT_FP16: { uint16_t x; memcpy(&x, p + 2 * k, 2); return numfmt_f32(o, fp16_to_float(x)); }
+    case DT_FP32: { float x; memcpy(&x, p + 4 * k, 4); return numfmt_f32(o, x); }
+    case DT_FP64: { double x; memcpy(&x, p + 8 * k, 8); return numfmt_f64(o, x); }
+    default:
+        memcpy(o, "null", 4);
+        return 4;
+    }
+}
+
+/* Elements formatted per reservation of the buffer. */
+#define WRITE_BATCH 64
+#define ELEMENT_ROOM (NUMFMT_MAX + 1) /* a comma and the number (with its NUL) */
+
+void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_t count)
+{
+    const unsigned char *p = data;
+
+    if (b->err || buf_putc(b, '[') != 0)
+        return;
+    for (int64_t i = 0; i < count && !b->err;) {
+        if (dtype == DT_BYTES) {
+            const struct tensor_bytes *s = (const struct tensor_bytes *)data + i;
+            if (i > 0)
+                buf_putc(b, ',');
+            write_string(b, s->ptr, s->len);
+            i++;
+            continue;
+        }
+        int64_t n = count - i < WRITE_BATCH ? count - i : WRITE_BATCH;
+        size_t room = (size_t)n * ELEMENT_ROOM;
+        if (b->len > b->max || b->max - b->len < room) {
+            /* Near the ceiling: one element at a time, so the ceiling
+             * fails exactly where the output stops fitting. */
+            char tmp[ELEMENT_ROOM];
+            size_t k = 0;
+            if (i > 0)
+                tmp[k++] = ',';
+            k += format_element(tmp + k, dtype, p, i);
+            buf_append(b, tmp, k);
+            i++;
+            continue;
+        }
+        if (buf_reserve(b, room) != 0)
+            return;
+        char *o = b->data + b->len;
+        for (int64_t end = i + n; i < end; i++) {
+            if (i > 0)
+                *o++ = ',';
+            o += format_element(o, dtype, p, i);
+        }
+        b->len = (size_t)(o - b->data);
+    }
+    buf_putc(b, ']');
+}

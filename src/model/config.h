@@ -1,0 +1,229 @@
+/*
+ * config: a model's configuration, Triton's ModelConfig as inferd uses it.
+ *
+ * Sources: `<repo>/<model>/config.pbtxt` (protobuf text format, parsed by
+ * model_config_parse), completed and checked against the ONNX model's own
+ * inputs and outputs by model_config_check; or, without a config.pbtxt,
+ * derived from the ONNX model alone by model_config_from_onnx. The result is
+ * the model's effective configuration: the scheduler reads dynamic_batching
+ * and instance_groups, the registry reads version_policy, and GET
+ * /v2/models/{m}/config returns model_config_write_json.
+ *
+ * Lifecycle: a struct model_config is filled by model_config_parse or
+ * model_config_from_onnx, completed in place by model_config_check, and
+ * released by model_config_free. All its strings and arrays live in its own
+ * arena (`_arena`): they stay valid until model_config_free, and pointers to
+ * them must not outlive it. A struct model_config may be moved with memcpy
+ * (the source is then forgotten, not freed). Not thread-safe while it is
+ * being filled; read-only afterwards, from any thread.
+ *
+ * Dims: `dims` are the shape clients see, without the batch dimension when
+ * max_batch_size > 0 (the model's tensors are then [-1] + dims); -1 is a
+ * variable dimension. When `has_reshape`, the model itself sees `reshape`
+ * (again without the batch dimension) and the server reshapes between the
+ * two; their element counts agree.
+ */
+#ifndef INFERD_MODEL_CONFIG_H
+#define INFERD_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "base/arena.h"
+#include "base/error.h"
+#include "base/json.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+/* Largest config.pbtxt accepted, in bytes. */
+#define MODEL_CONFIG_MAX_TEXT (1u << 20)
+/* max_batch_size given to a batchable model that has no config.pbtxt. */
+#define MODEL_CONFIG_DEFAULT_MAX_BATCH 64
+/* max_queue_delay_microseconds given with it. */
+#define MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US 100
+
+enum model_io_format { MODEL_IO_FORMAT_NONE, MODEL_IO_FORMAT_NHWC, MODEL_IO_FORMAT_NCHW };
+
+struct model_config_io {
+    char *name;
+    enum dtype dtype; /* DT_INVALID only between parse and check */
+    uint32_t ndim;
+    int64_t dims[TENSOR_MAX_DIMS]; /* without the batch dim; -1 = variable */
+    bool has_dims;                 /* false only between parse and check */
+    bool has_reshape;
+    uint32_t reshape_ndim; /* 0 with has_reshape: a scalar per batch row */
+    int64_t reshape[TENSOR_MAX_DIMS];
+    enum model_io_format format; /* inputs only; informational */
+    bool optional;               /* inputs only: requests may omit it */
+    char *label_filename;        /* outputs only; "" if none */
+    bool autocompleted;          /* taken from the ONNX model, not config.pbtxt */
+};
+
+enum model_timeout_action { MODEL_TIMEOUT_REJECT, MODEL_TIMEOUT_DELAY };
+
+struct model_queue_policy {
+    enum model_timeout_action timeout_action;
+    uint64_t default_timeout_us; /* 0 = requests do not time out in the queue */
+    bool allow_timeout_override; /* a request's `timeout` may shorten it */
+    uint32_t max_queue_size;     /* 0 = no per-policy limit (the server's applies) */
+};
+
+struct model_priority_policy {
+    uint64_t level; /* 1 .. priority_levels */
+    struct model_queue_policy policy;
+};
+
+struct model_dynamic_batching {
+    bool enabled;
+    uint32_t npreferred;
+    int32_t *preferred_batch_size; /* each 1 .. max_batch_size */
+    uint64_t max_queue_delay_us;
+    bool preserve_ordering;
+    uint64_t priority_levels;        /* 0 = no priorities */
+    uint64_t default_priority_level; /* 1 .. priority_levels, or 0 without levels */
+    struct model_queue_policy default_queue_policy;
+    uint32_t npriority_policies;
+    struct model_priority_policy *priority_queue_policy; /* distinct levels */
+};
+
+/* KIND_GPU is rejected at parse time; KIND_AUTO becomes KIND_CPU in check. */
+enum model_instance_kind { MODEL_INSTANCE_AUTO, MODEL_INSTANCE_CPU, MODEL_INSTANCE_MODEL };
+
+struct model_instance_group {
+    char *name; /* "" between parse and check, then "<model>_<index>" if unnamed */
+    enum model_instance_kind kind;
+    int32_t count; /* instances in the group, >= 1 */
+};
+
+enum model_version_policy_kind {
+    MODEL_VERSIONS_LATEST,   /* the num_versions highest versions */
+    MODEL_VERSIONS_ALL,      /* every version directory */
+    MODEL_VERSIONS_SPECIFIC, /* exactly the listed versions */
+};
+
+struct model_version_policy {
+    enum model_version_policy_kind kind;
+    uint32_t num_versions; /* LATEST: >= 1 */
+    uint32_t nversions;    /* SPECIFIC: >= 1 */
+    int64_t *versions;     /* SPECIFIC: each >= 0, in config order */
+};
+
+enum model_warmup_source { MODEL_WARMUP_ZERO, MODEL_WARMUP_RANDOM, MODEL_WARMUP_FILE };
+
+struct model_warmup_input {
+    char *name;
+    enum dtype dtype;
+    uint32_t ndim;
+    int64_t dims[TENSOR_MAX_DIMS]; /* without the batch dim; all >= 1 */
+    enum model_warmup_source source;
+    char *input_data_file; /* FILE: a file name in <model>/warmup/; else "" */
+};
+
+struct model_warmup {
+    char *name;
+    uint32_t batch_size; /* 1 .. max(1, max_batch_size) */
+    uint32_t count;      /* executions; 0 means once (Triton's default) */
+    uint32_t ninputs;
+    struct model_warmup_input *inputs; /* distinct names */
+};
+
+struct model_parameter {
+    char *key;
+    char *string_value;
+};
+
+/* A field Triton knows that inferd does not use: reported as a warning. */
+struct model_config_ignored {
+    char *path;         /* e.g. "optimization", "instance_group.rate_limiter" */
+    uint32_t line, col; /* first occurrence in config.pbtxt */
+};
+
+struct model_config {
+    char *name;             /* "" until check fills in the directory name */
+    char *platform;         /* "" or "onnxruntime_onnx" (check fills it in) */
+    char *backend;          /* "" or "onnxruntime" (check fills it in) */
+    int32_t max_batch_size; /* 0 = no batch dimension */
+    uint32_t ninputs, noutputs;
+    struct model_config_io *inputs, *outputs;
+    struct model_dynamic_batching dynamic_batching;
+    uint32_t ninstance_groups;
+    struct model_instance_group *instance_groups; /* >= 1 after check */
+    struct model_version_policy version_policy;   /* default: latest 1 */
+    uint32_t nwarmups;
+    struct model_warmup *warmups;
+    uint32_t nparameters;
+    struct model_parameter *parameters; /* distinct keys, config order */
+    uint32_t nignored;
+    struct model_config_ignored *ignored; /* distinct paths */
+
+    bool _max_batch_size_set; /* the text set max_batch_size */
+    struct arena _arena;
+};
+
+/*
+ * Parses config.pbtxt text[0..len) into *cfg (which need not be
+ * initialized; previous contents are overwritten, not freed). On success
+ * returns 0 and cfg owns its memory (free with model_config_free); fields
+ * the text does not set have Triton's defaults (version_policy latest 1,
+ * no dynamic batching, no instance groups yet). Fields Triton knows but
+ * inferd does not use are listed in cfg->ignored for the caller to log.
+ * On error returns -1 with err->status 400 and err->msg
+ * "line:col: field.path: message" (syntax errors, unknown fields, values
+ * of the wrong kind or range, duplicated singular fields, GPU instance
+ * groups, inconsistent batching settings), or 500 if memory ran
+ * out; cfg is then left empty (model_config_free is allowed, not needed).
+ */
+int model_config_parse(const char *text, size_t len, struct model_config *cfg, struct error *err);
+
+/*
+ * Checks a parsed config against the model directory name and the ONNX
+ * model's inputs and outputs, and completes it in place the way Triton's
+ * autocomplete does: name, platform and backend are filled in; inputs and
+ * outputs the config does not list (or lists without data_type / dims) are
+ * taken from the ONNX model; an unnamed instance group is named
+ * "<model>_<index>", KIND_AUTO becomes KIND_CPU, and a config without
+ * instance groups gets one KIND_CPU group of 1 instance; dynamic batching
+ * without preferred sizes prefers max_batch_size. A config that sets neither
+ * max_batch_size nor any input or output is completed as
+ * model_config_from_onnx does.
+ * Errors (-1, err->status 400, message naming the field and both values):
+ * name differs from model_name; unsupported platform/backend; a configured
+ * input/output the model does not have; data_type or dims that disagree
+ * with the model; max_batch_size > 0 with a model tensor whose leading dim
+ * is not variable; warmup samples that do not fit the inputs. `cfg` may be
+ * partly completed after an error; free it. `onnx` is only read.
+ */
+int model_config_check(struct model_config *cfg, const char *model_name,
+                       const struct model_info *onnx, struct error *err);
+
+/*
+ * The configuration of a model without config.pbtxt. Every input and output
+ * comes from the ONNX model. If all of them have a variable leading
+ * dimension (and there is at least one), the model is batched:
+ * max_batch_size = MODEL_CONFIG_DEFAULT_MAX_BATCH, dims exclude that
+ * dimension, and dynamic batching is on with max_queue_delay_microseconds =
+ * MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US; otherwise max_batch_size = 0 and dims
+ * are the model's. One KIND_CPU instance. Returns 0, or -ENOMEM (cfg is then
+ * empty). cfg owns its memory (model_config_free).
+ */
+int model_config_from_onnx(const char *model_name, const struct model_info *onnx,
+                           struct model_config *cfg);
+
+/* Releases everything cfg owns and leaves it empty. Idempotent. */
+void model_config_free(struct model_config *cfg);
+
+/*
+ * Writes the config as JSON in the shape of Triton's GET
+ * /v2/models/{m}/config (protobuf JSON mapping with the proto field names,
+ * every scalar field printed, 64-bit integers as numbers). Errors are
+ * sticky in the writer's buf.
+ */
+void model_config_write_json(const struct model_config *cfg, struct json_writer *w);
+
+/* Index of the config input/output named `name`, or -1. */
+int model_config_input_index(const struct model_config *cfg, const char *name);
+int model_config_output_index(const struct model_config *cfg, const char *name);
+
+#endif
