@@ -121,6 +121,7 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_key(&w, "extensions");
     json_w_arr_begin(&w);
     json_w_cstr(&w, "binary_tensor_data");
+    json_w_cstr(&w, "model_configuration");
     json_w_arr_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
@@ -137,20 +138,24 @@ static void handle_health(struct rest_api *api, struct http_txn *txn, bool ready
 
 /* ---- model endpoints -------------------------------------------------- */
 
-/* Resolves {m} and the optional version; answers 404 itself on failure. */
+/* Resolves {m} and the optional version (default: the newest loaded);
+ * answers 404 itself on failure. */
 static const struct model *find_model(struct rest_api *api, struct http_txn *txn,
-                                      const struct segment *name, const struct segment *version)
+                                      const struct segment *name, const struct segment *version,
+                                      const struct model_entry **entry)
 {
     struct error err;
+    const struct model *m = NULL;
     const struct model_entry *e = registry_find(api->registry, name->text, name->len);
+    *entry = e;
     if (!e)
         error_set(&err, 404, "unknown model '%s'", name->text);
     else if (e->state != MODEL_READY)
         error_set(&err, 404, "model '%s' is not ready: %s", e->name, e->reason);
-    else if (version && strcmp(version->text, e->model->version_str) != 0)
+    else if (version && !(m = registry_version(e, version->text)))
         error_set(&err, 404, "model '%s' has no ready version '%s'", e->name, version->text);
     else
-        return e->model;
+        return m ? m : e->model;
     http_txn_error(txn, err.status, err.msg);
     return NULL;
 }
@@ -174,7 +179,8 @@ static void write_ios(struct json_writer *w, const struct model_io *ios, uint32_
     json_w_arr_end(w);
 }
 
-static void handle_model_metadata(struct http_txn *txn, const struct model *m)
+static void handle_model_metadata(struct http_txn *txn, const struct model_entry *e,
+                                  const struct model *m)
 {
     struct json_writer w;
     json_w_init(&w, &txn->body);
@@ -183,7 +189,8 @@ static void handle_model_metadata(struct http_txn *txn, const struct model *m)
     json_w_cstr(&w, m->name);
     json_w_key(&w, "versions");
     json_w_arr_begin(&w);
-    json_w_cstr(&w, m->version_str);
+    for (uint32_t i = 0; i < e->nversions; i++)
+        json_w_cstr(&w, e->versions[i]->version_str);
     json_w_arr_end(&w);
     json_w_key(&w, "platform");
     json_w_cstr(&w, m->platform);
@@ -192,6 +199,15 @@ static void handle_model_metadata(struct http_txn *txn, const struct model *m)
     json_w_key(&w, "outputs");
     write_ios(&w, m->info.outputs, m->info.noutputs);
     json_w_obj_end(&w);
+    respond_json(txn, 200);
+}
+
+/* Triton's model_configuration extension: the effective configuration. */
+static void handle_model_config(struct http_txn *txn, const struct model *m)
+{
+    struct json_writer w;
+    json_w_init(&w, &txn->body);
+    model_config_write_json(&m->config, &w);
     respond_json(txn, 200);
 }
 
@@ -344,7 +360,7 @@ static void handle_infer(struct rest_api *api, struct http_txn *txn, const struc
     api->inflight++;
 }
 
-/* /v2/models/{m}[/versions/{v}][/ready|/infer] */
+/* /v2/models/{m}[/versions/{v}][/ready|/infer|/config] */
 static void route_model(struct rest_api *api, struct http_txn *txn, const struct route *r)
 {
     const struct segment *name = &r->seg[2];
@@ -359,7 +375,8 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
         i = 5;
     }
     const char *action = i < r->n ? r->seg[i].text : "";
-    if (i + 1 < r->n || (i < r->n && strcmp(action, "ready") != 0 && strcmp(action, "infer") != 0)) {
+    if (i + 1 < r->n || (i < r->n && strcmp(action, "ready") != 0 &&
+                         strcmp(action, "infer") != 0 && strcmp(action, "config") != 0)) {
         http_txn_error(txn, 404, "unknown path");
         return;
     }
@@ -368,7 +385,8 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
         method_not_allowed(txn, infer ? "POST" : "GET, HEAD");
         return;
     }
-    const struct model *m = find_model(api, txn, name, version);
+    const struct model_entry *e;
+    const struct model *m = find_model(api, txn, name, version, &e);
     if (!m)
         return;
     if (infer) {
@@ -377,8 +395,10 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
     }
     else if (strcmp(action, "ready") == 0)
         http_txn_respond(txn, 200, NULL);
+    else if (strcmp(action, "config") == 0)
+        handle_model_config(txn, m);
     else
-        handle_model_metadata(txn, m);
+        handle_model_metadata(txn, e, m);
 }
 
 void rest_handle(void *app, struct http_txn *txn)
