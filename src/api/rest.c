@@ -1,8 +1,10 @@
 #include "api/rest.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/infer_json.h"
 #include "base/json.h"
@@ -122,6 +124,7 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_arr_begin(&w);
     json_w_cstr(&w, "binary_tensor_data");
     json_w_cstr(&w, "model_configuration");
+    json_w_cstr(&w, "model_repository");
     json_w_arr_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
@@ -129,24 +132,29 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
 
 static void handle_health(struct rest_api *api, struct http_txn *txn, bool ready_check)
 {
-    if (ready_check && !registry_all_ready(api->registry)) {
-        http_txn_error(txn, 503, "not every model is ready");
-        return;
+    if (ready_check) {
+        struct model_snapshot *s = repository_acquire(api->repo);
+        bool ready = snapshot_all_ready(s);
+        repository_release(api->repo, s);
+        if (!ready) {
+            http_txn_error(txn, 503, "not every model is ready");
+            return;
+        }
     }
     http_txn_respond(txn, 200, NULL);
 }
 
 /* ---- model endpoints -------------------------------------------------- */
 
-/* Resolves {m} and the optional version (default: the newest loaded);
- * answers 404 itself on failure. */
-static const struct model *find_model(struct rest_api *api, struct http_txn *txn,
+/* Resolves {m} and the optional version (default: the newest loaded) in
+ * snapshot s; answers 404 itself on failure. */
+static const struct model *find_model(const struct model_snapshot *s, struct http_txn *txn,
                                       const struct segment *name, const struct segment *version,
                                       const struct model_entry **entry)
 {
     struct error err;
     const struct model *m = NULL;
-    const struct model_entry *e = registry_find(api->registry, name->text, name->len);
+    const struct model_entry *e = snapshot_find(s, name->text, name->len);
     *entry = e;
     if (!e)
         error_set(&err, 404, "unknown model '%s'", name->text);
@@ -293,6 +301,7 @@ static void infer_done(struct loop_task *task)
         txn = NULL;
     }
     sched_release(req);
+    model_unref(req->model);
     if (txn)
         http_txn_respond(txn, 0, NULL); /* aborted: only releases the connection */
     struct rest_api *api = ri->api;
@@ -342,7 +351,9 @@ static void handle_infer(struct rest_api *api, struct http_txn *txn, const struc
         http_txn_error(txn, 503, "out of memory");
         return;
     }
-    ri->req.model = (struct model *)m;
+    /* The request keeps the version loaded until it is answered, even if a
+     * reload or unload replaces it meanwhile. */
+    ri->req.model = model_ref((struct model *)m);
     ri->req.complete = infer_complete;
     ri->txn = txn;
     ri->api = api;
@@ -354,6 +365,7 @@ static void handle_infer(struct rest_api *api, struct http_txn *txn, const struc
         if (err.status == 429 || err.status == 503)
             http_txn_add_header(txn, "Retry-After", "1");
         http_txn_error(txn, err.status, err.msg);
+        model_unref(ri->req.model);
         rest_infer_put(api, ri);
         return;
     }
@@ -385,20 +397,171 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
         method_not_allowed(txn, infer ? "POST" : "GET, HEAD");
         return;
     }
+    struct model_snapshot *s = repository_acquire(api->repo);
     const struct model_entry *e;
-    const struct model *m = find_model(api, txn, name, version, &e);
-    if (!m)
-        return;
-    if (infer) {
+    const struct model *m = find_model(s, txn, name, version, &e);
+    if (!m) {
+    } else if (infer) {
         atomic_fetch_add_explicit(&api->infer_requests, 1, memory_order_relaxed);
         handle_infer(api, txn, m);
-    }
-    else if (strcmp(action, "ready") == 0)
+    } else if (strcmp(action, "ready") == 0) {
         http_txn_respond(txn, 200, NULL);
-    else if (strcmp(action, "config") == 0)
+    } else if (strcmp(action, "config") == 0) {
         handle_model_config(txn, m);
-    else
+    } else {
         handle_model_metadata(txn, e, m);
+    }
+    repository_release(api->repo, s);
+}
+
+/* ---- repository API (Triton's model_repository extension) --------------- */
+
+/* A load or unload in progress: answered when the manager has done it. */
+struct rest_repo_call {
+    struct repo_cmd cmd;
+    struct http_txn *txn;
+    struct rest_api *api;
+    struct loop_task task;
+    char *config; /* override text, owned */
+};
+
+static void repo_call_done_on_loop(struct loop_task *task)
+{
+    struct rest_repo_call *call =
+        (struct rest_repo_call *)((char *)task - offsetof(struct rest_repo_call, task));
+    struct rest_api *api = call->api;
+    api->inflight--;
+    if (call->cmd.status)
+        http_txn_error(call->txn, call->cmd.status, call->cmd.msg);
+    else
+        http_txn_respond(call->txn, 200, NULL);
+    mem_free(call->config);
+    mem_free(call);
+    if (api->inflight == 0 && api->on_idle)
+        api->on_idle(api->idle_arg);
+}
+
+/* Manager thread: bring the answer back to the connection's loop. */
+static void repo_call_done(struct repo_cmd *cmd)
+{
+    struct rest_repo_call *call = (struct rest_repo_call *)cmd;
+    loop_post(call->api->loop, &call->task);
+}
+
+/* Reads the optional JSON body of a load/unload/index request into *root. */
+static int parse_body(struct http_txn *txn, struct arena *a, const struct json_value **root,
+                      struct error *err)
+{
+    *root = NULL;
+    if (!txn->req.body_len)
+        return 0;
+    struct json_value *v;
+    const char *msg;
+    size_t off;
+    if (json_parse(a, txn->req.body, (size_t)txn->req.body_len, NULL, &v, &msg, &off) != 0)
+        return error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
+    if (v->type != JSON_OBJECT)
+        return error_set(err, 400, "request body must be a JSON object");
+    *root = v;
+    return 0;
+}
+
+static void handle_repository_index(struct rest_api *api, struct http_txn *txn)
+{
+    struct arena a;
+    arena_init(&a, 4096, 1 << 20);
+    struct error err;
+    const struct json_value *body;
+    if (parse_body(txn, &a, &body, &err) != 0) {
+        arena_free(&a);
+        http_txn_error(txn, err.status, err.msg);
+        return;
+    }
+    const struct json_value *ready = json_get(body, "ready");
+    if (ready && ready->type != JSON_TRUE && ready->type != JSON_FALSE) {
+        arena_free(&a);
+        http_txn_error(txn, 400, "'ready' must be a boolean");
+        return;
+    }
+    struct json_writer w;
+    json_w_init(&w, &txn->body);
+    repository_index(api->repo, ready && ready->type == JSON_TRUE, &w);
+    arena_free(&a);
+    respond_json(txn, 200);
+}
+
+static void handle_repository_call(struct rest_api *api, struct http_txn *txn,
+                                   const struct segment *name, bool load)
+{
+    struct arena a;
+    arena_init(&a, 4096, 1 << 20);
+    struct error err;
+    const struct json_value *body;
+    struct rest_repo_call *call = NULL;
+    if (parse_body(txn, &a, &body, &err) != 0)
+        goto out_error;
+    const struct json_value *params = json_get(body, "parameters");
+    const struct json_value *config = json_get(params, "config");
+    if (params && params->type != JSON_OBJECT) {
+        error_set(&err, 400, "'parameters' must be an object");
+        goto out_error;
+    }
+    if (config && (!load || config->type != JSON_STRING)) {
+        error_set(&err, 400, "'config' must be a string and is only accepted by load");
+        goto out_error;
+    }
+    if (name->len >= sizeof call->cmd.name || memchr(name->text, '/', name->len) ||
+        memchr(name->text, '\0', name->len) || name->text[0] == '.') {
+        error_set(&err, 400, "invalid model name");
+        goto out_error;
+    }
+    call = mem_calloc(1, sizeof *call);
+    if (!call) {
+        error_set(&err, 503, "out of memory");
+        goto out_error;
+    }
+    if (config && model_config_text_from_json(config->u.str, config->len, &call->config,
+                                              &err) != 0)
+        goto out_error;
+    call->cmd.kind = load ? REPO_LOAD : REPO_UNLOAD;
+    memcpy(call->cmd.name, name->text, name->len + 1);
+    call->cmd.config = call->config;
+    call->cmd.done = repo_call_done;
+    call->txn = txn;
+    call->api = api;
+    call->task.run = repo_call_done_on_loop;
+    if (repository_submit(api->repo, &call->cmd, &err) != 0)
+        goto out_error;
+    api->inflight++;
+    arena_free(&a);
+    return;
+out_error:
+    if (call) {
+        mem_free(call->config);
+        mem_free(call);
+    }
+    arena_free(&a);
+    http_txn_error(txn, err.status, err.msg);
+}
+
+/* /v2/repository/index, /v2/repository/models/{m}/load|unload */
+static void route_repository(struct rest_api *api, struct http_txn *txn, const struct route *r)
+{
+    bool index = r->n == 3 && seg_is(r, 2, "index");
+    bool call = r->n == 5 && seg_is(r, 2, "models") &&
+                (seg_is(r, 4, "load") || seg_is(r, 4, "unload"));
+    if (!index && !call) {
+        http_txn_error(txn, 404, "unknown path");
+        return;
+    }
+    if (!method_is(txn, "POST")) {
+        method_not_allowed(txn, "POST");
+        return;
+    }
+    if (index)
+        handle_repository_index(api, txn);
+    else
+        handle_repository_call(api, txn, &r->seg[3], seg_is(r, 4, "load"));
 }
 
 void rest_handle(void *app, struct http_txn *txn)
@@ -425,5 +588,7 @@ void rest_handle(void *app, struct http_txn *txn)
     }
     if (seg_is(&r, 1, "models") && r.n >= 3)
         return route_model(api, txn, &r);
+    if (seg_is(&r, 1, "repository"))
+        return route_repository(api, txn, &r);
     http_txn_error(txn, 404, "unknown path");
 }

@@ -9,6 +9,9 @@
  *   GET  /v2/models/{m}               model metadata
  *   GET  /v2/models/{m}/ready         model readiness
  *   POST /v2/models/{m}/infer         inference
+ *   GET  /v2/models/{m}/config        effective model configuration
+ *   POST /v2/repository/index         models of the repository and their state
+ *   POST /v2/repository/models/{m}/load, /unload   (explicit control mode)
  * HEAD is accepted wherever GET is.
  *
  * All functions run on the I/O loop thread that owns the connection.
@@ -20,14 +23,14 @@
 #include <stdint.h>
 
 #include "http/server.h"
-#include "model/model.h"
+#include "model/repository.h"
 #include "net/loop.h"
 
 struct rest_infer;
 
 /* One per I/O thread. */
 struct rest_api {
-    const struct registry *registry;
+    struct repository *repo;
     struct loop *loop;
     uint32_t inflight; /* infer requests submitted and not yet completed */
     /* Infer requests answered (any status); read by other threads for stats. */

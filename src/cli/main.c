@@ -21,8 +21,11 @@
 #include "model/model.h"
 #include "net/loop.h"
 
+#define MAX_LOAD_MODELS 256
+
 struct serve_options {
-    struct registry_options registry;
+    struct repository_options repo;
+    const char *load_models[MAX_LOAD_MODELS];
     struct http_server_config http;
     int io_threads;
 };
@@ -47,6 +50,11 @@ static const char serve_usage_text[] =
     "\n"
     "options:\n"
     "  --model-repository DIR     model repository (default: models)\n"
+    "  --model-control-mode MODE  none: load every model at start (default); poll: also\n"
+    "                             reload changed models; explicit: load only --load-model\n"
+    "                             models and accept the repository load/unload API\n"
+    "  --repository-poll-secs N   poll mode: rescan the repository every N s (default: 15)\n"
+    "  --load-model NAME          explicit mode: load NAME at start (repeatable; * = all)\n"
     "  --host ADDR                address to listen on (default: 0.0.0.0)\n"
     "  --http-port N              HTTP port (default: 8000; 0 = any free port)\n"
     "  --io-threads N             event-loop threads serving connections (default: cores)\n"
@@ -66,6 +74,9 @@ static const char serve_usage_text[] =
 
 enum {
     OPT_REPO = 256,
+    OPT_CONTROL_MODE,
+    OPT_POLL_SECS,
+    OPT_LOAD_MODEL,
     OPT_HOST,
     OPT_PORT,
     OPT_IO_THREADS,
@@ -84,6 +95,9 @@ enum {
 
 static const struct option serve_options_table[] = {
     {"model-repository", required_argument, NULL, OPT_REPO},
+    {"model-control-mode", required_argument, NULL, OPT_CONTROL_MODE},
+    {"repository-poll-secs", required_argument, NULL, OPT_POLL_SECS},
+    {"load-model", required_argument, NULL, OPT_LOAD_MODEL},
     {"host", required_argument, NULL, OPT_HOST},
     {"http-port", required_argument, NULL, OPT_PORT},
     {"io-threads", required_argument, NULL, OPT_IO_THREADS},
@@ -126,8 +140,9 @@ static int default_io_threads(void)
 static void parse_serve_args(int argc, char **argv, struct serve_options *o)
 {
     *o = (struct serve_options){
-        .registry = {.repository = "models", .intra_op_threads = 1, .inter_op_threads = 1,
-                     .queue_limit = 1024},
+        .repo = {.load = {.repository = "models", .intra_op_threads = 1,
+                          .inter_op_threads = 1, .queue_limit = 1024},
+                 .mode = CONTROL_NONE, .poll_secs = 15},
         .http = {.host = "0.0.0.0", .port = 8000,
                  .limits = {.max_request_line = 8192, .max_header_bytes = 65536,
                             .max_headers = 100, .max_body = 64ull << 20},
@@ -141,7 +156,27 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
     while ((c = getopt_long(argc, argv, "h", serve_options_table, &idx)) != -1) {
         const char *name = c >= OPT_REPO ? serve_options_table[idx].name : "";
         switch (c) {
-        case OPT_REPO: o->registry.repository = optarg; break;
+        case OPT_REPO: o->repo.load.repository = optarg; break;
+        case OPT_CONTROL_MODE:
+            if (strcmp(optarg, "none") == 0)
+                o->repo.mode = CONTROL_NONE;
+            else if (strcmp(optarg, "poll") == 0)
+                o->repo.mode = CONTROL_POLL;
+            else if (strcmp(optarg, "explicit") == 0)
+                o->repo.mode = CONTROL_EXPLICIT;
+            else {
+                fprintf(stderr, "inferd: --model-control-mode: expected none, poll or explicit\n");
+                exit(2);
+            }
+            break;
+        case OPT_POLL_SECS: o->repo.poll_secs = (uint32_t)parse_num(name, optarg, 1, 86400); break;
+        case OPT_LOAD_MODEL:
+            if (o->repo.nload_models == MAX_LOAD_MODELS) {
+                fprintf(stderr, "inferd: at most %d --load-model flags\n", MAX_LOAD_MODELS);
+                exit(2);
+            }
+            o->load_models[o->repo.nload_models++] = optarg;
+            break;
         case OPT_HOST: o->http.host = optarg; break;
         case OPT_PORT: o->http.port = (int)parse_num(name, optarg, 0, 65535); break;
         case OPT_IO_THREADS: o->io_threads = (int)parse_num(name, optarg, 1, 256); break;
@@ -167,10 +202,10 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
             o->http.idle_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 86400) * 1000;
             break;
         case OPT_QUEUE_LIMIT:
-            o->registry.queue_limit = (uint32_t)parse_num(name, optarg, 1, 1000000);
+            o->repo.load.queue_limit = (uint32_t)parse_num(name, optarg, 1, 1000000);
             break;
-        case OPT_INTRA: o->registry.intra_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
-        case OPT_INTER: o->registry.inter_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
+        case OPT_INTRA: o->repo.load.intra_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
+        case OPT_INTER: o->repo.load.inter_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
         case OPT_LOG_LEVEL:
             if (strcmp(optarg, "error") == 0)
                 log_set_level(LOG_ERROR);
@@ -193,6 +228,11 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
         fprintf(stderr, "inferd serve: unexpected argument '%s'\n", argv[optind]);
         exit(2);
     }
+    if (o->repo.nload_models && o->repo.mode != CONTROL_EXPLICIT) {
+        fprintf(stderr, "inferd serve: --load-model needs --model-control-mode explicit\n");
+        exit(2);
+    }
+    o->repo.load_models = o->load_models;
 }
 
 /* One I/O thread: its event loop, its HTTP server (a SO_REUSEPORT listener
@@ -303,7 +343,7 @@ static void wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
 }
 
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
-                            const struct registry *reg)
+                            struct repository *repo)
 {
     struct http_server_config http = o->http;
     http.reuseport = true;
@@ -314,7 +354,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
             return -1;
         }
         t->loop_ready = true;
-        t->api = (struct rest_api){.registry = reg, .loop = &t->loop, .on_idle = io_on_idle,
+        t->api = (struct rest_api){.repo = repo, .loop = &t->loop, .on_idle = io_on_idle,
                                    .idle_arg = t};
         t->drain_task.run = io_drain;
         t->stop_task.run = io_stop;
@@ -366,12 +406,13 @@ static int serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    log_info("inferd %s starting: repository %s, %d I/O threads", INFERD_VERSION,
-             o.registry.repository, o.io_threads);
-    struct registry reg;
+    static const char *const mode_names[] = {"none", "poll", "explicit"};
+    log_info("inferd %s starting: repository %s, model control mode %s, %d I/O threads",
+             INFERD_VERSION, o.repo.load.repository, mode_names[o.repo.mode], o.io_threads);
+    struct repository *repo;
     struct error err;
     error_clear(&err);
-    if (registry_load(&o.registry, &reg, &err) != 0) {
+    if (repository_open(&o.repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
         return 1;
     }
@@ -380,12 +421,14 @@ static int serve(int argc, char **argv)
     struct io_thread *threads = mem_calloc((size_t)o.io_threads, sizeof *threads);
     if (!threads) {
         log_error("out of memory");
-        goto out_registry;
+        goto out_repository;
     }
-    if (start_io_threads(threads, o.io_threads, &o, &reg) == 0) {
-        log_info("ready: %u models, %s; HTTP on %s:%d", reg.count,
-                 registry_all_ready(&reg) ? "all ready" : "SOME NOT READY", o.http.host,
+    if (start_io_threads(threads, o.io_threads, &o, repo) == 0) {
+        struct model_snapshot *s = repository_acquire(repo);
+        log_info("ready: %u models, %s; HTTP on %s:%d", s->count,
+                 snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o.http.host,
                  http_server_port(threads[0].server));
+        repository_release(repo, s);
         wait_for_shutdown(threads, o.io_threads, &mask);
         rc = 0;
     }
@@ -393,8 +436,8 @@ static int serve(int argc, char **argv)
     /* Every loop has stopped with no request in flight (or was stopped by a
      * second signal): the schedulers finish their queues while the models
      * unload, and then the loops are closed. */
-out_registry:
-    registry_free(&reg);
+out_repository:
+    repository_close(repo);
     if (threads)
         for (int i = 0; i < o.io_threads; i++)
             if (threads[i].loop_ready)

@@ -267,7 +267,8 @@ static int get_enum(struct ctx *c, const struct pbtxt_field *f, const char *cons
 {
     char buf[64];
     const struct pbtxt_value *v = &f->value;
-    if (v->kind == PBTXT_IDENT) {
+    /* Quoted names too: the JSON form of a config writes enums as strings. */
+    if (v->kind == PBTXT_IDENT || v->kind == PBTXT_STRING) {
         for (size_t i = 0; i < n; i++)
             if (!strcmp(v->u.text, names[i])) {
                 *out = (int)i;
@@ -1335,6 +1336,11 @@ static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
         missing += config_index(cfg, input, mios[k].name) < 0;
     if (missing == 0)
         return 0;
+    for (uint32_t k = 0; k < mn && model_config_plugin_backend(cfg); k++)
+        if (config_index(cfg, input, mios[k].name) < 0)
+            return error_set(c->err, 400,
+                             "%s '%s': backend '%s' reports it, but config.pbtxt does not list it",
+                             what, mios[k].name, cfg->backend);
     struct model_config_io *all = cfg_calloc(c, *n + missing, sizeof *all);
     if (!all)
         return -1;
@@ -1432,6 +1438,36 @@ static int check_groups(struct ctx *c, const char *model_name)
     return 0;
 }
 
+bool model_config_plugin_backend(const struct model_config *cfg)
+{
+    return cfg->backend[0] && strcmp(cfg->backend, onnx_backend) != 0;
+}
+
+int model_config_require_complete(const struct model_config *cfg, struct error *err)
+{
+    if (cfg->noutputs == 0)
+        return error_set(err, 400,
+                         "backend: '%s' models need their inputs and outputs in config.pbtxt "
+                         "(there is no model file to take them from)",
+                         cfg->backend);
+    for (int side = 0; side < 2; side++) {
+        const struct model_config_io *ios = side == 0 ? cfg->inputs : cfg->outputs;
+        uint32_t n = side == 0 ? cfg->ninputs : cfg->noutputs;
+        const char *what = side == 0 ? "input" : "output";
+        for (uint32_t i = 0; i < n; i++) {
+            if (ios[i].dtype == DT_INVALID)
+                return error_set(err, 400,
+                                 "%s '%s': data_type is required (backend '%s' cannot fill it in)",
+                                 what, ios[i].name, cfg->backend);
+            if (!ios[i].has_dims)
+                return error_set(err, 400,
+                                 "%s '%s': dims are required (backend '%s' cannot fill them in)",
+                                 what, ios[i].name, cfg->backend);
+        }
+    }
+    return 0;
+}
+
 int model_config_check(struct model_config *cfg, const char *model_name,
                        const struct model_info *onnx, struct error *err)
 {
@@ -1441,18 +1477,24 @@ int model_config_check(struct model_config *cfg, const char *model_name,
     if (cfg->name[0] && strcmp(cfg->name, model_name))
         return error_set(err, 400, "name: config name '%s' does not match the model directory '%s'",
                          cfg->name, model_name);
+    bool plugin = model_config_plugin_backend(cfg);
+    if (plugin && cfg->platform[0])
+        return error_set(err, 400,
+                         "platform: '%s' cannot be combined with backend '%s' (a plugin backend's "
+                         "models have no platform)",
+                         cfg->platform, cfg->backend);
     if (cfg->platform[0] && strcmp(cfg->platform, "onnxruntime_onnx"))
         return error_set(
             err, 400, "platform: '%s' is not supported (inferd serves \"onnxruntime_onnx\" models)",
             cfg->platform);
-    if (cfg->backend[0] && strcmp(cfg->backend, "onnxruntime"))
-        return error_set(err, 400,
-                         "backend: '%s' is not supported (inferd's backend is \"onnxruntime\")",
-                         cfg->backend);
+    if (plugin && model_config_require_complete(cfg, err))
+        return -1;
     if (!cfg->name[0] && !(cfg->name = cfg_strdup(&c, model_name, strlen(model_name))))
         return -1;
-    cfg->platform = onnx_platform;
-    cfg->backend = onnx_backend;
+    if (!plugin) {
+        cfg->platform = onnx_platform;
+        cfg->backend = onnx_backend;
+    }
 
     /* Nothing about batching or tensors in the text: as without a config. */
     if (!cfg->_max_batch_size_set && cfg->ninputs == 0 && cfg->noutputs == 0 &&

@@ -142,8 +142,8 @@ struct model_config_ignored {
 
 struct model_config {
     char *name;             /* "" until check fills in the directory name */
-    char *platform;         /* "" or "onnxruntime_onnx" (check fills it in) */
-    char *backend;          /* "" or "onnxruntime" (check fills it in) */
+    char *platform;         /* "" or "onnxruntime_onnx" (check fills it in; "" with a plugin) */
+    char *backend;          /* "", "onnxruntime" (check fills it in) or a plugin's name */
     int32_t max_batch_size; /* 0 = no batch dimension */
     uint32_t ninputs, noutputs;
     struct model_config_io *inputs, *outputs;
@@ -188,8 +188,15 @@ int model_config_parse(const char *text, size_t len, struct model_config *cfg, s
  * without preferred sizes prefers max_batch_size. A config that sets neither
  * max_batch_size nor any input or output is completed as
  * model_config_from_onnx does.
+ * A backend other than "onnxruntime" is a plugin (backend/plugin.h): its
+ * name and an empty platform are kept, and nothing is autocompleted, so the
+ * config must list every input and output with data_type and dims (see
+ * model_config_require_complete); `onnx` is then what the plugin's load
+ * reported.
  * Errors (-1, err->status 400, message naming the field and both values):
- * name differs from model_name; unsupported platform/backend; a configured
+ * name differs from model_name; unsupported platform, or a platform with a
+ * plugin backend; an incomplete config for a plugin backend, or a tensor
+ * the plugin reports that the config does not list; a configured
  * input/output the model does not have; data_type or dims that disagree
  * with the model; max_batch_size > 0 with a model tensor whose leading dim
  * is not variable; warmup samples that do not fit the inputs. `cfg` may be
@@ -197,6 +204,15 @@ int model_config_parse(const char *text, size_t len, struct model_config *cfg, s
  */
 int model_config_check(struct model_config *cfg, const char *model_name,
                        const struct model_info *onnx, struct error *err);
+
+/* True when cfg names a backend other than the built-in "onnxruntime"
+ * (a plugin library, see backend/plugin.h). */
+bool model_config_plugin_backend(const struct model_config *cfg);
+
+/* For a plugin backend: 0 when cfg lists at least one output and gives
+ * every input and output a data_type and dims; else -1 with err (400)
+ * naming the first tensor that lacks one. */
+int model_config_require_complete(const struct model_config *cfg, struct error *err);
 
 /*
  * The configuration of a model without config.pbtxt. Every input and output
@@ -223,6 +239,14 @@ void model_config_free(struct model_config *cfg);
 void model_config_write_json(const struct model_config *cfg, struct json_writer *w);
 
 /* Index of the config input/output named `name`, or -1. */
+/*
+ * Converts the JSON form of a configuration (Triton's load API
+ * `parameters.config`, protobuf JSON mapping) into config.pbtxt text for
+ * model_config_parse. On success *text is mem_alloc'd (NUL-terminated; the
+ * caller frees it with mem_free); on error -1 with err (400).
+ */
+int model_config_text_from_json(const char *json, size_t len, char **text, struct error *err);
+
 int model_config_input_index(const struct model_config *cfg, const char *name);
 int model_config_output_index(const struct model_config *cfg, const char *name);
 

@@ -1,20 +1,28 @@
 /*
- * model: a loaded model version (backend instance + its I/O description +
- * its scheduler) and the registry of the repository's models.
+ * model: a loaded model version (backend instances + I/O description +
+ * configuration + scheduler), the entry that groups a model's loaded
+ * versions, and the functions that load them from the repository.
  *
  * Repository layout (Triton's): <repo>/<model>/<version>/model.onnx, where
  * <version> is a decimal number, and an optional <repo>/<model>/config.pbtxt
- * (see config.h). The registry loads at startup the versions the config's
- * version_policy selects (default: the newest); the effective configuration
- * is the config file checked against the ONNX file, or the ONNX file alone.
+ * (see config.h). model_entry_load() loads the versions the config's
+ * version_policy selects (default: the newest); a version's effective
+ * configuration is the config file checked against the ONNX file, or the
+ * ONNX file alone.
  *
- * Lifecycle: registry_load() on the main thread before serving; lookups
- * from any thread while serving (the registry does not change); 
- * registry_free() after every request has completed.
+ * Lifecycle of a version (struct model), reference counted:
+ *   loaded and warmed by model_entry_load() on the repository manager
+ *   thread (refs = 1, held by its entry) → published in a snapshot (see
+ *   repository.h; each snapshot entry holds a reference) → every request
+ *   that uses it holds a reference from lookup until its response is sent →
+ *   when the last reference goes, on_last_unref hands it to the manager
+ *   thread, which stops its workers and unloads it (model_free). So a
+ *   version replaced by a reload keeps serving the requests it already has.
  */
 #ifndef INFERD_MODEL_MODEL_H
 #define INFERD_MODEL_MODEL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,21 +45,30 @@ struct model {
     /* max_batch_size > 0: every input and output has a leading batch
      * dimension, so requests may carry several samples along dim 0. */
     bool batched;
-    uint64_t load_ms;
+    char sha256[65];  /* of the model file, lower-case hex */
+    uint64_t load_ms, warmup_us;
     struct sched_config sched_cfg;
     struct sched *sched;
+
+    atomic_uint refs;
+    /* Called (on any thread) when refs drops to 0; NULL = model_free now. */
+    void (*on_last_unref)(struct model *m);
+    void *owner; /* for on_last_unref */
+    struct model *next_dead; /* the manager's unload list */
 };
 
 enum model_state { MODEL_READY, MODEL_UNAVAILABLE };
 
+/* A model name and its loaded versions. Immutable once published. */
 struct model_entry {
     char *name;
     enum model_state state;       /* READY when at least one version loaded */
     char reason[ERROR_MSG_MAX];   /* why a version (or the model) failed */
-    struct model **versions;      /* loaded versions, ascending */
+    struct model **versions;      /* loaded versions, ascending; one reference each */
     uint32_t nversions;
     uint32_t failed_versions;     /* selected versions that failed to load */
     struct model *model;          /* newest loaded version: the default */
+    uint64_t fingerprint;         /* of the files it was loaded from */
 };
 
 struct registry_options {
@@ -61,21 +78,26 @@ struct registry_options {
     uint32_t queue_limit; /* requests waiting per model (a config may ask for fewer) */
 };
 
-struct registry {
-    struct model_entry *entries; /* sorted by name */
-    uint32_t count;
-};
+/* Loads model `name` of the repository into *e (never fails as a call: a
+ * model that cannot load is UNAVAILABLE with e->reason). config_override,
+ * if not NULL, replaces config.pbtxt's text. Blocking; manager thread. */
+void model_entry_load(const struct registry_options *opts, const char *name,
+                      const char *config_override, struct model_entry *e);
+/* Drops the entry's references to its versions and frees it. */
+void model_entry_clear(struct model_entry *e);
 
-/* Scans and loads the repository. A model that fails to load is kept as
- * UNAVAILABLE with its reason; only an unreadable repository fails the
- * call (-1 with err). */
-int registry_load(const struct registry_options *opts, struct registry *reg, struct error *err);
-void registry_free(struct registry *reg);
-const struct model_entry *registry_find(const struct registry *reg, const char *name, size_t len);
-/* True when every selected version of every model loaded. */
-bool registry_all_ready(const struct registry *reg);
 /* The loaded version named `version` (decimal text) of e, or NULL. */
 const struct model *registry_version(const struct model_entry *e, const char *version);
+
+/* <repo>/<name> is a directory with at least one numeric version directory. */
+bool model_dir_is_model(const struct registry_options *opts, const char *name);
+/* Changes whenever config.pbtxt or a version's model file changes. */
+uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *name);
+
+struct model *model_ref(struct model *m);
+void model_unref(struct model *m);
+/* Stops the workers (their queues drain first) and unloads. */
+void model_free(struct model *m);
 
 /* Index of the model input/output named `name`, or -1. */
 int model_input_index(const struct model *m, const char *name);

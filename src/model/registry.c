@@ -116,7 +116,7 @@ static int auto_intra_op_threads(uint32_t instances)
     return n < 1 ? 1 : n;
 }
 
-static void model_free(struct model *m)
+void model_free(struct model *m)
 {
     if (!m)
         return;
@@ -313,13 +313,27 @@ static int model_load(const struct registry_options *opts, const char *name, int
         model_free(m);
         return error_set(err, 500, "cannot start workers: %s", strerror(-rc));
     }
+    atomic_init(&m->refs, 1);
     *out = m;
     return 0;
 }
 
-static int entry_cmp(const void *a, const void *b)
+struct model *model_ref(struct model *m)
 {
-    return strcmp(((const struct model_entry *)a)->name, ((const struct model_entry *)b)->name);
+    atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+    return m;
+}
+
+void model_unref(struct model *m)
+{
+    if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* Unloading joins worker threads and frees sessions: never on the
+     * thread that happened to drop the last reference (an I/O loop). */
+    if (m->on_last_unref)
+        m->on_last_unref(m);
+    else
+        model_free(m);
 }
 
 /* The versions the policy selects among those on disk (ascending), into
@@ -375,19 +389,34 @@ static void entry_fail(struct model_entry *e, const char *fmt, const char *detai
     log_error("model %s: %s", e->name, e->reason);
 }
 
-static void load_entry(const struct registry_options *opts, struct model_entry *e)
+void model_entry_load(const struct registry_options *opts, const char *name,
+                      const char *config_override, struct model_entry *e)
 {
     char dir[PATH_MAX_LEN];
     char *text = NULL;
     size_t len = 0;
     struct error err;
     error_clear(&err);
+    memset(e, 0, sizeof *e);
     e->state = MODEL_UNAVAILABLE;
+    e->name = mem_strdup(name);
+    if (!e->name) {
+        snprintf(e->reason, sizeof e->reason, "out of memory");
+        return;
+    }
     if (!path_fmt(dir, sizeof dir, "%s/%s", opts->repository, e->name)) {
         entry_fail(e, "%s", "model path too long");
         return;
     }
-    if (read_config_text(dir, &text, &len, &err) != 0) {
+    e->fingerprint = model_dir_fingerprint(opts, name);
+    if (config_override) {
+        text = mem_strdup(config_override);
+        len = text ? strlen(text) : 0;
+        if (!text) {
+            entry_fail(e, "%s", "out of memory");
+            return;
+        }
+    } else if (read_config_text(dir, &text, &len, &err) != 0) {
         entry_fail(e, "%s", err.msg);
         return;
     }
@@ -445,96 +474,60 @@ static void load_entry(const struct registry_options *opts, struct model_entry *
     }
 }
 
-int registry_load(const struct registry_options *opts, struct registry *reg, struct error *err)
+void model_entry_clear(struct model_entry *e)
 {
-    reg->entries = NULL;
-    reg->count = 0;
-    DIR *d = opendir(opts->repository);
-    if (!d)
-        return error_set(err, 500, "cannot open model repository '%s': %s", opts->repository,
-                         strerror(errno));
-    uint32_t cap = 0;
-    struct dirent *e;
+    for (uint32_t v = 0; v < e->nversions; v++)
+        model_unref(e->versions[v]);
+    mem_free(e->versions);
+    mem_free(e->name);
+    memset(e, 0, sizeof *e);
+}
+
+bool model_dir_is_model(const struct registry_options *opts, const char *name)
+{
     char path[PATH_MAX_LEN];
-    int rc = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        if (!path_fmt(path, sizeof path, "%s/%s", opts->repository, e->d_name) || !is_dir(path))
-            continue;
-        if (!has_version_dir(path)) {
-            log_debug("%s: no version directories, not a model", path);
-            continue;
-        }
-        if (reg->count == cap) {
-            cap = cap ? cap * 2 : 8;
-            struct model_entry *grown = mem_realloc(reg->entries, cap * sizeof *grown);
-            if (!grown) {
-                rc = error_set(err, 500, "out of memory");
-                break;
-            }
-            reg->entries = grown;
-        }
-        struct model_entry *me = &reg->entries[reg->count];
-        memset(me, 0, sizeof *me);
-        me->name = mem_strdup(e->d_name);
-        if (!me->name) {
-            rc = error_set(err, 500, "out of memory");
-            break;
-        }
-        reg->count++;
-    }
-    closedir(d);
-    if (rc) {
-        registry_free(reg);
-        return rc;
-    }
-    if (reg->count)
-        qsort(reg->entries, reg->count, sizeof *reg->entries, entry_cmp);
-    for (uint32_t i = 0; i < reg->count; i++)
-        load_entry(opts, &reg->entries[i]);
-    return 0;
+    return name[0] != '.' && path_fmt(path, sizeof path, "%s/%s", opts->repository, name) &&
+           is_dir(path) && has_version_dir(path);
 }
 
-void registry_free(struct registry *reg)
+/* FNV-1a over the names, sizes and modification times of the model's
+ * config.pbtxt and version files: any change of what would be loaded
+ * changes it (poll mode reloads on a change). */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
-    for (uint32_t i = 0; i < reg->count; i++) {
-        for (uint32_t v = 0; v < reg->entries[i].nversions; v++)
-            model_free(reg->entries[i].versions[v]);
-        mem_free(reg->entries[i].versions);
-        mem_free(reg->entries[i].name);
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
     }
-    mem_free(reg->entries);
-    reg->entries = NULL;
-    reg->count = 0;
+    return h;
 }
 
-const struct model_entry *registry_find(const struct registry *reg, const char *name, size_t len)
+static uint64_t fingerprint_file(uint64_t h, const char *path)
 {
-    size_t lo = 0, hi = reg->count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        const char *n = reg->entries[mid].name;
-        size_t nlen = strlen(n);
-        int c = memcmp(n, name, nlen < len ? nlen : len);
-        if (c == 0)
-            c = nlen < len ? -1 : nlen > len;
-        if (c == 0)
-            return &reg->entries[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    struct stat st;
+    h = fnv(h, path, strlen(path));
+    if (stat(path, &st) != 0)
+        return fnv(h, "-", 1);
+    h = fnv(h, &st.st_size, sizeof st.st_size);
+    h = fnv(h, &st.st_mtim.tv_sec, sizeof st.st_mtim.tv_sec);
+    return fnv(h, &st.st_mtim.tv_nsec, sizeof st.st_mtim.tv_nsec);
 }
 
-bool registry_all_ready(const struct registry *reg)
+uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *name)
 {
-    for (uint32_t i = 0; i < reg->count; i++)
-        if (reg->entries[i].state != MODEL_READY || reg->entries[i].failed_versions)
-            return false;
-    return true;
+    char dir[PATH_MAX_LEN], path[PATH_MAX_LEN];
+    uint64_t h = 14695981039346656037ull;
+    if (!path_fmt(dir, sizeof dir, "%s/%s", opts->repository, name))
+        return h;
+    if (path_fmt(path, sizeof path, "%s/config.pbtxt", dir))
+        h = fingerprint_file(h, path);
+    int64_t versions[MAX_VERSIONS];
+    uint32_t n = list_versions(dir, versions, MAX_VERSIONS);
+    for (uint32_t i = 0; i < n; i++)
+        if (path_fmt(path, sizeof path, "%s/%lld/%s", dir, (long long)versions[i], MODEL_FILE))
+            h = fingerprint_file(h, path);
+    return h;
 }
 
 const struct model *registry_version(const struct model_entry *e, const char *version)
