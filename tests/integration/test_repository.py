@@ -1,0 +1,194 @@
+"""Model lifecycle: control modes, the repository API, reload without a lost
+request, poll mode, failed reloads, and memory across load/unload cycles."""
+import json
+import shutil
+import threading
+import time
+
+import numpy as np
+import requests
+
+from conftest import MAIN_MODELS, REPO_ROOT, assert_error_response
+
+SIMPLE_ONNX = REPO_ROOT / "models" / "simple" / "1" / "model.onnx"
+
+
+def copy_models(tmp_path, names=("simple", "digits")):
+    root = tmp_path / "models"
+    for name in names:
+        shutil.copytree(MAIN_MODELS[name], root / name)
+    return root
+
+
+def post(url, path, body=None):
+    return requests.post(url + path, data=json.dumps(body) if body is not None else b"",
+                         timeout=120)
+
+
+def simple_body(seed):
+    a = (np.arange(16, dtype=np.int32) + seed)
+    return a, {"inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": a.tolist()},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]}
+
+
+def infer_simple(url, seed=0):
+    a, body = simple_body(seed)
+    r = requests.post(url + "/v2/models/simple/infer", data=json.dumps(body), timeout=60)
+    return r, a
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_explicit_mode_load_unload(server_factory, tmp_path):
+    srv = server_factory.start("--model-control-mode", "explicit",
+                               repository=copy_models(tmp_path))
+    index = post(srv.url, "/v2/repository/index").json()
+    assert {e["name"] for e in index} == {"simple", "digits"}
+    assert all(e["state"] == "UNAVAILABLE" and e["reason"] == "unloaded" for e in index)
+    assert post(srv.url, "/v2/repository/index", {"ready": True}).json() == []
+    assert_error_response(infer_simple(srv.url)[0], 404)
+
+    assert post(srv.url, "/v2/repository/models/simple/load").status_code == 200
+    r, a = infer_simple(srv.url)
+    assert r.status_code == 200 and r.json()["outputs"][0]["data"] == (a + 1).tolist()
+    ready = post(srv.url, "/v2/repository/index", {"ready": True}).json()
+    assert ready == [{"name": "simple", "version": "1", "state": "READY", "reason": ""}]
+
+    assert post(srv.url, "/v2/repository/models/simple/unload").status_code == 200
+    assert_error_response(infer_simple(srv.url)[0], 404)
+    assert_error_response(post(srv.url, "/v2/repository/models/simple/unload"), 400)
+    assert_error_response(post(srv.url, "/v2/repository/models/nope/load"), 404)
+    assert wait_for(lambda: "model simple version 1 unloaded" in srv.stderr())
+
+
+def test_load_model_flag_and_wildcard(server_factory, tmp_path):
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "digits",
+                               repository=copy_models(tmp_path))
+    assert requests.get(srv.url + "/v2/models/digits/ready").status_code == 200
+    assert requests.get(srv.url + "/v2/models/simple/ready").status_code == 404
+    srv2 = server_factory.start("--model-control-mode", "explicit", "--load-model", "*",
+                                repository=copy_models(tmp_path / "b"))
+    assert requests.get(srv2.url + "/v2/models/simple/ready").status_code == 200
+
+
+def test_repository_api_refused_outside_explicit_mode(server_factory, tmp_path):
+    srv = server_factory.start(repository=copy_models(tmp_path, ("simple",)))
+    r = post(srv.url, "/v2/repository/models/simple/load")
+    assert_error_response(r, 400)
+    assert "explicit" in r.json()["error"]
+    assert post(srv.url, "/v2/repository/index").json()[0]["state"] == "READY"
+    assert requests.get(srv.url + "/v2/repository/index").status_code == 405
+
+
+def test_reload_under_load_loses_no_request(server_factory, tmp_path):
+    """Clients hammer `simple` while it is reloaded five times: every request
+    gets exactly one correct 200."""
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "simple",
+                               repository=copy_models(tmp_path, ("simple",)))
+    stop = threading.Event()
+    results = []
+    lock = threading.Lock()
+
+    def client(k):
+        session = requests.Session()
+        i = 0
+        while not stop.is_set():
+            a, body = simple_body(k * 100000 + i)
+            r = session.post(srv.url + "/v2/models/simple/infer", data=json.dumps(body),
+                             timeout=60)
+            ok = r.status_code == 200 and r.json()["outputs"][0]["data"] == (a + 1).tolist()
+            with lock:
+                results.append((r.status_code, ok))
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(5):
+            assert post(srv.url, "/v2/repository/models/simple/load").status_code == 200
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert len(results) > 20
+    bad = [r for r in results if r != (200, True)]
+    assert not bad, bad[:5]
+    # The replaced versions were unloaded once drained.
+    assert wait_for(lambda: srv.stderr().count("model simple version 1 unloaded") >= 5)
+
+
+def test_failed_reload_keeps_the_old_version(server_factory, tmp_path):
+    repo = copy_models(tmp_path, ("simple",))
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "simple",
+                               repository=repo)
+    (repo / "simple" / "config.pbtxt").write_text("max_batch_size: [oops\n")
+    r = post(srv.url, "/v2/repository/models/simple/load")
+    assert_error_response(r, 400)
+    assert "previous versions keep serving" in r.json()["error"]
+    assert infer_simple(srv.url)[0].status_code == 200
+    assert requests.get(srv.url + "/v2/health/ready").status_code == 200
+
+
+def test_load_with_json_config_override(server_factory, tmp_path):
+    srv = server_factory.start("--model-control-mode", "explicit",
+                               repository=copy_models(tmp_path, ("simple",)))
+    config = {"name": "simple", "max_batch_size": 4,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": ["16"]},
+                        {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [16]}],
+              "dynamic_batching": {"max_queue_delay_microseconds": 200},
+              "instance_group": [{"count": 2, "kind": "KIND_CPU"}],
+              "parameters": {"note": {"string_value": "from the API"}}}
+    r = post(srv.url, "/v2/repository/models/simple/load",
+             {"parameters": {"config": json.dumps(config)}})
+    assert r.status_code == 200, r.text
+    cfg = requests.get(srv.url + "/v2/models/simple/config").json()
+    assert cfg["max_batch_size"] == 4
+    assert sum(g["count"] for g in cfg["instance_group"]) == 2
+    assert infer_simple(srv.url)[0].status_code == 200
+    bad = post(srv.url, "/v2/repository/models/simple/load",
+               {"parameters": {"config": "{not json"}})
+    assert_error_response(bad, 400)
+
+
+def test_poll_mode_picks_up_new_versions_and_removals(server_factory, tmp_path):
+    repo = copy_models(tmp_path, ("simple", "digits"))
+    srv = server_factory.start("--model-control-mode", "poll", "--repository-poll-secs", "1",
+                               repository=repo)
+    assert requests.get(srv.url + "/v2/models/simple").json()["versions"] == ["1"]
+    (repo / "simple" / "2").mkdir()
+    shutil.copy(SIMPLE_ONNX, repo / "simple" / "2" / "model.onnx")
+    assert wait_for(lambda: requests.get(srv.url + "/v2/models/simple").json()
+                    .get("versions") == ["2"])
+    assert infer_simple(srv.url)[0].json()["model_version"] == "2"
+    shutil.rmtree(repo / "digits")
+    assert wait_for(lambda: requests.get(srv.url + "/v2/models/digits").status_code == 404)
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def test_memory_returns_after_load_unload_cycles(server_factory, tmp_path):
+    """50 load/unload cycles: RSS ends within 10% of its level after 5."""
+    srv = server_factory.start("--model-control-mode", "explicit",
+                               repository=copy_models(tmp_path, ("digits",)))
+    pid = srv.proc.pid
+    baseline = None
+    for cycle in range(1, 51):
+        assert post(srv.url, "/v2/repository/models/digits/load").status_code == 200
+        assert post(srv.url, "/v2/repository/models/digits/unload").status_code == 200
+        assert wait_for(lambda: srv.stderr().count("model digits version 1 unloaded") >= cycle)
+        if cycle == 5:
+            baseline = rss_bytes(pid)
+    final = rss_bytes(pid)
+    assert final <= baseline * 1.10, (baseline, final)
