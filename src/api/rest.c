@@ -206,6 +206,12 @@ static void handle_model_metadata(struct http_txn *txn, const struct model_entry
     write_ios(&w, m->info.inputs, m->info.ninputs);
     json_w_key(&w, "outputs");
     write_ios(&w, m->info.outputs, m->info.noutputs);
+    /* inferd's addition: the identity of the served file. */
+    json_w_key(&w, "parameters");
+    json_w_obj_begin(&w);
+    json_w_key(&w, "sha256");
+    json_w_cstr(&w, m->sha256);
+    json_w_obj_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
 }

@@ -10,7 +10,10 @@
 #include <sys/stat.h>
 
 #include "backend/onnxruntime.h"
+#include "backend/plugin.h"
+#include "base/sha256.h"
 #include "model/config.h"
+#include "model/warmup.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -259,8 +262,16 @@ static int model_load(const struct registry_options *opts, const char *name, int
     }
     m->version = version;
     snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
-    m->platform = "onnxruntime_onnx";
-    m->backend = &backend_onnxruntime;
+    /* config.pbtxt's `backend` picks ONNX Runtime or a plugin library
+     * (backend/plugin.h); a plugin's name is what metadata calls the
+     * platform, as Triton does. No --backend-directory yet: NULL. */
+    char model_dir[PATH_MAX_LEN];
+    path_fmt(model_dir, sizeof model_dir, "%s/%s", opts->repository, name); /* shorter than path */
+    if (plugin_backend_for_config(cfg_text, cfg_len, model_dir, NULL, &m->backend, err) != 0) {
+        model_free(m);
+        return -1;
+    }
+    m->platform = m->backend == &backend_onnxruntime ? "onnxruntime_onnx" : m->backend->name;
 
     /* The first instance tells the model's inputs and outputs, which the
      * configuration is checked against; it says how many more to load. */
@@ -269,6 +280,8 @@ static int model_load(const struct registry_options *opts, const char *name, int
         .path = m->path,
         .intra_op_threads = opts->intra_op_threads,
         .inter_op_threads = opts->inter_op_threads,
+        .config_text = cfg_text,
+        .config_len = cfg_len,
     };
     void *first = NULL;
     if (!opts->intra_op_threads)
@@ -303,11 +316,23 @@ static int model_load(const struct registry_options *opts, const char *name, int
         model_info_free(&info);
     }
     m->load_ms = (clock_now_ns() - t0) / 1000000u;
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    rc = sha256_file(m->path, digest, m->sha256);
+    if (rc) {
+        model_free(m);
+        return error_set(err, 500, "cannot hash %s: %s", path, strerror(-rc));
+    }
     m->batched = m->config.max_batch_size > 0;
     refine_dims(m->info.inputs, m->info.ninputs, m->config.inputs, m->config.ninputs, m->batched);
     refine_dims(m->info.outputs, m->info.noutputs, m->config.outputs, m->config.noutputs,
                 m->batched);
     sched_config_from(m, opts, cfg_text != NULL);
+    /* A version is ready only once warmed up: the first requests would
+     * otherwise pay for ONNX Runtime's lazy initialisation. */
+    if (model_warmup(m, &m->warmup_us, err) != 0) {
+        model_free(m);
+        return -1;
+    }
     rc = sched_start(m, &m->sched_cfg, &m->sched);
     if (rc) {
         model_free(m);
@@ -372,15 +397,18 @@ static uint32_t select_versions(const char *model, const struct model_version_po
 static void log_loaded(const struct model *m)
 {
     if (m->sched_cfg.dynamic_batching)
-        log_info("model %s version %s loaded in %llu ms (%u inputs, %u outputs, %u instances, "
-                 "batching up to %u after %llu us)",
-                 m->name, m->version_str, (unsigned long long)m->load_ms, m->info.ninputs,
-                 m->info.noutputs, m->ninstances, m->sched_cfg.max_batch_size,
+        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu ms "
+                 "(%u inputs, %u outputs, %u instances, batching up to %u after %llu us)",
+                 m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms,
+                 (unsigned long long)m->warmup_us / 1000u, m->info.ninputs, m->info.noutputs,
+                 m->ninstances, m->sched_cfg.max_batch_size,
                  (unsigned long long)m->sched_cfg.max_queue_delay_us);
     else
-        log_info("model %s version %s loaded in %llu ms (%u inputs, %u outputs, %u instances)",
-                 m->name, m->version_str, (unsigned long long)m->load_ms, m->info.ninputs,
-                 m->info.noutputs, m->ninstances);
+        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu ms "
+                 "(%u inputs, %u outputs, %u instances)",
+                 m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms,
+                 (unsigned long long)m->warmup_us / 1000u, m->info.ninputs, m->info.noutputs,
+                 m->ninstances);
 }
 
 static void entry_fail(struct model_entry *e, const char *fmt, const char *detail)

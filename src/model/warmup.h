@@ -33,9 +33,13 @@
  * dynamic batcher (config order), or one of batch 1 when the model has no
  * preferred sizes or dynamic batching is off; a model without a batch
  * dimension gets one execution with its own dims. Every variable non-batch
- * dimension is set to 1. The reason: a default warm-up at the batch sizes
- * the batcher aims for moves the first-request latency spike out of the
- * serving path at the cost of a few milliseconds of load time.
+ * dimension is set to 1. The sizes are those of the effective config, so a
+ * model without config.pbtxt, or with `dynamic_batching {}`, whose
+ * preferred size model_config_check sets to max_batch_size, warms up at
+ * max_batch_size (MODEL_CONFIG_DEFAULT_MAX_BATCH without a config). The
+ * reason: a default warm-up at the batch sizes the batcher aims for moves
+ * the first-request latency spike out of the serving path at the cost of
+ * a few milliseconds of load time.
  *
  * Memory: each warm-up sample has its own arenas (input data, and the
  * backend's output memory, which is reset after every execution), freed

@@ -120,3 +120,35 @@ def test_config_contradicting_the_onnx_file_fails_that_model(server_factory, tmp
     r = get_when_listening(srv.url + "/v2/models/simple")
     assert_error_response(r, 404)
     assert "INPUT0" in r.json()["error"] and "TYPE_FP32" in r.json()["error"]
+
+
+def test_metadata_names_the_model_file_sha256(server_factory, tmp_path):
+    import hashlib
+    srv = server_factory.start(repository=make_repo(tmp_path, SIMPLE_CONFIG))
+    meta = requests.get(srv.url + "/v2/models/simple").json()
+    want = hashlib.sha256(SIMPLE_ONNX.read_bytes()).hexdigest()
+    assert meta["parameters"]["sha256"] == want
+    assert ("sha256 %s" % want[:12]) in srv.stderr()
+
+
+WARMUP = """
+model_warmup [
+  { name: "zeros" batch_size: 2 count: 3
+    inputs { key: "INPUT0" value: { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } }
+    inputs { key: "INPUT1" value: { data_type: TYPE_INT32 dims: [ 16 ] random_data: true } } }
+]
+"""
+
+
+def test_model_warmup_runs_before_ready(server_factory, tmp_path):
+    srv = server_factory.start(repository=make_repo(tmp_path, SIMPLE_CONFIG + WARMUP))
+    assert "warmed up in" in srv.stderr()
+    assert requests.get(srv.url + "/v2/models/simple/ready").status_code == 200
+
+
+def test_failing_warmup_keeps_the_model_unavailable(server_factory, tmp_path):
+    bad = WARMUP.replace('random_data: true', 'input_data_file: "missing.bin"')
+    srv = server_factory.start(repository=make_repo(tmp_path, SIMPLE_CONFIG + bad), wait=False)
+    r = get_when_listening(srv.url + "/v2/models/simple")
+    assert_error_response(r, 404)
+    assert "warm-up 'zeros' failed" in r.json()["error"]
