@@ -29,7 +29,7 @@ endif
 DEPS_STAMP := third_party/onnxruntime/.stamp
 INFERD := $(BUILD_DIR)/inferd
 
-.PHONY: all build run test unit integration fuzz models clean deps
+.PHONY: all build run test unit integration fuzz models clean deps bench
 
 all: build
 
@@ -63,6 +63,9 @@ fuzz: $(DEPS_STAMP)
 
 models:
 	models/build/make_all.sh
+
+bench: build
+	QUICK=$(QUICK) INFERD=$(CURDIR)/$(INFERD) scripts/bench.sh
 
 clean:
 	rm -rf build build-asan build-fuzz

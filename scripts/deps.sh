@@ -35,6 +35,8 @@ PACKAGES=(
     # integration tests and model generation (models/build/*.py)
     python3 python3-pytest python3-requests python3-numpy python3-onnx
     python3-sklearn
+    # make bench: the HTTP floor (nginx returning a fixed body)
+    nginx-light
 )
 # npm (to fetch the ONNX Runtime library) only if no npm is on PATH already.
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)

@@ -132,6 +132,10 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
 
 static void handle_health(struct rest_api *api, struct http_txn *txn, bool ready_check)
 {
+    if (ready_check && api->draining) {
+        http_txn_error(txn, 503, "shutting down");
+        return;
+    }
     if (ready_check) {
         struct model_snapshot *s = repository_acquire(api->repo);
         bool ready = snapshot_all_ready(s);

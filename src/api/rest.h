@@ -33,6 +33,7 @@ struct rest_api {
     struct repository *repo;
     struct loop *loop;
     uint32_t inflight; /* infer requests submitted and not yet completed */
+    bool draining;     /* shutting down: readiness answers 503 */
     /* Infer requests answered (any status); read by other threads for stats. */
     atomic_uint_fast64_t infer_requests;
     /* Called when inflight drops to 0 (used by shutdown to know that no

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api/rest.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "bench/bench.h"
@@ -28,6 +29,7 @@ struct serve_options {
     const char *load_models[MAX_LOAD_MODELS];
     struct http_server_config http;
     int io_threads;
+    uint32_t exit_timeout_secs;
 };
 
 static const char usage_text[] =
@@ -65,7 +67,8 @@ static const char serve_usage_text[] =
     "  --max-connections N        open connections; more are refused (default: 10000)\n"
     "  --header-timeout-secs N    a request head must arrive within N s, else 408 (default: 30)\n"
     "  --idle-timeout-secs N      close keep-alive connections idle for N s (default: 300)\n"
-    "  --queue-limit N            requests waiting per model, more get 503 (default: 1024)\n"
+    "  --exit-timeout-secs N      on SIGTERM, wait at most N s for requests to finish (default: 30)\n"
+    "  --queue-limit N            requests waiting per model, more get 429 (default: 1024)\n"
     "  --ort-intra-op-threads N   ONNX Runtime threads per operator and instance (default: 1;\n"
     "                             0 = max(1, cores / instances))\n"
     "  --ort-inter-op-threads N   ONNX Runtime threads across operators (default: 1)\n"
@@ -88,6 +91,7 @@ enum {
     OPT_HEADER_TIMEOUT,
     OPT_IDLE_TIMEOUT,
     OPT_QUEUE_LIMIT,
+    OPT_EXIT_TIMEOUT,
     OPT_INTRA,
     OPT_INTER,
     OPT_LOG_LEVEL,
@@ -109,6 +113,7 @@ static const struct option serve_options_table[] = {
     {"header-timeout-secs", required_argument, NULL, OPT_HEADER_TIMEOUT},
     {"idle-timeout-secs", required_argument, NULL, OPT_IDLE_TIMEOUT},
     {"queue-limit", required_argument, NULL, OPT_QUEUE_LIMIT},
+    {"exit-timeout-secs", required_argument, NULL, OPT_EXIT_TIMEOUT},
     {"ort-intra-op-threads", required_argument, NULL, OPT_INTRA},
     {"ort-inter-op-threads", required_argument, NULL, OPT_INTER},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
@@ -150,6 +155,7 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
                  .idle_timeout_ms = 300000, .write_timeout_ms = 60000,
                  .max_response_bytes = 1ull << 30},
         .io_threads = default_io_threads(),
+        .exit_timeout_secs = 30,
     };
     int c, idx;
     optind = 1;
@@ -200,6 +206,9 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
             break;
         case OPT_IDLE_TIMEOUT:
             o->http.idle_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 86400) * 1000;
+            break;
+        case OPT_EXIT_TIMEOUT:
+            o->exit_timeout_secs = (uint32_t)parse_num(name, optarg, 0, 86400);
             break;
         case OPT_QUEUE_LIMIT:
             o->repo.load.queue_limit = (uint32_t)parse_num(name, optarg, 1, 1000000);
@@ -271,6 +280,7 @@ static void io_drain(struct loop_task *task)
 {
     struct io_thread *t = (struct io_thread *)((char *)task - offsetof(struct io_thread, drain_task));
     t->draining = true;
+    t->api.draining = true;
     http_server_drain(t->server, io_on_server_drained, t);
 }
 
@@ -314,32 +324,52 @@ static void log_stats(struct io_thread *threads, int n)
              (unsigned long long)rss_bytes());
 }
 
-/* Waits for SIGINT/SIGTERM: the first drains every I/O thread (no new
- * connections, in-flight requests are answered), a second stops them at
- * once. Returns when every I/O thread has stopped. SIGUSR1 logs counters. */
-static void wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask)
+static void stop_now(struct io_thread *threads, int n)
+{
+    for (int i = 0; i < n; i++)
+        loop_post(&threads[i].loop, &threads[i].stop_task);
+}
+
+/* Waits for SIGINT/SIGTERM: the first drains every I/O thread (readiness
+ * turns false, no new connections, in-flight and queued requests are
+ * answered); a second signal, or exit_timeout_secs, stops them at once.
+ * Returns when every I/O thread has stopped. SIGUSR1 logs counters.
+ * Returns false when the drain did not complete. */
+static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask,
+                              uint32_t exit_timeout_secs)
 {
     int signals = 0;
+    uint64_t deadline = 0;
+    bool forced = false;
     while (atomic_load(&io_threads_running) > 0) {
         struct timespec tick = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
         siginfo_t si;
         int sig = sigtimedwait(mask, &si, &tick);
-        if (sig < 0)
+        if (sig < 0) {
+            if (deadline && !forced && clock_now_ms() >= deadline) {
+                log_warn("drain not finished after %u s (--exit-timeout-secs): stopping now",
+                         exit_timeout_secs);
+                forced = true;
+                stop_now(threads, n);
+            }
             continue;
+        }
         if (sig == SIGUSR1) {
             log_stats(threads, n);
             continue;
         }
         if (++signals == 1) {
             log_info("received %s: draining", strsignal(sig));
+            deadline = clock_now_ms() + (uint64_t)exit_timeout_secs * 1000u;
             for (int i = 0; i < n; i++)
                 loop_post(&threads[i].loop, &threads[i].drain_task);
-        } else {
+        } else if (!forced) {
             log_warn("received %s again: stopping now", strsignal(sig));
-            for (int i = 0; i < n; i++)
-                loop_post(&threads[i].loop, &threads[i].stop_task);
+            forced = true;
+            stop_now(threads, n);
         }
     }
+    return !forced;
 }
 
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
@@ -429,8 +459,14 @@ static int serve(int argc, char **argv)
                  snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o.http.host,
                  http_server_port(threads[0].server));
         repository_release(repo, s);
-        wait_for_shutdown(threads, o.io_threads, &mask);
-        rc = 0;
+        if (wait_for_shutdown(threads, o.io_threads, &mask, o.exit_timeout_secs)) {
+            rc = 0;
+        } else {
+            /* Requests are still running on the models' workers: unloading
+             * under them is not safe, and they are abandoned anyway. */
+            log_warn("exiting without waiting for running requests");
+            _exit(1);
+        }
     }
     stop_io_threads(threads, o.io_threads);
     /* Every loop has stopped with no request in flight (or was stopped by a

@@ -641,6 +641,12 @@ void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), voi
     struct http_conn *c = s->conns;
     while (c) {
         struct http_conn *next = c->next;
+        if (c->state == CONN_READING) {
+            /* A request may have arrived without its event being handled
+             * yet: read what is there before deciding the connection is idle. */
+            c->readable = true;
+            conn_process(c);
+        }
         if (c->state == CONN_READING && c->in.len == 0) {
             conn_close(c);
         } else if (c->state == CONN_READING) {

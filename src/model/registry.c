@@ -227,6 +227,14 @@ static void sched_config_from(struct model *m, const struct registry_options *op
                              : opts->queue_limit;
     if (db->default_queue_policy.max_queue_size > opts->queue_limit)
         sc->max_queue_size = opts->queue_limit;
+    sc->default_timeout_us = db->default_queue_policy.default_timeout_us;
+    sc->allow_timeout_override = db->default_queue_policy.allow_timeout_override;
+    if (db->priority_levels)
+        log_warn("model %s: priority_levels is accepted but requests are served in arrival "
+                 "order within a batch window",
+                 m->name);
+    if (db->default_queue_policy.timeout_action == MODEL_TIMEOUT_DELAY)
+        log_warn("model %s: timeout_action DELAY is treated as REJECT", m->name);
     /* A model without a config file keeps serving requests larger than the
      * batch limit it was given by default; a configured limit is Triton's
      * hard limit. */

@@ -498,6 +498,11 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
     if (c->max_batch_size && (uint64_t)req->batch > c->max_batch_size && !c->allow_oversize)
         return error_set(err, 400, "batch of %lld exceeds model '%s' max_batch_size %u",
                          (long long)req->batch, s->model->name, c->max_batch_size);
+    if (c->default_timeout_us) {
+        bool shorter = req->timeout_us && req->timeout_us < c->default_timeout_us;
+        if (!(c->allow_timeout_override && shorter))
+            req->timeout_us = c->default_timeout_us;
+    }
     req->next = NULL;
     req->batch_ref = NULL;
     req->enqueue_ns = clock_now_ns();

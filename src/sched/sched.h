@@ -51,6 +51,10 @@ struct sched_config {
     uint64_t max_queue_delay_us;
     uint32_t max_queue_size; /* requests waiting; more → 429 */
     bool allow_oversize;     /* requests above max_batch_size run alone */
+    /* Queue policy: a request's time limit in the queue when it gives none
+     * (0 = none), and whether its own `timeout` may be shorter. */
+    uint64_t default_timeout_us;
+    bool allow_timeout_override;
 };
 
 /* Starts one worker per instance of m (m->instances). */

@@ -1,0 +1,794 @@
+#!/usr/bin/python3
+"""Helpers of scripts/bench.sh: small JSON chores, and the report.
+
+  report.py cores [SERVER_CPUS CLIENT_CPUS]
+      prints "SERVER CLIENT NSERVER NCLIENT": the core sets (taskset -c lists)
+      for the server and the load generator. Default: the CPUs this process
+      may run on, split in halves (server first); with 2 CPUs: 0 and 1.
+  report.py free-port
+      prints a TCP port that was free on 127.0.0.1 a moment ago.
+  report.py cpu PID
+      prints the CPU seconds and context switches of PID and its direct children.
+  report.py get FILE KEY[.KEY...]
+      prints one value of a JSON file (numbers as they are, objects as JSON).
+  report.py nginx-conf TEMPLATE OUT --dir D --port P --body FILE --workers N
+      fills bench/nginx/nginx.conf.in (the body must hold no newline).
+  report.py stats LOG
+      prints the SIGUSR1 "stats:" lines of an inferd log as JSON objects, one
+      per line.
+  report.py json-decode OUT FILE
+      parses the figures bench/json_decode prints into OUT (JSON).
+  report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
+      reads the raw results of a run from RUN_DIR, computes the figures and
+      writes OUT_JSON (bench/results/<date>.json).
+  report.py markdown RESULTS_DIR OUT_MD
+      regenerates bench/RESULTS.md from the newest results file, with a
+      history of every results file in RESULTS_DIR.
+
+Everything runs under /usr/bin/python3 with the standard library only.
+"""
+import glob
+import json
+import os
+import platform
+import re
+import socket
+import sys
+
+TARGETS = {
+    "http_floor": ("inferd req/s ÷ nginx req/s", ">= 0.8", lambda v: v >= 0.8),
+    "compute_floor": ("inferd inferences/s ÷ in-process inferences/s (mlp)", ">= 0.85",
+                      lambda v: v >= 0.85),
+    "latency_p99": ("p99 of simple at 50% of max rate", "<= 1 ms", lambda v: v <= 1000.0),
+    "json_decode": ("inferd decoder speed-up over cJSON", ">= 5x", lambda v: v >= 5.0),
+    "allocations": ("allocations per request after warm-up", "0", lambda v: v == 0),
+    "rss_growth": ("RSS change over the memory run", "within ±5%", lambda v: abs(v) <= 5.0),
+}
+
+NOTE = ("This machine is shared and noisy (other jobs run on the same cores); absolute "
+        "figures move from run to run. Only ratios measured in the same run, on the same "
+        "cores, one right after the other, are meaningful — compare ratios, not raw rates, "
+        "across runs.")
+
+
+def die(msg):
+    sys.stderr.write("report.py: %s\n" % msg)
+    sys.exit(1)
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def load_opt(path):
+    return load(path) if os.path.exists(path) else None
+
+
+def parse_cpu_list(s):
+    cpus = []
+    for part in s.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.extend(range(int(a), int(b) + 1))
+        else:
+            cpus.append(int(part))
+    return cpus
+
+
+def cpu_list_str(cpus):
+    return ",".join(str(c) for c in cpus)
+
+
+def cmd_cores(args):
+    if len(args) == 2 and args[0] and args[1]:
+        server, client = parse_cpu_list(args[0]), parse_cpu_list(args[1])
+    else:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            server = client = cpus
+        else:
+            half = len(cpus) // 2
+            server, client = cpus[:half], cpus[half:]
+    print(cpu_list_str(server), cpu_list_str(client), len(server), len(client))
+
+
+def cmd_free_port(_args):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])
+    s.close()
+
+
+def proc_cpu_s(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_ctxsw(pid):
+    """Context switches (voluntary + involuntary) of every thread of pid."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if "ctxt_switches:" in line:
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def cmd_cpu(args):
+    """CPU seconds and context switches so far of PID and its direct children
+    (nginx workers): prints "SECONDS SWITCHES"."""
+    pid = int(args[0])
+    pids = [pid]
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    pids.append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    cpu = sw = 0
+    for p in pids:
+        try:
+            cpu += proc_cpu_s(p)
+            sw += proc_ctxsw(p)
+        except OSError:
+            pass
+    print("%.3f %d" % (cpu, sw))
+
+
+def cmd_get(args):
+    v = load(args[0])
+    for k in args[1].split("."):
+        if isinstance(v, list):
+            v = v[int(k)]
+        else:
+            v = v[k]
+    print(json.dumps(v) if isinstance(v, (dict, list)) else v)
+
+
+def cmd_nginx_conf(args):
+    template, out = args[0], args[1]
+    opts = dict(zip(args[2::2], args[3::2]))
+    with open(opts["--body"], "rb") as f:
+        body = f.read().decode()
+    if "\n" in body.rstrip("\n"):
+        die("nginx body must be one line")
+    body = body.rstrip("\n").replace("\\", "\\\\").replace("'", "\\'")
+    text = open(template).read()
+    user = "user root root;" if os.geteuid() == 0 else ""
+    for k, v in (("@DIR@", opts["--dir"]), ("@PORT@", opts["--port"]),
+                 ("@WORKERS@", opts["--workers"]), ("@USER@", user), ("@BODY@", body)):
+        text = text.replace(k, v)
+    with open(out, "w") as f:
+        f.write(text)
+
+
+STATS_RE = re.compile(r"stats: (.*)$")
+
+
+def parse_stats(path):
+    out = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = STATS_RE.search(line.rstrip("\n"))
+            if not m:
+                continue
+            d = {}
+            for kv in m.group(1).split():
+                if "=" in kv:
+                    k, v = kv.split("=", 1)
+                    try:
+                        d[k] = int(v)
+                    except ValueError:
+                        d[k] = v
+            out.append(d)
+    return out
+
+
+def cmd_stats(args):
+    for d in parse_stats(args[0]):
+        print(json.dumps(d))
+
+
+JSON_DECODE_RES = {
+    "request_bytes": r"request: (\d+) bytes",
+    "cjson_us": r"^\s*cjson\s+([\d.]+) us/request",
+    "tree_us": r"^\s*tree\s+([\d.]+) us/request",
+    "inferd_us": r"^\s*inferd\s+([\d.]+) us/request",
+    "strtof_us": r"^\s*strtof\s+([\d.]+) us/request",
+    "format_numfmt_ns_per_float": r"numfmt_f32 ([\d.]+) ns/float",
+    "format_snprintf_ns_per_float": r"snprintf\(\"%\.9g\"\) ([\d.]+) ns/float",
+}
+
+
+def cmd_json_decode(args):
+    """Keeps the figures bench/json_decode prints (text, see its main())."""
+    out, src = args[0], args[1]
+    text = open(src, errors="replace").read()
+    figures = {}
+    for k, rx in JSON_DECODE_RES.items():
+        m = re.search(rx, text, re.M)
+        if m:
+            figures[k] = float(m.group(1))
+    with open(out, "w") as f:
+        json.dump({"figures": figures, "output": text}, f, indent=1)
+
+
+# ---- assemble ---------------------------------------------------------------
+
+def bench_summary(path):
+    """The parts of an `inferd bench --json` report the results keep."""
+    r = load(path)
+    cpu = load_opt(path + ".cpu") or {}
+    status = r.get("status", {})
+    ok = int(status.get("200", 0))
+    bad = {k: v for k, v in status.items() if k != "200" and v}
+    errors = {k: v for k, v in (r.get("errors") or {}).items() if v}
+    dur = r.get("duration_s") or 0
+    return {
+        # Only successful responses count: a server answering errors fast
+        # must not look fast.
+        "rps": ok / dur if dur else None,
+        "rps_all_statuses": r.get("rps"),
+        "requests": r.get("requests"),
+        "ok": ok,
+        "duration_s": r.get("duration_s"),
+        "latency_us": r.get("latency_us"),
+        "non_200": bad,
+        "errors": errors,
+        "reconnects": r.get("reconnects"),
+        # CPU used during the whole invocation (connect, warm-up, window,
+        # drain) over its wall time: 1.0 = one core fully busy.
+        "server_cpu_util": (cpu["server_cpu_s"] / cpu["wall_s"]
+                            if cpu.get("wall_s") and "server_cpu_s" in cpu else None),
+        "client_cpu_util": (cpu["client_cpu_s"] / cpu["wall_s"]
+                            if cpu.get("wall_s") and "client_cpu_s" in cpu else None),
+        # Server context switches per response over the whole invocation
+        # (warm-up included, so an estimate).
+        "server_ctxsw_per_request": (cpu["server_ctxsw"] / cpu["responses"]
+                                     if cpu.get("responses") and "server_ctxsw" in cpu
+                                     else None),
+        "valid": not bad and not errors and ok > 0,
+    }
+
+
+def rounds(run_dir, prefix):
+    paths = sorted(glob.glob(os.path.join(run_dir, prefix + "_r*.json")),
+                   key=lambda p: int(re.search(r"_r(\d+)\.json$", p).group(1)))
+    return [bench_summary(p) for p in paths]
+
+
+def best(rs, key="rps"):
+    vals = [r[key] for r in rs if r.get(key) is not None]
+    return max(vals) if vals else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def target(name, value):
+    what, text, ok = TARGETS[name]
+    return {"name": name, "what": what, "target": text, "value": value,
+            "met": (bool(ok(value)) if value is not None else None)}
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def assemble_http(run_dir):
+    nginx = rounds(run_dir, "http_nginx")
+    inferd = rounds(run_dir, "http_inferd")
+    if not nginx or not inferd:
+        return {"error": "no HTTP floor measurements"}
+    n, i = best(nginx), best(inferd)
+    return {
+        "nginx": {"rps": n, "rounds": nginx},
+        "inferd": {"rps": i, "rounds": inferd},
+        "ratio": ratio(i, n),
+        "valid": all(r["valid"] for r in nginx + inferd),
+    }
+
+
+def assemble_compute_model(run_dir, model):
+    ort = sorted(glob.glob(os.path.join(run_dir, "compute_ort_%s_r*.json" % model)))
+    inferd = rounds(run_dir, "compute_inferd_%s" % model)
+    if not ort or not inferd:
+        return None
+    ort_runs = [load(p) for p in ort]
+    per_batch = {}
+    for r in ort_runs:
+        for x in r["results"]:
+            b = x["batch"]
+            per_batch[b] = max(per_batch.get(b, 0.0), x["inferences_per_s"])
+    best_batch = max(per_batch, key=lambda b: per_batch[b])
+    floor = per_batch[best_batch]
+    i = best(inferd)
+    cfg = load_opt(os.path.join(run_dir, "compute_%s_config.json" % model))
+    return {
+        "in_process": {
+            "best_batch": best_batch,
+            "inferences_per_s": floor,
+            "per_batch": [{"batch": b, "inferences_per_s": per_batch[b]}
+                          for b in sorted(per_batch)],
+            "intra_op_threads": ort_runs[0].get("intra_op_threads"),
+            "inter_op_threads": ort_runs[0].get("inter_op_threads"),
+            "ort_version": ort_runs[0].get("ort_version"),
+            "rounds": len(ort_runs),
+        },
+        "inferd": {"inferences_per_s": i, "rounds": inferd},
+        "server_model_config": cfg,
+        "ratio": ratio(i, floor),
+        "valid": all(r["valid"] for r in inferd),
+    }
+
+
+def assemble_latency(run_dir):
+    r = os.path.join(run_dir, "latency.json")
+    if not os.path.exists(r):
+        return {"error": "no latency measurement"}
+    s = bench_summary(r)
+    cfg = load(r).get("config", {})
+    ref = os.path.join(run_dir, "latency_nginx.json")
+    return {
+        "nginx_same_rate": bench_summary(ref) if os.path.exists(ref) else None,
+        "rate": cfg.get("rate"),
+        "achieved_rps": s["rps"],
+        "latency_us": s["latency_us"],
+        "p50_us": (s["latency_us"] or {}).get("p50"),
+        "p99_us": (s["latency_us"] or {}).get("p99"),
+        "run": s,
+        "valid": s["valid"],
+    }
+
+
+def assemble_json_decode(run_dir):
+    missing = os.path.join(run_dir, "json_decode.missing")
+    if os.path.exists(missing):
+        return {"error": open(missing).read().strip()}
+    p = os.path.join(run_dir, "json_decode.json")
+    if not os.path.exists(p):
+        return {"error": "json_decode did not run"}
+    d = load(p)
+    fig = d.get("figures", {})
+    speedup = None
+    if fig.get("cjson_us") and fig.get("inferd_us"):
+        speedup = fig["cjson_us"] / fig["inferd_us"]
+    return {"figures": fig, "speedup": speedup, "output": d.get("output"),
+            "error": None if speedup is not None else "no cjson/inferd figures in its output"}
+
+
+def assemble_memory(run_dir):
+    p = os.path.join(run_dir, "memory_server.log")
+    if not os.path.exists(p):
+        return {"error": "no memory measurement"}
+    stats = parse_stats(p)
+    if len(stats) < 3:
+        return {"error": "expected 3 stats lines (idle, after warm-up, after run), got %d"
+                % len(stats)}
+    idle, warm, end = stats[0], stats[-2], stats[-1]
+    run = bench_summary(os.path.join(run_dir, "memory_run.json"))
+    dreq = end["infer_requests"] - warm["infer_requests"]
+    dalloc = end["allocations"] - warm["allocations"]
+    return {
+        "idle_rss_bytes": idle["rss_bytes"],
+        "warm_rss_bytes": warm["rss_bytes"],
+        "final_rss_bytes": end["rss_bytes"],
+        "warmup_requests": warm["infer_requests"],
+        "requests": dreq,
+        "allocations": dalloc,
+        "allocations_per_request": (dalloc / dreq) if dreq else None,
+        "rss_growth_pct": (100.0 * (end["rss_bytes"] - warm["rss_bytes"]) / warm["rss_bytes"]
+                           if warm["rss_bytes"] else None),
+        "stats": {"idle": idle, "after_warmup": warm, "after_run": end},
+        "run": run,
+        "valid": run["valid"],
+    }
+
+
+def cmd_assemble(args):
+    run_dir, out = args
+    env = os.environ
+    meta = load(os.path.join(run_dir, "meta.json"))
+    exps = {
+        "http_floor": assemble_http(run_dir),
+        "compute_floor": {m: assemble_compute_model(run_dir, m) for m in ("mlp", "digits")},
+        "latency": assemble_latency(run_dir),
+        "json_decode": assemble_json_decode(run_dir),
+        "memory": assemble_memory(run_dir),
+    }
+    lat = exps["latency"]
+    http = exps["http_floor"]
+    if lat.get("rate") and http.get("inferd"):
+        lat["max_rps"] = http["inferd"]["rps"]
+    mlp = exps["compute_floor"].get("mlp") or {}
+    mem = exps["memory"]
+    targets = [
+        target("http_floor", http.get("ratio")),
+        target("compute_floor", mlp.get("ratio")),
+        target("latency_p99", lat.get("p99_us")),
+        target("json_decode", exps["json_decode"].get("speedup")),
+        target("allocations", mem.get("allocations_per_request")),
+        target("rss_growth", mem.get("rss_growth_pct")),
+    ]
+    doc = {
+        "schema": 1,
+        "date": meta["date"],
+        "mode": meta["mode"],
+        "git_commit": meta.get("git_commit"),
+        "git_dirty": meta.get("git_dirty"),
+        "machine": {
+            "cpu_model": cpu_model(),
+            "cpus": len(os.sched_getaffinity(0)),
+            "kernel": platform.release(),
+            "loadavg_at_start": meta.get("loadavg_at_start"),
+            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+        },
+        "cores": meta["cores"],
+        "priority": meta.get("priority"),
+        "config": meta["config"],
+        "elapsed_s": meta.get("elapsed_s") or (float(env["BENCH_ELAPSED"])
+                                               if env.get("BENCH_ELAPSED") else None),
+        "experiments": exps,
+        "targets": targets,
+        "note": NOTE,
+    }
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+
+
+# ---- markdown ---------------------------------------------------------------
+
+def fmt(v, spec="%.0f", none="—"):
+    if v is None:
+        return none
+    return spec % v
+
+
+def met(m):
+    return {True: "met", False: "**missed**", None: "not measured"}[m]
+
+
+def pct(v):
+    return "—" if v is None else "%.0f %%" % (100 * v)
+
+
+def best_round(rs):
+    return max(rs, key=lambda r: r["rps"] or 0)
+
+
+def describe_failures(r):
+    parts = ["%s× HTTP %s" % (n, st) for st, n in sorted(r["non_200"].items())]
+    parts += ["%s× %s" % (n, k) for k, n in sorted(r["errors"].items())]
+    return ", ".join(parts) or "no failures"
+
+
+def fmt_bytes(b):
+    return "—" if b is None else "%.1f MiB" % (b / 1048576.0)
+
+
+def target_notes(doc):
+    """One line of context per target, from the same run."""
+    e = doc["experiments"]
+    notes = {}
+    h = e["http_floor"]
+    if h.get("inferd"):
+        notes["http_floor"] = "%s vs %s req/s" % (fmt(h["inferd"]["rps"]), fmt(h["nginx"]["rps"]))
+    mlp = e["compute_floor"].get("mlp")
+    if mlp:
+        notes["compute_floor"] = "%s vs %s inferences/s (in process at batch %d)" % (
+            fmt(mlp["inferd"]["inferences_per_s"]), fmt(mlp["in_process"]["inferences_per_s"]),
+            mlp["in_process"]["best_batch"])
+    lat = e["latency"]
+    ref = lat.get("nginx_same_rate")
+    if ref and ref.get("latency_us"):
+        notes["latency_p99"] = "p50 %s µs; nginx at the same rate: p50 %s µs, p99 %s µs" % (
+            fmt((lat.get("latency_us") or {}).get("p50")), fmt(ref["latency_us"].get("p50")),
+            fmt(ref["latency_us"].get("p99")))
+    j = e["json_decode"]
+    if j.get("figures", {}).get("inferd_us"):
+        notes["json_decode"] = "%.2f vs %.2f µs per request" % (j["figures"]["inferd_us"],
+                                                              j["figures"]["cjson_us"])
+    mem = e["memory"]
+    if mem.get("requests") is not None:
+        notes["allocations"] = "%d allocations in %d requests" % (mem["allocations"],
+                                                                  mem["requests"])
+        notes["rss_growth"] = "%s → %s over %d requests" % (
+            fmt_bytes(mem["warm_rss_bytes"]), fmt_bytes(mem["final_rss_bytes"]),
+            mem["requests"])
+    return notes
+
+
+def md_run(doc):
+    out = []
+    e = doc["experiments"]
+    cfg = doc["config"]
+    cores = doc["cores"]
+    w = out.append
+    w("## Latest run: %s (%s mode)" % (doc["date"], doc["mode"]))
+    w("")
+    w("| | |")
+    w("|---|---|")
+    w("| date | %s |" % doc["date"])
+    w("| git commit | `%s`%s |" % ((doc.get("git_commit") or "?")[:12],
+                                  " (with uncommitted changes)" if doc.get("git_dirty") else ""))
+    w("| CPU | %s (%d CPUs usable) |" % (doc["machine"]["cpu_model"], doc["machine"]["cpus"]))
+    w("| kernel | %s |" % doc["machine"]["kernel"])
+    w("| load average at start / end | %s / %s |" % (
+        " ".join(doc["machine"].get("loadavg_at_start") or []),
+        " ".join(doc["machine"].get("loadavg_at_end") or [])))
+    w("| server cores | `taskset -c %s` (inferd: %s I/O thread(s), ONNX Runtime intra-op %s; "
+      "nginx: %s worker(s)) |" % (cores["server"], cfg["io_threads"], cfg["intra_op_threads"],
+                                   cfg["io_threads"]))
+    w("| load-generator cores | `taskset -c %s` (`inferd bench --threads %s`) |"
+      % (cores["client"], cfg["client_threads"]))
+    w("| scheduling priority | %s |" % (doc.get("priority") or "?"))
+    w("| run length | %s s measured per run after %s s warm-up, best of %s round(s); whole "
+      "run (without the build) took %s s |" % (cfg["duration_s"], cfg["warmup_s"], cfg["rounds"],
+                                    fmt(doc.get("elapsed_s"))))
+    w("| results file | `bench/results/%s` |" % doc.get("_file", "?"))
+    w("")
+    w("> " + doc["note"])
+    if doc["mode"] == "quick":
+        w(">")
+        w("> **QUICK=1 run**: ~%s s runs and a memory run of at most %s requests — a smoke test "
+          "of the harness, noisier than a full run." % (cfg["duration_s"],
+                                                         cfg["memory_requests"]))
+    w("")
+    w("### Targets (reported, never asserted)")
+    w("")
+    notes = target_notes(doc)
+    w("| figure | measured | target | | note |")
+    w("|---|---|---|---|---|")
+    for t in doc["targets"]:
+        v = t["value"]
+        if t["name"] in ("http_floor", "compute_floor"):
+            s = fmt(v, "%.3f")
+        elif t["name"] == "latency_p99":
+            s = fmt(v, "%.0f µs")
+        elif t["name"] == "json_decode":
+            s = fmt(v, "%.2f×")
+        elif t["name"] == "allocations":
+            s = fmt(v, "%.4g")
+        else:
+            s = fmt(v, "%+.2f %%")
+        w("| %s | %s | %s | %s | %s |" % (t["what"], s, t["target"], met(t["met"]),
+                                          notes.get(t["name"], "")))
+    w("")
+
+    h = e["http_floor"]
+    w("### 1. HTTP floor: `simple` over JSON vs nginx returning the same body")
+    w("")
+    if h.get("error"):
+        w("Not measured: %s" % h["error"])
+    else:
+        w("Closed loop, %s connections, %s requests in flight, the same request bytes "
+          "(`POST /v2/models/simple/infer`, %s-byte JSON body) and the same %s-byte response "
+          "body from both." % (cfg["http_connections"], cfg["http_connections"],
+                               cfg.get("simple_request_bytes", "?"),
+                               cfg.get("simple_response_bytes", "?")))
+        w("")
+        w("| server | req/s (best) | rounds (req/s) | p50 µs | p99 µs | server CPU | "
+          "load-generator CPU | server context switches per request |")
+        w("|---|---|---|---|---|---|---|---|")
+        for name in ("nginx", "inferd"):
+            x = h[name]
+            b = best_round(x["rounds"])
+            lat = b["latency_us"] or {}
+            w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                name, fmt(x["rps"]), ", ".join(fmt(r["rps"]) for r in x["rounds"]),
+                fmt(lat.get("p50")), fmt(lat.get("p99")), pct(b.get("server_cpu_util")),
+                pct(b.get("client_cpu_util")), fmt(b.get("server_ctxsw_per_request"), "%.2f")))
+        w("")
+        w("CPU: share of one core used over the whole load run (best round); a side near "
+          "100 % was the bottleneck. Context switches: all server threads, per response.")
+        w("")
+        w("**inferd ÷ nginx = %s** (target ≥ 0.8)" % fmt(h["ratio"], "%.3f"))
+        if not h["valid"]:
+            w("")
+            w("**Some requests failed** — nginx: %s; inferd: %s. Only 200s count." % (
+                "; ".join(describe_failures(r) for r in h["nginx"]["rounds"]),
+                "; ".join(describe_failures(r) for r in h["inferd"]["rounds"])))
+    w("")
+
+    c = e["compute_floor"]
+    w("### 2. Compute floor: in-process ONNX Runtime vs inferd over HTTP (binary tensors)")
+    w("")
+    w("In process: `bench/ort_floor` runs the model with ONNX Runtime's C API at each batch "
+      "size; its best is the floor. inferd: batch-1 requests with the binary tensor extension, "
+      "%s connections in flight, batched by inferd's dynamic batcher." % cfg["compute_connections"])
+    w("")
+    w("| model | in-process best (batch) | inferd inferences/s | inferd ÷ in-process | "
+      "target | inferd p50 / p99 µs | server CPU | load-generator CPU | "
+      "server context switches per request |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for m in ("mlp", "digits"):
+        x = c.get(m)
+        if not x:
+            w("| %s | not measured | | | | | | | |" % m)
+            continue
+        b = best_round(x["inferd"]["rounds"])
+        lat = b["latency_us"] or {}
+        w("| %s | %s (%d) | %s | **%s** | %s | %s / %s | %s | %s | %s |" % (
+            m, fmt(x["in_process"]["inferences_per_s"]), x["in_process"]["best_batch"],
+            fmt(x["inferd"]["inferences_per_s"]), fmt(x["ratio"], "%.3f"),
+            "≥ 0.85" if m == "mlp" else "informative (HTTP-bound)",
+            fmt(lat.get("p50")), fmt(lat.get("p99")), pct(b.get("server_cpu_util")),
+            pct(b.get("client_cpu_util")), fmt(b.get("server_ctxsw_per_request"), "%.2f")))
+    for m in ("mlp", "digits"):
+        x = c.get(m)
+        if x and not x["valid"]:
+            w("")
+            w("**%s: inferd answered errors** — %s; only 200s count." % (
+                m, "; ".join(describe_failures(r) for r in x["inferd"]["rounds"])))
+    w("")
+    for m in ("mlp", "digits"):
+        x = c.get(m)
+        if not x:
+            continue
+        w("In-process inferences/s by batch size, %s: %s." % (m, ", ".join(
+            "%d → %s" % (p["batch"], fmt(p["inferences_per_s"]))
+            for p in x["in_process"]["per_batch"])))
+        w("")
+
+    lat = e["latency"]
+    w("### 3. Latency of `simple` at 50% of inferd's maximum rate (open loop)")
+    w("")
+    if lat.get("error"):
+        w("Not measured: %s" % lat["error"])
+    else:
+        lu = lat["latency_us"] or {}
+        w("Rate %s req/s (maximum measured in experiment 1: %s req/s), %s connections, "
+          "latency from the scheduled send time." % (fmt(lat["rate"]), fmt(lat.get("max_rps")),
+                                                     cfg["http_connections"]))
+        w("")
+        w("| server | achieved req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | "
+          "server CPU | server context switches per request |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        w("| inferd | %s | %s | %s | **%s** | %s | %s | %s | %s |" % (
+            fmt(lat["achieved_rps"]), fmt(lu.get("p50")), fmt(lu.get("p90")),
+            fmt(lu.get("p99")), fmt(lu.get("p999")), fmt(lu.get("max")),
+            pct(lat["run"].get("server_cpu_util")),
+            fmt(lat["run"].get("server_ctxsw_per_request"), "%.2f")))
+        ref = lat.get("nginx_same_rate")
+        if ref:
+            ru = ref["latency_us"] or {}
+            w("| nginx, same rate (reference) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                fmt(ref["rps"]), fmt(ru.get("p50")), fmt(ru.get("p90")), fmt(ru.get("p99")),
+                fmt(ru.get("p999")), fmt(ru.get("max")), pct(ref.get("server_cpu_util")),
+                fmt(ref.get("server_ctxsw_per_request"), "%.2f")))
+            w("")
+            w("The nginx row shows what the machine and the load generator alone add to the "
+              "tail at this rate.")
+        if not lat["valid"]:
+            w("")
+            w("**Some requests failed**: %s." % describe_failures(lat["run"]))
+    w("")
+
+    j = e["json_decode"]
+    w("### 4. JSON decode: inferd's decoder vs cJSON, the same 784-float request")
+    w("")
+    if j.get("error") and j.get("speedup") is None:
+        w("Not measured: %s" % j["error"])
+    else:
+        labels = [
+            ("request_bytes", "request size", "%.0f bytes"),
+            ("cjson_us", "cJSON (parse the tree, walk to the data, convert)", "%.2f µs/request"),
+            ("tree_us", "inferd's reader building the whole tree", "%.2f µs/request"),
+            ("inferd_us", "**inferd's decoder** (data array parsed straight into floats)",
+             "%.2f µs/request"),
+            ("strtof_us", "a bare strtof loop over the numbers, no JSON", "%.2f µs/request"),
+            ("format_numfmt_ns_per_float", "encode: inferd's numfmt_f32", "%.1f ns/float"),
+            ("format_snprintf_ns_per_float", "encode: snprintf(\"%.9g\")", "%.1f ns/float"),
+        ]
+        w("| path | time |")
+        w("|---|---|")
+        for k, label, spec in labels:
+            if k in j["figures"]:
+                w("| %s | %s |" % (label, spec % j["figures"][k]))
+        w("")
+        w("**speed-up %s×** (target ≥ 5×)" % fmt(j["speedup"], "%.2f"))
+    w("")
+
+    mem = e["memory"]
+    w("### 5. Memory: `simple` over JSON, counters from SIGUSR1")
+    w("")
+    if mem.get("error"):
+        w("Not measured: %s" % mem["error"])
+    else:
+        w("| idle RSS | RSS after warm-up (%s requests) | RSS after %s more requests | change | "
+          "allocations | allocations per request |" % (mem["warmup_requests"], mem["requests"]))
+        w("|---|---|---|---|---|---|")
+        w("| %s | %s | %s | %s | %s | **%s** |" % (
+            fmt_bytes(mem["idle_rss_bytes"]), fmt_bytes(mem["warm_rss_bytes"]),
+            fmt_bytes(mem["final_rss_bytes"]), fmt(mem["rss_growth_pct"], "%+.2f %%"),
+            mem["allocations"], fmt(mem["allocations_per_request"], "%.4g")))
+        if mem["requests"] < 1000000:
+            w("")
+            w("The run is time-bounded (%s s): it served %d requests, fewer than the 1M the "
+              "target speaks of." % (cfg.get("memory_duration_s"), mem["requests"]))
+        w("")
+        w("`allocations` counts inferd's own allocator (ONNX Runtime's allocations are not "
+          "included); RSS is the whole process.")
+    w("")
+    return out
+
+
+def md_history(results_dir):
+    rows = []
+    for p in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+        try:
+            d = load(p)
+            t = {x["name"]: x for x in d["targets"]}
+        except (ValueError, KeyError, OSError):
+            continue
+
+        def v(name, spec):
+            return fmt(t.get(name, {}).get("value"), spec)
+
+        rows.append("| [%s](results/%s) | %s | `%s` | %s | %s | %s | %s | %s | %s |" % (
+            os.path.basename(p), os.path.basename(p), d["mode"],
+            (d.get("git_commit") or "?")[:10], v("http_floor", "%.3f"),
+            v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
+            v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%")))
+    out = ["## History", "",
+           "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
+           "allocs/req | RSS change |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    return out + rows + [""]
+
+
+def cmd_markdown(args):
+    results_dir, out = args
+    files = sorted(glob.glob(os.path.join(results_dir, "*.json")), key=os.path.getmtime)
+    if not files:
+        die("no results in %s" % results_dir)
+    doc = load(files[-1])
+    doc["_file"] = os.path.basename(files[-1])
+    lines = ["# Benchmark results", "",
+             "Generated by `make bench` (`scripts/bench.sh`, `bench/report.py`) — do not edit by "
+             "hand. What each experiment measures and how to read it: "
+             "[bench/README.md](README.md).", ""]
+    lines += md_run(doc)
+    lines += md_history(results_dir)
+    with open(out, "w") as f:
+        f.write("\n".join(lines))
+
+
+def main():
+    if len(sys.argv) < 2:
+        die("usage: report.py COMMAND ... (see the header of bench/report.py)")
+    cmds = {
+        "cores": cmd_cores, "cpu": cmd_cpu, "free-port": cmd_free_port, "get": cmd_get,
+        "nginx-conf": cmd_nginx_conf, "stats": cmd_stats, "json-decode": cmd_json_decode,
+        "assemble": cmd_assemble, "markdown": cmd_markdown,
+    }
+    cmd = cmds.get(sys.argv[1])
+    if not cmd:
+        die("unknown command %s" % sys.argv[1])
+    cmd(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
