@@ -48,6 +48,11 @@ struct sched {
     pthread_cond_t cond;
     struct infer_request *head, *tail;
     uint32_t queued;
+    uint64_t queued_samples;
+    /* Workers asleep with nothing to do, and workers waiting for a batch to
+     * fill: a submit wakes one only when it changes what they would do (a
+     * wake-up per request costs two context switches on a busy core). */
+    uint32_t idle_workers, filling_workers;
     bool stopping;
     struct worker *workers;
     uint32_t nworkers;
@@ -128,6 +133,7 @@ static void unlink_req(struct sched *s, struct infer_request *prev, struct infer
         s->tail = prev;
     r->next = NULL;
     s->queued--;
+    s->queued_samples -= (uint64_t)r->batch;
 }
 
 static void fail_request(struct infer_request *r, int status, const char *msg)
@@ -399,7 +405,9 @@ static void *worker_main(void *arg)
         if (!s->head) {
             if (s->stopping)
                 break;
+            s->idle_workers++;
             pthread_cond_wait(&s->cond, &s->lock);
+            s->idle_workers--;
             continue;
         }
         uint64_t now = clock_now_ns();
@@ -408,7 +416,9 @@ static void *worker_main(void *arg)
         uint64_t until;
         uint32_t n = late ? 0 : form_batch(s, w, now, &until);
         if (!late && n == 0) {
+            s->filling_workers++;
             timed_wait(s, until);
+            s->filling_workers--;
             continue;
         }
         pthread_mutex_unlock(&s->lock);
@@ -521,7 +531,13 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
         s->head = req;
     s->tail = req;
     s->queued++;
-    pthread_cond_signal(&s->cond);
+    s->queued_samples += (uint64_t)req->batch;
+    /* Wake a worker when one is idle, or when a filling batch may now be
+     * complete; otherwise the filling worker's own timer will do. */
+    bool full = !c->max_batch_size || s->queued_samples >= c->max_batch_size ||
+                (c->npreferred && s->queued_samples >= largest_preferred(c));
+    if (s->idle_workers || (s->filling_workers && full))
+        pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return 0;
 }

@@ -149,16 +149,21 @@ def test_bad_timeout_parameter(batching_server):
 
 def test_queue_limit_gives_429_with_retry_after(server_factory):
     """With room for one waiting request, a burst against the slow model
-    gets some 429s (with Retry-After) and the rest complete normally."""
+    gets some 429s (with Retry-After) and the rest complete normally. The
+    requests use the binary extension so that they reach the queue far
+    faster than the model runs them."""
     srv = server_factory.start("--queue-limit", "1", models={"slow": SLOW})
-    x = np.ones((512, 256), dtype=np.float32)
-    body = json.dumps({"inputs": [{"name": "X", "shape": [512, 256], "datatype": "FP32",
-                                   "data": x.ravel().tolist()}]})
+    x = np.ones((512, 256), dtype=np.float32).tobytes()
+    header = json.dumps({"inputs": [{"name": "X", "shape": [512, 256], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": len(x)}}]}).encode()
+    body = header + x
+    headers = {"Inference-Header-Content-Length": str(len(header))}
     barrier = threading.Barrier(12)
 
     def one(_):
         barrier.wait()
-        return requests.post(srv.url + "/v2/models/slow/infer", data=body, timeout=120)
+        return requests.post(srv.url + "/v2/models/slow/infer", data=body, headers=headers,
+                             timeout=120)
 
     with ThreadPoolExecutor(max_workers=12) as pool:
         responses = list(pool.map(one, range(12)))
