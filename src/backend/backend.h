@@ -42,9 +42,15 @@ struct model_info {
 void model_info_free(struct model_info *info);
 
 struct backend_load_args {
-    const char *path;         /* model file */
+    const char *path;         /* model file: <repo>/<model>/<version>/model.onnx */
     int intra_op_threads;     /* 0 = backend default */
     int inter_op_threads;     /* 0 = backend default */
+    /* The model's config.pbtxt text as the registry uses it (an override
+     * included), not NUL-terminated; NULL without one. Plugin backends
+     * (backend/plugin.h) take their parameters and I/O from it; ONNX
+     * Runtime ignores it. */
+    const char *config_text;
+    size_t config_len;
 };
 
 #define BACKEND_ABI_VERSION 1

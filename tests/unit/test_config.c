@@ -946,7 +946,8 @@ static void test_check_errors(void **state)
                "platform: 'tensorflow_savedmodel' is not supported (inferd serves "
                "\"onnxruntime_onnx\" models)");
     check_fail("backend: 'python'", "simple", &simple,
-               "backend: 'python' is not supported (inferd's backend is \"onnxruntime\")");
+               "backend: 'python' models need their inputs and outputs in config.pbtxt (there is "
+               "no model file to take them from)");
     check_fail("input { name: 'INPUT2' }", "simple", &simple,
                "input 'INPUT2': the model has no input of that name (its inputs: INPUT0, INPUT1)");
     check_fail(

@@ -1,0 +1,224 @@
+/*
+ * identity_stall: an example inferd backend plugin (include/inferd/backend.h)
+ * that returns its one input as its one output, and fails or stalls on
+ * request, for chaos and overload tests.
+ *
+ * The model is its config.pbtxt; the version directory is not read:
+ *
+ *   backend: "identity_stall"
+ *   max_batch_size: 8
+ *   input  [ { name: "IN"  data_type: TYPE_FP32 dims: [ -1 ] } ]
+ *   output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ *   parameters { key: "fail_every" value: { string_value: "3" } }
+ *   parameters { key: "fail_skip" value: { string_value: "1" } }
+ *   parameters { key: "stall_ms" value: { string_value: "50" } }
+ *
+ * Exactly one input and one output, of the same data_type and dims (any
+ * type, BYTES included). Parameters, decimal integers, all optional:
+ *   fail_every N  every Nth execute() of an instance (after the skipped
+ *                 ones) fails with status 500 and "injected failure"
+ *                 (0 = never, the default);
+ *   fail_skip K   the first K execute() calls of each instance never fail
+ *                 (default 0). inferd warms every instance up with at
+ *                 least one execution before serving, and a failed
+ *                 warm-up fails the model: K = the number of warm-up runs
+ *                 spares them;
+ *   stall_ms M    every execute() first sleeps M milliseconds (0 to
+ *                 3600000; default 0), warm-up runs included.
+ * Any other parameter fails the load with 400, so that a misspelt one is
+ * not silently ignored.
+ *
+ * Build: cc -std=c11 -O2 -shared -fPIC -I<inferd>/include \
+ *           -o libinferd_identity_stall.so identity_stall.c
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <inferd/backend.h>
+
+#define STALL_MS_MAX 3600000u
+
+struct instance {
+    struct inferd_model_io io[2]; /* input, output (the model info); names owned */
+    uint64_t fail_every;
+    uint64_t fail_skip;
+    uint64_t stall_ms;
+    atomic_uint_fast64_t executions;
+};
+
+static int fail(struct inferd_error *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct inferd_error *err, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err->status = status;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A decimal integer in [0, max]. */
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void instance_free(struct instance *in)
+{
+    if (!in)
+        return;
+    free((char *)in->io[0].name);
+    free((char *)in->io[1].name);
+    free(in);
+}
+
+static int is_load(const struct inferd_backend_load_args *args, void **instance,
+                   struct inferd_model_info *info, struct inferd_error *err)
+{
+    if (args->ninputs != 1 || args->noutputs != 1)
+        return fail(err, 400, "identity_stall serves one input and one output");
+    const struct inferd_model_io *in = &args->inputs[0], *out = &args->outputs[0];
+    if (in->dtype != out->dtype || in->ndim != out->ndim ||
+        memcmp(in->dims, out->dims, in->ndim * sizeof in->dims[0]) != 0)
+        return fail(err, 400, "input '%s' and output '%s' must have the same data_type and dims",
+                    in->name, out->name);
+
+    struct instance *self = calloc(1, sizeof *self);
+    if (!self)
+        return fail(err, 500, "out of memory");
+    for (uint32_t i = 0; i < args->nparameters; i++) {
+        const struct inferd_parameter *p = &args->parameters[i];
+        int rc;
+        if (strcmp(p->key, "fail_every") == 0)
+            rc = parse_u64(p->value, UINT64_MAX, &self->fail_every);
+        else if (strcmp(p->key, "fail_skip") == 0)
+            rc = parse_u64(p->value, UINT64_MAX, &self->fail_skip);
+        else if (strcmp(p->key, "stall_ms") == 0)
+            rc = parse_u64(p->value, STALL_MS_MAX, &self->stall_ms);
+        else {
+            instance_free(self);
+            return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every, "
+                        "fail_skip and stall_ms)", p->key);
+        }
+        if (rc) {
+            instance_free(self);
+            return fail(err, 400, "parameter %s: '%s' is not a number in range", p->key,
+                        p->value);
+        }
+    }
+    self->io[0] = *in;
+    self->io[1] = *out;
+    self->io[0].name = strdup(in->name);
+    self->io[1].name = strdup(out->name);
+    if (!self->io[0].name || !self->io[1].name) {
+        instance_free(self);
+        return fail(err, 500, "out of memory");
+    }
+    atomic_init(&self->executions, 0);
+    *info = (struct inferd_model_info){
+        .ninputs = 1, .noutputs = 1, .inputs = &self->io[0], .outputs = &self->io[1]};
+    *instance = self;
+    return 0;
+}
+
+static void stall(uint64_t ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* The output: a copy of the input (its data lives only during execute()).
+ * One allocation holds everything and is the state release() frees. */
+static int is_execute(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
+                      const char *const *output_names, uint32_t nout,
+                      struct inferd_tensor *outputs, void **state, struct inferd_error *err)
+{
+    struct instance *self = instance;
+    uint64_t n = atomic_fetch_add(&self->executions, 1) + 1;
+    if (self->stall_ms)
+        stall(self->stall_ms);
+    if (self->fail_every && n > self->fail_skip && (n - self->fail_skip) % self->fail_every == 0)
+        return fail(err, 500, "injected failure");
+    if (nin != 1 || strcmp(inputs[0].name, self->io[0].name) != 0)
+        return fail(err, 400, "expected the one input '%s'", self->io[0].name);
+    if (nout != 1 || strcmp(output_names[0], self->io[1].name) != 0)
+        return fail(err, 400, "unknown output '%s' (the output is '%s')", output_names[0],
+                    self->io[1].name);
+
+    const struct inferd_tensor *in = &inputs[0];
+    struct inferd_tensor *out = &outputs[0];
+    *out = *in;
+    if (in->dtype != INFERD_DTYPE_BYTES) {
+        void *copy = malloc(in->nbytes ? in->nbytes : 1);
+        if (!copy)
+            return fail(err, 500, "out of memory");
+        memcpy(copy, in->data, in->nbytes);
+        out->data = copy;
+        *state = copy;
+        return 0;
+    }
+    /* BYTES: the element array, then the element bytes. */
+    size_t count = 1;
+    for (uint32_t d = 0; d < in->ndim; d++)
+        count *= (size_t)in->shape[d];
+    size_t head = count * sizeof(struct inferd_bytes);
+    char *block = malloc(head + in->nbytes + 1);
+    if (!block)
+        return fail(err, 500, "out of memory");
+    const struct inferd_bytes *src = in->data;
+    struct inferd_bytes *dst = (struct inferd_bytes *)block;
+    char *bytes = block + head;
+    for (size_t i = 0; i < count; i++) {
+        if (src[i].len)
+            memcpy(bytes, src[i].ptr, src[i].len);
+        dst[i].ptr = bytes;
+        dst[i].len = src[i].len;
+        bytes += src[i].len;
+    }
+    out->data = block;
+    *state = block;
+    return 0;
+}
+
+static void is_release(void *instance, void *state)
+{
+    (void)instance;
+    free(state);
+}
+
+static void is_unload(void *instance)
+{
+    instance_free(instance);
+}
+
+static const struct inferd_backend_api identity_stall_api = {
+    .abi_version = INFERD_BACKEND_ABI_VERSION,
+    .name = "identity_stall",
+    .load = is_load,
+    .execute = is_execute,
+    .release = is_release,
+    .unload = is_unload,
+};
+
+const struct inferd_backend_api *inferd_backend_init(uint32_t host_abi_version)
+{
+    return host_abi_version == INFERD_BACKEND_ABI_VERSION ? &identity_stall_api : NULL;
+}
