@@ -459,9 +459,9 @@ out_close:
     return -1;
 }
 
-int plugin_backend_resolve(const char *backend_name, const char *model_dir,
-                           const char *search_dir, const struct backend_ops **ops,
-                           struct error *err)
+int plugin_backend_resolve(const char *backend_name, const char *version_dir,
+                           const char *model_dir, const char *search_dir,
+                           const struct backend_ops **ops, struct error *err)
 {
     char found[PATH_MAX], canon[PATH_MAX];
     int rc = 0;
@@ -476,7 +476,10 @@ int plugin_backend_resolve(const char *backend_name, const char *model_dir,
                          "backend: '%.*s' is not a backend name (1 to %d letters, digits, '_' "
                          "or '-')",
                          PLUGIN_NAME_MAX, backend_name, PLUGIN_NAME_MAX);
-    if (!find_in(model_dir, backend_name, found, sizeof found) &&
+    /* The version directory first: a new plugin build shipped in a new
+     * version directory replaces the old one through the reload path. */
+    if (!find_in(version_dir, backend_name, found, sizeof found) &&
+        !find_in(model_dir, backend_name, found, sizeof found) &&
         !find_in(search_dir, backend_name, found, sizeof found)) {
         if (search_dir && search_dir[0])
             return error_set(err, 400,
@@ -522,19 +525,19 @@ out_unlock:
     return rc;
 }
 
-int plugin_backend_for_config(const char *cfg_text, size_t cfg_len, const char *model_dir,
-                              const char *search_dir, const struct backend_ops **ops,
-                              struct error *err)
+int plugin_backend_for_config(const char *cfg_text, size_t cfg_len, const char *version_dir,
+                              const char *model_dir, const char *search_dir,
+                              const struct backend_ops **ops, struct error *err)
 {
     struct model_config cfg;
     struct error perr;
 
     *ops = NULL;
     if (!cfg_text)
-        return plugin_backend_resolve(NULL, model_dir, search_dir, ops, err);
+        return plugin_backend_resolve(NULL, version_dir, model_dir, search_dir, ops, err);
     if (model_config_parse(cfg_text, cfg_len, &cfg, &perr) != 0)
         return error_set(err, perr.status, "config.pbtxt:%s", perr.msg);
-    int rc = plugin_backend_resolve(cfg.backend, model_dir, search_dir, ops, err);
+    int rc = plugin_backend_resolve(cfg.backend, version_dir, model_dir, search_dir, ops, err);
     model_config_free(&cfg);
     return rc;
 }

@@ -58,17 +58,17 @@
  * ABI version, a NULL function): 400, or 500 for out of memory and a full
  * cache. Any thread.
  */
-int plugin_backend_resolve(const char *backend_name, const char *model_dir,
-                           const char *search_dir, const struct backend_ops **ops,
-                           struct error *err);
+int plugin_backend_resolve(const char *backend_name, const char *version_dir,
+                           const char *model_dir, const char *search_dir,
+                           const struct backend_ops **ops, struct error *err);
 
 /*
  * The same for a model whose config.pbtxt text is cfg_text[0..cfg_len)
  * (NULL: no config, so ONNX Runtime). The config's `backend` decides. A
  * config that does not parse fails with "config.pbtxt:<error>".
  */
-int plugin_backend_for_config(const char *cfg_text, size_t cfg_len, const char *model_dir,
-                              const char *search_dir, const struct backend_ops **ops,
-                              struct error *err);
+int plugin_backend_for_config(const char *cfg_text, size_t cfg_len, const char *version_dir,
+                              const char *model_dir, const char *search_dir,
+                              const struct backend_ops **ops, struct error *err);
 
 #endif

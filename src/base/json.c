@@ -1,12 +1,11 @@
 #include "base/json.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/numfmt.h"
+#include "base/numparse.h"
 
 #define JSON_DEFAULT_MAX_DEPTH 64
 
@@ -88,6 +87,8 @@ struct json_parser {
     struct arena *arena;
     uint32_t max_depth;
     bool allow_nonfinite;
+    const char *raw_key; /* limits->raw_array_key */
+    size_t raw_key_len;
 
     struct json_member *slots; /* array children use only .value */
     size_t nslots, slots_cap;
@@ -478,6 +479,102 @@ static int add_child(struct json_parser *ps, const struct json_value *v)
     return 0;
 }
 
+/* Whether the value about to be parsed is a member named by raw_array_key
+ * (parse_key has pushed its slot). */
+static bool at_raw_key(const struct json_parser *ps)
+{
+    if (!ps->raw_key || ps->nframes == 0 || !in_object(ps))
+        return false;
+    const struct json_member *m = &ps->slots[ps->nslots - 1];
+    return m->key_len == ps->raw_key_len && memcmp(m->key, ps->raw_key, m->key_len) == 0;
+}
+
+/* Whether any of the 8 bytes of v is a bracket or a quote. The brackets
+ * [ ] { } are exactly the bytes that OR 0x26 turns into 0x7F together with
+ * Y _ y DEL; those four never occur in JSON numbers, so the numeric arrays
+ * this is for are skipped 8 bytes per test. A hit is rechecked per byte. */
+static inline bool raw_maybe_special(uint64_t v)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    uint64_t b = (v | (ones * 0x26)) ^ (ones * 0x7F); /* zero byte: a bracket candidate */
+    uint64_t q = v ^ (ones * '"');                    /* zero byte: a quote */
+    return (((b - ones) & ~b) | ((q - ones) & ~q)) & highs;
+}
+
+/*
+ * Skips the array at ps->p (a '[') without building it, into a JSON_RAW
+ * value: strings are skipped whole (a quote preceded by an odd number of
+ * backslashes does not end one), brackets must pair up and nest within the
+ * depth limits. Everything else is left to whoever consumes the span.
+ */
+static int scan_raw_array(struct json_parser *ps, struct json_value *v)
+{
+    const char *start = ps->p, *p = start, *end = ps->end;
+    uint64_t objects = 0; /* bit i set: level i+1 is an object */
+    uint32_t depth = 0;
+    uint32_t limit = ps->max_depth - (uint32_t)ps->nframes; /* levels left */
+
+    if (limit > JSON_RAW_MAX_DEPTH)
+        limit = JSON_RAW_MAX_DEPTH;
+    for (;;) {
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (raw_maybe_special(w))
+                break;
+            p += 8;
+        }
+        if (p == end)
+            return fail_at(ps, p, "unexpected end of input");
+        switch (*p) {
+        case '"': {
+            const char *q = p + 1;
+            for (;;) {
+                q = memchr(q, '"', (size_t)(end - q));
+                if (!q)
+                    return fail_at(ps, end, "unterminated string");
+                const char *b = q;
+                while (b[-1] == '\\') /* the opening quote stops this */
+                    b--;
+                if ((q - b) % 2 == 0)
+                    break;
+                q++;
+            }
+            p = q + 1;
+            continue;
+        }
+        case '[':
+        case '{':
+            if (depth == limit)
+                return fail_at(ps, p, "nesting too deep");
+            if (*p == '{')
+                objects |= UINT64_C(1) << depth;
+            else
+                objects &= ~(UINT64_C(1) << depth);
+            depth++;
+            break;
+        case ']':
+        case '}':
+            if (depth == 0 || (*p == '}') != ((objects >> (depth - 1)) & 1))
+                return fail_at(ps, p, "mismatched bracket");
+            depth--;
+            break;
+        default:
+            break;
+        }
+        p++;
+        if (depth == 0)
+            break;
+    }
+    if ((size_t)(p - start) >= UINT32_MAX)
+        return fail_at(ps, start, "array too long");
+    v->type = JSON_RAW;
+    v->len = (uint32_t)(p - start);
+    v->u.raw = start;
+    ps->p = p;
+    return 0;
+}
+
 static int parse_document(struct json_parser *ps, struct json_value *out)
 {
     struct json_value v;
@@ -489,7 +586,10 @@ static int parse_document(struct json_parser *ps, struct json_value *out)
     for (;;) {
         /* A value starts here: either open a container or read a scalar. */
         skip_ws(ps);
-        if (ps->p < ps->end && (*ps->p == '[' || *ps->p == '{')) {
+        if (ps->p < ps->end && *ps->p == '[' && at_raw_key(ps)) {
+            if (scan_raw_array(ps, &v) != 0)
+                return -1;
+        } else if (ps->p < ps->end && (*ps->p == '[' || *ps->p == '{')) {
             if (open_container(ps) != 0)
                 return -1;
             skip_ws(ps);
@@ -546,6 +646,8 @@ int json_parse(struct arena *arena, const char *text, size_t len, const struct j
         .arena = arena,
         .max_depth = limits && limits->max_depth ? limits->max_depth : JSON_DEFAULT_MAX_DEPTH,
         .allow_nonfinite = limits && limits->allow_nonfinite,
+        .raw_key = limits ? limits->raw_array_key : NULL,
+        .raw_key_len = limits && limits->raw_array_key ? strlen(limits->raw_array_key) : 0,
     };
     struct json_value *root = NULL;
     int rc = -1;
@@ -588,108 +690,48 @@ const struct json_value *json_get(const struct json_value *v, const char *key)
 /* Number conversions                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* Splits an integer literal into sign and magnitude, exactly. */
-static int integer_parts(const struct json_value *v, bool *neg, uint64_t *mag)
+/* numparse does the work; the text was validated by the parse, so -EILSEQ
+ * cannot happen (and would mean "not a number" anyway). */
+static const char *num_end(const struct json_value *v)
 {
-    if (!v || v->type != JSON_NUMBER)
-        return -EINVAL;
-    const char *s = v->u.num;
-    /* Checked first: "1e99999999999999999999" is not an integer, not a range error. */
-    if (strpbrk(s, ".eE"))
-        return -EINVAL;
-    *neg = *s == '-';
-    if (*neg)
-        s++;
-    if (!is_digit(*s)) /* NaN, Infinity */
-        return -EINVAL;
-    uint64_t m = 0;
-    for (; is_digit(*s); s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (m > (UINT64_MAX - d) / 10)
-            return -ERANGE;
-        m = m * 10 + d;
-    }
-    *mag = m;
-    return 0;
+    return v->u.num + v->len;
 }
 
 int json_num_i64(const struct json_value *v, int64_t *out)
 {
-    bool neg;
-    uint64_t mag;
-    int rc = integer_parts(v, &neg, &mag);
-    if (rc)
-        return rc;
-    if (neg) {
-        if (mag > (uint64_t)INT64_MAX + 1)
-            return -ERANGE;
-        /* Negate in unsigned arithmetic: -(INT64_MIN) does not fit in int64_t. */
-        *out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
-    } else {
-        if (mag > INT64_MAX)
-            return -ERANGE;
-        *out = (int64_t)mag;
-    }
-    return 0;
+    const char *next;
+    if (!v || v->type != JSON_NUMBER)
+        return -EINVAL;
+    int rc = numparse_i64(v->u.num, num_end(v), NUMPARSE_NONFINITE, out, &next);
+    return rc == -EILSEQ ? -EINVAL : rc;
 }
 
 int json_num_u64(const struct json_value *v, uint64_t *out)
 {
-    bool neg;
-    uint64_t mag;
-    int rc = integer_parts(v, &neg, &mag);
-    if (rc)
-        return rc;
-    if (neg && mag != 0) /* "-0" is zero */
-        return -ERANGE;
-    *out = mag;
-    return 0;
-}
-
-/* NaN, Infinity and -Infinity are only ever stored when the parse allowed them. */
-static bool nonfinite_value(const char *s, double *out)
-{
-    if (s[0] == 'N')
-        *out = NAN;
-    else if (s[0] == 'I')
-        *out = INFINITY;
-    else if (s[0] == '-' && s[1] == 'I')
-        *out = -INFINITY;
-    else
-        return false;
-    return true;
+    const char *next;
+    if (!v || v->type != JSON_NUMBER)
+        return -EINVAL;
+    int rc = numparse_u64(v->u.num, num_end(v), NUMPARSE_NONFINITE, out, &next);
+    return rc == -EILSEQ ? -EINVAL : rc;
 }
 
 int json_num_f64(const struct json_value *v, double *out)
 {
+    const char *next;
     if (!v || v->type != JSON_NUMBER)
         return -EINVAL;
-    if (nonfinite_value(v->u.num, out))
-        return 0;
-    /* strtod is correctly rounded; underflow (ERANGE with a tiny result) is
-     * fine, only overflow to infinity is a range error. */
-    double d = strtod(v->u.num, NULL);
-    if (isinf(d))
-        return -ERANGE;
-    *out = d;
-    return 0;
+    int rc = numparse_f64(v->u.num, num_end(v), NUMPARSE_NONFINITE, out, &next);
+    return rc == -EILSEQ ? -EINVAL : rc;
 }
 
 int json_num_f32(const struct json_value *v, float *out)
 {
-    double nf;
+    const char *next;
     if (!v || v->type != JSON_NUMBER)
         return -EINVAL;
-    if (nonfinite_value(v->u.num, &nf)) {
-        *out = (float)nf;
-        return 0;
-    }
-    /* strtof, not (float)strtod: rounding twice can be off by one ulp. */
-    float f = strtof(v->u.num, NULL);
-    if (isinf(f))
-        return -ERANGE;
-    *out = f;
-    return 0;
+    /* Rounded once, straight to float: strtod then (float) can be off by one. */
+    int rc = numparse_f32(v->u.num, num_end(v), NUMPARSE_NONFINITE, out, &next);
+    return rc == -EILSEQ ? -EINVAL : rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -834,76 +876,35 @@ void json_w_cstr(struct json_writer *w, const char *s)
     json_w_str(w, s, strlen(s));
 }
 
-/* Digits of v, written backwards into the end of a 20-byte buffer. */
-static void w_digits(struct buf *b, uint64_t v, bool neg)
-{
-    char tmp[21];
-    char *p = tmp + sizeof tmp;
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (neg)
-        *--p = '-';
-    buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
-}
-
+/* Numbers go through numfmt: exact shortest round-trip text for floats
+ * (NaN, Infinity, -Infinity for the non-finite ones), plain digits for
+ * integers, formatted on the stack and appended in one piece. */
 void json_w_int(struct json_writer *w, int64_t v)
 {
-    if (!w_begin_value(w))
-        return;
-    /* The magnitude in unsigned arithmetic, so INT64_MIN does not overflow. */
-    uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    w_digits(w->b, mag, v < 0);
+    char tmp[NUMFMT_MAX];
+    if (w_begin_value(w))
+        buf_append(w->b, tmp, numfmt_i64(tmp, v));
 }
 
 void json_w_uint(struct json_writer *w, uint64_t v)
 {
+    char tmp[NUMFMT_MAX];
     if (w_begin_value(w))
-        w_digits(w->b, v, false);
+        buf_append(w->b, tmp, numfmt_u64(tmp, v));
 }
 
-static bool w_nonfinite(struct buf *b, double v)
-{
-    if (isnan(v))
-        buf_puts(b, "NaN");
-    else if (isinf(v))
-        buf_puts(b, v < 0 ? "-Infinity" : "Infinity");
-    else
-        return false;
-    return true;
-}
-
-/*
- * Shortest round trip by trial: the first precision whose %g text reads
- * back to the same bits. %g output is always valid JSON for finite values.
- */
 void json_w_f32(struct json_writer *w, float v)
 {
-    char tmp[32];
-    if (!w_begin_value(w) || w_nonfinite(w->b, v))
-        return;
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, (double)v);
-        float back = strtof(tmp, NULL);
-        if (memcmp(&back, &v, sizeof v) == 0)
-            break;
-    }
-    buf_puts(w->b, tmp); /* 9 significant digits always round-trip a float */
+    char tmp[NUMFMT_MAX];
+    if (w_begin_value(w))
+        buf_append(w->b, tmp, numfmt_f32(tmp, v));
 }
 
 void json_w_f64(struct json_writer *w, double v)
 {
-    char tmp[40];
-    if (!w_begin_value(w) || w_nonfinite(w->b, v))
-        return;
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        double back = strtod(tmp, NULL);
-        if (memcmp(&back, &v, sizeof v) == 0)
-            break;
-    }
-    buf_puts(w->b, tmp); /* 17 significant digits always round-trip a double */
+    char tmp[NUMFMT_MAX];
+    if (w_begin_value(w))
+        buf_append(w->b, tmp, numfmt_f64(tmp, v));
 }
 
 void json_w_bool(struct json_writer *w, bool v)

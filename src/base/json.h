@@ -18,6 +18,17 @@
  *   limit does not depend on the C stack (the parser is iterative).
  *   Numbers are kept as their source text (copied into the arena), and
  *   converted on demand, exactly, by the json_num_* functions.
+ *
+ *   Raw arrays: when limits->raw_array_key is set, an ARRAY that is the
+ *   value of an object member with exactly that key is not expanded into
+ *   the tree. The parser skips over it quickly, only string-aware (brackets
+ *   inside strings do not count) and bracket-aware ('[' pairs with ']',
+ *   '{' with '}', nesting within max_depth and at most JSON_RAW_MAX_DEPTH
+ *   levels), without checking numbers, literals, commas or UTF-8 inside,
+ *   and stores it as a JSON_RAW value whose u.raw points INTO `text` (the
+ *   '[' ... ']' bytes, len of them). Unlike everything else in the tree,
+ *   such a span is valid only as long as `text` is; whoever consumes it
+ *   must validate it (api/tensor_json.h does, for KServe's "data").
  *   On error returns -1 and sets *err_msg to a static string and *err_off to
  *   the byte offset where the error was detected.
  *
@@ -48,18 +59,20 @@ enum json_type {
     JSON_STRING,
     JSON_ARRAY,
     JSON_OBJECT,
+    JSON_RAW, /* an unexpanded array: see raw_array_key */
 };
 
 struct json_member;
 
 struct json_value {
     enum json_type type;
-    uint32_t len; /* STRING: decoded bytes; NUMBER: text bytes; ARRAY/OBJECT: element count */
+    uint32_t len; /* STRING: decoded bytes; NUMBER, RAW: text bytes; ARRAY/OBJECT: element count */
     union {
         const char *str;             /* STRING: decoded, NUL-terminated (may contain NUL) */
         const char *num;             /* NUMBER: source text, NUL-terminated */
         struct json_value *items;    /* ARRAY: len contiguous values */
         struct json_member *members; /* OBJECT: len contiguous members, source order */
+        const char *raw;             /* RAW: into the caller's text, not NUL-terminated */
     } u;
 };
 
@@ -69,9 +82,13 @@ struct json_member {
     struct json_value value;
 };
 
+/* Nesting inside one raw array (its own '[' included) is also bounded by this. */
+#define JSON_RAW_MAX_DEPTH 64
+
 struct json_limits {
-    uint32_t max_depth;   /* arrays/objects nested deeper fail; 0 = 64 */
-    bool allow_nonfinite; /* accept NaN, Infinity, -Infinity */
+    uint32_t max_depth;        /* arrays/objects nested deeper fail; 0 = 64 */
+    bool allow_nonfinite;      /* accept NaN, Infinity, -Infinity */
+    const char *raw_array_key; /* NULL, or: keep arrays under this key as JSON_RAW */
 };
 
 int json_parse(struct arena *arena, const char *text, size_t len, const struct json_limits *limits,

@@ -35,8 +35,42 @@ static inline bool is_digit(char c)
     return (unsigned char)(c - '0') < 10;
 }
 
-static int scan(const char *p, const char *end, unsigned flags, struct token *t,
-                const char **next)
+/* The 8 bytes at p as a little-endian integer (first byte lowest). */
+static inline uint64_t load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* Whether all 8 bytes of v are ASCII digits: each byte's high nibble is 3,
+ * and adding 6 does not carry out of the low nibble (digit <= 9). */
+static inline bool eight_digits(uint64_t v)
+{
+    return ((v & UINT64_C(0xF0F0F0F0F0F0F0F0)) |
+            (((v + UINT64_C(0x0606060606060606)) & UINT64_C(0xF0F0F0F0F0F0F0F0)) >> 4)) ==
+           UINT64_C(0x3333333333333333);
+}
+
+/* The value of 8 ASCII digits (first byte most significant), combining
+ * neighbours pairwise in three multiplications instead of eight. */
+static inline uint64_t parse8(uint64_t v)
+{
+    v -= UINT64_C(0x3030303030303030);
+    v = v * 10 + (v >> 8); /* bytes 0,2,4,6: two-digit values */
+    v = (((v & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x000F424000000064)) +
+         (((v >> 16) & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x0000271000000001))) >>
+        32;
+    return v & 0xFFFFFFFF;
+}
+
+/* Inlined into each conversion: the token then lives in registers. */
+static inline __attribute__((always_inline)) int scan(const char *p, const char *end,
+                                                      unsigned flags, struct token *t,
+                                                      const char **next)
 {
     const char *q = p;
     uint64_t m = 0;
@@ -73,6 +107,10 @@ static int scan(const char *p, const char *end, unsigned flags, struct token *t,
         }
     } else {
         const char *stop = end - q > MAX_FAST_DIGITS ? q + MAX_FAST_DIGITS : end;
+        while (stop - q >= 8 && eight_digits(load8(q))) {
+            m = m * 100000000 + parse8(load8(q));
+            q += 8;
+        }
         while (q < stop && is_digit(*q))
             m = m * 10 + (uint64_t)(*q++ - '0');
         nd = (int)(q - t->digits);
@@ -91,6 +129,12 @@ static int scan(const char *p, const char *end, unsigned flags, struct token *t,
         if (nd == 0) /* "0.000ddd": zeros before the first significant digit */
             for (; q < end && *q == '0'; q++)
                 exp10--;
+        while (end - q >= 8 && nd <= MAX_FAST_DIGITS - 8 && eight_digits(load8(q))) {
+            m = m * 100000000 + parse8(load8(q));
+            q += 8;
+            nd += 8;
+            exp10 -= 8;
+        }
         for (; q < end && is_digit(*q) && nd < MAX_FAST_DIGITS; q++, nd++) {
             m = m * 10 + (uint64_t)(*q - '0');
             exp10--;
@@ -209,7 +253,7 @@ static const double exact_pow10[] = {
  * is still an exact integer below 2^53 ("1234e25"). Returns false when
  * the token is not eligible.
  */
-static bool fast_double(const struct token *t, double *out)
+static inline bool fast_double(const struct token *t, double *out)
 {
     if (t->inexact || t->mant > MAX_EXACT_MANT)
         return false;
@@ -296,6 +340,29 @@ static void fallback_text(const struct token *t, char *buf)
     *o = '\0';
 }
 
+/* Out of line, so the fast path's frame does not carry the buffer. */
+static __attribute__((noinline)) int slow_f64(const struct token *t, double *out)
+{
+    char buf[FALLBACK_BUF];
+    fallback_text(t, buf);
+    double d = strtod(buf, NULL);
+    if (isinf(d))
+        return -ERANGE;
+    *out = d;
+    return 0;
+}
+
+static __attribute__((noinline)) int slow_f32(const struct token *t, float *out)
+{
+    char buf[FALLBACK_BUF];
+    fallback_text(t, buf);
+    float f = strtof(buf, NULL);
+    if (isinf(f))
+        return -ERANGE;
+    *out = f;
+    return 0;
+}
+
 int numparse_f64(const char *p, const char *end, unsigned flags, double *out, const char **next)
 {
     struct token t;
@@ -312,21 +379,15 @@ int numparse_f64(const char *p, const char *end, unsigned flags, double *out, co
     }
     if (fast_double(&t, out))
         return 0;
-    char buf[FALLBACK_BUF];
-    fallback_text(&t, buf);
-    double d = strtod(buf, NULL);
-    if (isinf(d))
-        return -ERANGE;
-    *out = d;
-    return 0;
+    return slow_f64(&t, out);
 }
 
 /*
  * Whether the double r > 0 lies exactly halfway between two adjacent floats
  * (counting 2^128, where rounding overflows, as the float after FLT_MAX).
- * r = M * 2^E with a 53-bit M; the float spacing at r is 2^u with
+ * r = M * 2^e with a 53-bit M; the float spacing at r is 2^u with
  * u = floor(log2 r) - 23, or 2^-149 below FLT_MIN. r is a midpoint iff the
- * s = u - E low bits of M are exactly 100..0.
+ * s = u - e low bits of M are exactly 100..0.
  */
 static bool is_float_midpoint(double r)
 {
@@ -379,18 +440,9 @@ int numparse_f32(const char *p, const char *end, unsigned flags, float *out, con
      * just above the midpoint 1 + 2^-24, r is the midpoint and (float)r
      * would give 1 instead of 1 + 2^-23.)
      */
-    if (fast_double(&t, &r)) {
-        double a = fabs(r);
-        if (!is_float_midpoint(a)) {
-            *out = (float)r; /* the fast path never reaches the float overflow range */
-            return 0;
-        }
+    if (fast_double(&t, &r) && !is_float_midpoint(fabs(r))) {
+        *out = (float)r; /* the fast path never reaches the float overflow range */
+        return 0;
     }
-    char buf[FALLBACK_BUF];
-    fallback_text(&t, buf);
-    float f = strtof(buf, NULL);
-    if (isinf(f))
-        return -ERANGE;
-    *out = f;
-    return 0;
+    return slow_f32(&t, out);
 }

@@ -57,6 +57,8 @@ static const char serve_usage_text[] =
     "                             models and accept the repository load/unload API\n"
     "  --repository-poll-secs N   poll mode: rescan the repository every N s (default: 15)\n"
     "  --load-model NAME          explicit mode: load NAME at start (repeatable; * = all)\n"
+    "  --backend-directory DIR    where backend plugins libinferd_<name>.so are looked for\n"
+    "                             after the model's own directory\n"
     "  --host ADDR                address to listen on (default: 0.0.0.0)\n"
     "  --http-port N              HTTP port (default: 8000; 0 = any free port)\n"
     "  --io-threads N             event-loop threads serving connections (default: cores)\n"
@@ -80,6 +82,7 @@ enum {
     OPT_CONTROL_MODE,
     OPT_POLL_SECS,
     OPT_LOAD_MODEL,
+    OPT_BACKEND_DIR,
     OPT_HOST,
     OPT_PORT,
     OPT_IO_THREADS,
@@ -102,6 +105,7 @@ static const struct option serve_options_table[] = {
     {"model-control-mode", required_argument, NULL, OPT_CONTROL_MODE},
     {"repository-poll-secs", required_argument, NULL, OPT_POLL_SECS},
     {"load-model", required_argument, NULL, OPT_LOAD_MODEL},
+    {"backend-directory", required_argument, NULL, OPT_BACKEND_DIR},
     {"host", required_argument, NULL, OPT_HOST},
     {"http-port", required_argument, NULL, OPT_PORT},
     {"io-threads", required_argument, NULL, OPT_IO_THREADS},
@@ -175,6 +179,7 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
                 exit(2);
             }
             break;
+        case OPT_BACKEND_DIR: o->repo.load.backend_directory = optarg; break;
         case OPT_POLL_SECS: o->repo.poll_secs = (uint32_t)parse_num(name, optarg, 1, 86400); break;
         case OPT_LOAD_MODEL:
             if (o->repo.nload_models == MAX_LOAD_MODELS) {

@@ -42,14 +42,28 @@ static void put_string(struct buf *b, const char *s, size_t n)
     buf_putc(b, '"');
 }
 
-static void put_scalar(struct buf *b, const struct json_value *v)
+/* Fields whose values are strings even when they look like numbers; any
+ * other string of digits is a 64-bit integer in the protobuf JSON mapping
+ * (e.g. "dims": ["16"]). */
+static bool string_field(const char *key)
+{
+    static const char *const names[] = {"name", "key", "string_value", "platform", "backend",
+                                        "label_filename", "input_data_file",
+                                        "default_model_filename"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(key, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static void put_scalar(struct buf *b, const char *key, const struct json_value *v)
 {
     switch (v->type) {
     case JSON_TRUE: buf_puts(b, "true"); break;
     case JSON_FALSE: buf_puts(b, "false"); break;
     case JSON_NUMBER: buf_append(b, v->u.num, v->len); break;
     case JSON_STRING:
-        if (is_integer_text(v->u.str, v->len))
+        if (!string_field(key) && is_integer_text(v->u.str, v->len))
             buf_append(b, v->u.str, v->len);
         else
             put_string(b, v->u.str, v->len);
@@ -83,13 +97,13 @@ static int put_field(struct buf *b, const char *key, const struct json_value *v,
                 continue;
             }
             buf_printf(b, "%s: ", key);
-            put_scalar(b, item);
+            put_scalar(b, key, item);
             buf_putc(b, ' ');
         }
         return 0;
     default:
         buf_printf(b, "%s: ", key);
-        put_scalar(b, v);
+        put_scalar(b, key, v);
         buf_putc(b, ' ');
         return 0;
     }

@@ -76,6 +76,7 @@ struct registry_options {
     int intra_op_threads;
     int inter_op_threads;
     uint32_t queue_limit; /* requests waiting per model (a config may ask for fewer) */
+    const char *backend_directory; /* plugin libraries not in the model directory; or NULL */
 };
 
 /* Loads model `name` of the repository into *e (never fails as a call: a

@@ -271,11 +271,14 @@ static int model_load(const struct registry_options *opts, const char *name, int
     m->version = version;
     snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
     /* config.pbtxt's `backend` picks ONNX Runtime or a plugin library
-     * (backend/plugin.h); a plugin's name is what metadata calls the
-     * platform, as Triton does. No --backend-directory yet: NULL. */
-    char model_dir[PATH_MAX_LEN];
+     * (backend/plugin.h), looked for in the version directory, the model
+     * directory, then --backend-directory; a plugin's name is what
+     * metadata calls the platform, as Triton does. */
+    char model_dir[PATH_MAX_LEN], version_dir[PATH_MAX_LEN];
     path_fmt(model_dir, sizeof model_dir, "%s/%s", opts->repository, name); /* shorter than path */
-    if (plugin_backend_for_config(cfg_text, cfg_len, model_dir, NULL, &m->backend, err) != 0) {
+    path_fmt(version_dir, sizeof version_dir, "%s/%lld", model_dir, (long long)version);
+    if (plugin_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
+                                  opts->backend_directory, &m->backend, err) != 0) {
         model_free(m);
         return -1;
     }
@@ -493,7 +496,7 @@ void model_entry_load(const struct registry_options *opts, const char *name,
     for (uint32_t i = 0; i < nchosen; i++) {
         struct model *m = NULL;
         if (model_load(opts, e->name, chosen[i], text, len, &m, &err) != 0) {
-            snprintf(e->reason, sizeof e->reason, "version %lld: %s", (long long)chosen[i],
+            snprintf(e->reason, sizeof e->reason, "version %lld: %.200s", (long long)chosen[i],
                      err.msg);
             log_error("model %s version %lld failed to load: %s", e->name,
                       (long long)chosen[i], err.msg);

@@ -90,10 +90,10 @@ def test_plugin_bytes_binary_output(server_factory, tmp_path):
     assert ok_json(r)["outputs"][0]["data"] == words
 
 
-def test_plugin_fail_every_alternates(server_factory, tmp_path):
+def test_plugin_fail_every_n_alternates(server_factory, tmp_path):
     # fail_skip spares the warm-up execution inferd runs before serving
     # (a failed warm-up would fail the model).
-    cfg = ECHO_CONFIG + param("fail_every", "2") + param("fail_skip", "1")
+    cfg = ECHO_CONFIG + param("fail_every_n", "2") + param("fail_skip", "1")
     srv = server_factory.start(repository=plugin_repo(tmp_path, cfg))
     statuses = []
     for i in range(6):
@@ -111,7 +111,7 @@ def test_plugin_fail_every_alternates(server_factory, tmp_path):
 
 def test_plugin_stall_still_answers(server_factory, tmp_path):
     srv = server_factory.start(
-        repository=plugin_repo(tmp_path, ECHO_CONFIG + param("stall_ms", "300")))
+        repository=plugin_repo(tmp_path, ECHO_CONFIG + param("delay_us", "300000")))
     t0 = time.monotonic()
     out = ok_json(echo(srv.url, [5, 6, 7, 8]))
     assert time.monotonic() - t0 >= 0.3
@@ -134,11 +134,11 @@ def test_plugin_missing_library_fails_the_model(server_factory, tmp_path):
 
 
 def test_plugin_bad_parameter_fails_the_model(server_factory, tmp_path):
-    repo = plugin_repo(tmp_path, ECHO_CONFIG + param("stall_ms", "soon"))
+    repo = plugin_repo(tmp_path, ECHO_CONFIG + param("delay_us", "soon"))
     srv = server_factory.start(repository=repo, wait=False)
     r = get_when_listening(srv.url + "/v2/models/echo")
     msg = assert_error_response(r, 404)
-    assert "parameter stall_ms: 'soon'" in msg
+    assert "parameter delay_us: 'soon'" in msg
 
 
 def test_plugin_takes_parameters_from_a_config_override(server_factory, tmp_path):

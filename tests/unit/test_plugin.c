@@ -46,7 +46,7 @@ static const struct backend_ops *resolve_ok(const char *name, const char *model_
 {
     const struct backend_ops *ops = NULL;
     struct error err = {0};
-    if (plugin_backend_resolve(name, model_dir, search_dir, &ops, &err) != 0)
+    if (plugin_backend_resolve(name, NULL, model_dir, search_dir, &ops, &err) != 0)
         fail_msg("resolve %s: %s", name, err.msg);
     assert_non_null(ops);
     return ops;
@@ -57,7 +57,7 @@ static struct error resolve_fail(const char *name, const char *model_dir, const 
 {
     const struct backend_ops *ops = (const void *)1;
     struct error err = {0};
-    assert_int_equal(plugin_backend_resolve(name, model_dir, search_dir, &ops, &err), -1);
+    assert_int_equal(plugin_backend_resolve(name, NULL, model_dir, search_dir, &ops, &err), -1);
     assert_null(ops);
     assert_int_equal(err.status, 400);
     return err;
@@ -112,16 +112,16 @@ static void test_builtin(void **state)
 
     const struct backend_ops *ops = NULL;
     struct error err = {0};
-    assert_int_equal(plugin_backend_for_config(NULL, 0, "/nonexistent", NULL, &ops, &err), 0);
+    assert_int_equal(plugin_backend_for_config(NULL, 0, NULL, "/nonexistent", NULL, &ops, &err), 0);
     assert_ptr_equal(ops, &backend_onnxruntime);
     const char *cfg = "platform: 'onnxruntime_onnx' max_batch_size: 4";
-    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), "/x", NULL, &ops, &err), 0);
+    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), 0);
     assert_ptr_equal(ops, &backend_onnxruntime);
     cfg = "backend: 'onnxruntime'";
-    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), "/x", NULL, &ops, &err), 0);
+    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), 0);
     assert_ptr_equal(ops, &backend_onnxruntime);
     cfg = "max_batch_size: [";
-    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), "/x", NULL, &ops, &err), -1);
+    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), -1);
     assert_int_equal(err.status, 400);
     assert_contains(err.msg, "config.pbtxt:1:");
 }
@@ -142,7 +142,7 @@ static void test_resolve_plugin(void **state)
     struct error err = {0};
     const char *cfg = "backend: \"identity_stall\"";
     assert_int_equal(
-        plugin_backend_for_config(cfg, strlen(cfg), INFERD_PLUGIN_DIR, NULL, &via_cfg, &err), 0);
+        plugin_backend_for_config(cfg, strlen(cfg), NULL, INFERD_PLUGIN_DIR, NULL, &via_cfg, &err), 0);
     assert_ptr_equal(via_cfg, ops);
 }
 
@@ -324,8 +324,8 @@ static void test_fail_and_stall(void **state)
             "backend: 'identity_stall'\n"
             "input [{ name: 'IN' data_type: TYPE_INT32 dims: [2] }]\n"
             "output [{ name: 'OUT' data_type: TYPE_INT32 dims: [2] }]\n"
-            "parameters { key: 'fail_every' value: { string_value: '2' } }\n"
-            "parameters { key: 'stall_ms' value: { string_value: '30' } }\n",
+            "parameters { key: 'fail_every_n' value: { string_value: '2' } }\n"
+            "parameters { key: 'delay_us' value: { string_value: '30000' } }\n",
             &inst, &info);
     int32_t data[2] = {7, -7};
     struct tensor in = {.name = "IN", .dtype = DT_INT32, .ndim = 1, .shape = {2},
@@ -356,7 +356,7 @@ static void test_fail_and_stall(void **state)
             "backend: 'identity_stall'\n"
             "input [{ name: 'IN' data_type: TYPE_INT32 dims: [2] }]\n"
             "output [{ name: 'OUT' data_type: TYPE_INT32 dims: [2] }]\n"
-            "parameters { key: 'fail_every' value: { string_value: '1' } }\n"
+            "parameters { key: 'fail_every_n' value: { string_value: '1' } }\n"
             "parameters { key: 'fail_skip' value: { string_value: '2' } }\n",
             &inst, &info);
     for (int call = 1; call <= 4; call++) {
@@ -391,13 +391,13 @@ static void test_load_errors(void **state)
               "parameters { key: 'fail_evry' value: { string_value: '2' } }\n",
               400,
               "backend 'identity_stall': unknown parameter 'fail_evry' (identity_stall takes "
-              "fail_every, fail_skip and stall_ms)");
+              "fail_every_n, fail_skip and delay_us)");
     load_fail(ops,
               "backend: 'identity_stall'\n"
               "input [{ name: 'IN' data_type: TYPE_FP32 dims: [1] }]\n"
               "output [{ name: 'OUT' data_type: TYPE_FP32 dims: [1] }]\n"
-              "parameters { key: 'stall_ms' value: { string_value: '-1' } }\n",
-              400, "backend 'identity_stall': parameter stall_ms: '-1' is not a number in range");
+              "parameters { key: 'delay_us' value: { string_value: '-1' } }\n",
+              400, "backend 'identity_stall': parameter delay_us: '-1' is not a number in range");
     load_fail(ops,
               "backend: 'identity_stall'\n"
               "input [{ name: 'IN' data_type: TYPE_FP32 dims: [1] }]\n"

@@ -9,13 +9,13 @@
  *   max_batch_size: 8
  *   input  [ { name: "IN"  data_type: TYPE_FP32 dims: [ -1 ] } ]
  *   output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
- *   parameters { key: "fail_every" value: { string_value: "3" } }
+ *   parameters { key: "fail_every_n" value: { string_value: "3" } }
  *   parameters { key: "fail_skip" value: { string_value: "1" } }
- *   parameters { key: "stall_ms" value: { string_value: "50" } }
+ *   parameters { key: "delay_us" value: { string_value: "50000" } }
  *
  * Exactly one input and one output, of the same data_type and dims (any
  * type, BYTES included). Parameters, decimal integers, all optional:
- *   fail_every N  every Nth execute() of an instance (after the skipped
+ *   fail_every_n N  every Nth execute() of an instance (after the skipped
  *                 ones) fails with status 500 and "injected failure"
  *                 (0 = never, the default);
  *   fail_skip K   the first K execute() calls of each instance never fail
@@ -23,8 +23,8 @@
  *                 least one execution before serving, and a failed
  *                 warm-up fails the model: K = the number of warm-up runs
  *                 spares them;
- *   stall_ms M    every execute() first sleeps M milliseconds (0 to
- *                 3600000; default 0), warm-up runs included.
+ *   delay_us U    every execute() first sleeps U microseconds (0 to
+ *                 3600000000; default 0), warm-up runs included.
  * Any other parameter fails the load with 400, so that a misspelt one is
  * not silently ignored.
  *
@@ -44,13 +44,13 @@
 
 #include <inferd/backend.h>
 
-#define STALL_MS_MAX 3600000u
+#define DELAY_US_MAX 3600000000u
 
 struct instance {
     struct inferd_model_io io[2]; /* input, output (the model info); names owned */
-    uint64_t fail_every;
+    uint64_t fail_every_n;
     uint64_t fail_skip;
-    uint64_t stall_ms;
+    uint64_t delay_us;
     atomic_uint_fast64_t executions;
 };
 
@@ -106,16 +106,16 @@ static int is_load(const struct inferd_backend_load_args *args, void **instance,
     for (uint32_t i = 0; i < args->nparameters; i++) {
         const struct inferd_parameter *p = &args->parameters[i];
         int rc;
-        if (strcmp(p->key, "fail_every") == 0)
-            rc = parse_u64(p->value, UINT64_MAX, &self->fail_every);
+        if (strcmp(p->key, "fail_every_n") == 0)
+            rc = parse_u64(p->value, UINT64_MAX, &self->fail_every_n);
         else if (strcmp(p->key, "fail_skip") == 0)
             rc = parse_u64(p->value, UINT64_MAX, &self->fail_skip);
-        else if (strcmp(p->key, "stall_ms") == 0)
-            rc = parse_u64(p->value, STALL_MS_MAX, &self->stall_ms);
+        else if (strcmp(p->key, "delay_us") == 0)
+            rc = parse_u64(p->value, DELAY_US_MAX, &self->delay_us);
         else {
             instance_free(self);
-            return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every, "
-                        "fail_skip and stall_ms)", p->key);
+            return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every_n, "
+                        "fail_skip and delay_us)", p->key);
         }
         if (rc) {
             instance_free(self);
@@ -138,9 +138,10 @@ static int is_load(const struct inferd_backend_load_args *args, void **instance,
     return 0;
 }
 
-static void stall(uint64_t ms)
+static void stall(uint64_t us)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000u),
+                          .tv_nsec = (long)(us % 1000000u) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -153,9 +154,9 @@ static int is_execute(void *instance, const struct inferd_tensor *inputs, uint32
 {
     struct instance *self = instance;
     uint64_t n = atomic_fetch_add(&self->executions, 1) + 1;
-    if (self->stall_ms)
-        stall(self->stall_ms);
-    if (self->fail_every && n > self->fail_skip && (n - self->fail_skip) % self->fail_every == 0)
+    if (self->delay_us)
+        stall(self->delay_us);
+    if (self->fail_every_n && n > self->fail_skip && (n - self->fail_skip) % self->fail_every_n == 0)
         return fail(err, 500, "injected failure");
     if (nin != 1 || strcmp(inputs[0].name, self->io[0].name) != 0)
         return fail(err, 400, "expected the one input '%s'", self->io[0].name);
