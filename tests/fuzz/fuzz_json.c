@@ -82,6 +82,8 @@ static bool tree_equal(const struct json_value *a, const struct json_value *b)
         return num_equal(a, b);
     case JSON_STRING:
         return a->len == b->len && memcmp(a->u.str, b->u.str, a->len) == 0;
+    case JSON_RAW: /* not produced here (no raw_array_key), compared as text */
+        return a->len == b->len && memcmp(a->u.raw, b->u.raw, a->len) == 0;
     case JSON_ARRAY:
         if (a->len != b->len)
             return false;
@@ -206,6 +208,9 @@ static void write_tree(struct json_writer *w, const struct json_value *v)
         break;
     case JSON_STRING:
         json_w_str(w, v->u.str, v->len);
+        break;
+    case JSON_RAW:
+        json_w_raw(w, v->u.raw, v->len);
         break;
     case JSON_ARRAY:
         json_w_arr_begin(w);

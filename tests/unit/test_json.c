@@ -659,18 +659,22 @@ static uint64_t rng(void)
 }
 
 /* Significant digits of a %g text ("-1.25e-07" has 3). */
+/* Significant digits of a decimal: from the first nonzero digit to the
+ * last (trailing zeros, as in "100", are not significant). */
 static int sig_digits(const char *s)
 {
-    int n = 0;
+    int n = 0, zeros = 0;
     bool leading = true;
-    for (; *s && *s != 'e'; s++) {
+    for (; *s && *s != 'e' && *s != 'E'; s++) {
         if (*s < '0' || *s > '9')
             continue;
         if (leading && *s == '0')
             continue;
         leading = false;
         n++;
+        zeros = *s == '0' ? zeros + 1 : 0;
     }
+    n -= zeros;
     return n ? n : 1;
 }
 
@@ -899,7 +903,7 @@ static void test_writer_scalars(void **state)
     json_w_f32(&w, -INFINITY);
     json_w_arr_end(&w);
     assert_string_equal(w_text(&b),
-                        "[0,-1,9223372036854775807,-9223372036854775808,0,10,-0,-0,0.1,0.1,1e+02,"
+                        "[0,-1,9223372036854775807,-9223372036854775808,0,10,-0,-0,0.1,0.1,100,"
                         "123456789012,5e-324,3.4028235e+38,NaN,Infinity,-Infinity]");
 
     /* A lone top-level value. */
@@ -1111,6 +1115,116 @@ static void test_parse_float_array(void **state)
     buf_free(&b);
 }
 
+/* ---- reader: raw arrays (raw_array_key) ------------------------------- */
+
+static const struct json_value *parse_raw(const char *text, uint32_t max_depth)
+{
+    struct json_limits lim = {.max_depth = max_depth, .raw_array_key = "data"};
+    return parse_lim(text, strlen(text), &lim);
+}
+
+static void expect_raw(const struct json_value *v, const char *text, const char *want)
+{
+    assert_non_null(v);
+    assert_int_equal(v->type, JSON_RAW);
+    assert_int_equal(v->len, strlen(want));
+    assert_memory_equal(v->u.raw, want, v->len);
+    /* A span of the caller's text, not a copy. */
+    assert_true(v->u.raw >= text && v->u.raw + v->len <= text + strlen(text));
+}
+
+static void test_raw_arrays(void **state)
+{
+    (void)state;
+    const char *text = "{\"id\":\"x\",\"data\" : [1, 2, [3]] ,\"other\":[1,2],\"z\":true}";
+    const struct json_value *v = parse_raw(text, 0);
+    expect_raw(json_get(v, "data"), text, "[1, 2, [3]]");
+    assert_int_equal(json_get(v, "other")->type, JSON_ARRAY);
+    assert_int_equal(json_get(v, "z")->type, JSON_TRUE);
+
+    /* Brackets and escaped quotes inside strings do not count. */
+    text = "{\"inputs\":[{\"name\":\"a\",\"data\":[[0.5,\"]\"],{\"k\":\"[\\\"}\"},\"\\\\\"]},"
+           "{\"data\":[]}]}";
+    v = parse_raw(text, 0);
+    const struct json_value *inputs = json_get(v, "inputs");
+    assert_int_equal(inputs->len, 2);
+    expect_raw(json_get(&inputs->u.items[0], "data"), text,
+               "[[0.5,\"]\"],{\"k\":\"[\\\"}\"},\"\\\\\"]");
+    expect_raw(json_get(&inputs->u.items[1], "data"), text, "[]");
+
+    /* Only arrays, only members, only the exact (decoded) key. */
+    text = "{\"data2\":[1],\"dat\":[1],\"d\\u0061ta\":[7],\"x\":{\"data\":5}}";
+    v = parse_raw(text, 0);
+    assert_int_equal(json_get(v, "data2")->type, JSON_ARRAY);
+    assert_int_equal(json_get(v, "dat")->type, JSON_ARRAY);
+    expect_raw(json_get(v, "data"), text, "[7]");
+    assert_int_equal(json_get(json_get(v, "x"), "data")->type, JSON_NUMBER);
+    v = parse_raw("{\"data\":{\"data\":[1]}}", 0);
+    assert_int_equal(json_get(v, "data")->type, JSON_OBJECT);
+    assert_int_equal(json_get(json_get(v, "data"), "data")->type, JSON_RAW);
+    v = parse_raw("[1,[2]]", 0);
+    assert_int_equal(v->type, JSON_ARRAY);
+    /* Without the key set, nothing is raw. */
+    v = parse("{\"data\":[1]}");
+    assert_int_equal(json_get(v, "data")->type, JSON_ARRAY);
+
+    /* The content is not validated here (api/tensor_json does that). */
+    text = "{\"data\":[01, tru, \"\\x\", 1.e5, ,]}";
+    v = parse_raw(text, 0);
+    expect_raw(json_get(v, "data"), text, "[01, tru, \"\\x\", 1.e5, ,]");
+
+    /* Long spans: the 8-byte skip, with its false alarms (Y _ y DEL). */
+    static char big[20000];
+    size_t n = (size_t)snprintf(big, sizeof big, "{\"data\":[");
+    size_t start = n - 1;
+    for (int i = 0; i < 1000; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "%s%.9g", i ? "," : "", i * 0.37);
+    n += (size_t)snprintf(big + n, sizeof big - n, ",\"Y_y\x7f[{\",[[{}]]],\"k\":1}");
+    v = parse_raw(big, 0);
+    const struct json_value *raw = json_get(v, "data");
+    assert_int_equal(raw->type, JSON_RAW);
+    assert_ptr_equal(raw->u.raw, big + start);
+    assert_int_equal(raw->len, strlen(big) - start - strlen(",\"k\":1}"));
+    assert_int_equal(json_get(v, "k")->type, JSON_NUMBER);
+
+    /* Errors: unbalanced, mismatched, unterminated. */
+    struct json_limits lim = {.raw_array_key = "data"};
+    text = "{\"data\":[1,2}";
+    expect_error_lim(text, strlen(text), &lim, "mismatched bracket", 12);
+    text = "{\"data\":[{]}]}";
+    expect_error_lim(text, strlen(text), &lim, "mismatched bracket", 10);
+    text = "{\"data\":[1,[2]";
+    expect_error_lim(text, strlen(text), &lim, "unexpected end of input", strlen(text));
+    text = "{\"data\":[\"a]}";
+    expect_error_lim(text, strlen(text), &lim, "unterminated string", strlen(text));
+    text = "{\"data\":[\"a\\\"]}";
+    expect_error_lim(text, strlen(text), &lim, "unterminated string", strlen(text));
+    text = "{\"data\":[1]]}";
+    expect_error_lim(text, strlen(text), &lim, "expected ',' or '}'", 11);
+
+    /* Depth: the raw array's levels count with the enclosing ones. */
+    v = parse_raw("{\"data\":[[[1]]]}", 4);
+    assert_int_equal(json_get(v, "data")->type, JSON_RAW);
+    lim.max_depth = 4;
+    text = "{\"data\":[[[[1]]]]}";
+    expect_error_lim(text, strlen(text), &lim, "nesting too deep", 11);
+    text = "{\"data\":[[[{\"a\":1}]]]}";
+    expect_error_lim(text, strlen(text), &lim, "nesting too deep", 11);
+    lim.max_depth = 1000;
+    n = (size_t)snprintf(big, sizeof big, "{\"data\":");
+    for (int i = 0; i < JSON_RAW_MAX_DEPTH; i++)
+        big[n++] = '[';
+    for (int i = 0; i < JSON_RAW_MAX_DEPTH; i++)
+        big[n++] = ']';
+    big[n++] = '}';
+    v = parse_lim(big, n, &lim);
+    assert_int_equal(json_get(v, "data")->len, 2 * JSON_RAW_MAX_DEPTH);
+    n = (size_t)snprintf(big, sizeof big, "{\"data\":");
+    for (int i = 0; i <= JSON_RAW_MAX_DEPTH; i++)
+        big[n++] = '[';
+    expect_error_lim(big, n, &lim, "nesting too deep", 8 + JSON_RAW_MAX_DEPTH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1141,6 +1255,7 @@ int main(void)
         TEST(test_arena_ceiling),
         TEST(test_heap_failure),
         TEST(test_parse_float_array),
+        TEST(test_raw_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
