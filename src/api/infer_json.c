@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/tensor_json.h"
 #include "base/json.h"
 #include "core/fp16.h"
 
@@ -54,145 +55,10 @@ static int check_parameters(const struct json_value *params, const char *where,
         return error_set(err, 400, "%s: 'parameters' must be an object", where);
     for (uint32_t i = 0; i < params->len; i++) {
         enum json_type t = params->u.members[i].value.type;
-        if (t == JSON_ARRAY || t == JSON_OBJECT || t == JSON_NULL)
+        if (t == JSON_ARRAY || t == JSON_RAW || t == JSON_OBJECT || t == JSON_NULL)
             return error_set(err, 400, "%s: parameter '%s' must be a string, number or bool",
                              where, params->u.members[i].key);
     }
-    return 0;
-}
-
-/* Counts the scalar leaves of a (possibly nested) data array. */
-static int64_t count_leaves(const struct json_value *v)
-{
-    if (v->type != JSON_ARRAY)
-        return 1;
-    int64_t n = 0;
-    for (uint32_t i = 0; i < v->len; i++)
-        n += count_leaves(&v->u.items[i]);
-    return n;
-}
-
-struct fill {
-    const char *input; /* for messages */
-    enum dtype dtype;
-    unsigned char *out; /* numeric destination */
-    struct tensor_bytes *strs;
-    int64_t index;
-    struct error *err;
-};
-
-static int bad_value(struct fill *f, const char *why)
-{
-    return error_set(f->err, 400, "input '%s': element %lld is %s for datatype %s", f->input,
-                     (long long)f->index, why, dtype_name(f->dtype));
-}
-
-static int put_int(struct fill *f, const struct json_value *v, int64_t lo, int64_t hi)
-{
-    int64_t x;
-    if (v->type != JSON_NUMBER)
-        return bad_value(f, "not a number");
-    int rc = json_num_i64(v, &x);
-    if (rc == -EINVAL)
-        return bad_value(f, "not an integer");
-    if (rc == -ERANGE || x < lo || x > hi)
-        return bad_value(f, "out of range");
-    size_t size = dtype_size(f->dtype);
-    unsigned char *dst = f->out + (size_t)f->index * size;
-    switch (size) {
-    case 1: { int8_t y = (int8_t)x; memcpy(dst, &y, 1); break; }
-    case 2: { int16_t y = (int16_t)x; memcpy(dst, &y, 2); break; }
-    case 4: { int32_t y = (int32_t)x; memcpy(dst, &y, 4); break; }
-    default: memcpy(dst, &x, 8); break;
-    }
-    return 0;
-}
-
-static int put_uint(struct fill *f, const struct json_value *v, uint64_t hi)
-{
-    uint64_t x;
-    if (v->type != JSON_NUMBER)
-        return bad_value(f, "not a number");
-    int rc = json_num_u64(v, &x);
-    if (rc == -EINVAL)
-        return bad_value(f, "not an integer");
-    if (rc == -ERANGE || x > hi)
-        return bad_value(f, "out of range");
-    size_t size = dtype_size(f->dtype);
-    unsigned char *dst = f->out + (size_t)f->index * size;
-    switch (size) {
-    case 1: { uint8_t y = (uint8_t)x; memcpy(dst, &y, 1); break; }
-    case 2: { uint16_t y = (uint16_t)x; memcpy(dst, &y, 2); break; }
-    case 4: { uint32_t y = (uint32_t)x; memcpy(dst, &y, 4); break; }
-    default: memcpy(dst, &x, 8); break;
-    }
-    return 0;
-}
-
-static int put_leaf(struct fill *f, const struct json_value *v)
-{
-    switch (f->dtype) {
-    case DT_BOOL:
-        if (v->type != JSON_TRUE && v->type != JSON_FALSE)
-            return bad_value(f, "not true or false");
-        f->out[f->index] = v->type == JSON_TRUE;
-        return 0;
-    case DT_INT8: return put_int(f, v, INT8_MIN, INT8_MAX);
-    case DT_INT16: return put_int(f, v, INT16_MIN, INT16_MAX);
-    case DT_INT32: return put_int(f, v, INT32_MIN, INT32_MAX);
-    case DT_INT64: return put_int(f, v, INT64_MIN, INT64_MAX);
-    case DT_UINT8: return put_uint(f, v, UINT8_MAX);
-    case DT_UINT16: return put_uint(f, v, UINT16_MAX);
-    case DT_UINT32: return put_uint(f, v, UINT32_MAX);
-    case DT_UINT64: return put_uint(f, v, UINT64_MAX);
-    case DT_FP16:
-    case DT_FP32: {
-        float x;
-        if (v->type != JSON_NUMBER)
-            return bad_value(f, "not a number");
-        if (json_num_f32(v, &x) != 0)
-            return bad_value(f, "out of range");
-        if (f->dtype == DT_FP32) {
-            memcpy(f->out + (size_t)f->index * 4, &x, 4);
-            return 0;
-        }
-        uint16_t h = fp16_from_float(x);
-        if (isfinite(x) && (h & 0x7c00u) == 0x7c00u)
-            return bad_value(f, "out of range");
-        memcpy(f->out + (size_t)f->index * 2, &h, 2);
-        return 0;
-    }
-    case DT_FP64: {
-        double x;
-        if (v->type != JSON_NUMBER)
-            return bad_value(f, "not a number");
-        if (json_num_f64(v, &x) != 0)
-            return bad_value(f, "out of range");
-        memcpy(f->out + (size_t)f->index * 8, &x, 8);
-        return 0;
-    }
-    case DT_BYTES:
-        if (v->type != JSON_STRING)
-            return bad_value(f, "not a string");
-        f->strs[f->index].ptr = v->u.str;
-        f->strs[f->index].len = v->len;
-        return 0;
-    default:
-        return error_set(f->err, 400, "input '%s': datatype %s is not supported in JSON",
-                         f->input, dtype_name(f->dtype));
-    }
-}
-
-static int fill_leaves(struct fill *f, const struct json_value *v)
-{
-    if (v->type != JSON_ARRAY) {
-        int rc = put_leaf(f, v);
-        f->index++;
-        return rc;
-    }
-    for (uint32_t i = 0; i < v->len; i++)
-        if (fill_leaves(f, &v->u.items[i]) != 0)
-            return -1;
     return 0;
 }
 
@@ -380,35 +246,27 @@ static int decode_input(struct infer_request *req, const struct model *m,
                              t->name);
         return decode_binary_input(req, t, binary_size, bin, err);
     }
-    if (!data || data->type != JSON_ARRAY)
+    if (!data || data->type != JSON_RAW)
         return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
     /* More elements than any body could carry: the shape is wrong. */
     int64_t want = tensor_count(t, INT32_MAX);
     if (want < 0)
         return error_set(err, 400, "input '%s': shape has too many elements", t->name);
-    int64_t got = count_leaves(data);
-    if (got != want) {
-        char shape[128];
-        shape_format(t->shape, t->ndim, shape, sizeof shape);
-        return error_set(err, 400, "input '%s': shape %s needs %lld elements, 'data' has %lld",
-                         t->name, shape, (long long)want, (long long)got);
-    }
-    struct fill f = {.input = t->name, .dtype = t->dtype, .err = err};
-    if (t->dtype == DT_BYTES) {
-        f.strs = arena_calloc(&req->arena, (size_t)want, sizeof *f.strs);
-        t->data = f.strs;
-    } else {
-        t->nbytes = (size_t)want * dtype_size(t->dtype);
-        f.out = arena_alloc(&req->arena, t->nbytes);
-        t->data = f.out;
-    }
-    if (!t->data && want > 0)
+    size_t bytes = t->dtype == DT_BYTES ? (size_t)want * sizeof(struct tensor_bytes)
+                                        : (size_t)want * dtype_size(t->dtype);
+    t->data = arena_alloc(&req->arena, bytes);
+    if (!t->data)
         return error_set(err, 413, "input '%s': request too large to decode", t->name);
-    if (fill_leaves(&f, data) != 0)
+    if (tensor_json_parse(data->u.raw, data->len, t->dtype, t->shape, t->ndim, want, t->data,
+                          &req->arena, t->name, err) != 0)
         return -1;
-    if (t->dtype == DT_BYTES)
+    t->nbytes = bytes;
+    if (t->dtype == DT_BYTES) {
+        const struct tensor_bytes *s = t->data;
+        t->nbytes = 0;
         for (int64_t i = 0; i < want; i++)
-            t->nbytes += f.strs[i].len;
+            t->nbytes += s[i].len;
+    }
     return 0;
 }
 
@@ -618,7 +476,10 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
         bin.off = json_len;
     }
 
-    struct json_limits limits = {.max_depth = INFER_JSON_MAX_DEPTH, .allow_nonfinite = true};
+    /* "data" arrays are not expanded into the tree: tensor_json parses them
+     * straight into typed buffers once the datatype and shape are known. */
+    struct json_limits limits = {.max_depth = INFER_JSON_MAX_DEPTH, .allow_nonfinite = true,
+                                 .raw_array_key = "data"};
     struct json_value *root;
     const char *msg;
     size_t off;
@@ -685,35 +546,6 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
 }
 
 /* ---- response --------------------------------------------------------- */
-
-static void encode_data(struct json_writer *w, const struct tensor *t, int64_t count)
-{
-    const unsigned char *p = t->data;
-    json_w_arr_begin(w);
-    for (int64_t i = 0; i < count; i++) {
-        switch (t->dtype) {
-        case DT_BOOL: json_w_bool(w, p[i] != 0); break;
-        case DT_INT8: { int8_t x; memcpy(&x, p + i, 1); json_w_int(w, x); break; }
-        case DT_INT16: { int16_t x; memcpy(&x, p + 2 * i, 2); json_w_int(w, x); break; }
-        case DT_INT32: { int32_t x; memcpy(&x, p + 4 * i, 4); json_w_int(w, x); break; }
-        case DT_INT64: { int64_t x; memcpy(&x, p + 8 * i, 8); json_w_int(w, x); break; }
-        case DT_UINT8: json_w_uint(w, p[i]); break;
-        case DT_UINT16: { uint16_t x; memcpy(&x, p + 2 * i, 2); json_w_uint(w, x); break; }
-        case DT_UINT32: { uint32_t x; memcpy(&x, p + 4 * i, 4); json_w_uint(w, x); break; }
-        case DT_UINT64: { uint64_t x; memcpy(&x, p + 8 * i, 8); json_w_uint(w, x); break; }
-        case DT_FP16: { uint16_t x; memcpy(&x, p + 2 * i, 2); json_w_f32(w, fp16_to_float(x)); break; }
-        case DT_FP32: { float x; memcpy(&x, p + 4 * i, 4); json_w_f32(w, x); break; }
-        case DT_FP64: { double x; memcpy(&x, p + 8 * i, 8); json_w_f64(w, x); break; }
-        case DT_BYTES: {
-            const struct tensor_bytes *s = (const struct tensor_bytes *)t->data + i;
-            json_w_str(w, s->ptr, s->len);
-            break;
-        }
-        default: json_w_null(w); break;
-        }
-    }
-    json_w_arr_end(w);
-}
 
 static bool output_is_binary(const struct infer_request *req, uint32_t i)
 {
@@ -792,7 +624,9 @@ void infer_json_encode(const struct infer_request *req, struct buf *out, size_t 
             json_w_obj_end(&w);
         } else {
             json_w_key(&w, "data");
-            encode_data(&w, t, count);
+            struct buf *b = json_w_value_buf(&w);
+            if (b)
+                tensor_json_write(b, t->dtype, t->data, count);
         }
         json_w_obj_end(&w);
     }

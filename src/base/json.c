@@ -924,3 +924,8 @@ void json_w_raw(struct json_writer *w, const char *json, size_t n)
     if (w_begin_value(w))
         buf_append(w->b, json, n);
 }
+
+struct buf *json_w_value_buf(struct json_writer *w)
+{
+    return w_begin_value(w) ? w->b : NULL;
+}

@@ -135,5 +135,9 @@ void json_w_bool(struct json_writer *w, bool v);
 void json_w_null(struct json_writer *w);
 /* Appends already-valid JSON text as one value. */
 void json_w_raw(struct json_writer *w, const char *json, size_t n);
+/* For a value produced by another writer straight into the buffer (such as
+ * a tensor's data array): writes the separator and returns the buffer the
+ * caller must append exactly one valid JSON value to; NULL after an error. */
+struct buf *json_w_value_buf(struct json_writer *w);
 
 #endif
