@@ -33,6 +33,13 @@ struct ort_instance {
  * outputs. During the call it also holds the input OrtValues, so that every
  * error path frees everything through ort_state_free(). Sized per instance
  * (all inputs + all outputs), so it can later come from a per-instance pool. */
+#define ORT_STATES_PREALLOCATED 4
+
+struct ort_state;
+struct ort_instance;
+static struct ort_state *ort_state_new(struct ort_instance *inst);
+static void ort_state_free(struct ort_instance *inst, struct ort_state *state);
+
 struct ort_state {
     struct ort_state *next_free;
     uint32_t nvalues;
@@ -336,6 +343,17 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
     for (uint32_t i = 0; i < inst->noutputs; i++)
         if (describe_io(inst->session, 0, i, path, &mi.outputs[i], &inst->output_names[i], err))
             goto out;
+    /* A few run states up front: results of one batch are still being
+     * encoded while the next runs, and the pool should not have to grow
+     * while serving. */
+    for (int i = 0; i < ORT_STATES_PREALLOCATED; i++) {
+        struct ort_state *state = ort_state_new(inst);
+        if (!state) {
+            error_set(err, 500, "failed to load model '%s': out of memory", path);
+            goto out;
+        }
+        ort_state_free(inst, state);
+    }
     *instance = inst;
     *info = mi;
     rc = 0;

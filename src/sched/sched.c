@@ -15,6 +15,8 @@
 
 #define BATCH_ARENA_CHUNK (16 * 1024)
 #define BATCH_ARENA_MAX ((size_t)1 << 30)
+/* Batch objects allocated per worker at start. */
+#define BATCHES_PER_WORKER 4
 /* How far into the queue the batcher looks for compatible requests. */
 #define SCAN_LIMIT 4096
 
@@ -484,9 +486,23 @@ int sched_start(struct model *m, const struct sched_config *cfg, struct sched **
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cond, &ca);
     pthread_condattr_destroy(&ca);
-    s->nworkers = m->ninstances;
-    s->workers = mem_calloc(s->nworkers, sizeof *s->workers);
+    s->workers = mem_calloc(m->ninstances, sizeof *s->workers);
+    s->nworkers = s->workers ? m->ninstances : 0;
     int rc = s->workers ? 0 : -ENOMEM;
+    /* Batch objects up front, so the pool need not grow while serving: a
+     * worker's finished batches stay alive until their responses are
+     * encoded on the I/O threads. */
+    for (uint32_t i = 0; rc == 0 && i < m->ninstances * BATCHES_PER_WORKER; i++) {
+        struct sched_batch *b = mem_calloc(1, sizeof *b);
+        if (!b) {
+            rc = -ENOMEM;
+            break;
+        }
+        arena_init(&b->arena, BATCH_ARENA_CHUNK, BATCH_ARENA_MAX);
+        b->sched = s;
+        b->next_free = s->free_batches;
+        s->free_batches = b;
+    }
     for (uint32_t i = 0; rc == 0 && i < s->nworkers; i++) {
         rc = worker_init(&s->workers[i], s, m->instances[i]);
         if (rc == 0) {
