@@ -69,6 +69,8 @@ static const char serve_usage_text[] =
     "  --max-connections N        open connections; more are refused (default: 10000)\n"
     "  --header-timeout-secs N    a request head must arrive within N s, else 408 (default: 30)\n"
     "  --idle-timeout-secs N      close keep-alive connections idle for N s (default: 300)\n"
+    "  --write-timeout-secs N     close a connection whose response makes no progress for N s\n"
+    "                             (a client that stops reading; default: 60)\n"
     "  --exit-timeout-secs N      on SIGTERM, wait at most N s for requests to finish (default: 30)\n"
     "  --queue-limit N            requests waiting per model, more get 429 (default: 1024)\n"
     "  --ort-intra-op-threads N   ONNX Runtime threads per operator and instance (default: 1;\n"
@@ -95,6 +97,7 @@ enum {
     OPT_IDLE_TIMEOUT,
     OPT_QUEUE_LIMIT,
     OPT_EXIT_TIMEOUT,
+    OPT_WRITE_TIMEOUT,
     OPT_INTRA,
     OPT_INTER,
     OPT_LOG_LEVEL,
@@ -118,6 +121,7 @@ static const struct option serve_options_table[] = {
     {"idle-timeout-secs", required_argument, NULL, OPT_IDLE_TIMEOUT},
     {"queue-limit", required_argument, NULL, OPT_QUEUE_LIMIT},
     {"exit-timeout-secs", required_argument, NULL, OPT_EXIT_TIMEOUT},
+    {"write-timeout-secs", required_argument, NULL, OPT_WRITE_TIMEOUT},
     {"ort-intra-op-threads", required_argument, NULL, OPT_INTRA},
     {"ort-inter-op-threads", required_argument, NULL, OPT_INTER},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
@@ -211,6 +215,9 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
             break;
         case OPT_IDLE_TIMEOUT:
             o->http.idle_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 86400) * 1000;
+            break;
+        case OPT_WRITE_TIMEOUT:
+            o->http.write_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 3600) * 1000;
             break;
         case OPT_EXIT_TIMEOUT:
             o->exit_timeout_secs = (uint32_t)parse_num(name, optarg, 0, 86400);
@@ -380,8 +387,10 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
                             struct repository *repo)
 {
+    static atomic_uint open_connections; /* --max-connections counts all threads */
     struct http_server_config http = o->http;
     http.reuseport = true;
+    http.open_connections = &open_connections;
     for (int i = 0; i < n; i++) {
         struct io_thread *t = &threads[i];
         if (loop_init(&t->loop) != 0) {

@@ -66,6 +66,8 @@ struct http_server {
     struct http_conn *conns;     /* open connections */
     struct http_conn *graveyard; /* closed, to be freed by the reaper */
     uint32_t nconns;
+    atomic_uint own_connections; /* the counter when the config shares none */
+    atomic_uint *open_connections;
     int port;
     bool draining;
     void (*on_drained)(void *arg);
@@ -162,6 +164,7 @@ static void conn_close(struct http_conn *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     s->nconns--;
+    atomic_fetch_sub(s->open_connections, 1);
     if (c->txn_active) {
         c->txn.aborted = true;
     } else {
@@ -478,7 +481,8 @@ static void accept_all(struct loop_watch *w, uint32_t events)
                 log_warn("accept: %s", strerror(errno));
             return;
         }
-        if (s->nconns >= s->cfg.max_connections) {
+        if (atomic_fetch_add(s->open_connections, 1) >= s->cfg.max_connections) {
+            atomic_fetch_sub(s->open_connections, 1);
             close(fd); /* over --max-connections: refuse at once */
             continue;
         }
@@ -486,6 +490,7 @@ static void accept_all(struct loop_watch *w, uint32_t events)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         struct http_conn *c = mem_calloc(1, sizeof *c);
         if (!c) {
+            atomic_fetch_sub(s->open_connections, 1);
             close(fd);
             continue;
         }
@@ -499,6 +504,7 @@ static void accept_all(struct loop_watch *w, uint32_t events)
         c->state = CONN_READING;
         start_request(c);
         if (loop_add(s->loop, &c->watch, EPOLLIN | EPOLLOUT | EPOLLRDHUP) != 0) {
+            atomic_fetch_sub(s->open_connections, 1);
             close(fd);
             conn_free(c);
             continue;
@@ -583,6 +589,7 @@ int http_server_start(struct loop *loop, const struct http_server_config *cfg,
         return -ENOMEM;
     s->loop = loop;
     s->cfg = *cfg;
+    s->open_connections = cfg->open_connections ? cfg->open_connections : &s->own_connections;
     s->handler = handler;
     s->app = app;
     int fd;

@@ -20,6 +20,7 @@
 #ifndef INFERD_HTTP_SERVER_H
 #define INFERD_HTTP_SERVER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -55,7 +56,11 @@ struct http_server_config {
     bool reuseport;
     bool join_port; /* a later server of the same process: skip the check */
     struct http1_limits limits;
-    uint32_t max_connections;
+    uint32_t max_connections; /* over every server sharing open_connections */
+    /* Open connections of the whole process (the servers of all I/O
+     * threads share one counter, so the limit is global); NULL = this
+     * server alone. */
+    atomic_uint *open_connections;
     uint32_t header_timeout_ms; /* whole head must arrive within this */
     uint32_t idle_timeout_ms;   /* keep-alive connection with no request */
     uint32_t write_timeout_ms;  /* response must drain within this */

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,28 +16,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/path.h"
 #include "sched/sched.h"
 
 #define MODEL_FILE "model.onnx"
 /* Version directories considered per model. */
 #define MAX_VERSIONS 1024
 #define PATH_MAX_LEN 4096
-
-/* Formats a path; false (and an empty path) if it does not fit. */
-static bool path_fmt(char *out, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool path_fmt(char *out, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, size, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= size) {
-        out[0] = '\0';
-        return false;
-    }
-    return true;
-}
 
 static bool is_dir(const char *path)
 {
@@ -408,17 +392,17 @@ static uint32_t select_versions(const char *model, const struct model_version_po
 static void log_loaded(const struct model *m)
 {
     if (m->sched_cfg.dynamic_batching)
-        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu ms "
+        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu us "
                  "(%u inputs, %u outputs, %u instances, batching up to %u after %llu us)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms,
-                 (unsigned long long)m->warmup_us / 1000u, m->info.ninputs, m->info.noutputs,
+                 (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
                  m->ninstances, m->sched_cfg.max_batch_size,
                  (unsigned long long)m->sched_cfg.max_queue_delay_us);
     else
-        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu ms "
+        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu us "
                  "(%u inputs, %u outputs, %u instances)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms,
-                 (unsigned long long)m->warmup_us / 1000u, m->info.ninputs, m->info.noutputs,
+                 (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
                  m->ninstances);
 }
 
