@@ -5,131 +5,10 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "base/numfmt.h"
 #include "base/numparse.h"
 #include "core/fp16.h"
-
-/* ------------------------------------------------------------------------ */
-/* Shared: UTF-8 and escapes (the same rules as base/json.c)                 */
-/* ------------------------------------------------------------------------ */
-
-/*
- * Length of the well-formed UTF-8 sequence at s (n > 0 bytes available), or
- * 0. Unicode table 3-7: overlong forms, surrogates and code points above
- * U+10FFFF are excluded by the range allowed for the second byte.
- */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-    size_t len;
-
-    if (c < 0x80)
-        return 1;
-    if (c < 0xC2)
-        return 0;
-    if (c < 0xE0) {
-        len = 2;
-    } else if (c < 0xF0) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c < 0xF5) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
-}
-
-static int hex4(const unsigned char *s, uint32_t *out)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (uint32_t)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/*
- * The escape at s (a backslash; end is the end of the text): its length
- * and the code point it stands for, or 0 with *why set. A high surrogate
- * must be followed by an escaped low one; the pair is one code point.
- */
-static size_t escape_at(const unsigned char *s, const unsigned char *end, uint32_t *cp,
-                        const char **why)
-{
-    static const char letters[] = "\"\\/bfnrt";
-    static const char bytes[] = "\"\\/\b\f\n\r\t";
-    uint32_t low;
-
-    if (end - s < 2) {
-        *why = "unterminated string";
-        return 0;
-    }
-    const char *hit = s[1] ? memchr(letters, s[1], sizeof letters - 1) : NULL;
-    if (hit) {
-        *cp = (unsigned char)bytes[hit - letters];
-        return 2;
-    }
-    if (s[1] != 'u' || end - s < 6 || hex4(s + 2, cp) != 0) {
-        *why = "invalid escape";
-        return 0;
-    }
-    if (*cp >= 0xDC00 && *cp <= 0xDFFF) {
-        *why = "lone surrogate in \\u escape";
-        return 0;
-    }
-    if (*cp < 0xD800 || *cp > 0xDBFF)
-        return 6;
-    if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, &low) != 0 || low < 0xDC00 ||
-        low > 0xDFFF) {
-        *why = "lone surrogate in \\u escape";
-        return 0;
-    }
-    *cp = 0x10000 + ((*cp - 0xD800) << 10) + (low - 0xDC00);
-    return 12;
-}
-
-static char *put_utf8(char *d, uint32_t cp)
-{
-    if (cp < 0x80) {
-        *d++ = (char)cp;
-    } else if (cp < 0x800) {
-        *d++ = (char)(0xC0 | (cp >> 6));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *d++ = (char)(0xE0 | (cp >> 12));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else {
-        *d++ = (char)(0xF0 | (cp >> 18));
-        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    }
-    return d;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Parser                                                                   */
@@ -193,65 +72,31 @@ static const char *wrong_kind(enum dtype dt)
 }
 
 /*
- * The string at *pp (a quote). Validated completely; *pp is left after the
- * closing quote. With dst, the content is stored: pointing into the text
- * when there is no escape, else decoded into the arena (never longer than
- * its source text).
+ * The string at *pp (a quote). Validated completely (base/json's string
+ * rules); *pp is left after the closing quote. With dst, the content is
+ * stored: pointing into the text when there is no escape, else decoded
+ * into the arena.
  */
 static int string_value(struct tj_parser *t, const char **pp, struct tensor_bytes *dst)
 {
-    const unsigned char *start = (const unsigned char *)*pp + 1, *s = start;
-    const unsigned char *end = (const unsigned char *)t->end;
-    const char *why;
-    uint32_t cp;
-    bool escaped = false;
+    struct json_string s;
+    const char *msg, *at;
 
-    for (;;) {
-        while (s < end && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
-            s++;
-        if (s == end)
-            return malformed(t, t->end, "unterminated string");
-        if (*s == '"')
-            break;
-        if (*s == '\\') {
-            size_t n = escape_at(s, end, &cp, &why);
-            if (n == 0)
-                return malformed(t, (const char *)s, why);
-            escaped = true;
-            s += n;
-        } else if (*s < 0x20) {
-            return malformed(t, (const char *)s, "control character in string");
-        } else {
-            size_t n = utf8_seq_len(s, (size_t)(end - s));
-            if (n == 0)
-                return malformed(t, (const char *)s, "invalid UTF-8 in string");
-            s += n;
-        }
-    }
-    size_t raw = (size_t)(s - start);
-    if (raw >= UINT32_MAX)
-        return malformed(t, *pp, "string too long");
-    *pp = (const char *)s + 1;
+    if (json_string_scan(*pp, t->end, &s, &msg, &at) != 0)
+        return malformed(t, at, msg);
+    *pp = s.raw + s.raw_len + 1;
     if (!dst)
         return 0;
-    if (!escaped) {
-        dst->ptr = (const char *)start;
-        dst->len = (uint32_t)raw;
+    if (!s.escaped) {
+        dst->ptr = s.raw;
+        dst->len = s.raw_len;
         return 0;
     }
-    char *copy = arena_alloc(t->arena, raw), *d = copy;
+    char *copy = arena_alloc(t->arena, s.raw_len);
     if (!copy)
         return error_set(t->err, 413, "input '%s': request too large to decode", t->input);
-    for (const unsigned char *q = start; q < s;) {
-        if (*q == '\\') {
-            q += escape_at(q, s, &cp, &why); /* validated above */
-            d = put_utf8(d, cp);
-        } else {
-            *d++ = (char)*q++;
-        }
-    }
     dst->ptr = copy;
-    dst->len = (uint32_t)(d - copy);
+    dst->len = (uint32_t)json_string_decode(&s, copy);
     return 0;
 }
 
@@ -627,7 +472,7 @@ static void write_string(struct buf *b, const char *str, size_t n)
             continue;
         }
         if (c >= 0x80) {
-            size_t k = utf8_seq_len(s, (size_t)(end - s));
+            size_t k = json_utf8_seq_len(s, (size_t)(end - s));
             if (k) {
                 s += k;
                 continue;

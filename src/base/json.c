@@ -13,56 +13,218 @@
 /* Shared by the reader and the writer                                      */
 /* ------------------------------------------------------------------------ */
 
-/*
- * Length of the well-formed UTF-8 sequence starting at s (at most n bytes
- * available), or 0 if it is not well formed. Follows Unicode's table 3-7, so
- * overlong forms, UTF-16 surrogates and code points above U+10FFFF are all
- * rejected by the ranges allowed for the second byte.
- */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    size_t len;
-
-    if (c < 0x80)
-        return 1;
-    if (c < 0xC2) /* a continuation byte, or the lead of an overlong 2-byte form */
-        return 0;
-    if (c < 0xE0) {
-        len = 2;
-    } else if (c < 0xF0) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0; /* overlong */
-        else if (c == 0xED)
-            hi = 0x9F; /* U+D800..U+DFFF */
-    } else if (c < 0xF5) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90; /* overlong */
-        else if (c == 0xF4)
-            hi = 0x8F; /* above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
-}
-
 /* The two-character escapes: the letter after the backslash, and the byte
  * it stands for. The writer never uses "\\/" ('/' needs no escape). */
 static const char short_escapes[] = "\"\\/bfnrt";
 static const char short_escaped[] = "\"\\/\b\f\n\r\t";
 #define SHORT_ESCAPES (sizeof short_escapes - 1)
+/* The same pairs indexed by letter, for the string scanner (a lookup per
+ * escape instead of a memchr); 0 for a letter that is not one of them. */
+static const unsigned char unescaped[256] = {
+    ['"'] = '"', ['\\'] = '\\', ['/'] = '/', ['b'] = '\b',
+    ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t',
+};
 
 static bool is_digit(char c)
 {
     return c >= '0' && c <= '9';
+}
+
+/* ------------------------------------------------------------------------ */
+/* Strings                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Reads the 4 hex digits of a \u escape at s (s + 4 <= end checked by the caller). */
+static int hex4(const unsigned char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (uint32_t)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static char *put_utf8(char *d, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *d++ = (char)cp;
+    } else if (cp < 0x800) {
+        *d++ = (char)(0xC0 | (cp >> 6));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *d++ = (char)(0xE0 | (cp >> 12));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *d++ = (char)(0xF0 | (cp >> 18));
+        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    }
+    return d;
+}
+
+/*
+ * The escape at s (a backslash, s < end): its length and the code point it
+ * stands for, or 0 with *why set. A high surrogate must be followed by an
+ * escaped low surrogate; the pair is one code point. Bounded by the end of
+ * the text rather than by the closing quote, which makes no difference: a
+ * quote is neither a hex digit nor a backslash nor 'u', so an escape that
+ * would run into it fails where it would fail at the quote.
+ */
+static size_t escape_at(const unsigned char *s, const unsigned char *end, uint32_t *cp,
+                        const char **why)
+{
+    uint32_t low;
+
+    if (end - s < 2) {
+        *why = "invalid escape"; /* json_string_scan reports it as unterminated */
+        return 0;
+    }
+    if (unescaped[s[1]]) {
+        *cp = unescaped[s[1]];
+        return 2;
+    }
+    if (s[1] != 'u' || end - s < 6 || hex4(s + 2, cp) != 0) {
+        *why = "invalid escape";
+        return 0;
+    }
+    if (*cp >= 0xDC00 && *cp <= 0xDFFF) {
+        *why = "lone surrogate in \\u escape";
+        return 0;
+    }
+    if (*cp < 0xD800 || *cp > 0xDBFF)
+        return 6;
+    if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, &low) != 0 || low < 0xDC00 ||
+        low > 0xDFFF) {
+        *why = "lone surrogate in \\u escape";
+        return 0;
+    }
+    *cp = 0x10000 + ((*cp - 0xD800) << 10) + (low - 0xDC00);
+    return 12;
+}
+
+static int string_fail(const char *why, const char *at, const char **err_msg, const char **err_at)
+{
+    *err_msg = why;
+    *err_at = at;
+    return -1;
+}
+
+/*
+ * Reports the error `why` at `at`, inside the string whose opening quote is
+ * at p, unless the string has no closing quote or is too long: those are
+ * reported first, whatever else is wrong inside. The search for the quote
+ * goes on from `at`: what comes before has been read as whole escapes and
+ * characters, none of which holds an unescaped quote.
+ */
+static int string_error(const char *p, const char *at, const char *end, const char *why,
+                        const char **err_msg, const char **err_at)
+{
+    const char *close = at;
+
+    while (close < end && *close != '"') {
+        if (*close == '\\' && close + 1 < end)
+            close++; /* the escaped byte cannot close the string */
+        close++;
+    }
+    if (close >= end)
+        return string_fail("unterminated string", end, err_msg, err_at);
+    if ((size_t)(close - (p + 1)) >= UINT32_MAX)
+        return string_fail("string too long", p, err_msg, err_at);
+    return string_fail(why, at, err_msg, err_at);
+}
+
+/* Whether any of the 8 bytes of v is a quote, a backslash, a control
+ * character or not ASCII: the bytes json_string_scan stops at. Exact, like
+ * raw_maybe_special's tests for a zero byte and for a byte below 0x20. */
+static inline bool string_maybe_special(uint64_t v)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    uint64_t q = v ^ (ones * '"');
+    uint64_t b = v ^ (ones * '\\');
+    return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b) | v) & highs;
+}
+
+int json_string_scan(const char *p, const char *end, struct json_string *out,
+                     const char **err_msg, const char **err_at)
+{
+    const unsigned char *start = (const unsigned char *)p + 1, *s = start;
+    const unsigned char *e = (const unsigned char *)end;
+    const char *why;
+    uint32_t cp;
+    bool escaped = false;
+
+    for (;;) {
+        while (e - s >= 8) {
+            uint64_t w;
+            memcpy(&w, s, 8);
+            if (string_maybe_special(w))
+                break;
+            s += 8;
+        }
+        while (s < e && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+            s++;
+        if (s == e || *s == '"')
+            break;
+        size_t n;
+        if (*s == '\\') {
+            n = escape_at(s, e, &cp, &why);
+            escaped = true;
+        } else if (*s < 0x20) {
+            n = 0;
+            why = "control character in string";
+        } else {
+            n = json_utf8_seq_len(s, (size_t)(e - s));
+            why = "invalid UTF-8 in string";
+        }
+        if (n == 0)
+            return string_error(p, (const char *)s, end, why, err_msg, err_at);
+        s += n;
+    }
+    if (s == e)
+        return string_fail("unterminated string", end, err_msg, err_at);
+    if ((size_t)(s - start) >= UINT32_MAX)
+        return string_fail("string too long", p, err_msg, err_at);
+    out->raw = (const char *)start;
+    out->raw_len = (uint32_t)(s - start);
+    out->escaped = escaped;
+    return 0;
+}
+
+size_t json_string_decode(const struct json_string *s, char *dst)
+{
+    const unsigned char *q = (const unsigned char *)s->raw, *end = q + s->raw_len;
+    const char *why;
+    uint32_t cp;
+    char *d = dst;
+
+    if (!s->escaped) {
+        memcpy(dst, s->raw, s->raw_len);
+        return s->raw_len;
+    }
+    while (q < end) {
+        const unsigned char *run = q;
+        while (q < end && *q != '\\')
+            q++;
+        memcpy(d, run, (size_t)(q - run));
+        d += q - run;
+        if (q == end)
+            break;
+        q += escape_at(q, end, &cp, &why); /* validated by json_string_scan */
+        d = put_utf8(d, cp);
+    }
+    return (size_t)(d - dst);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -139,126 +301,23 @@ static struct json_member *push_slot(struct json_parser *ps)
     return &ps->slots[ps->nslots++];
 }
 
-/* Reads the 4 hex digits of a \u escape at s (s + 4 <= end checked by the caller). */
-static int hex4(const char *s, uint32_t *out)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (uint32_t)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static char *put_utf8(char *d, uint32_t cp)
-{
-    if (cp < 0x80) {
-        *d++ = (char)cp;
-    } else if (cp < 0x800) {
-        *d++ = (char)(0xC0 | (cp >> 6));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *d++ = (char)(0xE0 | (cp >> 12));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else {
-        *d++ = (char)(0xF0 | (cp >> 18));
-        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    }
-    return d;
-}
-
-/*
- * Decodes the escape at *sp (a backslash; `end` is the closing quote) into
- * *dp, advancing both. A high surrogate must be followed by an escaped low
- * surrogate; the pair becomes one 4-byte UTF-8 sequence.
- */
-static int decode_escape(struct json_parser *ps, const char **sp, const char *end, char **dp)
-{
-    const char *s = *sp;
-    uint32_t cp, low;
-
-    /* s[1] exists: the scan for the closing quote skipped escaped bytes. */
-    const char *hit = memchr(short_escapes, s[1], SHORT_ESCAPES);
-    if (hit) {
-        *(*dp)++ = short_escaped[hit - short_escapes];
-        *sp = s + 2;
-        return 0;
-    }
-    if (s[1] != 'u' || end - s < 6 || hex4(s + 2, &cp) != 0)
-        return fail_at(ps, s, "invalid escape");
-    if (cp >= 0xDC00 && cp <= 0xDFFF)
-        return fail_at(ps, s, "lone surrogate in \\u escape");
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (end - s < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, &low) != 0 || low < 0xDC00 ||
-            low > 0xDFFF)
-            return fail_at(ps, s, "lone surrogate in \\u escape");
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-        s += 6;
-    }
-    *dp = put_utf8(*dp, cp);
-    *sp = s + 6;
-    return 0;
-}
-
-/*
- * Parses the string starting at ps->p (a quote) into a decoded, NUL-terminated
- * arena copy. The closing quote is found first so that the copy can be
- * allocated at once: decoding never makes a string longer.
- */
+/* Parses the string at ps->p (a quote) into a decoded, NUL-terminated arena
+ * copy (decoding never makes a string longer). */
 static int parse_string(struct json_parser *ps, const char **out, uint32_t *out_len)
 {
-    const char *s = ps->p + 1, *close = s;
+    struct json_string str;
+    const char *msg, *at;
 
-    while (close < ps->end && *close != '"') {
-        if (*close == '\\' && close + 1 < ps->end)
-            close++; /* the escaped byte cannot close the string */
-        close++;
-    }
-    if (close >= ps->end)
-        return fail_at(ps, ps->end, "unterminated string");
-    if ((size_t)(close - s) >= UINT32_MAX)
-        return fail_at(ps, ps->p, "string too long");
-
-    char *copy = arena_alloc(ps->arena, (size_t)(close - s) + 1);
+    if (json_string_scan(ps->p, ps->end, &str, &msg, &at) != 0)
+        return fail_at(ps, at, msg);
+    char *copy = arena_alloc(ps->arena, (size_t)str.raw_len + 1);
     if (!copy)
         return fail_at(ps, ps->p, "out of memory");
-
-    char *d = copy;
-    while (s < close) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '\\') {
-            if (decode_escape(ps, &s, close, &d) != 0)
-                return -1;
-        } else if (c < 0x20) {
-            return fail_at(ps, s, "control character in string");
-        } else if (c < 0x80) {
-            *d++ = (char)c;
-            s++;
-        } else {
-            size_t n = utf8_seq_len((const unsigned char *)s, (size_t)(close - s));
-            if (n == 0)
-                return fail_at(ps, s, "invalid UTF-8 in string");
-            memcpy(d, s, n);
-            d += n;
-            s += n;
-        }
-    }
-    *d = '\0';
+    size_t n = json_string_decode(&str, copy);
+    copy[n] = '\0';
     *out = copy;
-    *out_len = (uint32_t)(d - copy);
-    ps->p = close + 1;
+    *out_len = (uint32_t)n;
+    ps->p = str.raw + str.raw_len + 1;
     return 0;
 }
 
@@ -829,7 +888,7 @@ static void w_quoted(struct buf *b, const char *str, size_t n)
             continue;
         }
         if (c >= 0x80) {
-            size_t k = utf8_seq_len(s, (size_t)(end - s));
+            size_t k = json_utf8_seq_len(s, (size_t)(end - s));
             if (k) {
                 s += k;
                 continue;

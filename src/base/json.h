@@ -107,6 +107,84 @@ int json_num_u64(const struct json_value *v, uint64_t *out);
 int json_num_f64(const struct json_value *v, double *out);
 int json_num_f32(const struct json_value *v, float *out);
 
+/*
+ * Strings: the one lexer and decoder of JSON strings, used by the reader and
+ * by parsers that read JSON text without it (api/tensor_json.c), so that
+ * every string is checked by the same rules and fails with the same messages.
+ *
+ * json_string_scan() reads the string whose opening quote is at p (p < end)
+ * and validates all of it, never reading at or past end: escapes (\uXXXX
+ * high surrogates must be followed by an escaped low one), no raw control
+ * characters, well-formed UTF-8 (no overlong forms, surrogates or code
+ * points above U+10FFFF). On success it returns 0 and fills *out; the
+ * closing quote is at out->raw + out->raw_len. On error it returns -1 with
+ * *err_msg a static string and *err_at the byte it is about:
+ *   "unterminated string"          end (no closing quote)
+ *   "string too long"              p (UINT32_MAX or more bytes inside)
+ *   "invalid escape", "lone surrogate in \\u escape"   the backslash
+ *   "control character in string", "invalid UTF-8 in string"   the byte
+ * in that order of precedence (the first two as json_parse has always
+ * reported them), and of the last four the leftmost. Nothing is allocated;
+ * thread: any.
+ *
+ * json_string_decode() writes the decoded content of a string that
+ * json_string_scan() accepted to dst, which has room for s->raw_len bytes
+ * (decoding never makes a string longer), and returns its length. \u0000
+ * becomes a NUL byte; nothing is NUL-terminated. Without escapes the
+ * decoded bytes are the raw ones, so a caller may use s->raw instead.
+ */
+struct json_string {
+    const char *raw;  /* the bytes between the quotes, undecoded */
+    uint32_t raw_len;
+    bool escaped;     /* raw contains a backslash escape */
+};
+
+int json_string_scan(const char *p, const char *end, struct json_string *out,
+                     const char **err_msg, const char **err_at);
+size_t json_string_decode(const struct json_string *s, char *dst);
+
+/*
+ * Length of the well-formed UTF-8 sequence at s (n > 0 bytes available), or
+ * 0 if it is not one. Follows Unicode's table 3-7, so overlong forms, UTF-16
+ * surrogates and code points above U+10FFFF are all rejected by the ranges
+ * allowed for the second byte. Inline: the string scanner and both JSON
+ * writers call it per non-ASCII character.
+ */
+static inline size_t json_utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    size_t len;
+
+    if (c < 0x80)
+        return 1;
+    if (c < 0xC2) /* a continuation byte, or the lead of an overlong 2-byte form */
+        return 0;
+    if (c < 0xE0) {
+        len = 2;
+    } else if (c < 0xF0) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong */
+        else if (c == 0xED)
+            hi = 0x9F; /* U+D800..U+DFFF */
+    } else if (c < 0xF5) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xF4)
+            hi = 0x8F; /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
 #define JSON_WRITER_MAX_DEPTH 32
 
 struct json_writer {

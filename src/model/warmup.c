@@ -12,6 +12,7 @@
 #include "base/arena.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "core/fp16.h"
 
 #define WARMUP_ARENA_CHUNK (64 * 1024)
@@ -66,21 +67,6 @@ static int fail(struct error *e, const char *fmt, ...)
     error_vset(e, 500, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-static bool path_fmt(char *out, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool path_fmt(char *out, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, size, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= size) {
-        out[0] = '\0';
-        return false;
-    }
-    return true;
 }
 
 /* dirname(dirname(model_path)): <repo>/<model>/<version>/model.onnx gives
