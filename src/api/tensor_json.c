@@ -455,43 +455,6 @@ out_done:
 /* Writer                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Writes s as a quoted JSON string (as json_w_str): runs that need no
- * escaping in one append, invalid UTF-8 bytes as \u00XX. */
-static void write_string(struct buf *b, const char *str, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    static const char letters[] = "\"\\bfnrt";
-    static const char bytes[] = "\"\\\b\f\n\r\t";
-    const unsigned char *s = (const unsigned char *)str, *end = s + n, *run = s;
-
-    buf_putc(b, '"');
-    while (s < end) {
-        unsigned char c = *s;
-        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-            s++;
-            continue;
-        }
-        if (c >= 0x80) {
-            size_t k = json_utf8_seq_len(s, (size_t)(end - s));
-            if (k) {
-                s += k;
-                continue;
-            }
-        }
-        buf_append(b, run, (size_t)(s - run));
-        const char *hit = c ? memchr(bytes, c, sizeof bytes - 1) : NULL;
-        if (hit) {
-            char esc[2] = {'\\', letters[hit - bytes]};
-            buf_append(b, esc, 2);
-        } else {
-            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
-            buf_append(b, esc, 6);
-        }
-        run = ++s;
-    }
-    buf_append(b, run, (size_t)(s - run));
-    buf_putc(b, '"');
-}
 
 /* One numeric or BOOL element as text at o (NUMFMT_MAX bytes of room). */
 static size_t format_element(char *o, enum dtype dtype, const unsigned char *p, int64_t i)
@@ -537,7 +500,7 @@ void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_
             const struct tensor_bytes *s = (const struct tensor_bytes *)data + i;
             if (i > 0)
                 buf_putc(b, ',');
-            write_string(b, s->ptr, s->len);
+            json_write_quoted(b, s->ptr, s->len);
             i++;
             continue;
         }

@@ -875,7 +875,7 @@ void json_w_arr_end(struct json_writer *w)
 
 /* Writes s as a quoted JSON string. Runs of bytes that need no escaping are
  * appended in one call; invalid UTF-8 bytes become \u00XX one by one. */
-static void w_quoted(struct buf *b, const char *str, size_t n)
+void json_write_quoted(struct buf *b, const char *str, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)str, *end = s + n, *run = s;
@@ -914,7 +914,7 @@ void json_w_keyn(struct json_writer *w, const char *key, size_t n)
 {
     if (!w_begin_value(w))
         return;
-    w_quoted(w->b, key, n);
+    json_write_quoted(w->b, key, n);
     buf_putc(w->b, ':');
     w->after_key = true;
 }
@@ -927,7 +927,7 @@ void json_w_key(struct json_writer *w, const char *key)
 void json_w_str(struct json_writer *w, const char *s, size_t n)
 {
     if (w_begin_value(w))
-        w_quoted(w->b, s, n);
+        json_write_quoted(w->b, s, n);
 }
 
 void json_w_cstr(struct json_writer *w, const char *s)

@@ -211,6 +211,9 @@ void json_w_f32(struct json_writer *w, float v);
 void json_w_f64(struct json_writer *w, double v);
 void json_w_bool(struct json_writer *w, bool v);
 void json_w_null(struct json_writer *w);
+/* Appends s[0..n) as a quoted JSON string (the escaping json_w_str uses)
+ * straight to b, without a writer's separators. */
+void json_write_quoted(struct buf *b, const char *s, size_t n);
 /* Appends already-valid JSON text as one value. */
 void json_w_raw(struct json_writer *w, const char *json, size_t n);
 /* For a value produced by another writer straight into the buffer (such as
