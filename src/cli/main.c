@@ -370,6 +370,12 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
             log_stats(threads, n);
             continue;
         }
+        if (sig == SIGHUP) {
+            /* Not a reason to exit (a closed terminal, a habit of init
+             * systems); there is no file to reopen yet. */
+            log_info("received SIGHUP: ignored");
+            continue;
+        }
         if (++signals == 1) {
             log_info("received %s: draining", strsignal(sig));
             deadline = clock_now_ms() + (uint64_t)exit_timeout_secs * 1000u;
@@ -445,6 +451,7 @@ static int serve(int argc, char **argv)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGHUP);
     /* Block before any thread starts so that every thread inherits the mask
      * and only the main thread takes the signals, with sigtimedwait. */
     pthread_sigmask(SIG_BLOCK, &mask, NULL);

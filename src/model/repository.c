@@ -165,7 +165,8 @@ static void unload_dead(struct repository *r, struct model *dead)
     (void)r;
     while (dead) {
         struct model *next = dead->next_dead;
-        log_info("model %s version %s unloaded", dead->name, dead->version_str);
+        log_info("model %s version %s sha256 %.12s unloaded", dead->name, dead->version_str,
+                 dead->sha256);
         model_free(dead);
         dead = next;
     }

@@ -3,6 +3,7 @@ import json
 import os
 import re
 import signal
+import time
 import subprocess
 
 import pytest
@@ -172,3 +173,13 @@ def test_sigterm_drains_in_flight_requests(server_factory):
     finally:
         for s in socks:
             s.close()
+
+
+def test_sighup_is_ignored(server_factory):
+    srv = server_factory.start()
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while "received SIGHUP: ignored" not in srv.stderr() and time.time() < deadline:
+        time.sleep(0.05)
+    assert "received SIGHUP: ignored" in srv.stderr()
+    assert requests.get(srv.url + "/v2/health/ready", timeout=10).status_code == 200

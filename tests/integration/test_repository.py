@@ -1,6 +1,7 @@
 """Model lifecycle: control modes, the repository API, reload without a lost
 request, poll mode, failed reloads, and memory across load/unload cycles."""
 import json
+import re
 import shutil
 import threading
 import time
@@ -39,6 +40,12 @@ def infer_simple(url, seed=0):
     return r, a
 
 
+def unloaded(srv, model, version):
+    """How many times the log says this version was unloaded."""
+    return len(re.findall(r"model %s version %s sha256 [0-9a-f]{12} unloaded" % (model, version),
+                          srv.stderr()))
+
+
 def wait_for(predicate, timeout=30.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -67,7 +74,7 @@ def test_explicit_mode_load_unload(server_factory, tmp_path):
     assert_error_response(infer_simple(srv.url)[0], 404)
     assert_error_response(post(srv.url, "/v2/repository/models/simple/unload"), 400)
     assert_error_response(post(srv.url, "/v2/repository/models/nope/load"), 404)
-    assert wait_for(lambda: "model simple version 1 unloaded" in srv.stderr())
+    assert wait_for(lambda: unloaded(srv, "simple", 1) == 1)
 
 
 def test_load_model_flag_and_wildcard(server_factory, tmp_path):
@@ -126,7 +133,7 @@ def test_reload_under_load_loses_no_request(server_factory, tmp_path):
     bad = [r for r in results if r != (200, True)]
     assert not bad, bad[:5]
     # The replaced versions were unloaded once drained.
-    assert wait_for(lambda: srv.stderr().count("model simple version 1 unloaded") >= reloads)
+    assert wait_for(lambda: unloaded(srv, "simple", 1) >= reloads)
 
 
 def test_failed_reload_keeps_the_old_version(server_factory, tmp_path):
@@ -199,7 +206,7 @@ def test_memory_returns_after_load_unload_cycles(server_factory, tmp_path):
     for cycle in range(1, 51):
         assert post(srv.url, "/v2/repository/models/digits/load").status_code == 200
         assert post(srv.url, "/v2/repository/models/digits/unload").status_code == 200
-        assert wait_for(lambda: srv.stderr().count("model digits version 1 unloaded") >= cycle)
+        assert wait_for(lambda: unloaded(srv, "digits", 1) >= cycle)
         if cycle == 5:
             baseline = rss_bytes(pid)
     final = rss_bytes(pid)
