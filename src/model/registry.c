@@ -233,6 +233,20 @@ static uint32_t instance_count(const struct model_config *c)
     return n ? n : 1;
 }
 
+/* Instances the config text asks for (1 without one, or if it does not
+ * parse: the load reports that later), known before the first instance
+ * loads so that every instance gets the same thread count. */
+static uint32_t planned_instances(const char *text, size_t len)
+{
+    struct model_config cfg;
+    struct error err;
+    if (!text || model_config_parse(text, len, &cfg, &err) != 0)
+        return 1;
+    uint32_t n = instance_count(&cfg);
+    model_config_free(&cfg);
+    return n;
+}
+
 static int model_load(const struct registry_options *opts, const char *name, int64_t version,
                       const char *cfg_text, size_t cfg_len, struct model **out,
                       struct error *err)
@@ -280,7 +294,7 @@ static int model_load(const struct registry_options *opts, const char *name, int
     };
     void *first = NULL;
     if (!opts->intra_op_threads)
-        args.intra_op_threads = auto_intra_op_threads(1);
+        args.intra_op_threads = auto_intra_op_threads(planned_instances(cfg_text, cfg_len));
     if (m->backend->load(&args, &first, &m->info, err) != 0) {
         model_free(m);
         return -1;
@@ -299,8 +313,6 @@ static int model_load(const struct registry_options *opts, const char *name, int
         return -1;
     }
     m->instances[m->ninstances++] = first;
-    if (!opts->intra_op_threads)
-        args.intra_op_threads = auto_intra_op_threads(count);
     for (uint32_t i = 1; i < count; i++) {
         struct model_info info = {0};
         if (m->backend->load(&args, &m->instances[i], &info, err) != 0) {
