@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,8 @@ static void adopt(struct repository *r, struct model_entry *e)
 static void unload_dead(struct repository *r, struct model *dead)
 {
     (void)r;
+    if (!dead)
+        return;
     while (dead) {
         struct model *next = dead->next_dead;
         log_info("model %s version %s sha256 %.12s unloaded", dead->name, dead->version_str,
@@ -170,6 +173,10 @@ static void unload_dead(struct repository *r, struct model *dead)
         model_free(dead);
         dead = next;
     }
+    /* A session's weights and arenas are large and freed all at once: give
+     * the pages back now, or reload after reload leaves the heap holding
+     * them (RSS creeping up with the number of reloads). */
+    malloc_trim(0);
 }
 
 /* ---- loading ------------------------------------------------------------- */
