@@ -29,7 +29,7 @@ endif
 DEPS_STAMP := third_party/onnxruntime/.stamp
 INFERD := $(BUILD_DIR)/inferd
 
-.PHONY: all build run test unit integration fuzz models clean deps bench
+.PHONY: all build run test unit integration fuzz models clean deps bench soak
 
 all: build
 
@@ -66,6 +66,9 @@ models:
 
 bench: build
 	QUICK=$(QUICK) INFERD=$(CURDIR)/$(INFERD) scripts/bench.sh
+
+soak: build
+	SOAK_SECS=$(or $(SOAK_SECS),600) INFERD_BIN=$(CURDIR)/$(INFERD) $(PYTHON) scripts/soak.py
 
 clean:
 	rm -rf build build-asan build-fuzz
