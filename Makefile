@@ -26,7 +26,8 @@ BUILD_DIR := build
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo
 endif
 
-DEPS_STAMP := third_party/onnxruntime/.stamp
+# Re-run scripts/deps.sh whenever it changes (new packages or pins).
+DEPS_STAMP := third_party/.deps-done
 INFERD := $(BUILD_DIR)/inferd
 
 .PHONY: all build run test unit integration fuzz models clean deps bench soak
@@ -36,8 +37,9 @@ all: build
 deps:
 	scripts/deps.sh
 
-$(DEPS_STAMP):
+$(DEPS_STAMP): scripts/deps.sh
 	scripts/deps.sh
+	touch $@
 
 $(BUILD_DIR)/Makefile: CMakeLists.txt $(DEPS_STAMP)
 	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null

@@ -37,6 +37,14 @@ PACKAGES=(
     python3-sklearn
     # make bench: the HTTP floor (nginx returning a fixed body)
     nginx-light
+    # HTTP/2, gRPC messages and TLS
+    libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev openssl
+    # gRPC tests: protoc --python_out, Debian's grpcio as an independent
+    # client; h2load/nghttp for HTTP/2 tests and make bench
+    protobuf-compiler python3-protobuf python3-grpcio nghttp2-client
+    # observability tests: promtool and a real Prometheus server; headless
+    # Chromium for the dashboard
+    prometheus chromium
 )
 # npm (to fetch the ONNX Runtime library) only if no npm is on PATH already.
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
