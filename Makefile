@@ -4,6 +4,7 @@
 #   make run      build, then serve the bundled models on port 8000
 #   make test     build, then run the unit tests (ctest) and integration tests (pytest)
 #   make test SANITIZE=1   the same with AddressSanitizer + UBSan (build-asan/)
+#   make test     also runs every fuzz target for FUZZ_SMOKE_SECONDS (default 3) each
 #   make fuzz     run every fuzz target with libFuzzer (FUZZ_SECONDS each, default 300)
 #   make models   regenerate the bundled models (models/build/)
 #   make clean    remove build directories
@@ -11,6 +12,7 @@
 PYTHON ?= /usr/bin/python3
 PORT ?= 8000
 FUZZ_SECONDS ?= 300
+FUZZ_SMOKE_SECONDS ?= 3
 JOBS ?= $(shell nproc)
 
 ifeq ($(SANITIZE),1)
@@ -30,7 +32,7 @@ endif
 DEPS_STAMP := third_party/.deps-done
 INFERD := $(BUILD_DIR)/inferd
 
-.PHONY: all build run test unit integration fuzz models clean deps bench soak
+.PHONY: all build run test unit integration fuzz fuzz-build fuzz-smoke models clean deps bench soak
 
 all: build
 
@@ -50,7 +52,7 @@ build: $(BUILD_DIR)/Makefile
 run: build
 	scripts/run.sh $(INFERD) $(PORT)
 
-test: build unit integration
+test: build unit integration fuzz-smoke
 
 unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
@@ -58,10 +60,17 @@ unit: build
 integration: build
 	INFERD_BIN=$(CURDIR)/$(INFERD) $(PYTHON) -m pytest -q tests/integration
 
-fuzz: $(DEPS_STAMP)
+fuzz-build: $(DEPS_STAMP)
 	cmake -S . -B build-fuzz -DFUZZ=ON -DSANITIZE=ON -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build build-fuzz -j $(JOBS)
+
+fuzz: fuzz-build
 	scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+# A few seconds of every fuzz target (part of make test; the corpora are
+# also replayed by ctest in the normal build).
+fuzz-smoke: fuzz-build
+	scripts/fuzz.sh build-fuzz $(FUZZ_SMOKE_SECONDS)
 
 models:
 	models/build/make_all.sh

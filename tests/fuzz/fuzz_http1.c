@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http/http1.h"
 
@@ -138,11 +139,24 @@ static void check_result(const struct http1_parser *p, const struct http1_reques
     if (req->method) {
         check_span(req->method, req->method_len, buf, end);
         check_span(req->target, req->target_len, buf, end);
-        CHECK(req->path == req->target && req->path_len <= req->target_len);
-        CHECK(req->target[0] == '/' || (req->target_len == 1 && req->target[0] == '*'));
+        /* The path lies inside the target: all of it (origin-form, "*"),
+         * or after scheme://authority (absolute-form). */
+        CHECK(req->path >= req->target &&
+              req->path + req->path_len <= req->target + req->target_len);
+        size_t path_off = (size_t)(req->path - req->target);
+        if (path_off == 0) {
+            CHECK(req->target[0] == '/' || (req->target_len == 1 && req->target[0] == '*'));
+        } else {
+            CHECK(strncasecmp(req->target, "http://", 7) == 0 ||
+                  strncasecmp(req->target, "https://", 8) == 0);
+            CHECK(req->path_len == 0 || req->path[0] == '/');
+            CHECK(memchr(req->target, '?', path_off) == NULL);
+        }
         if (req->query)
             CHECK(req->query == req->path + req->path_len + 1 &&
-                  req->path_len + 1 + req->query_len == req->target_len);
+                  path_off + req->path_len + 1 + req->query_len == req->target_len);
+        else
+            CHECK(path_off + req->path_len == req->target_len);
         CHECK(req->version_minor == 0 || req->version_minor == 1);
     }
     if (rc != HTTP1_DONE) {
