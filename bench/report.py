@@ -18,6 +18,8 @@
       per line.
   report.py json-decode OUT FILE
       parses the figures bench/json_decode prints into OUT (JSON).
+  report.py h2load TEXT OUT
+      turns h2load's output into OUT in the shape of `inferd bench --json`.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
       reads the raw results of a run from RUN_DIR, computes the figures and
       writes OUT_JSON (bench/results/<date>.json).
@@ -43,6 +45,8 @@ TARGETS = {
     "json_decode": ("inferd decoder speed-up over cJSON", ">= 5x", lambda v: v >= 5.0),
     "allocations": ("allocations per request after warm-up", "0", lambda v: v == 0),
     "rss_growth": ("RSS change over the memory run", "within ±5%", lambda v: abs(v) <= 5.0),
+    "obs_overhead": ("req/s with metrics + access log + 10% traces ÷ all off", ">= 0.95",
+                     lambda v: v >= 0.95),
 }
 
 NOTE = ("This machine is shared and noisy (other jobs run on the same cores); absolute "
@@ -228,6 +232,45 @@ def cmd_json_decode(args):
 
 # ---- assemble ---------------------------------------------------------------
 
+def h2load_us(text):
+    m = re.match(r"([0-9.]+)(us|ms|s)$", text)
+    if not m:
+        return None
+    return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
+
+
+def cmd_h2load(args):
+    """h2load's text output -> the shape of `inferd bench --json` (2xx counted as 200)."""
+    src, out = args
+    text = open(src).read()
+    fin = re.search(r"finished in ([0-9.]+)s, ([0-9.]+) req/s", text)
+    reqs = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                     r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    lat = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", text)
+    if not fin or not reqs or not codes:
+        die("cannot read h2load output %s" % src)
+    # "finished in" includes the warm-up; req/s is over the main duration.
+    rps = float(fin.group(2))
+    done = int(reqs.group(3))
+    ok = int(codes.group(1))
+    doc = {
+        "duration_s": done / rps if rps else 0,
+        "requests": done,
+        "rps": rps,
+        "status": {"200": ok, "3xx": int(codes.group(2)), "4xx": int(codes.group(3)),
+                   "5xx": int(codes.group(4))},
+        "errors": {"failed": max(0, int(reqs.group(5)) - int(codes.group(3)) -
+                                 int(codes.group(4))),
+                   "errored": int(reqs.group(6)), "timeout": int(reqs.group(7))},
+        # h2load reports min, max, mean and sd, no percentiles.
+        "latency_us": ({"min": h2load_us(lat.group(1)), "max": h2load_us(lat.group(2)),
+                        "mean": h2load_us(lat.group(3))} if lat else None),
+    }
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=2)
+
+
 def bench_summary(path):
     """The parts of an `inferd bench --json` report the results keep."""
     r = load(path)
@@ -406,6 +449,30 @@ def assemble_memory(run_dir):
     }
 
 
+def assemble_grpc(run_dir):
+    g, r = rounds(run_dir, "grpc_grpc"), rounds(run_dir, "grpc_rest")
+    if not g or not r:
+        return {"error": "not measured"}
+    return {
+        "grpc": {"rps": best(g), "rounds": g},
+        "rest": {"rps": best(r), "rounds": r},
+        "ratio": ratio(best(g), best(r)),
+        "valid": all(x["valid"] for x in g + r),
+    }
+
+
+def assemble_obs(run_dir):
+    off, on = rounds(run_dir, "obs_off"), rounds(run_dir, "obs_on")
+    if not off or not on:
+        return {"error": "not measured"}
+    return {
+        "off": {"rps": best(off), "rounds": off},
+        "on": {"rps": best(on), "rounds": on},
+        "ratio": ratio(best(on), best(off)),
+        "valid": all(x["valid"] for x in off + on),
+    }
+
+
 def cmd_assemble(args):
     run_dir, out = args
     env = os.environ
@@ -416,6 +483,8 @@ def cmd_assemble(args):
         "latency": assemble_latency(run_dir),
         "json_decode": assemble_json_decode(run_dir),
         "memory": assemble_memory(run_dir),
+        "grpc": assemble_grpc(run_dir),
+        "observability": assemble_obs(run_dir),
     }
     lat = exps["latency"]
     http = exps["http_floor"]
@@ -430,6 +499,7 @@ def cmd_assemble(args):
         target("json_decode", exps["json_decode"].get("speedup")),
         target("allocations", mem.get("allocations_per_request")),
         target("rss_growth", mem.get("rss_growth_pct")),
+        target("obs_overhead", exps["observability"].get("ratio")),
     ]
     doc = {
         "schema": 1,
@@ -732,6 +802,36 @@ def md_run(doc):
         w("`allocations` counts inferd's own allocator (ONNX Runtime's allocations are not "
           "included); RSS is the whole process.")
     w("")
+
+    gr = e.get("grpc") or {"error": "not measured"}
+    w("### 6. gRPC vs REST with binary tensors: `digits`, the same server")
+    w("")
+    if gr.get("error"):
+        w("Not measured: %s" % gr["error"])
+    else:
+        w("h2load over HTTP/2, %s streams in flight, batch-1 requests: gRPC `ModelInfer` "
+          "(pre-serialized ModelInferRequest, raw_input_contents) on the gRPC port vs REST "
+          "with binary tensor data (prior-knowledge HTTP/2) on the HTTP port. h2load counts "
+          "HTTP statuses only; grpcio checked grpc-status 0 for the same message first." %
+          cfg["compute_connections"])
+        w("")
+        w("| protocol | req/s (best) | rounds (req/s) | mean latency µs | max latency µs |")
+        w("|---|---|---|---|---|")
+        for name, key in (("gRPC", "grpc"), ("REST binary", "rest")):
+            x = gr[key]
+            b = best_round(x["rounds"])
+            lu = b.get("latency_us") or {}
+            w("| %s | %s | %s | %s | %s |" % (
+                name, fmt(x["rps"]), ", ".join(fmt(q["rps"]) for q in x["rounds"]),
+                fmt(lu.get("mean")), fmt(lu.get("max"))))
+        w("")
+        w("**gRPC ÷ REST binary = %s** (informative)" % fmt(gr["ratio"], "%.3f"))
+        if not gr["valid"]:
+            w("")
+            w("**Some requests failed** — gRPC: %s; REST: %s." % (
+                "; ".join(describe_failures(q) for q in gr["grpc"]["rounds"]),
+                "; ".join(describe_failures(q) for q in gr["rest"]["rounds"])))
+    w("")
     return out
 
 
@@ -782,6 +882,7 @@ def main():
     cmds = {
         "cores": cmd_cores, "cpu": cmd_cpu, "free-port": cmd_free_port, "get": cmd_get,
         "nginx-conf": cmd_nginx_conf, "stats": cmd_stats, "json-decode": cmd_json_decode,
+        "h2load": cmd_h2load,
         "assemble": cmd_assemble, "markdown": cmd_markdown,
     }
     cmd = cmds.get(sys.argv[1])

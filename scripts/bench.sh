@@ -17,6 +17,10 @@
 #   4. JSON decode    bench/json_decode: inferd's decoder vs cJSON
 #   5. memory         idle RSS, RSS and allocations per request over ~1M
 #                     requests (SIGUSR1 counters)
+#   6. gRPC           digits through h2load: gRPC ModelInfer vs REST with
+#                     binary tensors, both over HTTP/2 (informative ratio)
+#   7. observability  simple with metrics + access log + 10% traces exported
+#                     vs all off; figure on req/s / off req/s
 #
 # The server (inferd, nginx, ort_floor, json_decode) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -168,12 +172,15 @@ wait_http() {
     return 1
 }
 
-# start_inferd NAME REPO: sets SERVER_PID, SERVER_URL; log in $RUN/NAME_server.log
+# start_inferd NAME REPO: sets SERVER_PID, SERVER_URL, SERVER_GRPC_PORT; log in
+# $RUN/NAME_server.log
 start_inferd() {
     local name="$1" repo="$2" port
     port="$("${REPORT[@]}" free-port)"
+    SERVER_GRPC_PORT="$("${REPORT[@]}" free-port)"
     taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$repo" \
-        --host 127.0.0.1 --http-port "$port" --io-threads "$NSERVER" \
+        --host 127.0.0.1 --http-port "$port" --grpc-port "$SERVER_GRPC_PORT" \
+        --io-threads "$NSERVER" \
         --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
         2>"$RUN/${name}_server.log" &
     SERVER_PID=$!
@@ -368,6 +375,33 @@ ort_floor "$root/models/digits/1/model.onnx" "$RUN/compute_ort_digits_r1.json"
 log "  digits in process: best $(get "$RUN/compute_ort_digits_r1.json" best.inferences_per_s)/s at batch $(get "$RUN/compute_ort_digits_r1.json" best.batch)"
 compute_load digits "$RUN/compute_inferd_digits_r1.json"
 log "  digits inferd: $(get "$RUN/compute_inferd_digits_r1.json" rps)/s"
+
+# --- 6. gRPC vs REST binary (same server, digits) ---------------------------------------------
+# h2load drives both over HTTP/2 with the same in-flight count: gRPC ModelInfer
+# (a pre-serialized, length-prefixed ModelInferRequest with raw_input_contents)
+# on the gRPC port, and REST with binary tensors on the HTTP port (prior
+# knowledge). h2load counts HTTP statuses only, so a few calls through grpcio
+# check beforehand that the same message gets grpc-status 0.
+log "6. gRPC vs REST binary tensors: digits, h2load, $COMPUTE_CONNECTIONS streams in flight"
+"$PY" "$root/bench/grpc_bodies.py" "$TMP/grpc_py" "$RUN" "127.0.0.1:$SERVER_GRPC_PORT" ||
+    die "gRPC bodies or the grpc-status check failed"
+h2_load() { # NAME URL BODY HEADERS...
+    local name="$1" url="$2" body="$3" r
+    shift 3
+    for r in $(seq 1 "$ROUNDS"); do
+        taskset -c "$CLIENT_CPUS" h2load -t "$NCLIENT" -c "$NCLIENT" \
+            -m "$((COMPUTE_CONNECTIONS / NCLIENT))" -D "$DURATION" --warm-up-time "$WARMUP" \
+            -d "$body" "$@" "$url" >"$RUN/grpc_${name}_r$r.txt" 2>&1 ||
+            die "h2load ($name) failed: $(tail -3 "$RUN/grpc_${name}_r$r.txt")"
+        "${REPORT[@]}" h2load "$RUN/grpc_${name}_r$r.txt" "$RUN/grpc_${name}_r$r.json"
+        log "  round $r: $name $(get "$RUN/grpc_${name}_r$r.json" rps)/s"
+    done
+}
+h2_load grpc "http://127.0.0.1:$SERVER_GRPC_PORT/inference.GRPCInferenceService/ModelInfer" \
+    "$RUN/digits_grpc.bin" -H "content-type: application/grpc" -H "te: trailers"
+h2_load rest "$SERVER_URL/v2/models/digits/infer" "$RUN/digits_rest.bin" \
+    -H "content-type: application/octet-stream" \
+    -H "inference-header-content-length: $(cat "$RUN/digits_rest.json_len")"
 stop_pid "$SERVER_PID"
 
 # --- 4. JSON decode -----------------------------------------------------------------------------
@@ -432,6 +466,61 @@ forget_pid "$LOAD_PID"
 usr1 3  # after the run
 "${REPORT[@]}" stats "$MEM_LOG" | sed 's/^/bench:   /' >&2
 stop_pid "$SERVER_PID"
+
+# --- 7. observability overhead -------------------------------------------------------------------
+# The same server twice, alternating rounds on the same cores: everything off
+# (--no-metrics, no access log, no tracing) vs metrics + access log to a file +
+# 10% of requests traced and exported (OTLP/HTTP JSON to a local sink that
+# discards, on the client cores). Figure: on req/s / off req/s.
+log "7. observability overhead: simple, all off vs metrics + access log + 10% traces"
+OTLP_PORT="$("${REPORT[@]}" free-port)"
+taskset -c "$CLIENT_CPUS" "$PY" - "$OTLP_PORT" <<'PYEOF' 2>"$RUN/otlp_sink.log" &
+import http.server, sys
+class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
+PYEOF
+SINK_PID=$!
+PIDS+=("$SINK_PID")
+obs_server() { # NAME FLAGS...: sets OBS_PID, OBS_URL
+    local name="$1" port
+    shift
+    port="$("${REPORT[@]}" free-port)"
+    taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$RUN/repo_simple" \
+        --host 127.0.0.1 --http-port "$port" --grpc-port "$("${REPORT[@]}" free-port)" \
+        --io-threads "$NSERVER" --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
+        "$@" 2>"$RUN/obs_${name}_server.log" &
+    OBS_PID=$!
+    PIDS+=("$OBS_PID")
+    OBS_URL="http://127.0.0.1:$port"
+    wait_http "$OBS_URL/v2/health/ready" "$OBS_PID" || die "inferd (obs $name) did not become ready"
+}
+obs_server off --no-metrics
+OFF_PID=$OBS_PID OFF_URL=$OBS_URL
+obs_server on --metrics-port "$("${REPORT[@]}" free-port)" --access-log "$RUN/obs_access.log" \
+    --trace-rate 0.1 --otlp-endpoint "http://127.0.0.1:$OTLP_PORT/v1/traces"
+ON_PID=$OBS_PID ON_URL=$OBS_URL
+for r in $(seq 1 "$ROUNDS"); do
+    LOAD_SERVER_PID=$OFF_PID
+    simple_load "$RUN/obs_off_r$r.json" "$OFF_URL" --concurrency "$HTTP_CONNECTIONS" \
+        --duration "$DURATION" --warmup "$WARMUP"
+    LOAD_SERVER_PID=$ON_PID
+    simple_load "$RUN/obs_on_r$r.json" "$ON_URL" --concurrency "$HTTP_CONNECTIONS" \
+        --duration "$DURATION" --warmup "$WARMUP"
+    log "  round $r: off $(get "$RUN/obs_off_r$r.json" rps) req/s, on $(get "$RUN/obs_on_r$r.json" rps) req/s"
+done
+stop_pid "$OFF_PID"
+stop_pid "$ON_PID"
+stop_pid "$SINK_PID"
+grep -h "access log closed" "$RUN/obs_on_server.log" | sed 's/^/bench:   /' >&2 || true
+rm -f "$RUN/obs_access.log"
 
 # --- report -------------------------------------------------------------------------------------------
 t_end=$(date +%s)

@@ -7,8 +7,12 @@
 #include <strings.h>
 
 #include "api/infer_json.h"
+#include "api/obs_http.h"
+#include "api/rest_obs.h"
+#include "base/clock.h"
 #include "base/json.h"
 #include "base/mem.h"
+#include "obs/stats.h"
 #include "sched/sched.h"
 
 #define MAX_SEGMENTS 8
@@ -125,6 +129,9 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_cstr(&w, "binary_tensor_data");
     json_w_cstr(&w, "model_configuration");
     json_w_cstr(&w, "model_repository");
+    json_w_cstr(&w, "statistics");
+    json_w_cstr(&w, "logging");
+    json_w_cstr(&w, "trace");
     json_w_arr_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
@@ -292,6 +299,9 @@ static void infer_done(struct loop_task *task)
     struct infer_request *req = &ri->req;
     struct http_txn *txn = ri->txn;
     ri->api->inflight--;
+    rest_obs_infer_done(txn, req);
+    stats_record_completion(sched_stats(req->model->sched), req, txn->aborted, txn->start_ns,
+                            clock_now_ns());
     if (txn->aborted) {
         /* The client is gone; skip the encoding. */
     } else if (req->rc != 0) {
@@ -368,12 +378,14 @@ static void handle_infer(struct rest_api *api, struct http_txn *txn, const struc
     ri->txn = txn;
     ri->api = api;
     ri->task.run = infer_done;
+    rest_obs_infer_begin(txn, &ri->req, m);
 
     if (infer_json_decode(&ri->req, m, txn->req.body ? txn->req.body : "", body_len, header_len,
                           &err) != 0 ||
         sched_submit(m->sched, &ri->req, &err) != 0) {
         if (err.status == 429 || err.status == 503)
             http_txn_add_header(txn, "Retry-After", "1");
+        stats_record_refused(sched_stats(m->sched), err.status, txn->start_ns, clock_now_ns());
         http_txn_error(txn, err.status, err.msg);
         model_unref(ri->req.model);
         rest_infer_put(api, ri);
@@ -574,14 +586,53 @@ static void route_repository(struct rest_api *api, struct http_txn *txn, const s
         handle_repository_call(api, txn, &r->seg[3], seg_is(r, 4, "load"));
 }
 
+/* ---- statistics (Triton's extension) and the dashboard (api/obs_http.h) --- */
+
+/* /v2/models/stats, /v2/models/{m}/stats, /v2/models/{m}/versions/{v}/stats */
+static void route_stats(struct rest_api *api, struct http_txn *txn, const struct route *r)
+{
+    bool all = r->n == 3, model = r->n == 4, version = r->n == 6 && seg_is(r, 3, "versions");
+    if (!all && !model && !version) {
+        http_txn_error(txn, 404, "unknown path");
+        return;
+    }
+    if (!is_get(txn)) {
+        method_not_allowed(txn, "GET, HEAD");
+        return;
+    }
+    obs_http_stats(api->repo, txn, all ? NULL : r->seg[2].text, all ? 0 : r->seg[2].len,
+                   version ? r->seg[4].text : NULL);
+}
+
+/* /dashboard (the page), /dashboard/data (what it polls) */
+static void route_dashboard(struct rest_api *api, struct http_txn *txn, const struct route *r)
+{
+    bool page = r->n == 1, data = r->n == 2 && seg_is(r, 1, "data");
+    if (!page && !data) {
+        http_txn_error(txn, 404, "unknown path");
+        return;
+    }
+    if (!is_get(txn)) {
+        method_not_allowed(txn, "GET, HEAD");
+        return;
+    }
+    if (page)
+        obs_http_dashboard_page(txn);
+    else
+        obs_http_dashboard_data(api->obs, txn);
+}
+
 void rest_handle(void *app, struct http_txn *txn)
 {
     struct rest_api *api = app;
     struct route r;
+    rest_obs_begin(txn); /* request id, access log, tracing */
     if (!split_path(txn->req.path, txn->req.path_len, &r)) {
         http_txn_error(txn, 404, "unknown path");
         return;
     }
+    if (seg_is(&r, 0, "dashboard"))
+        return route_dashboard(api, txn, &r);
     if (!seg_is(&r, 0, "v2")) {
         http_txn_error(txn, 404, "unknown path");
         return;
@@ -596,6 +647,15 @@ void rest_handle(void *app, struct http_txn *txn)
             return method_not_allowed(txn, "GET, HEAD");
         return handle_health(api, txn, seg_is(&r, 2, "ready"));
     }
+    if (seg_is(&r, 1, "models") && r.n >= 3 && seg_is(&r, r.n - 1, "stats"))
+        return route_stats(api, txn, &r);
+    /* Triton's logging and trace extensions (api/rest_obs.h) */
+    if (r.n == 2 && seg_is(&r, 1, "logging"))
+        return rest_obs_logging(txn);
+    if (r.n == 3 && seg_is(&r, 1, "trace") && seg_is(&r, 2, "setting"))
+        return rest_obs_trace_setting(txn, api->repo, NULL, 0);
+    if (r.n == 5 && seg_is(&r, 1, "models") && seg_is(&r, 3, "trace") && seg_is(&r, 4, "setting"))
+        return rest_obs_trace_setting(txn, api->repo, r.seg[2].text, r.seg[2].len);
     if (seg_is(&r, 1, "models") && r.n >= 3)
         return route_model(api, txn, &r);
     if (seg_is(&r, 1, "repository"))

@@ -12,6 +12,10 @@
  *   GET  /v2/models/{m}/config        effective model configuration
  *   POST /v2/repository/index         models of the repository and their state
  *   POST /v2/repository/models/{m}/load, /unload   (explicit control mode)
+ *   GET  /v2/models[/{m}[/versions/{v}]]/stats     statistics (api/obs_http.h)
+ *   GET  /dashboard, /dashboard/data               live dashboard (api/obs_http.h)
+ *   GET/POST /v2/logging, /v2[/models/{m}]/trace/setting   (api/rest_obs.h)
+ * Every response carries x-request-id (api/rest_obs.h).
  * HEAD is accepted wherever GET is.
  *
  * All functions run on the I/O loop thread that owns the connection.
@@ -22,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "api/obs_http.h"
 #include "http/server.h"
 #include "model/repository.h"
 #include "net/loop.h"
@@ -40,6 +45,7 @@ struct rest_api {
      * completion will be posted to this loop any more). */
     void (*on_idle)(void *arg);
     void *idle_arg;
+    const struct obs_sources *obs; /* what the dashboard shows besides models */
     struct rest_infer *free_infers; /* reusable request objects */
     uint32_t nfree_infers;
 };

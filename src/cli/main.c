@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/grpc.h"
+#include "api/obs_http.h"
 #include "api/rest.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -21,6 +23,11 @@
 #include "http/server.h"
 #include "model/model.h"
 #include "net/loop.h"
+#include "net/tls.h"
+#include "obs/accesslog.h"
+#include "obs/otlp.h"
+#include "obs/request.h"
+#include "obs/trace.h"
 
 #define MAX_LOAD_MODELS 256
 
@@ -30,6 +37,15 @@ struct serve_options {
     struct http_server_config http;
     int io_threads;
     uint32_t exit_timeout_secs;
+    struct tls_options tls; /* cert_file NULL: plaintext */
+    int metrics_port; /* -1 = --no-metrics */
+    struct obs_sources obs;
+    uint64_t grpc_max_message_bytes;
+    /* Access log and tracing (obs/). */
+    struct accesslog_config access_log; /* path NULL = off */
+    int log_format;                     /* enum log_line_format; -1 = not given */
+    struct trace_settings trace;
+    struct otlp_config otlp;            /* endpoint NULL = no export */
 };
 
 static const char usage_text[] =
@@ -61,14 +77,26 @@ static const char serve_usage_text[] =
     "                             after the model's own directory\n"
     "  --host ADDR                address to listen on (default: 0.0.0.0)\n"
     "  --http-port N              HTTP port (default: 8000; 0 = any free port)\n"
+    "  --metrics-port N           Prometheus metrics port, GET /metrics (default: 8002;\n"
+    "                             0 = any free port)\n"
+    "  --no-metrics               do not open the metrics port\n"
     "  --io-threads N             event-loop threads serving connections (default: cores)\n"
     "  --max-request-line BYTES   longest request line, else 414 (default: 8192)\n"
     "  --max-header-bytes BYTES   largest request head, else 431 (default: 65536)\n"
     "  --max-headers N            most header fields, else 431 (default: 100)\n"
     "  --max-body-bytes BYTES     largest request body, else 413 (default: 67108864)\n"
     "  --max-connections N        open connections; more are refused (default: 10000)\n"
+    "  --grpc-max-message-bytes BYTES  largest gRPC request message, else RESOURCE_EXHAUSTED\n"
+    "                             (default: 67108864)\n"
     "  --header-timeout-secs N    a request head must arrive within N s, else 408 (default: 30)\n"
     "  --idle-timeout-secs N      close keep-alive connections idle for N s (default: 300)\n"
+    "  --grpc-port N              gRPC port, HTTP/2 only (default: 8001; 0 = any free port)\n"
+    "  --h2-max-concurrent-streams N  HTTP/2 streams per connection (default: 128)\n"
+    "  --tls-cert FILE            PEM certificate chain: TLS on the HTTP and gRPC ports\n"
+    "                             (with --tls-key; SIGHUP reloads both files)\n"
+    "  --tls-key FILE             PEM private key of --tls-cert\n"
+    "  --tls-client-ca FILE       PEM CA certificates: require and verify client\n"
+    "                             certificates (mutual TLS)\n"
     "  --write-timeout-secs N     close a connection whose response makes no progress for N s\n"
     "                             (a client that stops reading; default: 60)\n"
     "  --exit-timeout-secs N      on SIGTERM, wait at most N s for requests to finish (default: 30)\n"
@@ -77,6 +105,16 @@ static const char serve_usage_text[] =
     "                             0 = max(1, cores / instances))\n"
     "  --ort-inter-op-threads N   ONNX Runtime threads across operators (default: 1)\n"
     "  --log-level LEVEL          error, warn, info or debug (default: info)\n"
+    "  --log-format FORMAT        json or text: the access log's lines (default: json) and,\n"
+    "                             when given, the server's own log lines (default: text)\n"
+    "  --access-log FILE          one line per request to FILE (appended; reopened on\n"
+    "                             SIGHUP) or - for stdout (default: off)\n"
+    "  --access-log-sample RATIO  fraction of requests logged, 0..1 (default: 1)\n"
+    "  --trace-rate RATIO         fraction of requests traced when no sampled traceparent\n"
+    "                             decides, 0..1 (default: 0; a traceparent's flag is honoured)\n"
+    "  --otlp-endpoint URL        export spans with OTLP/HTTP JSON, e.g.\n"
+    "                             http://127.0.0.1:4318/v1/traces (default: none)\n"
+    "  --otlp-interval-ms N       longest wait before buffered spans are sent (default: 1000)\n"
     "  -h, --help                 this text\n";
 
 enum {
@@ -101,6 +139,20 @@ enum {
     OPT_INTRA,
     OPT_INTER,
     OPT_LOG_LEVEL,
+    OPT_LOG_FORMAT,
+    OPT_ACCESS_LOG,
+    OPT_ACCESS_LOG_SAMPLE,
+    OPT_TRACE_RATE,
+    OPT_OTLP_ENDPOINT,
+    OPT_OTLP_INTERVAL,
+    OPT_GRPC_PORT,
+    OPT_H2_STREAMS,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_TLS_CLIENT_CA,
+    OPT_METRICS_PORT,
+    OPT_NO_METRICS,
+    OPT_GRPC_MAX_MESSAGE,
 };
 
 static const struct option serve_options_table[] = {
@@ -125,6 +177,20 @@ static const struct option serve_options_table[] = {
     {"ort-intra-op-threads", required_argument, NULL, OPT_INTRA},
     {"ort-inter-op-threads", required_argument, NULL, OPT_INTER},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
+    {"access-log-sample", required_argument, NULL, OPT_ACCESS_LOG_SAMPLE},
+    {"trace-rate", required_argument, NULL, OPT_TRACE_RATE},
+    {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
+    {"otlp-interval-ms", required_argument, NULL, OPT_OTLP_INTERVAL},
+    {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
+    {"h2-max-concurrent-streams", required_argument, NULL, OPT_H2_STREAMS},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+    {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
+    {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
+    {"no-metrics", no_argument, NULL, OPT_NO_METRICS},
+    {"grpc-max-message-bytes", required_argument, NULL, OPT_GRPC_MAX_MESSAGE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -139,6 +205,19 @@ static unsigned long long parse_num(const char *flag, const char *s, unsigned lo
     if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
         fprintf(stderr, "inferd: --%s: expected a number from %llu to %llu, got '%s'\n", flag,
                 lo, hi, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* Parses a number in [0, 1] or exits with status 2. */
+static double parse_ratio(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0 && v <= 1)) {
+        fprintf(stderr, "inferd: --%s: expected a number from 0 to 1, got '%s'\n", flag, s);
         exit(2);
     }
     return v;
@@ -161,10 +240,16 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
                             .max_headers = 100, .max_body = 64ull << 20},
                  .max_connections = 10000, .header_timeout_ms = 30000,
                  .idle_timeout_ms = 300000, .write_timeout_ms = 60000,
-                 .max_response_bytes = 1ull << 30},
+                 .max_response_bytes = 1ull << 30, .grpc_listen = true, .grpc_port = 8001,
+                 .h2_max_concurrent_streams = 128, .on_response = obs_http_on_response},
         .io_threads = default_io_threads(),
         .exit_timeout_secs = 30,
+        .metrics_port = 8002,
+        .grpc_max_message_bytes = GRPC_DEFAULT_MAX_MESSAGE_BYTES,
     };
+    o->log_format = -1;
+    o->access_log.sample = 1;
+    o->trace = (struct trace_settings){.level = TRACE_LEVEL_TIMESTAMPS, .rate = 0, .count = -1};
     int c, idx;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", serve_options_table, &idx)) != -1) {
@@ -216,14 +301,26 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
         case OPT_IDLE_TIMEOUT:
             o->http.idle_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 86400) * 1000;
             break;
+        case OPT_GRPC_PORT: o->http.grpc_port = (int)parse_num(name, optarg, 0, 65535); break;
+        case OPT_H2_STREAMS:
+            o->http.h2_max_concurrent_streams = (uint32_t)parse_num(name, optarg, 1, 65536);
+            break;
+        case OPT_TLS_CERT: o->tls.cert_file = optarg; break;
+        case OPT_TLS_KEY: o->tls.key_file = optarg; break;
+        case OPT_TLS_CLIENT_CA: o->tls.client_ca_file = optarg; break;
         case OPT_WRITE_TIMEOUT:
             o->http.write_timeout_ms = (uint32_t)parse_num(name, optarg, 1, 3600) * 1000;
             break;
         case OPT_EXIT_TIMEOUT:
             o->exit_timeout_secs = (uint32_t)parse_num(name, optarg, 0, 86400);
             break;
+        case OPT_METRICS_PORT: o->metrics_port = (int)parse_num(name, optarg, 0, 65535); break;
+        case OPT_NO_METRICS: o->metrics_port = -1; break;
         case OPT_QUEUE_LIMIT:
             o->repo.load.queue_limit = (uint32_t)parse_num(name, optarg, 1, 1000000);
+            break;
+        case OPT_GRPC_MAX_MESSAGE:
+            o->grpc_max_message_bytes = parse_num(name, optarg, 1024, 1ull << 31);
             break;
         case OPT_INTRA: o->repo.load.intra_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
         case OPT_INTER: o->repo.load.inter_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
@@ -241,6 +338,25 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
                 exit(2);
             }
             break;
+        case OPT_LOG_FORMAT:
+            if (strcmp(optarg, "json") == 0)
+                o->log_format = LOG_LINE_JSON;
+            else if (strcmp(optarg, "text") == 0)
+                o->log_format = LOG_LINE_TEXT;
+            else {
+                fprintf(stderr, "inferd: --log-format: expected json or text\n");
+                exit(2);
+            }
+            /* The server's own lines follow from the first one on. */
+            log_set_format(o->log_format == LOG_LINE_JSON ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
+            break;
+        case OPT_ACCESS_LOG: o->access_log.path = optarg; break;
+        case OPT_ACCESS_LOG_SAMPLE: o->access_log.sample = parse_ratio(name, optarg); break;
+        case OPT_TRACE_RATE: o->trace.rate = parse_ratio(name, optarg); break;
+        case OPT_OTLP_ENDPOINT: o->otlp.endpoint = optarg; break;
+        case OPT_OTLP_INTERVAL:
+            o->otlp.interval_ms = (uint32_t)parse_num(name, optarg, 1, 3600000);
+            break;
         case 'h': fputs(serve_usage_text, stdout); exit(0);
         default: fputs("try 'inferd serve --help'\n", stderr); exit(2);
         }
@@ -253,6 +369,14 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
         fprintf(stderr, "inferd serve: --load-model needs --model-control-mode explicit\n");
         exit(2);
     }
+    if (!o->tls.cert_file != !o->tls.key_file) {
+        fprintf(stderr, "inferd serve: --tls-cert and --tls-key go together\n");
+        exit(2);
+    }
+    if (o->tls.client_ca_file && !o->tls.cert_file) {
+        fprintf(stderr, "inferd serve: --tls-client-ca needs --tls-cert and --tls-key\n");
+        exit(2);
+    }
     o->repo.load_models = o->load_models;
 }
 
@@ -263,6 +387,7 @@ struct io_thread {
     struct loop loop;
     struct http_server *server;
     struct rest_api api;
+    struct grpc_api grpc;
     struct loop_task drain_task; /* posted by the main thread on SIGTERM */
     struct loop_task stop_task;  /* posted on a second signal */
     bool server_drained;
@@ -272,7 +397,7 @@ struct io_thread {
 
 static void io_maybe_stop(struct io_thread *t)
 {
-    if (t->draining && t->server_drained && t->api.inflight == 0)
+    if (t->draining && t->server_drained && t->api.inflight == 0 && t->grpc.inflight == 0)
         loop_stop(&t->loop);
 }
 
@@ -293,6 +418,7 @@ static void io_drain(struct loop_task *task)
     struct io_thread *t = (struct io_thread *)((char *)task - offsetof(struct io_thread, drain_task));
     t->draining = true;
     t->api.draining = true;
+    grpc_api_drain(&t->grpc);
     http_server_drain(t->server, io_on_server_drained, t);
 }
 
@@ -342,13 +468,34 @@ static void stop_now(struct io_thread *threads, int n)
         loop_post(&threads[i].loop, &threads[i].stop_task);
 }
 
+/* SIGHUP: new connections get the certificate and key read again now;
+ * open connections keep theirs. A file that does not load keeps the old
+ * ones. */
+static void reload_tls(struct tls_store *tls)
+{
+    if (!tls) {
+        log_info("received SIGHUP: no TLS certificate to reload");
+        return;
+    }
+    struct error err;
+    error_clear(&err);
+    if (tls_store_reload(tls, &err) != 0) {
+        log_error("received SIGHUP: TLS reload failed, keeping the current certificate: %s",
+                  err.msg);
+        return;
+    }
+    char desc[512];
+    tls_store_describe(tls, desc, sizeof desc);
+    log_info("received SIGHUP: TLS certificate reloaded (%s)", desc);
+}
+
 /* Waits for SIGINT/SIGTERM: the first drains every I/O thread (readiness
  * turns false, no new connections, in-flight and queued requests are
  * answered); a second signal, or exit_timeout_secs, stops them at once.
  * Returns when every I/O thread has stopped. SIGUSR1 logs counters.
  * Returns false when the drain did not complete. */
 static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask,
-                              uint32_t exit_timeout_secs)
+                              uint32_t exit_timeout_secs, struct tls_store *tls)
 {
     int signals = 0;
     uint64_t deadline = 0;
@@ -372,8 +519,9 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
         }
         if (sig == SIGHUP) {
             /* Not a reason to exit (a closed terminal, a habit of init
-             * systems); there is no file to reopen yet. */
-            log_info("received SIGHUP: ignored");
+             * systems): with TLS, the certificate and key are reloaded. */
+            reload_tls(tls);
+            accesslog_reopen(); /* logrotate: the writer reopens --access-log */
             continue;
         }
         if (++signals == 1) {
@@ -397,6 +545,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
     struct http_server_config http = o->http;
     http.reuseport = true;
     http.open_connections = &open_connections;
+    o->obs.open_connections = &open_connections;
     for (int i = 0; i < n; i++) {
         struct io_thread *t = &threads[i];
         if (loop_init(&t->loop) != 0) {
@@ -405,7 +554,14 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         }
         t->loop_ready = true;
         t->api = (struct rest_api){.repo = repo, .loop = &t->loop, .on_idle = io_on_idle,
-                                   .idle_arg = t};
+                                   .idle_arg = t, .obs = &o->obs};
+        if (grpc_api_init(&t->grpc, repo, &t->loop, o->grpc_max_message_bytes) != 0) {
+            log_error("cannot set up the gRPC front end: %s", strerror(errno));
+            return -1;
+        }
+        t->grpc.on_idle = io_on_idle;
+        t->grpc.idle_arg = t;
+        http.grpc = &t->grpc.app;
         t->drain_task.run = io_drain;
         t->stop_task.run = io_stop;
         if (http_server_start(&t->loop, &http, rest_handle, &t->api, &t->server) != 0)
@@ -413,6 +569,8 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         /* The first listener may have picked the port (--http-port 0). */
         http.port = http_server_port(t->server);
         http.join_port = true;
+        http.grpc_port = http_server_grpc_port(t->server);
+        http.grpc_join_port = true;
     }
     atomic_store(&io_threads_running, n);
     for (int i = 0; i < n; i++) {
@@ -438,7 +596,62 @@ static void stop_io_threads(struct io_thread *threads, int n)
     for (int i = 0; i < n; i++) {
         http_server_free(threads[i].server);
         rest_api_free(&threads[i].api);
+        grpc_api_free(&threads[i].grpc);
     }
+}
+
+/* The metrics listener (its own thread; see api/obs_http.h), unless
+ * --no-metrics. Returns 0 or -1 (logged). */
+static int start_metrics(const struct serve_options *o, struct metrics_server **out)
+{
+    *out = NULL;
+    if (o->metrics_port < 0)
+        return 0;
+    struct http_server_config cfg = {
+        .host = o->http.host, .port = o->metrics_port, .limits = o->http.limits,
+        .max_connections = 256, .header_timeout_ms = o->http.header_timeout_ms,
+        .idle_timeout_ms = o->http.idle_timeout_ms, .write_timeout_ms = o->http.write_timeout_ms,
+        .max_response_bytes = o->http.max_response_bytes, .on_response = obs_http_on_response,
+    };
+    if (metrics_server_start(&cfg, &o->obs, out) != 0)
+        return -1;
+    log_info("metrics on %s:%d", o->http.host, metrics_server_port(*out));
+    return 0;
+}
+
+/* The access log writer, the trace settings and the OTLP exporter
+ * (obs/); before the I/O threads start. Returns 0 or -1 (logged). */
+static int start_logging_tracing(struct serve_options *o)
+{
+    struct error err;
+    error_clear(&err);
+    trace_settings_init(&o->trace);
+    if (o->access_log.path) {
+        o->access_log.format = o->log_format >= 0 ? (enum log_line_format)o->log_format
+                                                  : LOG_LINE_JSON;
+        if (accesslog_open(&o->access_log, &err) != 0) {
+            log_error("%s", err.msg);
+            return -1;
+        }
+        log_info("access log: %s (%s, sample %g)", o->access_log.path,
+                 o->access_log.format == LOG_LINE_JSON ? "json" : "text", o->access_log.sample);
+    }
+    if (o->otlp.endpoint) {
+        if (otlp_start(&o->otlp, &err) != 0) {
+            log_error("%s", err.msg);
+            return -1;
+        }
+        log_info("tracing: OTLP/HTTP to %s, trace rate %g", o->otlp.endpoint, o->trace.rate);
+    }
+    return 0;
+}
+
+/* After every producer (I/O threads, model workers) has stopped. */
+static void stop_logging_tracing(void)
+{
+    accesslog_close();
+    otlp_stop();
+    obsreq_pool_free();
 }
 
 static int serve(int argc, char **argv)
@@ -469,18 +682,38 @@ static int serve(int argc, char **argv)
     }
 
     int rc = 1;
-    struct io_thread *threads = mem_calloc((size_t)o.io_threads, sizeof *threads);
+    struct metrics_server *metrics = NULL;
+    struct timespec started;
+    clock_gettime(CLOCK_REALTIME, &started);
+    o.obs.repo = repo;
+    o.obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
+    struct tls_store *tls = NULL;
+    struct io_thread *threads = NULL;
+    if (o.tls.cert_file) {
+        if (tls_store_new(&o.tls, &tls, &err) != 0) {
+            log_error("%s", err.msg);
+            goto out_repository;
+        }
+        char desc[512];
+        tls_store_describe(tls, desc, sizeof desc);
+        log_info("TLS enabled: %s%s", desc, o.tls.client_ca_file ? "; client certificates required" : "");
+        o.http.tls = tls;
+    }
+    if (start_logging_tracing(&o) != 0)
+        goto out_repository;
+    threads = mem_calloc((size_t)o.io_threads, sizeof *threads);
     if (!threads) {
         log_error("out of memory");
         goto out_repository;
     }
-    if (start_io_threads(threads, o.io_threads, &o, repo) == 0) {
+    if (start_io_threads(threads, o.io_threads, &o, repo) == 0 && start_metrics(&o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
-        log_info("ready: %u models, %s; HTTP on %s:%d", s->count,
+        log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
                  snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o.http.host,
-                 http_server_port(threads[0].server));
+                 http_server_port(threads[0].server), http_server_grpc_port(threads[0].server),
+                 tls ? " (TLS)" : "");
         repository_release(repo, s);
-        if (wait_for_shutdown(threads, o.io_threads, &mask, o.exit_timeout_secs)) {
+        if (wait_for_shutdown(threads, o.io_threads, &mask, o.exit_timeout_secs, tls)) {
             rc = 0;
         } else {
             /* Requests are still running on the models' workers: unloading
@@ -490,16 +723,19 @@ static int serve(int argc, char **argv)
         }
     }
     stop_io_threads(threads, o.io_threads);
+    metrics_server_stop(metrics);
     /* Every loop has stopped with no request in flight (or was stopped by a
      * second signal): the schedulers finish their queues while the models
      * unload, and then the loops are closed. */
 out_repository:
     repository_close(repo);
+    stop_logging_tracing();
     if (threads)
         for (int i = 0; i < o.io_threads; i++)
             if (threads[i].loop_ready)
                 loop_close(&threads[i].loop);
     mem_free(threads);
+    tls_store_free(tls);
     if (rc == 0)
         log_info("shutdown complete");
     return rc;

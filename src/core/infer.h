@@ -14,6 +14,7 @@
 #ifndef INFERD_CORE_INFER_H
 #define INFERD_CORE_INFER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,6 +23,18 @@
 #include "core/tensor.h"
 
 struct model;
+
+/* W3C trace context of a request, set by the front end before submit
+ * (obs/request.c) and read by the scheduler, which records one span per
+ * batch linked to its sampled members and stores that span's ids here. */
+struct infer_trace {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];       /* the request's server span */
+    uint8_t batch_trace_id[16];
+    uint8_t batch_span_id[8]; /* set by the worker when batch_linked */
+    bool sampled;
+    bool batch_linked;
+};
 
 struct infer_request {
     struct arena arena;
@@ -48,6 +61,16 @@ struct infer_request {
     struct sched_batch *batch_ref; /* owner of the output memory */
     uint32_t batch_size;           /* samples of the batch this request ran in */
     uint64_t enqueue_ns, exec_start_ns, exec_end_ns;
+    /* The backend call inside [exec_start_ns, exec_end_ns]: before it the
+     * batch's inputs are gathered, after it the outputs are split back
+     * (Triton's compute_input / compute_infer / compute_output). */
+    uint64_t infer_start_ns, infer_end_ns;
+    struct infer_trace trace;
+
+    /* Set (any thread) when the client is gone: the scheduler completes a
+     * cancelled request with status 499 instead of running it, if it has
+     * not started yet. */
+    atomic_bool cancelled;
 
     void (*complete)(struct infer_request *req); /* called on the worker thread */
     struct infer_request *next; /* scheduler queue link */

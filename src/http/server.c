@@ -25,15 +25,35 @@
 /* While draining, a client in the middle of sending a request gets this
  * long to finish it. */
 #define DRAIN_GRACE_MS 3000
+/* HTTP/2: frames are produced into the output buffer up to this much
+ * before it is flushed; reads per wakeup before yielding to other
+ * connections. */
+#define H2_OUT_HIGH (256 * 1024)
+#define H2_READS_PER_WAKEUP 16
+
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define H2_PREFACE_LEN (sizeof h2_preface - 1)
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 enum conn_state {
+    CONN_HANDSHAKE, /* TLS handshake */
     CONN_READING, /* reading/parsing a request */
     CONN_WAITING, /* the handler owns the request */
     CONN_WRITING, /* sending a response */
     CONN_LINGER,  /* response sent, write side shut; discarding input before close */
+    CONN_H2,      /* HTTP/2: the session (h2.c) drives the connection */
     CONN_CLOSED,  /* fd closed; freed when the pending txn responds */
+};
+
+/* What an HTTP/2 connection's deadline is counting. */
+enum h2_wait { H2_WAIT_NONE, H2_WAIT_READ, H2_WAIT_WRITE };
+
+struct listener {
+    struct loop_watch watch;
+    struct http_server *server;
+    bool grpc; /* the gRPC port: HTTP/2 only */
+    int port;
 };
 
 struct http_conn {
@@ -46,6 +66,9 @@ struct http_conn {
     bool close_after_write;
     bool linger_after_write; /* error response: drain input before closing */
     bool txn_active;
+    bool grpc_port;      /* accepted on the gRPC port */
+    bool preface_checked; /* the first bytes were not the HTTP/2 preface */
+    enum h2_wait h2_wait;
     uint64_t deadline_ms; /* 0 = none */
     size_t lingered;
     struct buf in;       /* received bytes; the current request starts at in.data */
@@ -54,6 +77,8 @@ struct http_conn {
     size_t out_off; /* bytes of head+body already sent */
     struct http1_parser parser;
     struct http_txn txn;
+    struct tls_conn *tls;   /* NULL: plaintext */
+    struct h2_session *h2;  /* in CONN_H2 */
 };
 
 struct http_server {
@@ -61,14 +86,13 @@ struct http_server {
     struct http_server_config cfg;
     http_handler_fn handler;
     void *app;
-    struct loop_watch listen_watch;
+    struct listener listeners[2]; /* HTTP port, gRPC port (fd -1 if none) */
     struct loop_watch reaper; /* frees closed connections at the end of an iteration */
     struct http_conn *conns;     /* open connections */
     struct http_conn *graveyard; /* closed, to be freed by the reaper */
     uint32_t nconns;
     atomic_uint own_connections; /* the counter when the config shares none */
     atomic_uint *open_connections;
-    int port;
     bool draining;
     void (*on_drained)(void *arg);
     void *drained_arg;
@@ -153,6 +177,15 @@ static void conn_close(struct http_conn *c)
     if (c->state == CONN_CLOSED)
         return;
     loop_del(s->loop, &c->watch);
+    if (c->h2) {
+        h2_session_free(c->h2); /* streams still held by handlers are aborted */
+        c->h2 = NULL;
+    }
+    if (c->tls) {
+        tls_conn_shutdown(c->tls);
+        tls_conn_free(c->tls);
+        c->tls = NULL;
+    }
     close(c->watch.fd);
     c->watch.fd = -1;
     c->state = CONN_CLOSED;
@@ -233,14 +266,43 @@ static void write_error_body(struct buf *b, const char *msg)
 static void conn_fail(struct http_conn *c, int status, const char *msg)
 {
     write_error_body(&c->out_body, msg);
+    if (c->server->cfg.on_response)
+        c->server->cfg.on_response(NULL, status, c->out_body.len);
     queue_response(c, status, "application/json", NULL, false, false, 1);
     c->linger_after_write = true;
 }
 
 /* Sends pending output. Returns 0 when all is sent, 1 when the socket is
  * full (wait for EPOLLOUT), -1 when the connection failed. */
+static int conn_flush_tls(struct http_conn *c)
+{
+    for (;;) {
+        size_t head = c->out_head.len, body = c->out_body.len;
+        if (c->out_off >= head + body)
+            return 0;
+        const char *p;
+        size_t n;
+        if (c->out_off < head) {
+            p = c->out_head.data + c->out_off;
+            n = head - c->out_off;
+        } else {
+            p = c->out_body.data + (c->out_off - head);
+            n = head + body - c->out_off;
+        }
+        ssize_t w = tls_conn_write(c->tls, p, n);
+        if (w > 0) {
+            c->out_off += (size_t)w;
+            set_deadline(c, c->server->cfg.write_timeout_ms);
+            continue;
+        }
+        return w == TLS_AGAIN ? 1 : -1;
+    }
+}
+
 static int conn_flush(struct http_conn *c)
 {
+    if (c->tls)
+        return conn_flush_tls(c);
     for (;;) {
         size_t head = c->out_head.len, body = c->out_body.len;
         if (c->out_off >= head + body)
@@ -305,22 +367,25 @@ static void dispatch(struct http_conn *c)
     c->server->handler(c->server->app, t);
 }
 
-/* Reads what the socket has, up to one chunk. Returns 1 if bytes arrived,
- * 0 if none are waiting, -1 on EOF or error, -2 if the buffer is full. */
-static int conn_read(struct http_conn *c)
+/* Reads up to len bytes from the socket or through TLS. Returns the count
+ * (> 0), 0 when nothing is waiting (c->readable is cleared), -1 on EOF or
+ * error. */
+static ssize_t conn_recv(struct http_conn *c, void *p, size_t len)
 {
-    int rc = buf_reserve(&c->in, READ_CHUNK);
-    if (rc) {
-        size_t room = c->in.cap - c->in.len;
-        if (room == 0)
-            return -2;
+    if (c->tls) {
+        ssize_t n = tls_conn_read(c->tls, p, len);
+        if (n > 0)
+            return n;
+        if (n == TLS_AGAIN) {
+            c->readable = false;
+            return 0;
+        }
+        return -1;
     }
     for (;;) {
-        ssize_t n = read(c->watch.fd, c->in.data + c->in.len, c->in.cap - c->in.len);
-        if (n > 0) {
-            c->in.len += (size_t)n;
-            return 1;
-        }
+        ssize_t n = read(c->watch.fd, p, len);
+        if (n > 0)
+            return n;
         if (n == 0)
             return -1;
         if (errno == EINTR)
@@ -333,10 +398,93 @@ static int conn_read(struct http_conn *c)
     }
 }
 
+/* Reads what the socket has, up to one chunk. Returns 1 if bytes arrived,
+ * 0 if none are waiting, -1 on EOF or error, -2 if the buffer is full. */
+static int conn_read(struct http_conn *c)
+{
+    int rc = buf_reserve(&c->in, READ_CHUNK);
+    if (rc) {
+        size_t room = c->in.cap - c->in.len;
+        if (room == 0)
+            return -2;
+    }
+    ssize_t n = conn_recv(c, c->in.data + c->in.len, c->in.cap - c->in.len);
+    if (n > 0) {
+        c->in.len += (size_t)n;
+        return 1;
+    }
+    return (int)n;
+}
+
+static void h2_want_write(void *arg)
+{
+    struct http_conn *c = arg;
+    loop_defer(c->server->loop, &c->watch);
+}
+
+/* The connection speaks HTTP/2 from now on; c->in holds the first bytes
+ * (the client preface, unless TLS ALPN chose h2 before any byte came). */
+static void conn_start_h2(struct http_conn *c)
+{
+    struct http_server *s = c->server;
+    struct h2_session_config hc = {
+        .limits = &s->cfg.limits,
+        .max_concurrent_streams = s->cfg.h2_max_concurrent_streams,
+        .max_response_bytes = s->cfg.max_response_bytes,
+        .grpc = s->cfg.grpc,
+        .handler = s->handler,
+        .handler_app = s->app,
+        .loop = s->loop,
+        .want_write = h2_want_write,
+        .arg = c,
+        .server = s,
+    };
+    if (h2_session_new(&hc, &c->h2) != 0) {
+        log_warn("http2: out of memory for a session");
+        conn_close(c);
+        return;
+    }
+    c->state = CONN_H2;
+    c->out_head.len = c->out_body.len = 0;
+    c->out_off = 0;
+    c->h2_wait = H2_WAIT_NONE;
+    c->readable = true; /* TLS may hold bytes that will raise no new event */
+    if (c->in.len) {
+        h2_session_recv(c->h2, (const uint8_t *)c->in.data, c->in.len);
+        c->in.len = 0;
+    }
+    if (s->draining)
+        h2_session_drain(c->h2);
+}
+
+/* The first bytes of a connection: the HTTP/2 client preface, or HTTP/1.
+ * Returns 1 for HTTP/2, 0 for HTTP/1, -1 when more bytes are needed. */
+static int detect_preface(const struct http_conn *c)
+{
+    size_t n = c->in.len < H2_PREFACE_LEN ? c->in.len : H2_PREFACE_LEN;
+    if (memcmp(c->in.data, h2_preface, n) != 0)
+        return 0;
+    return n == H2_PREFACE_LEN ? 1 : -1;
+}
+
 /* One step of the READING state. Returns true to continue processing. */
 static bool step_reading(struct http_conn *c)
 {
     struct http_server *s = c->server;
+    if (!c->preface_checked && c->in.len > 0) {
+        int h2 = detect_preface(c);
+        if (h2 == 1) {
+            conn_start_h2(c);
+            return c->state == CONN_H2;
+        }
+        if (h2 == 0) {
+            c->preface_checked = true;
+            if (c->grpc_port) {
+                conn_fail(c, 505, "this port serves HTTP/2 (gRPC) only");
+                return true;
+            }
+        }
+    }
     if (c->out_off < c->out_head.len) { /* an interim 100 Continue is pending */
         int rc = conn_flush(c);
         if (rc < 0) {
@@ -386,6 +534,103 @@ static bool step_reading(struct http_conn *c)
     return false;
 }
 
+/* One step of the TLS handshake. Returns true to continue processing. */
+static bool step_handshake(struct http_conn *c)
+{
+    int rc = tls_conn_handshake(c->tls);
+    if (rc == TLS_AGAIN)
+        return false;
+    if (rc != 1) {
+        conn_close(c);
+        return false;
+    }
+    if (tls_conn_alpn_h2(c->tls)) {
+        conn_start_h2(c);
+        return c->state == CONN_H2;
+    }
+    /* No ALPN (or http/1.1): HTTP/1, or HTTP/2 with prior knowledge. */
+    c->state = CONN_READING;
+    c->readable = true; /* the handshake may have left bytes in TLS buffers */
+    start_request(c);
+    return true;
+}
+
+/* Sets an HTTP/2 connection's deadline for what it waits on now. */
+static void h2_update_deadline(struct http_conn *c, bool got_bytes)
+{
+    const struct http_server_config *cfg = &c->server->cfg;
+    if (c->out_off < c->out_body.len) {
+        if (c->h2_wait != H2_WAIT_WRITE)
+            set_deadline(c, cfg->write_timeout_ms); /* conn_flush extends it on progress */
+        c->h2_wait = H2_WAIT_WRITE;
+    } else if (h2_session_stream_count(c->h2) > 0 && !h2_session_receiving(c->h2)) {
+        c->deadline_ms = 0; /* every stream waits on its handler */
+        c->h2_wait = H2_WAIT_NONE;
+    } else if (got_bytes || c->h2_wait != H2_WAIT_READ) {
+        set_deadline(c, cfg->idle_timeout_ms);
+        c->h2_wait = H2_WAIT_READ;
+    }
+}
+
+/* HTTP/2: produce frames, flush them, read and feed the session, until the
+ * socket blocks both ways or the read budget of this wakeup is spent. */
+static bool step_h2(struct http_conn *c)
+{
+    struct http_server *s = c->server;
+    bool got_bytes = false;
+    int reads = 0;
+    for (;;) {
+        if (c->out_off == c->out_body.len)
+            c->out_body.len = c->out_off = 0;
+        size_t queued = c->out_body.len;
+        if (c->out_body.len < H2_OUT_HIGH &&
+            h2_session_send(c->h2, &c->out_body, H2_OUT_HIGH) != 0) {
+            conn_close(c);
+            return false;
+        }
+        bool produced = c->out_body.len > queued;
+        bool blocked = false;
+        if (c->out_off < c->out_body.len) {
+            int rc = conn_flush(c);
+            if (rc < 0) {
+                conn_close(c);
+                return false;
+            }
+            blocked = rc > 0;
+        }
+        if (h2_session_done(c->h2) && (c->out_off == c->out_body.len || blocked)) {
+            /* Finished (GOAWAY both ways, or a protocol error/flood whose
+             * GOAWAY went out as far as the socket would take it). */
+            conn_close(c);
+            return false;
+        }
+        if (produced && !blocked)
+            continue; /* the buffer was full: there may be more to send */
+        if (!c->readable)
+            break;
+        if (++reads > H2_READS_PER_WAKEUP) {
+            loop_defer(s->loop, &c->watch); /* let the other connections run */
+            break;
+        }
+        c->in.len = 0;
+        if (buf_reserve(&c->in, READ_CHUNK) != 0) {
+            conn_close(c);
+            return false;
+        }
+        ssize_t n = conn_recv(c, c->in.data, c->in.cap);
+        if (n < 0) {
+            conn_close(c); /* EOF: streams in progress are aborted */
+            return false;
+        }
+        if (n > 0) {
+            got_bytes = true;
+            h2_session_recv(c->h2, (const uint8_t *)c->in.data, (size_t)n);
+        }
+    }
+    h2_update_deadline(c, got_bytes);
+    return false;
+}
+
 /* One step of the WRITING state. Returns true to continue processing. */
 static bool step_writing(struct http_conn *c)
 {
@@ -419,16 +664,14 @@ static bool step_linger(struct http_conn *c)
 {
     char scratch[16384];
     for (;;) {
-        ssize_t n = read(c->watch.fd, scratch, sizeof scratch);
+        ssize_t n = conn_recv(c, scratch, sizeof scratch);
         if (n > 0) {
             c->lingered += (size_t)n;
             if (c->lingered > LINGER_MAX_BYTES)
                 break;
             continue;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n == 0)
             return false;
         break;
     }
@@ -441,6 +684,8 @@ static void conn_process(struct http_conn *c)
     bool more = true;
     while (more) {
         switch (c->state) {
+        case CONN_HANDSHAKE: more = step_handshake(c); break;
+        case CONN_H2: more = step_h2(c); break;
         case CONN_READING: more = step_reading(c); break;
         case CONN_WRITING: more = step_writing(c); break;
         case CONN_LINGER: more = step_linger(c); break;
@@ -471,7 +716,8 @@ static void conn_on_events(struct loop_watch *w, uint32_t events)
 static void accept_all(struct loop_watch *w, uint32_t events)
 {
     (void)events;
-    struct http_server *s = container_of(w, struct http_server, listen_watch);
+    struct listener *l = container_of(w, struct listener, watch);
+    struct http_server *s = l->server;
     for (;;) {
         int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -501,9 +747,22 @@ static void accept_all(struct loop_watch *w, uint32_t events)
         buf_init(&c->out_head, 64 * 1024);
         buf_init(&c->out_body, s->cfg.max_response_bytes);
         buf_init(&c->txn.body, s->cfg.max_response_bytes);
+        c->grpc_port = l->grpc;
         c->state = CONN_READING;
         start_request(c);
+        if (s->cfg.tls) {
+            c->tls = tls_conn_new(s->cfg.tls, fd, l->grpc ? TLS_ALPN_H2_ONLY : TLS_ALPN_H2_HTTP1);
+            if (!c->tls) {
+                atomic_fetch_sub(s->open_connections, 1);
+                close(fd);
+                conn_free(c);
+                continue;
+            }
+            c->state = CONN_HANDSHAKE;
+            set_deadline(c, s->cfg.header_timeout_ms);
+        }
         if (loop_add(s->loop, &c->watch, EPOLLIN | EPOLLOUT | EPOLLRDHUP) != 0) {
+            tls_conn_free(c->tls);
             atomic_fetch_sub(s->open_connections, 1);
             close(fd);
             conn_free(c);
@@ -581,6 +840,50 @@ static int listen_socket(const char *host, int port, bool reuseport, int *out_po
     return fd;
 }
 
+/* Opens one port of the server; SO_REUSEPORT as configured. */
+static int listener_open(struct http_server *s, struct listener *l, int port, bool join,
+                         bool grpc)
+{
+    const struct http_server_config *cfg = &s->cfg;
+    int fd;
+    if (cfg->reuseport && !join) {
+        /* A plain bind fails if anyone holds the port, including another
+         * process's SO_REUSEPORT listeners, which would otherwise silently
+         * share our traffic. */
+        fd = listen_socket(cfg->host, port, false, &l->port);
+        if (fd >= 0) {
+            close(fd);
+            fd = listen_socket(cfg->host, l->port, true, &l->port);
+        }
+    } else {
+        fd = listen_socket(cfg->host, port, cfg->reuseport, &l->port);
+    }
+    if (fd < 0)
+        return fd;
+    l->watch.fd = fd;
+    l->watch.on_events = accept_all;
+    l->server = s;
+    l->grpc = grpc;
+    int rc = loop_add(s->loop, &l->watch, EPOLLIN);
+    if (rc) {
+        close(fd);
+        l->watch.fd = -1;
+    }
+    return rc;
+}
+
+static void listeners_close(struct http_server *s)
+{
+    for (int i = 0; i < 2; i++) {
+        struct listener *l = &s->listeners[i];
+        if (l->watch.fd >= 0) {
+            loop_del(s->loop, &l->watch);
+            close(l->watch.fd);
+            l->watch.fd = -1;
+        }
+    }
+}
+
 int http_server_start(struct loop *loop, const struct http_server_config *cfg,
                       http_handler_fn handler, void *app, struct http_server **out)
 {
@@ -589,33 +892,20 @@ int http_server_start(struct loop *loop, const struct http_server_config *cfg,
         return -ENOMEM;
     s->loop = loop;
     s->cfg = *cfg;
+    if (!s->cfg.h2_max_concurrent_streams)
+        s->cfg.h2_max_concurrent_streams = 128;
     s->open_connections = cfg->open_connections ? cfg->open_connections : &s->own_connections;
     s->handler = handler;
     s->app = app;
-    int fd;
-    if (cfg->reuseport && !cfg->join_port) {
-        /* A plain bind fails if anyone holds the port, including another
-         * process's SO_REUSEPORT listeners, which would otherwise silently
-         * share our traffic. */
-        fd = listen_socket(cfg->host, cfg->port, false, &s->port);
-        if (fd >= 0) {
-            close(fd);
-            fd = listen_socket(cfg->host, s->port, true, &s->port);
-        }
-    } else {
-        fd = listen_socket(cfg->host, cfg->port, cfg->reuseport, &s->port);
-    }
-    if (fd < 0) {
-        mem_free(s);
-        return fd;
-    }
-    s->listen_watch.fd = fd;
-    s->listen_watch.on_events = accept_all;
+    s->listeners[0].watch.fd = s->listeners[1].watch.fd = -1;
+    s->listeners[1].port = -1;
     s->reaper.fd = -1;
     s->reaper.on_events = reap;
-    int rc = loop_add(loop, &s->listen_watch, EPOLLIN);
+    int rc = listener_open(s, &s->listeners[0], cfg->port, cfg->join_port, false);
+    if (rc == 0 && cfg->grpc_listen)
+        rc = listener_open(s, &s->listeners[1], cfg->grpc_port, cfg->grpc_join_port, true);
     if (rc) {
-        close(fd);
+        listeners_close(s);
         mem_free(s);
         return rc;
     }
@@ -627,7 +917,12 @@ int http_server_start(struct loop *loop, const struct http_server_config *cfg,
 
 int http_server_port(const struct http_server *s)
 {
-    return s->port;
+    return s->listeners[0].port;
+}
+
+int http_server_grpc_port(const struct http_server *s)
+{
+    return s->listeners[1].port;
 }
 
 uint32_t http_server_connection_count(const struct http_server *s)
@@ -640,11 +935,7 @@ void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), voi
     s->draining = true;
     s->on_drained = on_drained;
     s->drained_arg = arg;
-    if (s->listen_watch.fd >= 0) {
-        loop_del(s->loop, &s->listen_watch);
-        close(s->listen_watch.fd);
-        s->listen_watch.fd = -1;
-    }
+    listeners_close(s);
     struct http_conn *c = s->conns;
     while (c) {
         struct http_conn *next = c->next;
@@ -654,7 +945,10 @@ void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), voi
             c->readable = true;
             conn_process(c);
         }
-        if (c->state == CONN_READING && c->in.len == 0) {
+        if (c->state == CONN_H2) {
+            /* GOAWAY; streams in flight finish, then the connection closes. */
+            h2_session_drain(c->h2);
+        } else if (c->state == CONN_HANDSHAKE || (c->state == CONN_READING && c->in.len == 0)) {
             conn_close(c);
         } else if (c->state == CONN_READING) {
             uint64_t grace = clock_now_ms() + DRAIN_GRACE_MS;
@@ -673,10 +967,7 @@ void http_server_free(struct http_server *s)
     while (s->conns)
         conn_close(s->conns);
     reap(&s->reaper, 0);
-    if (s->listen_watch.fd >= 0) {
-        loop_del(s->loop, &s->listen_watch);
-        close(s->listen_watch.fd);
-    }
+    listeners_close(s);
     mem_free(s);
 }
 
@@ -687,8 +978,30 @@ void http_txn_add_header(struct http_txn *txn, const char *name, const char *val
              value);
 }
 
+size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN], port[8];
+    if (!txn->conn || cap == 0 ||
+        getpeername(txn->conn->watch.fd, (struct sockaddr *)&ss, &len) != 0 ||
+        getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return 0;
+    int n = snprintf(out, cap, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
 void http_txn_respond(struct http_txn *txn, int status, const char *content_type)
 {
+    if (txn->on_respond)
+        txn->on_respond(txn, txn->aborted ? 0 : status);
+    if (txn->server->cfg.on_response && !txn->aborted)
+        txn->server->cfg.on_response(txn, status, txn->body.len);
+    if (txn->stream) {
+        h2_txn_respond(txn, status, content_type);
+        return;
+    }
     struct http_conn *c = txn->conn;
     c->txn_active = false;
     if (txn->aborted) {

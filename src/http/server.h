@@ -25,8 +25,10 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "http/h2.h"
 #include "http/http1.h"
 #include "net/loop.h"
+#include "net/tls.h"
 
 struct http_server;
 struct http_conn;
@@ -35,14 +37,20 @@ struct http_conn;
  * handler call until http_txn_respond() returns. */
 struct http_txn {
     struct http1_request req; /* pointers into the connection's buffer */
-    struct http_conn *conn;
+    struct http_conn *conn;     /* HTTP/1: the connection; NULL for HTTP/2 */
+    struct h2_stream *stream;   /* HTTP/2: the stream; NULL for HTTP/1 */
     struct http_server *server;
     bool head_only; /* HEAD request: the body is not sent */
     bool aborted;   /* the peer is gone; respond() only frees */
     uint64_t start_ns;
     struct buf body; /* response body, filled by the handler */
     /* Extra response header lines, each "Name: value\r\n" (e.g. Allow). */
-    char extra_headers[256];
+    char extra_headers[512];
+    /* Observer (access log, tracing: api/rest_obs.c), set by the handler
+     * for each request. http_txn_respond() calls it first, HTTP/1 and
+     * HTTP/2 alike (it may still add headers); status 0 = the peer is gone. */
+    void (*on_respond)(struct http_txn *txn, int status);
+    void *obs;
 };
 
 typedef void (*http_handler_fn)(void *app, struct http_txn *txn);
@@ -65,6 +73,20 @@ struct http_server_config {
     uint32_t idle_timeout_ms;   /* keep-alive connection with no request */
     uint32_t write_timeout_ms;  /* response must drain within this */
     uint64_t max_response_bytes;
+    /* HTTP/2 (h2.h): the gRPC port takes HTTP/2 only; on the HTTP port a connection is HTTP/2 when it starts
+     * with the client preface or TLS ALPN chose "h2". Streams with
+     * content-type application/grpc* go to `grpc` (NULL = no gRPC). */
+    bool grpc_listen;    /* open the gRPC port */
+    int grpc_port;       /* 0 = any free port */
+    bool grpc_join_port; /* like join_port, for the gRPC listener */
+    const struct h2_stream_app *grpc;
+    uint32_t h2_max_concurrent_streams;
+    /* TLS on both ports when not NULL (tls.h); shared by all servers. */
+    struct tls_store *tls;
+    /* Observer (metrics), called on the loop thread for every response
+     * before it is sent: a handler's (txn) or the server's own error answer
+     * (txn NULL), with its status and body size. NULL = none. */
+    void (*on_response)(const struct http_txn *txn, int status, size_t body_bytes);
 };
 
 /* Creates the listening socket and registers it with the loop (and makes
@@ -75,6 +97,8 @@ int http_server_start(struct loop *loop, const struct http_server_config *cfg,
                       http_handler_fn handler, void *app, struct http_server **out);
 /* Actual port (useful when cfg->port was 0). */
 int http_server_port(const struct http_server *s);
+/* Actual gRPC port; -1 when cfg->grpc_listen is false. */
+int http_server_grpc_port(const struct http_server *s);
 /* Stops accepting; idle connections are closed, busy ones close after their
  * response. on_drained is called (on the loop thread) once no connection
  * is left. */
@@ -88,6 +112,9 @@ uint32_t http_server_connection_count(const struct http_server *s);
 void http_txn_respond(struct http_txn *txn, int status, const char *content_type);
 /* Convenience: body {"error": msg} with the given status. */
 void http_txn_error(struct http_txn *txn, int status, const char *msg);
+/* The client's address "ip:port" ("[ip6]:port") of the exchange's
+ * connection into out; returns its length (0 if unknown). */
+size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap);
 /* Appends "Name: value\r\n" to the extra headers (silently truncated). */
 void http_txn_add_header(struct http_txn *txn, const char *name, const char *value);
 

@@ -12,6 +12,8 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "model/model.h"
+#include "obs/stats.h"
+#include "obs/trace.h"
 
 #define BATCH_ARENA_CHUNK (16 * 1024)
 #define BATCH_ARENA_MAX ((size_t)1 << 30)
@@ -60,6 +62,7 @@ struct sched {
     uint32_t nworkers;
     pthread_mutex_t pool_lock;
     struct sched_batch *free_batches;
+    struct stats_model *stats; /* this version's statistics (obs/stats.h) */
 };
 
 /* ---- batch objects ---------------------------------------------------- */
@@ -146,15 +149,16 @@ static void fail_request(struct infer_request *r, int status, const char *msg)
     r->complete(r);
 }
 
-/* Removes requests whose timeout passed while they waited (lock held);
- * they are collected in *expired_list to be answered outside the lock. */
+/* Removes requests whose timeout passed while they waited, and requests
+ * their client cancelled (lock held); they are collected in *expired_list
+ * to be answered outside the lock, without running. */
 static void collect_expired(struct sched *s, uint64_t now, struct infer_request **expired_list)
 {
     struct infer_request *prev = NULL, *r = s->head;
     uint32_t scanned = 0;
     while (r && scanned++ < SCAN_LIMIT) {
         struct infer_request *next = r->next;
-        if (expired(r, now)) {
+        if (expired(r, now) || atomic_load_explicit(&r->cancelled, memory_order_relaxed)) {
             unlink_req(s, prev, r);
             r->next = *expired_list;
             *expired_list = r;
@@ -351,15 +355,23 @@ static void run_batch(struct worker *w, struct infer_request **members, uint32_t
         if (gather_inputs(w, members, n, total, &err) == 0)
             inputs = w->inputs;
     }
+    uint64_t infer_start = 0, infer_end = 0;
     if (!err.status) {
         nout = union_outputs(w, members, n);
-        if (m->backend->execute(w->instance, &b->arena, inputs, members[0]->ninputs,
-                                w->names, nout, w->outs, &b->backend_state, &err) != 0)
+        infer_start = clock_now_ns();
+        int rc = m->backend->execute(w->instance, &b->arena, inputs, members[0]->ninputs,
+                                     w->names, nout, w->outs, &b->backend_state, &err);
+        infer_end = clock_now_ns();
+        if (rc != 0)
             b->backend_state = NULL;
         else
             assign_outputs(w, nout, members, n, total, s->cfg.max_batch_size > 0, &err);
     }
     uint64_t end = clock_now_ns();
+    if (!err.status)
+        stats_record_execution(s->stats, (uint32_t)total, infer_start - start,
+                               infer_end - infer_start, end - infer_end);
+    trace_batch_span(members, n, m->name, m->version_str, total, start, end, &err);
     log_debug("model %s: ran %u requests, %lld samples in %llu us%s%s", m->name, n,
               (long long)total, (unsigned long long)((end - start) / 1000u),
               err.status ? ": " : "", err.status ? err.msg : "");
@@ -372,6 +384,8 @@ static void run_batch(struct worker *w, struct infer_request **members, uint32_t
     for (uint32_t j = 0; j < n; j++) {
         struct infer_request *r = members[j];
         r->exec_end_ns = end;
+        r->infer_start_ns = infer_start;
+        r->infer_end_ns = infer_end;
         r->batch_size = (uint32_t)total;
         r->batch_ref = b;
         if (err.status) {
@@ -429,7 +443,10 @@ static void *worker_main(void *arg)
             char msg[96];
             snprintf(msg, sizeof msg, "request timed out after waiting %llu us in the queue",
                      (unsigned long long)((now - late->enqueue_ns) / 1000u));
-            fail_request(late, 504, msg);
+            if (atomic_load_explicit(&late->cancelled, memory_order_relaxed))
+                fail_request(late, 499, "request cancelled by the client");
+            else
+                fail_request(late, 504, msg);
             late = next;
         }
         if (n)
@@ -479,6 +496,7 @@ int sched_start(struct model *m, const struct sched_config *cfg, struct sched **
         return -ENOMEM;
     s->model = m;
     s->cfg = *cfg;
+    s->stats = stats_model_get(m->name, m->version);
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_condattr_t ca;
@@ -556,6 +574,11 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
         pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return 0;
+}
+
+struct stats_model *sched_stats(const struct sched *s)
+{
+    return s->stats;
 }
 
 uint32_t sched_queue_depth(struct sched *s)

@@ -15,7 +15,8 @@
  *     preferred batch size (or more than the largest one), or when its oldest
  *     request has waited max_queue_delay_us;
  *   - requests whose `timeout` expired while queued are answered 504 and
- *     never run;
+ *     never run; requests whose `cancelled` flag is set before a worker
+ *     takes them are answered 499 and never run;
  *   - a request with more than max_batch_size samples is refused (400), or,
  *     with allow_oversize (models without a config file), runs alone.
  * The queue is bounded by max_queue_size requests: beyond it submit fails
@@ -70,6 +71,11 @@ void sched_release(struct infer_request *req);
 
 /* Requests queued and not yet taken by a worker. */
 uint32_t sched_queue_depth(struct sched *s);
+
+/* The version's statistics (obs/stats.h), where the front end records its
+ * requests' outcomes; NULL if they could not be allocated. */
+struct stats_model;
+struct stats_model *sched_stats(const struct sched *s);
 
 void sched_stop(struct sched *s);
 

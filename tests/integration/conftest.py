@@ -78,6 +78,8 @@ class Server:
         self.stdout_path = self.workdir / "stdout.log"
         self.stderr_path = self.workdir / "stderr.log"
         self.port = None
+        self.grpc_port = None
+        self.metrics_port = None
         self.proc = None
         self.cwd = cwd
         self.returncode = None
@@ -86,12 +88,22 @@ class Server:
     def url(self):
         return "http://127.0.0.1:%d" % self.port
 
+    @property
+    def metrics_url(self):
+        return "http://127.0.0.1:%d/metrics" % self.metrics_port
+
     def start(self, port=None):
         if not INFERD_BIN.exists():
             pytest.fail("inferd binary not found: %s (build it or set INFERD_BIN)" % INFERD_BIN)
         self.port = port or free_port()
+        # Each server gets its own gRPC port so parallel servers never
+        # collide on the default 8001 (a flag in args overrides it).
+        self.grpc_port = free_port()
+        # The same for the metrics port (default 8002).
+        self.metrics_port = free_port()
         cmd = [str(INFERD_BIN), "serve", "--host", "127.0.0.1",
-               "--http-port", str(self.port)] + self.args
+               "--http-port", str(self.port), "--grpc-port", str(self.grpc_port),
+               "--metrics-port", str(self.metrics_port)] + self.args
         env = dict(os.environ)
         # For sanitizer builds (harmless otherwise): ORT has no frame pointers,
         # so the suppression only matches with the slow unwinder.

@@ -1,0 +1,1634 @@
+#include "api/grpc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "api/infer_pb.h"
+#include "base/clock.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "health.pb-c.h"
+#include "obs/stats.h"
+#include "sched/sched.h"
+
+/* gRPC message prefix: compressed flag + 4-byte big-endian length. */
+#define FRAME_HEADER 5
+/* Per-request decode memory, as in rest.c: a small multiple of the message. */
+#define INFER_ARENA_CHUNK (64 * 1024)
+#define INFER_ARENA_MAX_FACTOR 32
+#define INFER_ARENA_MAX_BYTES ((size_t)1 << 30)
+/* Objects kept per I/O thread for reuse. */
+#define POOL_MAX 256
+/* A reused call keeps a message buffer up to this size. */
+#define CALL_KEEP_BUFFER (64 * 1024)
+/* Requests in flight on one ModelStreamInfer stream; more are refused
+ * (RESOURCE_EXHAUSTED) until responses have been sent. */
+#define STREAM_MAX_INFLIGHT 256
+/* Health/Watch re-reads the repository this often while watched. */
+#define WATCH_POLL_MS 250
+/* Largest response message (the output queue of a stream is bounded too). */
+#define MAX_RESPONSE_BYTES ((size_t)1 << 30)
+
+/* gRPC status codes (grpc/doc/statuscodes.md). */
+enum {
+    GRPC_OK = 0,
+    GRPC_CANCELLED = 1,
+    GRPC_UNKNOWN = 2,
+    GRPC_INVALID_ARGUMENT = 3,
+    GRPC_DEADLINE_EXCEEDED = 4,
+    GRPC_NOT_FOUND = 5,
+    GRPC_RESOURCE_EXHAUSTED = 8,
+    GRPC_FAILED_PRECONDITION = 9,
+    GRPC_UNIMPLEMENTED = 12,
+    GRPC_INTERNAL = 13,
+    GRPC_UNAVAILABLE = 14,
+};
+
+enum method_id {
+    M_SERVER_LIVE,
+    M_SERVER_READY,
+    M_MODEL_READY,
+    M_SERVER_METADATA,
+    M_MODEL_METADATA,
+    M_MODEL_INFER,
+    M_MODEL_STREAM_INFER,
+    M_MODEL_CONFIG,
+    M_MODEL_STATISTICS,
+    M_REPOSITORY_INDEX,
+    M_REPOSITORY_LOAD,
+    M_REPOSITORY_UNLOAD,
+    M_HEALTH_CHECK,
+    M_HEALTH_WATCH,
+};
+
+struct method {
+    const char *path;
+    enum method_id id;
+    bool client_stream; /* each request message is handled as it arrives */
+};
+
+#define SVC "/inference.GRPCInferenceService/"
+static const struct method methods[] = {
+    {SVC "ServerLive", M_SERVER_LIVE, false},
+    {SVC "ServerReady", M_SERVER_READY, false},
+    {SVC "ModelReady", M_MODEL_READY, false},
+    {SVC "ServerMetadata", M_SERVER_METADATA, false},
+    {SVC "ModelMetadata", M_MODEL_METADATA, false},
+    {SVC "ModelInfer", M_MODEL_INFER, false},
+    {SVC "ModelStreamInfer", M_MODEL_STREAM_INFER, true},
+    {SVC "ModelConfig", M_MODEL_CONFIG, false},
+    {SVC "ModelStatistics", M_MODEL_STATISTICS, false},
+    {SVC "RepositoryIndex", M_REPOSITORY_INDEX, false},
+    {SVC "RepositoryModelLoad", M_REPOSITORY_LOAD, false},
+    {SVC "RepositoryModelUnload", M_REPOSITORY_UNLOAD, false},
+    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false},
+    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false},
+};
+#undef SVC
+
+/* One RPC: an HTTP/2 stream and the work started for it. Reference
+ * counted: the open stream holds one reference, each infer request or
+ * repository command in flight one, and each transport callback one for
+ * its duration (so that a stream closing inside a callback never frees
+ * the call under it). */
+struct grpc_call {
+    struct grpc_api *api;
+    struct h2_stream *st; /* NULL once the stream closed */
+    const struct method *method;
+    uint32_t refs;
+    uint64_t received_ns;
+    uint64_t deadline_ns; /* from grpc-timeout; 0 = none */
+    /* Incoming message framing. */
+    uint8_t hdr[FRAME_HEADER];
+    uint32_t hdr_got; /* 0 between messages; FRAME_HEADER while reading a payload */
+    uint32_t msg_len;
+    struct buf msg;
+    uint32_t nmessages;
+    bool client_ended;
+    bool headers_sent;
+    bool finished;             /* trailers sent (or the stream closed): nothing more to send */
+    uint32_t inflight;         /* infer requests and repository commands */
+    struct grpc_infer *infers; /* infer requests in flight, for cancellation */
+    /* Health/Watch: the watched service and the last status sent. */
+    char service[256];
+    int watch_status;
+    bool watching;
+    struct grpc_call *prev, *next; /* api->calls */
+    struct grpc_call *next_free;
+};
+
+/* One infer request in flight. */
+struct grpc_infer {
+    struct infer_request req;
+    struct grpc_call *call;
+    struct grpc_api *api;
+    struct loop_task task;
+    struct grpc_infer *prev, *next; /* call->infers */
+    uint64_t received_ns;           /* when its message was complete */
+    struct grpc_infer *next_free;
+};
+
+static void call_finish(struct grpc_call *call, int code, const char *msg);
+static void watch_timer_update(struct grpc_api *api);
+
+/* ---- helpers ------------------------------------------------------------ */
+
+int grpc_status_from_http(int status)
+{
+    switch (status) {
+    case 0:
+    case 200:
+        return GRPC_OK;
+    case 400:
+        return GRPC_INVALID_ARGUMENT;
+    case 404:
+        return GRPC_NOT_FOUND;
+    case 409:
+        return GRPC_FAILED_PRECONDITION;
+    case 413:
+    case 429:
+        return GRPC_RESOURCE_EXHAUSTED;
+    case 499:
+        return GRPC_CANCELLED;
+    case 501:
+        return GRPC_UNIMPLEMENTED;
+    case 503:
+        return GRPC_UNAVAILABLE;
+    case 504:
+        return GRPC_DEADLINE_EXCEEDED;
+    default:
+        return status >= 400 && status < 500 ? GRPC_INVALID_ARGUMENT
+               : status >= 500               ? GRPC_INTERNAL
+                                             : GRPC_UNKNOWN;
+    }
+}
+
+int grpc_timeout_parse(const char *value, size_t len, uint64_t *out_ns)
+{
+    /* gRPC over HTTP/2: TimeoutValue is 1 to 8 ASCII digits. */
+    if (len < 2 || len > 9)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (value[i] < '0' || value[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(value[i] - '0');
+    }
+    uint64_t unit;
+    switch (value[len - 1]) {
+    case 'H':
+        unit = 3600ull * 1000000000ull;
+        break;
+    case 'M':
+        unit = 60ull * 1000000000ull;
+        break;
+    case 'S':
+        unit = 1000000000ull;
+        break;
+    case 'm':
+        unit = 1000000ull;
+        break;
+    case 'u':
+        unit = 1000ull;
+        break;
+    case 'n':
+        unit = 1;
+        break;
+    default:
+        return -1;
+    }
+    *out_ns = v > UINT64_MAX / unit ? UINT64_MAX : v * unit;
+    return 0;
+}
+
+void grpc_message_encode(const char *msg, char *out, size_t size)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && o + 1 < size; p++) {
+        if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
+            out[o++] = (char)*p;
+            continue;
+        }
+        if (o + 4 > size)
+            break;
+        out[o++] = '%';
+        out[o++] = hex[*p >> 4];
+        out[o++] = hex[*p & 15];
+    }
+    out[o] = '\0';
+}
+
+static struct h2_header hdr(const char *name, const char *value)
+{
+    return (struct h2_header){name, strlen(name), value, strlen(value)};
+}
+
+/* ---- call objects ------------------------------------------------------- */
+
+static struct grpc_call *call_get(struct grpc_api *api)
+{
+    struct grpc_call *call = api->free_calls;
+    if (call) {
+        api->free_calls = call->next_free;
+        api->nfree_calls--;
+        struct buf msg = call->msg;
+        memset(call, 0, sizeof *call);
+        call->msg = msg;
+        call->msg.max = api->max_message_bytes;
+    } else {
+        call = mem_calloc(1, sizeof *call);
+        if (!call)
+            return NULL;
+        buf_init(&call->msg, api->max_message_bytes);
+    }
+    call->api = api;
+    call->refs = 1;
+    call->watch_status = -1;
+    return call;
+}
+
+static void call_put(struct grpc_call *call)
+{
+    struct grpc_api *api = call->api;
+    if (api->nfree_calls >= POOL_MAX) {
+        buf_free(&call->msg);
+        mem_free(call);
+        return;
+    }
+    if (call->msg.cap > CALL_KEEP_BUFFER)
+        buf_free(&call->msg);
+    buf_reset(&call->msg);
+    call->next_free = api->free_calls;
+    api->free_calls = call;
+    api->nfree_calls++;
+}
+
+static void call_hold(struct grpc_call *call)
+{
+    call->refs++;
+}
+
+static void call_drop(struct grpc_call *call)
+{
+    if (--call->refs == 0)
+        call_put(call);
+}
+
+static void api_maybe_idle(struct grpc_api *api)
+{
+    if (api->inflight == 0 && api->on_idle)
+        api->on_idle(api->idle_arg);
+}
+
+/* ---- responding --------------------------------------------------------- */
+
+static int send_headers(struct grpc_call *call)
+{
+    if (call->headers_sent)
+        return 0;
+    struct h2_header h[] = {hdr("content-type", "application/grpc")};
+    if (h2_stream_respond_headers(call->st, 200, h, 1) != 0)
+        return -1;
+    call->headers_sent = true;
+    return 0;
+}
+
+/* Ends the call with a status (trailers-only when no message was sent). */
+static void call_finish(struct grpc_call *call, int code, const char *msg)
+{
+    if (!call->st || call->finished)
+        return;
+    call->finished = true;
+    char status[8], encoded[3 * ERROR_MSG_MAX + 1];
+    snprintf(status, sizeof status, "%d", code);
+    struct h2_header t[3];
+    size_t n = 0;
+    if (!call->headers_sent)
+        t[n++] = hdr("content-type", "application/grpc");
+    t[n++] = hdr("grpc-status", status);
+    if (code != GRPC_OK && msg && msg[0]) {
+        grpc_message_encode(msg, encoded, sizeof encoded);
+        t[n++] = hdr("grpc-message", encoded);
+    }
+    if (h2_stream_finish(call->st, t, n) != 0 && call->st)
+        h2_stream_reset(call->st, H2_INTERNAL_ERROR);
+}
+
+/* Ends the call with the gRPC status matching an inferd error. */
+static void call_fail(struct grpc_call *call, int http_status, const char *msg)
+{
+    call_finish(call, grpc_status_from_http(http_status), msg);
+}
+
+/* Serializes msg as one gRPC message and queues it on the stream. On
+ * failure the call is ended (RESOURCE_EXHAUSTED or INTERNAL); returns -1. */
+static int call_send(struct grpc_call *call, const ProtobufCMessage *msg)
+{
+    struct grpc_api *api = call->api;
+    if (!call->st || call->finished)
+        return -1;
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    buf_reset(&api->out);
+    if (n > MAX_RESPONSE_BYTES - FRAME_HEADER || buf_reserve(&api->out, FRAME_HEADER + n) != 0) {
+        call_finish(call, GRPC_RESOURCE_EXHAUSTED, "response message too large");
+        return -1;
+    }
+    uint8_t *p = (uint8_t *)api->out.data;
+    p[0] = 0;
+    p[1] = (uint8_t)(n >> 24);
+    p[2] = (uint8_t)(n >> 16);
+    p[3] = (uint8_t)(n >> 8);
+    p[4] = (uint8_t)n;
+    protobuf_c_message_pack(msg, p + FRAME_HEADER);
+    api->out.len = FRAME_HEADER + n;
+    int rc = send_headers(call);
+    if (rc == 0)
+        rc = h2_stream_write(call->st, p, api->out.len);
+    if (api->out.cap > CALL_KEEP_BUFFER * 16)
+        buf_free(&api->out);
+    if (rc != 0) {
+        /* The client does not read what it asked for (output queue full). */
+        call_finish(call, GRPC_RESOURCE_EXHAUSTED, "response queue of the stream is full");
+        return -1;
+    }
+    return 0;
+}
+
+/* A unary response: the message, then status OK. */
+static void call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
+{
+    if (call_send(call, msg) == 0)
+        call_finish(call, GRPC_OK, NULL);
+}
+
+/* Unpacks a request message into the api's scratch arena; answers the
+ * call itself on failure (NULL). */
+static void *call_unpack(struct grpc_call *call, const ProtobufCMessageDescriptor *d,
+                         const uint8_t *data, size_t len)
+{
+    struct infer_pb_allocator a;
+    infer_pb_allocator_init(&a, &call->api->scratch);
+    ProtobufCMessage *msg = protobuf_c_message_unpack(d, &a.base, len, data);
+    if (!msg) {
+        char text[ERROR_MSG_MAX];
+        snprintf(text, sizeof text, "malformed %s message", d->short_name);
+        call_fail(call, a.failed ? 413 : 400, text);
+    }
+    return msg;
+}
+
+/* ---- model lookup ------------------------------------------------------- */
+
+/* The model `name` (and `version`, "" = the newest loaded) in snapshot s,
+ * or NULL with a 404 in err. */
+static const struct model *find_model(const struct model_snapshot *s, const char *name,
+                                      const char *version, const struct model_entry **entry,
+                                      struct error *err)
+{
+    const struct model *m = NULL;
+    const struct model_entry *e = snapshot_find(s, name, strlen(name));
+    if (entry)
+        *entry = e;
+    if (!e)
+        error_set(err, 404, "unknown model '%s'", name);
+    else if (e->state != MODEL_READY)
+        error_set(err, 404, "model '%s' is not ready: %s", e->name, e->reason);
+    else if (version[0] && !(m = registry_version(e, version)))
+        error_set(err, 404, "model '%s' has no ready version '%s'", e->name, version);
+    else
+        return m ? m : e->model;
+    return NULL;
+}
+
+/* ---- health and metadata ------------------------------------------------ */
+
+static bool server_ready(struct grpc_api *api)
+{
+    if (api->draining)
+        return false;
+    struct model_snapshot *s = repository_acquire(api->repo);
+    bool ready = snapshot_all_ready(s);
+    repository_release(api->repo, s);
+    return ready;
+}
+
+static void handle_server_live(struct grpc_call *call)
+{
+    Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
+    r.live = 1;
+    call_reply(call, &r.base);
+}
+
+static void handle_server_ready(struct grpc_call *call)
+{
+    Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
+    r.ready = server_ready(call->api);
+    call_reply(call, &r.base);
+}
+
+static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__ModelReadyRequest *q =
+        call_unpack(call, &inference__model_ready_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct grpc_api *api = call->api;
+    Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
+    struct error err;
+    struct model_snapshot *s = repository_acquire(api->repo);
+    r.ready = !api->draining && find_model(s, q->name, q->version, NULL, &err) != NULL;
+    repository_release(api->repo, s);
+    call_reply(call, &r.base);
+}
+
+static void handle_server_metadata(struct grpc_call *call)
+{
+    static char *extensions[] = {"model_configuration", "model_repository", "statistics"};
+    Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
+    r.name = "inferd";
+    r.version = INFERD_VERSION;
+    r.n_extensions = sizeof extensions / sizeof extensions[0];
+    r.extensions = extensions;
+    call_reply(call, &r.base);
+}
+
+static Inference__ModelMetadataResponse__TensorMetadata **
+tensor_metadata(struct arena *a, const struct model_io *ios, uint32_t n)
+{
+    Inference__ModelMetadataResponse__TensorMetadata **ptrs =
+        arena_alloc(a, (n + 1) * sizeof *ptrs);
+    Inference__ModelMetadataResponse__TensorMetadata *t = arena_alloc(a, (n + 1) * sizeof *t);
+    if (!ptrs || !t)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        inference__model_metadata_response__tensor_metadata__init(&t[i]);
+        t[i].name = ios[i].name;
+        t[i].datatype = (char *)dtype_name(ios[i].dtype);
+        t[i].n_shape = ios[i].ndim;
+        t[i].shape = (int64_t *)ios[i].dims;
+        ptrs[i] = &t[i];
+    }
+    return ptrs;
+}
+
+static void handle_model_metadata(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__ModelMetadataRequest *q =
+        call_unpack(call, &inference__model_metadata_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct grpc_api *api = call->api;
+    struct error err;
+    const struct model_entry *e;
+    struct model_snapshot *s = repository_acquire(api->repo);
+    const struct model *m = find_model(s, q->name, q->version, &e, &err);
+    if (!m) {
+        call_fail(call, err.status, err.msg);
+        goto out;
+    }
+    Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
+    r.name = m->name;
+    r.platform = (char *)m->platform;
+    r.versions = arena_alloc(&api->scratch, (e->nversions + 1) * sizeof *r.versions);
+    r.inputs = tensor_metadata(&api->scratch, m->info.inputs, m->info.ninputs);
+    r.outputs = tensor_metadata(&api->scratch, m->info.outputs, m->info.noutputs);
+    if (!r.versions || !r.inputs || !r.outputs) {
+        call_fail(call, 503, "out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < e->nversions; i++)
+        r.versions[i] = e->versions[i]->version_str;
+    r.n_versions = e->nversions;
+    r.n_inputs = m->info.ninputs;
+    r.n_outputs = m->info.noutputs;
+    call_reply(call, &r.base);
+out:
+    repository_release(api->repo, s);
+}
+
+/* ---- model configuration ------------------------------------------------ */
+
+/* Triton's DataType numbers are inferd's enum dtype values. */
+_Static_assert((int)DT_BOOL == INFERENCE__DATA_TYPE__TYPE_BOOL &&
+                   (int)DT_INT64 == INFERENCE__DATA_TYPE__TYPE_INT64 &&
+                   (int)DT_BYTES == INFERENCE__DATA_TYPE__TYPE_STRING &&
+                   (int)DT_BF16 == INFERENCE__DATA_TYPE__TYPE_BF16,
+               "enum dtype must follow Triton's DataType numbering");
+
+static Inference__ModelTensorReshape *reshape_of(struct arena *a, bool has, uint32_t n,
+                                                 const int64_t *dims, bool *oom)
+{
+    if (!has)
+        return NULL;
+    Inference__ModelTensorReshape *r = arena_alloc(a, sizeof *r);
+    if (!r) {
+        *oom = true;
+        return NULL;
+    }
+    inference__model_tensor_reshape__init(r);
+    r->n_shape = n;
+    r->shape = (int64_t *)dims;
+    return r;
+}
+
+static Inference__ModelQueuePolicy *queue_policy(struct arena *a,
+                                                 const struct model_queue_policy *p)
+{
+    Inference__ModelQueuePolicy *q = arena_alloc(a, sizeof *q);
+    if (!q)
+        return NULL;
+    inference__model_queue_policy__init(q);
+    q->timeout_action = p->timeout_action == MODEL_TIMEOUT_DELAY
+                            ? INFERENCE__MODEL_QUEUE_POLICY__TIMEOUT_ACTION__DELAY
+                            : INFERENCE__MODEL_QUEUE_POLICY__TIMEOUT_ACTION__REJECT;
+    q->default_timeout_microseconds = p->default_timeout_us;
+    q->allow_timeout_override = p->allow_timeout_override;
+    q->max_queue_size = p->max_queue_size;
+    return q;
+}
+
+/* Allocates an array of n pointers to n zero-initialized structs of `size`
+ * bytes each, initialized by init. */
+static void **alloc_messages(struct arena *a, size_t n, size_t size, void (*init)(void *))
+{
+    void **ptrs = arena_alloc(a, (n + 1) * sizeof *ptrs);
+    char *items = arena_alloc(a, (n + 1) * size);
+    if (!ptrs || !items)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        ptrs[i] = items + i * size;
+        init(ptrs[i]);
+    }
+    return ptrs;
+}
+
+#define ALLOC_MESSAGES(a, n, type, init_fn)                                                        \
+    ((type **)alloc_messages((a), (n), sizeof(type), (void (*)(void *))(init_fn)))
+
+static int dynamic_batching(struct arena *a, const struct model_dynamic_batching *d,
+                            Inference__ModelConfig *c)
+{
+    Inference__ModelDynamicBatching *b = arena_alloc(a, sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    inference__model_dynamic_batching__init(b);
+    b->n_preferred_batch_size = d->npreferred;
+    b->preferred_batch_size = d->preferred_batch_size;
+    b->max_queue_delay_microseconds = d->max_queue_delay_us;
+    b->preserve_ordering = d->preserve_ordering;
+    b->priority_levels = d->priority_levels;
+    b->default_priority_level = d->default_priority_level;
+    b->default_queue_policy = queue_policy(a, &d->default_queue_policy);
+    if (!b->default_queue_policy)
+        return -ENOMEM;
+    b->priority_queue_policy = ALLOC_MESSAGES(
+        a, d->npriority_policies, Inference__ModelDynamicBatching__PriorityQueuePolicyEntry,
+        inference__model_dynamic_batching__priority_queue_policy_entry__init);
+    if (!b->priority_queue_policy)
+        return -ENOMEM;
+    b->n_priority_queue_policy = d->npriority_policies;
+    for (uint32_t i = 0; i < d->npriority_policies; i++) {
+        b->priority_queue_policy[i]->key = d->priority_queue_policy[i].level;
+        b->priority_queue_policy[i]->value = queue_policy(a, &d->priority_queue_policy[i].policy);
+        if (!b->priority_queue_policy[i]->value)
+            return -ENOMEM;
+    }
+    c->scheduling_choice_case = INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
+    c->dynamic_batching = b;
+    return 0;
+}
+
+static int version_policy(struct arena *a, const struct model_version_policy *v,
+                          Inference__ModelConfig *c)
+{
+    Inference__ModelVersionPolicy *p = arena_alloc(a, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    inference__model_version_policy__init(p);
+    if (v->kind == MODEL_VERSIONS_ALL) {
+        p->all = arena_alloc(a, sizeof *p->all);
+        if (!p->all)
+            return -ENOMEM;
+        inference__model_version_policy__all__init(p->all);
+        p->policy_choice_case = INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_ALL;
+    } else if (v->kind == MODEL_VERSIONS_SPECIFIC) {
+        p->specific = arena_alloc(a, sizeof *p->specific);
+        if (!p->specific)
+            return -ENOMEM;
+        inference__model_version_policy__specific__init(p->specific);
+        p->specific->n_versions = v->nversions;
+        p->specific->versions = v->versions;
+        p->policy_choice_case = INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_SPECIFIC;
+    } else {
+        p->latest = arena_alloc(a, sizeof *p->latest);
+        if (!p->latest)
+            return -ENOMEM;
+        inference__model_version_policy__latest__init(p->latest);
+        p->latest->num_versions = v->num_versions;
+        p->policy_choice_case = INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_LATEST;
+    }
+    c->version_policy = p;
+    return 0;
+}
+
+static int warmups(struct arena *a, const struct model_config *cfg, Inference__ModelConfig *c)
+{
+    c->model_warmup =
+        ALLOC_MESSAGES(a, cfg->nwarmups, Inference__ModelWarmup, inference__model_warmup__init);
+    if (!c->model_warmup)
+        return -ENOMEM;
+    c->n_model_warmup = cfg->nwarmups;
+    for (uint32_t i = 0; i < cfg->nwarmups; i++) {
+        const struct model_warmup *w = &cfg->warmups[i];
+        Inference__ModelWarmup *o = c->model_warmup[i];
+        o->name = w->name;
+        o->batch_size = w->batch_size;
+        o->count = w->count;
+        o->inputs = ALLOC_MESSAGES(a, w->ninputs, Inference__ModelWarmup__InputsEntry,
+                                   inference__model_warmup__inputs_entry__init);
+        if (!o->inputs)
+            return -ENOMEM;
+        o->n_inputs = w->ninputs;
+        for (uint32_t k = 0; k < w->ninputs; k++) {
+            const struct model_warmup_input *wi = &w->inputs[k];
+            Inference__ModelWarmup__Input *in = arena_alloc(a, sizeof *in);
+            if (!in)
+                return -ENOMEM;
+            inference__model_warmup__input__init(in);
+            in->data_type = (Inference__DataType)wi->dtype;
+            in->n_dims = wi->ndim;
+            in->dims = (int64_t *)wi->dims;
+            if (wi->source == MODEL_WARMUP_ZERO) {
+                in->input_data_type_case =
+                    INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_ZERO_DATA;
+                in->zero_data = 1;
+            } else if (wi->source == MODEL_WARMUP_RANDOM) {
+                in->input_data_type_case =
+                    INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_RANDOM_DATA;
+                in->random_data = 1;
+            } else {
+                in->input_data_type_case =
+                    INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_INPUT_DATA_FILE;
+                in->input_data_file = wi->input_data_file;
+            }
+            o->inputs[k]->key = wi->name;
+            o->inputs[k]->value = in;
+        }
+    }
+    return 0;
+}
+
+/* The effective configuration as Triton's ModelConfig message (the fields
+ * inferd supports), pointing into cfg and allocated from a. */
+static int model_config_message(struct arena *a, const struct model_config *cfg,
+                                Inference__ModelConfig *c)
+{
+    inference__model_config__init(c);
+    c->name = cfg->name;
+    c->platform = cfg->platform;
+    c->backend = cfg->backend;
+    c->max_batch_size = cfg->max_batch_size;
+    bool oom = false;
+    c->input = ALLOC_MESSAGES(a, cfg->ninputs, Inference__ModelInput, inference__model_input__init);
+    c->output =
+        ALLOC_MESSAGES(a, cfg->noutputs, Inference__ModelOutput, inference__model_output__init);
+    c->instance_group = ALLOC_MESSAGES(a, cfg->ninstance_groups, Inference__ModelInstanceGroup,
+                                       inference__model_instance_group__init);
+    c->parameters = ALLOC_MESSAGES(a, cfg->nparameters, Inference__ModelConfig__ParametersEntry,
+                                   inference__model_config__parameters_entry__init);
+    if (!c->input || !c->output || !c->instance_group || !c->parameters)
+        return -ENOMEM;
+    c->n_input = cfg->ninputs;
+    for (uint32_t i = 0; i < cfg->ninputs; i++) {
+        const struct model_config_io *io = &cfg->inputs[i];
+        Inference__ModelInput *in = c->input[i];
+        in->name = io->name;
+        in->data_type = (Inference__DataType)io->dtype;
+        in->format =
+            io->format == MODEL_IO_FORMAT_NHWC   ? INFERENCE__MODEL_INPUT__FORMAT__FORMAT_NHWC
+            : io->format == MODEL_IO_FORMAT_NCHW ? INFERENCE__MODEL_INPUT__FORMAT__FORMAT_NCHW
+                                                 : INFERENCE__MODEL_INPUT__FORMAT__FORMAT_NONE;
+        in->n_dims = io->ndim;
+        in->dims = (int64_t *)io->dims;
+        in->reshape = reshape_of(a, io->has_reshape, io->reshape_ndim, io->reshape, &oom);
+        in->optional = io->optional;
+    }
+    c->n_output = cfg->noutputs;
+    for (uint32_t i = 0; i < cfg->noutputs; i++) {
+        const struct model_config_io *io = &cfg->outputs[i];
+        Inference__ModelOutput *out = c->output[i];
+        out->name = io->name;
+        out->data_type = (Inference__DataType)io->dtype;
+        out->n_dims = io->ndim;
+        out->dims = (int64_t *)io->dims;
+        out->label_filename = io->label_filename;
+        out->reshape = reshape_of(a, io->has_reshape, io->reshape_ndim, io->reshape, &oom);
+    }
+    c->n_instance_group = cfg->ninstance_groups;
+    for (uint32_t i = 0; i < cfg->ninstance_groups; i++) {
+        const struct model_instance_group *g = &cfg->instance_groups[i];
+        c->instance_group[i]->name = g->name;
+        c->instance_group[i]->count = g->count;
+        c->instance_group[i]->kind =
+            g->kind == MODEL_INSTANCE_CPU     ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU
+            : g->kind == MODEL_INSTANCE_MODEL ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL
+                                              : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO;
+    }
+    c->n_parameters = cfg->nparameters;
+    for (uint32_t i = 0; i < cfg->nparameters && !oom; i++) {
+        Inference__ModelParameter *p = arena_alloc(a, sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        inference__model_parameter__init(p);
+        p->string_value = cfg->parameters[i].string_value;
+        c->parameters[i]->key = cfg->parameters[i].key;
+        c->parameters[i]->value = p;
+    }
+    if (oom || version_policy(a, &cfg->version_policy, c) != 0 || warmups(a, cfg, c) != 0)
+        return -ENOMEM;
+    if (cfg->dynamic_batching.enabled && dynamic_batching(a, &cfg->dynamic_batching, c) != 0)
+        return -ENOMEM;
+    return 0;
+}
+
+static void handle_model_config(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__ModelConfigRequest *q =
+        call_unpack(call, &inference__model_config_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct grpc_api *api = call->api;
+    struct error err;
+    struct model_snapshot *s = repository_acquire(api->repo);
+    const struct model *m = find_model(s, q->name, q->version, NULL, &err);
+    Inference__ModelConfig config;
+    if (!m) {
+        call_fail(call, err.status, err.msg);
+    } else if (model_config_message(&api->scratch, &m->config, &config) != 0) {
+        call_fail(call, 503, "out of memory");
+    } else {
+        Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+        r.config = &config;
+        call_reply(call, &r.base);
+    }
+    repository_release(api->repo, s);
+}
+
+/* ---- statistics --------------------------------------------------------- */
+
+static Inference__StatisticDuration *duration(struct arena *a, const struct stats_duration *d)
+{
+    Inference__StatisticDuration *o = arena_alloc(a, sizeof *o);
+    if (o) {
+        inference__statistic_duration__init(o);
+        o->count = d->count;
+        o->ns = d->ns;
+    }
+    return o;
+}
+
+static int model_statistics(struct arena *a, const struct stats_version *v,
+                            Inference__ModelStatistics *o)
+{
+    static const struct stats_duration zero;
+    inference__model_statistics__init(o);
+    o->name = (char *)v->name;
+    o->version = (char *)v->version;
+    o->last_inference = v->last_inference_ms;
+    o->inference_count = v->inference_count;
+    o->execution_count = v->execution_count;
+    Inference__InferStatistics *is = arena_alloc(a, sizeof *is);
+    if (!is)
+        return -ENOMEM;
+    inference__infer_statistics__init(is);
+    is->success = duration(a, &v->success);
+    is->fail = duration(a, &v->fail);
+    is->queue = duration(a, &v->queue);
+    is->compute_input = duration(a, &v->compute_input);
+    is->compute_infer = duration(a, &v->compute_infer);
+    is->compute_output = duration(a, &v->compute_output);
+    is->cache_hit = duration(a, &zero);
+    is->cache_miss = duration(a, &zero);
+    if (!is->success || !is->fail || !is->queue || !is->compute_input || !is->compute_infer ||
+        !is->compute_output || !is->cache_hit || !is->cache_miss)
+        return -ENOMEM;
+    o->inference_stats = is;
+    o->batch_stats = ALLOC_MESSAGES(a, v->nbatches, Inference__InferBatchStatistics,
+                                    inference__infer_batch_statistics__init);
+    if (!o->batch_stats)
+        return -ENOMEM;
+    o->n_batch_stats = v->nbatches;
+    for (uint32_t i = 0; i < v->nbatches; i++) {
+        Inference__InferBatchStatistics *b = o->batch_stats[i];
+        b->batch_size = v->batches[i].batch_size;
+        b->compute_input = duration(a, &v->batches[i].compute_input);
+        b->compute_infer = duration(a, &v->batches[i].compute_infer);
+        b->compute_output = duration(a, &v->batches[i].compute_output);
+        if (!b->compute_input || !b->compute_infer || !b->compute_output)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static void handle_model_statistics(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__ModelStatisticsRequest *q =
+        call_unpack(call, &inference__model_statistics_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct grpc_api *api = call->api;
+    struct error err;
+    struct stats_report report;
+    if (!q->name[0] && q->version[0]) {
+        call_fail(call, 400, "a version needs a model name");
+        return;
+    }
+    if (stats_report_build(api->repo, q->name[0] ? q->name : NULL, strlen(q->name),
+                           q->version[0] ? q->version : NULL, &report, &err) != 0) {
+        call_fail(call, err.status, err.msg);
+        return;
+    }
+    Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
+    r.model_stats = ALLOC_MESSAGES(&api->scratch, report.count, Inference__ModelStatistics,
+                                   inference__model_statistics__init);
+    int rc = r.model_stats ? 0 : -ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < report.count; i++)
+        rc = model_statistics(&api->scratch, &report.versions[i], r.model_stats[i]);
+    r.n_model_stats = report.count;
+    if (rc != 0)
+        call_fail(call, 503, "out of memory");
+    else
+        call_reply(call, &r.base);
+    stats_report_free(&report);
+}
+
+/* ---- repository --------------------------------------------------------- */
+
+static void handle_repository_index(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__RepositoryIndexRequest *q =
+        call_unpack(call, &inference__repository_index_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct grpc_api *api = call->api;
+    /* The repository manager writes its index as JSON (the REST answer);
+     * read it back into messages rather than walk the repository twice. */
+    struct buf json;
+    buf_init(&json, (size_t)64 << 20);
+    struct json_writer w;
+    json_w_init(&w, &json);
+    repository_index(api->repo, q->ready, &w);
+    struct json_value *root = NULL;
+    const char *msg;
+    size_t off;
+    Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
+    if (json.err || json_parse(&api->scratch, json.data, json.len, NULL, &root, &msg, &off) != 0 ||
+        root->type != JSON_ARRAY)
+        goto out_oom;
+    r.models =
+        ALLOC_MESSAGES(&api->scratch, root->len, Inference__RepositoryIndexResponse__ModelIndex,
+                       inference__repository_index_response__model_index__init);
+    if (!r.models)
+        goto out_oom;
+    r.n_models = root->len;
+    for (uint32_t i = 0; i < root->len; i++) {
+        static const char *const keys[] = {"name", "version", "state", "reason"};
+        char **fields[] = {&r.models[i]->name, &r.models[i]->version, &r.models[i]->state,
+                           &r.models[i]->reason};
+        for (size_t k = 0; k < 4; k++) {
+            const struct json_value *v = json_get(&root->u.items[i], keys[k]);
+            if (v && v->type == JSON_STRING)
+                *fields[k] = (char *)v->u.str;
+        }
+    }
+    buf_free(&json);
+    call_reply(call, &r.base);
+    return;
+out_oom:
+    buf_free(&json);
+    call_fail(call, 503, "out of memory");
+}
+
+/* A load or unload in progress: answered when the manager has done it. */
+struct grpc_repo_call {
+    struct repo_cmd cmd;
+    struct grpc_call *call;
+    struct loop_task task;
+    char *config; /* override text, owned */
+};
+
+static void repo_call_done_on_loop(struct loop_task *task)
+{
+    struct grpc_repo_call *rc =
+        (struct grpc_repo_call *)((char *)task - offsetof(struct grpc_repo_call, task));
+    struct grpc_call *call = rc->call;
+    struct grpc_api *api = call->api;
+    api->inflight--;
+    call->inflight--;
+    if (rc->cmd.status) {
+        call_fail(call, rc->cmd.status, rc->cmd.msg);
+    } else if (rc->cmd.kind == REPO_LOAD) {
+        Inference__RepositoryModelLoadResponse r = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
+        call_reply(call, &r.base);
+    } else {
+        Inference__RepositoryModelUnloadResponse r =
+            INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
+        call_reply(call, &r.base);
+    }
+    mem_free(rc->config);
+    mem_free(rc);
+    call_drop(call);
+    api_maybe_idle(api);
+}
+
+/* Manager thread: bring the answer back to the call's loop. */
+static void repo_call_done(struct repo_cmd *cmd)
+{
+    struct grpc_repo_call *rc = (struct grpc_repo_call *)cmd;
+    loop_post(rc->call->api->loop, &rc->task);
+}
+
+/* The "config" parameter of a load: the configuration as JSON text. */
+static const Inference__ModelRepositoryParameter *
+load_config_param(const Inference__RepositoryModelLoadRequest *q)
+{
+    for (size_t i = 0; i < q->n_parameters; i++)
+        if (q->parameters[i]->key && strcmp(q->parameters[i]->key, "config") == 0)
+            return q->parameters[i]->value;
+    return NULL;
+}
+
+static void handle_repository_call(struct grpc_call *call, const uint8_t *data, size_t len,
+                                   bool load)
+{
+    struct grpc_api *api = call->api;
+    const char *name;
+    const Inference__ModelRepositoryParameter *config = NULL;
+    if (load) {
+        Inference__RepositoryModelLoadRequest *q =
+            call_unpack(call, &inference__repository_model_load_request__descriptor, data, len);
+        if (!q)
+            return;
+        name = q->model_name;
+        config = load_config_param(q);
+    } else {
+        Inference__RepositoryModelUnloadRequest *q =
+            call_unpack(call, &inference__repository_model_unload_request__descriptor, data, len);
+        if (!q)
+            return;
+        name = q->model_name;
+    }
+    struct error err;
+    struct grpc_repo_call *rc = NULL;
+    size_t name_len = strlen(name);
+    if (name_len == 0 || name_len >= sizeof rc->cmd.name || strchr(name, '/') || name[0] == '.') {
+        error_set(&err, 400, "invalid model name");
+        goto out_error;
+    }
+    const char *config_text = NULL;
+    size_t config_len = 0;
+    if (config) {
+        if (config->parameter_choice_case ==
+            INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM) {
+            config_text = config->string_param;
+            config_len = strlen(config_text);
+        } else if (config->parameter_choice_case ==
+                   INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM) {
+            config_text = (const char *)config->bytes_param.data;
+            config_len = config->bytes_param.len;
+        } else {
+            error_set(&err, 400, "parameter 'config' must be a string (the configuration as JSON)");
+            goto out_error;
+        }
+    }
+    rc = mem_calloc(1, sizeof *rc);
+    if (!rc) {
+        error_set(&err, 503, "out of memory");
+        goto out_error;
+    }
+    if (config_text && model_config_text_from_json(config_len ? config_text : "", config_len,
+                                                   &rc->config, &err) != 0)
+        goto out_error;
+    rc->cmd.kind = load ? REPO_LOAD : REPO_UNLOAD;
+    memcpy(rc->cmd.name, name, name_len + 1);
+    rc->cmd.config = rc->config;
+    rc->cmd.done = repo_call_done;
+    rc->call = call;
+    rc->task.run = repo_call_done_on_loop;
+    if (repository_submit(api->repo, &rc->cmd, &err) != 0)
+        goto out_error;
+    api->inflight++;
+    call->inflight++;
+    call_hold(call);
+    return;
+out_error:
+    if (rc) {
+        mem_free(rc->config);
+        mem_free(rc);
+    }
+    call_fail(call, err.status, err.msg);
+}
+
+/* ---- grpc.health.v1.Health ---------------------------------------------- */
+
+/* The status of `service`: "" (or the inference service's name) is the
+ * server; anything else is a model name. */
+static Grpc__Health__V1__HealthCheckResponse__ServingStatus health_status(struct grpc_api *api,
+                                                                          const char *service)
+{
+    if (!service[0] || strcmp(service, "inference.GRPCInferenceService") == 0)
+        return server_ready(api)
+                   ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+    struct model_snapshot *s = repository_acquire(api->repo);
+    const struct model_entry *e = snapshot_find(s, service, strlen(service));
+    Grpc__Health__V1__HealthCheckResponse__ServingStatus st =
+        !e ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN
+        : e->state == MODEL_READY && !api->draining
+            ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+    repository_release(api->repo, s);
+    return st;
+}
+
+static void handle_health_check(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Grpc__Health__V1__HealthCheckRequest *q =
+        call_unpack(call, &grpc__health__v1__health_check_request__descriptor, data, len);
+    if (!q)
+        return;
+    Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    r.status = health_status(call->api, q->service);
+    if (r.status == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN) {
+        char msg[ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "unknown service '%s'", q->service);
+        call_finish(call, GRPC_NOT_FOUND, msg);
+        return;
+    }
+    call_reply(call, &r.base);
+}
+
+/* Sends the watched service's status if it changed since the last one. */
+static void watch_update(struct grpc_call *call)
+{
+    int status = health_status(call->api, call->service);
+    if (status == call->watch_status)
+        return;
+    call->watch_status = status;
+    Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    r.status = status;
+    call_send(call, &r.base);
+}
+
+static void handle_health_watch(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Grpc__Health__V1__HealthCheckRequest *q =
+        call_unpack(call, &grpc__health__v1__health_check_request__descriptor, data, len);
+    if (!q)
+        return;
+    if (strlen(q->service) >= sizeof call->service) {
+        call_fail(call, 400, "service name too long");
+        return;
+    }
+    strcpy(call->service, q->service);
+    call->watching = true;
+    call->api->nwatchers++;
+    watch_timer_update(call->api);
+    watch_update(call);
+}
+
+static void on_timer(struct loop_watch *w, uint32_t events)
+{
+    (void)events;
+    struct grpc_api *api = (struct grpc_api *)((char *)w - offsetof(struct grpc_api, timer));
+    uint64_t expirations;
+    while (read(w->fd, &expirations, sizeof expirations) > 0) {
+    }
+    for (struct grpc_call *c = api->calls, *next; c; c = next) {
+        next = c->next;
+        if (c->watching && !c->finished) {
+            call_hold(c);
+            watch_update(c);
+            call_drop(c);
+        }
+    }
+}
+
+/* Runs the poll timer only while some stream watches. */
+static void watch_timer_update(struct grpc_api *api)
+{
+    if (api->timer.fd < 0)
+        return;
+    struct itimerspec its = {0};
+    if (api->nwatchers) {
+        its.it_interval.tv_nsec = WATCH_POLL_MS * 1000000L;
+        its.it_value = its.it_interval;
+    }
+    timerfd_settime(api->timer.fd, 0, &its, NULL);
+}
+
+/* ---- inference ---------------------------------------------------------- */
+
+static struct grpc_infer *infer_get(struct grpc_api *api, size_t arena_max)
+{
+    struct grpc_infer *gi = api->free_infers;
+    if (gi) {
+        api->free_infers = gi->next_free;
+        api->nfree_infers--;
+        struct arena arena = gi->req.arena;
+        memset(gi, 0, sizeof *gi);
+        gi->req.arena = arena;
+        gi->req.arena.max = arena_max;
+        return gi;
+    }
+    gi = mem_calloc(1, sizeof *gi);
+    if (gi)
+        arena_init(&gi->req.arena, INFER_ARENA_CHUNK, arena_max);
+    return gi;
+}
+
+static void infer_put(struct grpc_api *api, struct grpc_infer *gi)
+{
+    if (api->nfree_infers >= POOL_MAX) {
+        arena_free(&gi->req.arena);
+        mem_free(gi);
+        return;
+    }
+    arena_reset(&gi->req.arena);
+    gi->next_free = api->free_infers;
+    api->free_infers = gi;
+    api->nfree_infers++;
+}
+
+static bool is_stream(const struct grpc_call *call)
+{
+    return call->method->id == M_MODEL_STREAM_INFER;
+}
+
+/* ModelStreamInfer: a failed request is one response with error_message
+ * (and its id), and the stream goes on. */
+static void stream_error(struct grpc_call *call, const char *model, const char *version,
+                         const char *id, const char *msg)
+{
+    Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+    ir.model_name = (char *)model;
+    ir.model_version = (char *)version;
+    ir.id = (char *)id;
+    Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+    r.error_message = (char *)msg;
+    r.infer_response = &ir;
+    call_send(call, &r.base);
+}
+
+/* A stream ends with OK once the client half-closed and every request
+ * was answered; when the server drains, with UNAVAILABLE. */
+static void stream_maybe_end(struct grpc_call *call)
+{
+    if (call->inflight || call->finished || !call->st)
+        return;
+    if (call->client_ended)
+        call_finish(call, GRPC_OK, NULL);
+    else if (call->api->draining)
+        call_finish(call, GRPC_UNAVAILABLE, "server is shutting down");
+}
+
+static void infer_respond(struct grpc_call *call, struct infer_request *req)
+{
+    if (req->rc != 0) {
+        int status = req->err.status ? req->err.status : 500;
+        if (is_stream(call))
+            stream_error(call, req->model->name, req->model->version_str, req->id ? req->id : "",
+                         req->err.msg);
+        else
+            call_fail(call, status, req->err.msg);
+        return;
+    }
+    Inference__ModelInferResponse *resp;
+    if (infer_pb_response(req, &req->arena, &resp) != 0) {
+        if (is_stream(call))
+            stream_error(call, req->model->name, req->model->version_str, req->id ? req->id : "",
+                         "out of memory encoding the response");
+        else
+            call_fail(call, 500, "out of memory encoding the response");
+        return;
+    }
+    if (is_stream(call)) {
+        Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+        r.infer_response = resp;
+        call_send(call, &r.base);
+    } else {
+        call_reply(call, &resp->base);
+    }
+}
+
+/* On the I/O loop: answer and release a completed request. */
+static void infer_done(struct loop_task *task)
+{
+    struct grpc_infer *gi = (struct grpc_infer *)((char *)task - offsetof(struct grpc_infer, task));
+    struct grpc_call *call = gi->call;
+    struct grpc_api *api = gi->api;
+    struct infer_request *req = &gi->req;
+    api->inflight--;
+    call->inflight--;
+    if (gi->prev)
+        gi->prev->next = gi->next;
+    else
+        call->infers = gi->next;
+    if (gi->next)
+        gi->next->prev = gi->prev;
+    stats_record_completion(sched_stats(req->model->sched), req, call->st == NULL, gi->received_ns,
+                            clock_now_ns());
+    if (call->st && !call->finished) {
+        infer_respond(call, req);
+        if (is_stream(call))
+            stream_maybe_end(call);
+    }
+    sched_release(req);
+    model_unref(req->model);
+    infer_put(api, gi);
+    call_drop(call);
+    api_maybe_idle(api);
+}
+
+/* On the worker thread: hand the request back to the loop that owns it. */
+static void infer_complete(struct infer_request *req)
+{
+    struct grpc_infer *gi = (struct grpc_infer *)req;
+    loop_post(gi->api->loop, &gi->task);
+}
+
+/* Decodes one ModelInferRequest message and submits it. Errors answer the
+ * call (unary) or become an error response on the stream. */
+static void start_infer(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    struct grpc_api *api = call->api;
+    struct error err;
+    error_clear(&err);
+    atomic_fetch_add_explicit(&api->infer_requests, 1, memory_order_relaxed);
+    size_t arena_max = INFER_ARENA_MAX_BYTES;
+    if (len < INFER_ARENA_MAX_BYTES / INFER_ARENA_MAX_FACTOR)
+        arena_max = len * INFER_ARENA_MAX_FACTOR + INFER_ARENA_CHUNK * 16;
+    struct grpc_infer *gi = infer_get(api, arena_max);
+    if (!gi) {
+        if (is_stream(call))
+            stream_error(call, "", "", "", "out of memory");
+        else
+            call_fail(call, 503, "out of memory");
+        return;
+    }
+    gi->received_ns = clock_now_ns();
+    Inference__ModelInferRequest *msg = NULL;
+    const struct model *m = NULL;
+    if (infer_pb_unpack(&gi->req.arena, data, len, &msg, &err) != 0)
+        goto out_error;
+    struct model_snapshot *s = repository_acquire(api->repo);
+    m = find_model(s, msg->model_name, msg->model_version, NULL, &err);
+    if (m)
+        gi->req.model = model_ref((struct model *)m);
+    repository_release(api->repo, s);
+    if (!m)
+        goto out_error;
+    gi->req.complete = infer_complete;
+    gi->call = call;
+    gi->api = api;
+    gi->task.run = infer_done;
+    if (infer_pb_decode(&gi->req, m, msg, &err) != 0)
+        goto out_error;
+    if (call->deadline_ns) {
+        uint64_t now = clock_now_ns();
+        if (now >= call->deadline_ns) {
+            error_set(&err, 504, "deadline exceeded before the request was queued");
+            goto out_error;
+        }
+        uint64_t left_us = (call->deadline_ns - now) / 1000u;
+        if (left_us == 0)
+            left_us = 1;
+        if (!gi->req.timeout_us || left_us < gi->req.timeout_us)
+            gi->req.timeout_us = left_us;
+    }
+    if (call->inflight >= STREAM_MAX_INFLIGHT) {
+        error_set(&err, 429, "too many requests in flight on this stream (%d)",
+                  STREAM_MAX_INFLIGHT);
+        goto out_error;
+    }
+    if (sched_submit(m->sched, &gi->req, &err) != 0)
+        goto out_error;
+    gi->next = call->infers;
+    if (call->infers)
+        call->infers->prev = gi;
+    call->infers = gi;
+    call->inflight++;
+    api->inflight++;
+    call_hold(call);
+    return;
+out_error:
+    if (m)
+        stats_record_refused(sched_stats(m->sched), err.status, gi->received_ns, clock_now_ns());
+    if (is_stream(call))
+        stream_error(call, msg ? msg->model_name : "", msg ? msg->model_version : "",
+                     msg ? msg->id : "", err.msg);
+    else
+        call_fail(call, err.status, err.msg);
+    if (gi->req.model)
+        model_unref(gi->req.model);
+    infer_put(api, gi);
+}
+
+/* ---- stream callbacks ----------------------------------------------------- */
+
+static const struct method *find_method(const char *path, size_t len)
+{
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (strlen(methods[i].path) == len && memcmp(methods[i].path, path, len) == 0)
+            return &methods[i];
+    return NULL;
+}
+
+static void on_headers(void *app, struct h2_stream *st)
+{
+    struct grpc_api *api = app;
+    struct grpc_call *call = call_get(api);
+    if (!call) {
+        h2_stream_reset(st, H2_REFUSED_STREAM);
+        return;
+    }
+    call->st = st;
+    call->received_ns = clock_now_ns();
+    h2_stream_set_user(st, call);
+    call->next = api->calls;
+    if (api->calls)
+        api->calls->prev = call;
+    api->calls = call;
+    call_hold(call);
+
+    size_t plen = 0, mlen = 0;
+    const char *path = h2_stream_path(st, &plen);
+    const char *method = h2_stream_method(st, &mlen);
+    call->method = path ? find_method(path, plen) : NULL;
+    const char *timeout;
+    size_t tlen = 0;
+    if (!call->method) {
+        char msg[ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "unknown method %.*s", (int)(plen < 200 ? plen : 200),
+                 path ? path : "");
+        call_finish(call, GRPC_UNIMPLEMENTED, msg);
+    } else if (!method || mlen != 4 || memcmp(method, "POST", 4) != 0) {
+        call_finish(call, GRPC_UNIMPLEMENTED, "gRPC calls use POST");
+    } else if ((timeout = h2_stream_header(st, "grpc-timeout", &tlen)) != NULL) {
+        uint64_t ns;
+        if (grpc_timeout_parse(timeout, tlen, &ns) != 0)
+            call_finish(call, GRPC_INVALID_ARGUMENT, "malformed grpc-timeout header");
+        else
+            call->deadline_ns =
+                ns > UINT64_MAX - call->received_ns ? UINT64_MAX : call->received_ns + ns;
+    }
+    call_drop(call);
+}
+
+/* Handles the request message of a unary (or server-streaming) call. */
+static void dispatch(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    switch (call->method->id) {
+    case M_SERVER_LIVE:
+        handle_server_live(call);
+        break;
+    case M_SERVER_READY:
+        handle_server_ready(call);
+        break;
+    case M_MODEL_READY:
+        handle_model_ready(call, data, len);
+        break;
+    case M_SERVER_METADATA:
+        handle_server_metadata(call);
+        break;
+    case M_MODEL_METADATA:
+        handle_model_metadata(call, data, len);
+        break;
+    case M_MODEL_INFER:
+    case M_MODEL_STREAM_INFER:
+        start_infer(call, data, len);
+        break;
+    case M_MODEL_CONFIG:
+        handle_model_config(call, data, len);
+        break;
+    case M_MODEL_STATISTICS:
+        handle_model_statistics(call, data, len);
+        break;
+    case M_REPOSITORY_INDEX:
+        handle_repository_index(call, data, len);
+        break;
+    case M_REPOSITORY_LOAD:
+        handle_repository_call(call, data, len, true);
+        break;
+    case M_REPOSITORY_UNLOAD:
+        handle_repository_call(call, data, len, false);
+        break;
+    case M_HEALTH_CHECK:
+        handle_health_check(call, data, len);
+        break;
+    case M_HEALTH_WATCH:
+        handle_health_watch(call, data, len);
+        break;
+    }
+    arena_reset(&call->api->scratch);
+}
+
+static void message_complete(struct grpc_call *call)
+{
+    call->hdr_got = 0;
+    call->nmessages++;
+    if (call->method->client_stream) {
+        if (call->api->draining)
+            stream_error(call, "", "", "", "server is shutting down");
+        else
+            dispatch(call, (const uint8_t *)call->msg.data, call->msg.len);
+        buf_reset(&call->msg);
+    } else if (call->nmessages > 1) {
+        call_finish(call, GRPC_INVALID_ARGUMENT, "more than one request message for a unary call");
+    }
+}
+
+static void on_data(void *app, struct h2_stream *st, const uint8_t *data, size_t len)
+{
+    (void)app;
+    struct grpc_call *call = h2_stream_user(st);
+    if (!call)
+        return;
+    call_hold(call);
+    while (len && !call->finished) {
+        if (call->hdr_got < FRAME_HEADER) {
+            size_t take = FRAME_HEADER - call->hdr_got;
+            take = take < len ? take : len;
+            memcpy(call->hdr + call->hdr_got, data, take);
+            call->hdr_got += (uint32_t)take;
+            data += take;
+            len -= take;
+            if (call->hdr_got < FRAME_HEADER)
+                break;
+            uint32_t n = (uint32_t)call->hdr[1] << 24 | (uint32_t)call->hdr[2] << 16 |
+                         (uint32_t)call->hdr[3] << 8 | call->hdr[4];
+            if (call->hdr[0] & 1) {
+                call_finish(call, GRPC_UNIMPLEMENTED, "compression not supported");
+                break;
+            }
+            if (call->hdr[0] != 0) {
+                call_finish(call, GRPC_INTERNAL, "invalid gRPC message flags");
+                break;
+            }
+            if (n > call->api->max_message_bytes) {
+                char msg[ERROR_MSG_MAX];
+                snprintf(msg, sizeof msg,
+                         "request message of %" PRIu32 " bytes exceeds the limit of %" PRIu64
+                         " bytes (--grpc-max-message-bytes)",
+                         n, call->api->max_message_bytes);
+                call_finish(call, GRPC_RESOURCE_EXHAUSTED, msg);
+                break;
+            }
+            call->msg_len = n;
+            buf_reset(&call->msg);
+            if (n == 0)
+                message_complete(call);
+            continue;
+        }
+        size_t want = call->msg_len - call->msg.len;
+        size_t take = want < len ? want : len;
+        if (buf_append(&call->msg, data, take) != 0) {
+            call_finish(call, GRPC_RESOURCE_EXHAUSTED, "out of memory for the request message");
+            break;
+        }
+        data += take;
+        len -= take;
+        if (call->msg.len == call->msg_len)
+            message_complete(call);
+    }
+    call_drop(call);
+}
+
+static void on_end(void *app, struct h2_stream *st)
+{
+    (void)app;
+    struct grpc_call *call = h2_stream_user(st);
+    if (!call)
+        return;
+    call_hold(call);
+    call->client_ended = true;
+    if (call->finished) {
+    } else if (call->hdr_got) {
+        call_finish(call, GRPC_INVALID_ARGUMENT, "the request ended inside a message");
+    } else if (call->method->client_stream) {
+        stream_maybe_end(call);
+    } else if (call->nmessages == 0) {
+        call_finish(call, GRPC_INVALID_ARGUMENT, "no request message");
+    } else {
+        dispatch(call, (const uint8_t *)call->msg.data, call->msg.len);
+    }
+    call_drop(call);
+}
+
+static void on_close(void *app, struct h2_stream *st, uint32_t error_code)
+{
+    struct grpc_api *api = app;
+    (void)error_code;
+    struct grpc_call *call = h2_stream_user(st);
+    if (!call)
+        return;
+    h2_stream_set_user(st, NULL);
+    call->st = NULL;
+    call->finished = true;
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        api->calls = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    call->prev = call->next = NULL;
+    if (call->watching) {
+        api->nwatchers--;
+        watch_timer_update(api);
+    }
+    /* Work still queued for this call must not run (the scheduler drops
+     * cancelled requests). */
+    for (struct grpc_infer *gi = call->infers; gi; gi = gi->next)
+        atomic_store_explicit(&gi->req.cancelled, true, memory_order_relaxed);
+    call_drop(call);
+}
+
+/* ---- api ------------------------------------------------------------------ */
+
+int grpc_api_init(struct grpc_api *api, struct repository *repo, struct loop *loop,
+                  uint64_t max_message_bytes)
+{
+    memset(api, 0, sizeof *api);
+    api->repo = repo;
+    api->loop = loop;
+    api->max_message_bytes = max_message_bytes;
+    api->app = (struct h2_stream_app){.app = api,
+                                      .on_headers = on_headers,
+                                      .on_data = on_data,
+                                      .on_end = on_end,
+                                      .on_close = on_close};
+    size_t scratch_max = max_message_bytes < ((size_t)1 << 28)
+                             ? (size_t)max_message_bytes * 4 + (1u << 20)
+                             : (size_t)1 << 30;
+    arena_init(&api->scratch, 16 * 1024, scratch_max);
+    buf_init(&api->out, MAX_RESPONSE_BYTES);
+    api->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    api->timer.on_events = on_timer;
+    if (api->timer.fd < 0)
+        return -errno;
+    int rc = loop_add(loop, &api->timer, EPOLLIN);
+    if (rc != 0) {
+        close(api->timer.fd);
+        api->timer.fd = -1;
+    }
+    return rc;
+}
+
+void grpc_api_drain(struct grpc_api *api)
+{
+    api->draining = true;
+    for (struct grpc_call *c = api->calls, *next; c; c = next) {
+        next = c->next;
+        call_hold(c);
+        if (c->watching) {
+            watch_update(c);
+            call_finish(c, GRPC_UNAVAILABLE, "server is shutting down");
+        } else if (c->method && is_stream(c)) {
+            stream_maybe_end(c);
+        }
+        call_drop(c);
+    }
+}
+
+void grpc_api_free(struct grpc_api *api)
+{
+    if (!api->loop)
+        return; /* never initialized */
+    while (api->free_calls) {
+        struct grpc_call *c = api->free_calls;
+        api->free_calls = c->next_free;
+        buf_free(&c->msg);
+        mem_free(c);
+    }
+    while (api->free_infers) {
+        struct grpc_infer *gi = api->free_infers;
+        api->free_infers = gi->next_free;
+        arena_free(&gi->req.arena);
+        mem_free(gi);
+    }
+    api->nfree_calls = api->nfree_infers = 0;
+    arena_free(&api->scratch);
+    buf_free(&api->out);
+    if (api->timer.fd >= 0) {
+        loop_del(api->loop, &api->timer);
+        close(api->timer.fd);
+        api->timer.fd = -1;
+    }
+}

@@ -1,0 +1,102 @@
+/*
+ * grpc: the KServe v2 / Open Inference Protocol gRPC front end
+ * (proto/grpc_service.proto, package inference, service
+ * GRPCInferenceService) and the standard health service
+ * (proto/health.proto, grpc.health.v1.Health), on the HTTP/2 streams of
+ * http/h2.h.
+ *
+ * RPCs: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata,
+ * ModelInfer, ModelStreamInfer (bidirectional; several requests in flight
+ * on one stream, each response carrying its request's id, errors per
+ * request in error_message), ModelConfig, ModelStatistics, RepositoryIndex,
+ * RepositoryModelLoad, RepositoryModelUnload; Health/Check and Health/Watch.
+ * Anything else is UNIMPLEMENTED.
+ *
+ * gRPC framing: each message is a 1-byte compressed flag (set → UNIMPLEMENTED,
+ * compression is not supported), a 4-byte big-endian length and the
+ * protobuf bytes. A message longer than max_message_bytes is answered
+ * RESOURCE_EXHAUSTED as soon as its length is known, without buffering it.
+ * Status travels in the grpc-status / grpc-message (percent-encoded)
+ * trailers; an error before any response message is a trailers-only
+ * response. Error mapping from inferd's HTTP statuses: 400 INVALID_ARGUMENT,
+ * 404 NOT_FOUND, 413 and 429 RESOURCE_EXHAUSTED, 499 CANCELLED, 501
+ * UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, other 5xx INTERNAL.
+ * The grpc-timeout header becomes the deadline of the call's infer requests
+ * in the scheduler (timed out in the queue → never run, DEADLINE_EXCEEDED).
+ *
+ * Lifecycle of a call (struct grpc_call, one per stream, on the loop
+ * thread): created by on_headers → request messages arrive through on_data
+ * → answered (synchronously, or when its infer requests or repository
+ * commands complete) → on_close. A call whose stream closes while work is
+ * still queued for it marks that work cancelled (the scheduler drops
+ * cancelled requests without running them) and is freed when the last of
+ * it comes back.
+ *
+ * All functions run on the I/O loop thread that owns the api, except where
+ * noted.
+ */
+#ifndef INFERD_API_GRPC_H
+#define INFERD_API_GRPC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "http/h2.h"
+#include "model/repository.h"
+#include "net/loop.h"
+
+/* Default of --grpc-max-message-bytes. */
+#define GRPC_DEFAULT_MAX_MESSAGE_BYTES (64u << 20)
+
+struct grpc_call;
+struct grpc_infer;
+
+/* One per I/O thread. */
+struct grpc_api {
+    struct repository *repo;
+    struct loop *loop;
+    uint64_t max_message_bytes; /* largest request message accepted */
+    bool draining;              /* shutting down: readiness false, streams end */
+    uint32_t inflight;          /* infer requests and repository commands not yet completed */
+    /* Infer requests answered (any status); read by other threads for stats. */
+    atomic_uint_fast64_t infer_requests;
+    /* Called when inflight drops to 0 (shutdown waits for it). */
+    void (*on_idle)(void *arg);
+    void *idle_arg;
+    /* The stream application to put into struct http_server_config.grpc. */
+    struct h2_stream_app app;
+
+    struct grpc_call *calls; /* every call whose stream is open */
+    uint32_t nwatchers;      /* Health/Watch calls among them */
+    struct loop_watch timer; /* timerfd: polls health for Watch while nwatchers > 0 */
+    struct grpc_call *free_calls;
+    uint32_t nfree_calls;
+    struct grpc_infer *free_infers;
+    uint32_t nfree_infers;
+    struct arena scratch; /* small messages: decoded requests, built responses */
+    struct buf out;       /* one serialized response message */
+};
+
+/* Fills api (and api->app) for `loop`. Returns 0 or -errno. */
+int grpc_api_init(struct grpc_api *api, struct repository *repo, struct loop *loop,
+                  uint64_t max_message_bytes);
+/* Shutdown began: readiness turns false; Health/Watch streams get
+ * NOT_SERVING and end with UNAVAILABLE; ModelStreamInfer streams end
+ * (UNAVAILABLE) once their in-flight requests are answered. */
+void grpc_api_drain(struct grpc_api *api);
+/* Frees the reusable objects; call after the loop has stopped. */
+void grpc_api_free(struct grpc_api *api);
+
+/* Maps an inferd error status (HTTP) to a gRPC status code. */
+int grpc_status_from_http(int status);
+/* Parses a grpc-timeout value ("<1-8 digits><H|M|S|m|u|n>") into
+ * nanoseconds (saturated). Returns 0, or -1 if malformed. */
+int grpc_timeout_parse(const char *value, size_t len, uint64_t *out_ns);
+/* Percent-encodes msg for grpc-message into out (always NUL-terminated,
+ * truncated to fit). */
+void grpc_message_encode(const char *msg, char *out, size_t size);
+
+#endif

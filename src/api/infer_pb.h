@@ -1,0 +1,66 @@
+/*
+ * infer_pb: the KServe v2 gRPC infer messages (protobuf, proto/
+ * grpc_service.proto) for a struct infer_request: ModelInferRequest in,
+ * ModelInferResponse out.
+ *
+ * infer_pb_unpack() parses the serialized ModelInferRequest `data[0..len)`
+ * with protobuf-c; every byte of the message it keeps (strings, typed
+ * contents, raw_input_contents) is copied into `arena` (16-byte aligned),
+ * so `data` may be released right after the call. Errors: -1 with err 400
+ * for a malformed message, 413 when unpacking would exceed the arena's
+ * ceiling (or memory ran out).
+ *
+ * infer_pb_decode() fills req from an unpacked message for model m, with
+ * the same checks as the REST decoder (infer_json.h): input names,
+ * presence, duplicates, datatype, rank and fixed dims, element count and
+ * each value's range for its datatype; requested outputs (or every output
+ * in model order); the id; request parameter `timeout` (µs). Tensor data
+ * comes from either every input's typed `contents` or `raw_input_contents`
+ * (one entry per input, in the order of `inputs`), never both. Typed
+ * contents use the field of the datatype (int_contents for INT8/16/32,
+ * uint_contents for UINT8/16/32, ...); FP16 and BF16 only travel raw. Raw
+ * layout: little-endian, row-major, no padding, BOOL one byte, each BYTES
+ * element a 4-byte little-endian length and its bytes. Tensors point into
+ * the unpacked message where they can (so it must live as long as req:
+ * unpack into req->arena); converted data goes to req->arena. Errors: -1
+ * with err 400 (or 413 when req->arena's ceiling is reached).
+ *
+ * infer_pb_response() builds the ModelInferResponse of a completed request
+ * (rc == 0) in `arena`: model name and version, the id when the request had
+ * one, each requested output's name, datatype and shape, and its data in
+ * raw_output_contents (always raw, as Triton answers). Numeric output data
+ * is referenced, not copied, so the response must be packed before
+ * sched_release(req). Returns 0 or -ENOMEM.
+ */
+#ifndef INFERD_API_INFER_PB_H
+#define INFERD_API_INFER_PB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "base/error.h"
+#include "core/infer.h"
+#include "grpc_service.pb-c.h"
+#include "model/model.h"
+
+int infer_pb_unpack(struct arena *arena, const uint8_t *data, size_t len,
+                    Inference__ModelInferRequest **out, struct error *err);
+
+int infer_pb_decode(struct infer_request *req, const struct model *m,
+                    const Inference__ModelInferRequest *msg, struct error *err);
+
+int infer_pb_response(const struct infer_request *req, struct arena *arena,
+                      Inference__ModelInferResponse **out);
+
+/* A ProtobufCAllocator that takes memory from `arena` (free is a no-op);
+ * `failed` turns true when the arena refused an allocation. Used to
+ * unpack any message into request-scoped memory. */
+struct infer_pb_allocator {
+    ProtobufCAllocator base;
+    struct arena *arena;
+    bool failed;
+};
+void infer_pb_allocator_init(struct infer_pb_allocator *a, struct arena *arena);
+
+#endif

@@ -1,0 +1,345 @@
+#include "obs/accesslog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "obs/trace.h"
+
+#define MAX_PRODUCERS 256
+#define DEFAULT_THREAD_BUFFER (256 * 1024)
+#define FLUSH_EVERY_MS 100
+#define CLOSE_GRACE_MS 2000
+#define PATH_MAX_LEN 4096
+
+struct producer {
+    pthread_mutex_t lock;
+    char *active, *spare; /* each cap bytes */
+    size_t len, cap;      /* bytes in active */
+    uint64_t lines;       /* lines in active */
+};
+
+struct accesslog {
+    struct accesslog_config cfg;
+    char path[PATH_MAX_LEN];
+    int fd;
+    bool own_fd;   /* opened by us (not stdout) */
+    size_t chunk;  /* largest write: PIPE_BUF for pipes and terminals */
+    pthread_t tid;
+    pthread_mutex_t lock; /* producers[], stopping, cond */
+    pthread_cond_t cond;
+    struct producer *producers[MAX_PRODUCERS];
+    uint32_t nproducers;
+    bool stopping;
+    uint64_t stop_deadline_ms;
+};
+
+static struct accesslog *alog;
+static atomic_bool enabled;
+static atomic_uint generation; /* bumped by every open, invalidates thread slots */
+static atomic_bool reopen_wanted;
+static atomic_uint_fast64_t st_written, st_dropped;
+
+static _Thread_local struct producer *tls_producer;
+static _Thread_local unsigned tls_generation;
+
+/* ---- output ------------------------------------------------------------- */
+
+static int open_output(const char *path, int *fd_out, bool *own, size_t *chunk)
+{
+    int fd;
+    if (strcmp(path, "-") == 0) {
+        fd = STDOUT_FILENO;
+        *own = false;
+    } else {
+        /* O_NONBLOCK: a FIFO with no reader fails instead of hanging, and
+         * writes to a full pipe return instead of blocking the writer. */
+        fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+        if (fd < 0)
+            return -errno;
+        *own = true;
+    }
+    struct stat st;
+    *chunk = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 1u << 20 : PIPE_BUF;
+    *fd_out = fd;
+    return 0;
+}
+
+static size_t count_lines(const char *p, size_t n)
+{
+    size_t lines = 0;
+    for (const char *q = p; (q = memchr(q, '\n', (size_t)(p + n - q))) != NULL; q++)
+        lines++;
+    return lines;
+}
+
+/* Writes p[0..n); waits for a full pipe with poll so that a shutdown is
+ * noticed. Returns the bytes not written (0 = all). */
+static size_t write_out(struct accesslog *a, const char *p, size_t n)
+{
+    while (n) {
+        pthread_mutex_lock(&a->lock);
+        bool give_up = a->stopping && clock_now_ms() >= a->stop_deadline_ms;
+        pthread_mutex_unlock(&a->lock);
+        if (give_up)
+            return n;
+        struct pollfd pfd = {.fd = a->fd, .events = POLLOUT};
+        int rc = poll(&pfd, 1, FLUSH_EVERY_MS);
+        if (rc < 0 && errno != EINTR)
+            return n;
+        if (rc <= 0)
+            continue;
+        if (pfd.revents & (POLLERR | POLLNVAL))
+            return n;
+        ssize_t w = write(a->fd, p, n < a->chunk ? n : a->chunk);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        } else if (w < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+            return n;
+        }
+    }
+    return 0;
+}
+
+static void do_reopen(struct accesslog *a)
+{
+    if (!a->own_fd)
+        return;
+    int fd;
+    bool own;
+    size_t chunk;
+    int rc = open_output(a->path, &fd, &own, &chunk);
+    if (rc) {
+        log_warn("access log: cannot reopen %s: %s (still writing to the old file)", a->path,
+                 strerror(-rc));
+        return;
+    }
+    close(a->fd);
+    a->fd = fd;
+    a->chunk = chunk;
+    log_info("access log reopened: %s", a->path);
+}
+
+/* Swaps every producer's buffer and writes it out. */
+static void flush_all(struct accesslog *a)
+{
+    pthread_mutex_lock(&a->lock);
+    uint32_t n = a->nproducers;
+    pthread_mutex_unlock(&a->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        struct producer *p = a->producers[i];
+        pthread_mutex_lock(&p->lock);
+        char *data = p->active;
+        size_t len = p->len;
+        uint64_t lines = p->lines;
+        p->active = p->spare;
+        p->spare = data;
+        p->len = 0;
+        p->lines = 0;
+        pthread_mutex_unlock(&p->lock);
+        if (!len)
+            continue;
+        size_t left = write_out(a, data, len);
+        uint64_t lost = left ? count_lines(data + len - left, left) : 0;
+        atomic_fetch_add_explicit(&st_written, lines - lost, memory_order_relaxed);
+        atomic_fetch_add_explicit(&st_dropped, lost, memory_order_relaxed);
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    struct accesslog *a = arg;
+    for (;;) {
+        pthread_mutex_lock(&a->lock);
+        if (!a->stopping) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t until = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                             FLUSH_EVERY_MS * 1000000ull;
+            ts.tv_sec = (time_t)(until / 1000000000ull);
+            ts.tv_nsec = (long)(until % 1000000000ull);
+            pthread_cond_timedwait(&a->cond, &a->lock, &ts);
+        }
+        bool stopping = a->stopping;
+        pthread_mutex_unlock(&a->lock);
+        if (atomic_exchange(&reopen_wanted, false))
+            do_reopen(a);
+        flush_all(a);
+        if (stopping)
+            break;
+    }
+    return NULL;
+}
+
+/* ---- producers ---------------------------------------------------------- */
+
+static struct producer *producer_get(void)
+{
+    struct accesslog *a = alog;
+    unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
+    if (tls_producer && tls_generation == gen)
+        return tls_producer;
+    struct producer *p = mem_calloc(1, sizeof *p);
+    if (p) {
+        p->cap = a->cfg.thread_buffer_bytes;
+        p->active = mem_alloc(p->cap);
+        p->spare = mem_alloc(p->cap);
+        pthread_mutex_init(&p->lock, NULL);
+    }
+    pthread_mutex_lock(&a->lock);
+    bool ok = p && p->active && p->spare && a->nproducers < MAX_PRODUCERS;
+    if (ok)
+        a->producers[a->nproducers++] = p;
+    pthread_mutex_unlock(&a->lock);
+    if (!ok) {
+        if (p) {
+            mem_free(p->active);
+            mem_free(p->spare);
+            pthread_mutex_destroy(&p->lock);
+            mem_free(p);
+        }
+        return NULL;
+    }
+    tls_producer = p;
+    tls_generation = gen;
+    return p;
+}
+
+void accesslog_write(const char *line, size_t len)
+{
+    if (!atomic_load_explicit(&enabled, memory_order_acquire))
+        return;
+    struct producer *p = producer_get();
+    if (!p || len + 1 > p->cap) {
+        atomic_fetch_add_explicit(&st_dropped, 1, memory_order_relaxed);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    bool fits = p->len + len + 1 <= p->cap;
+    if (fits) {
+        memcpy(p->active + p->len, line, len);
+        p->active[p->len + len] = '\n';
+        p->len += len + 1;
+        p->lines++;
+    }
+    bool half = p->len > p->cap / 2;
+    pthread_mutex_unlock(&p->lock);
+    if (!fits)
+        atomic_fetch_add_explicit(&st_dropped, 1, memory_order_relaxed);
+    else if (half)
+        pthread_cond_signal(&alog->cond);
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+int accesslog_open(const struct accesslog_config *cfg, struct error *err)
+{
+    if (strlen(cfg->path) >= PATH_MAX_LEN)
+        return error_set(err, 400, "--access-log: path too long");
+    struct accesslog *a = mem_calloc(1, sizeof *a);
+    if (!a)
+        return error_set(err, 500, "out of memory");
+    a->cfg = *cfg;
+    if (!a->cfg.thread_buffer_bytes)
+        a->cfg.thread_buffer_bytes = DEFAULT_THREAD_BUFFER;
+    snprintf(a->path, sizeof a->path, "%s", cfg->path);
+    int rc = open_output(a->path, &a->fd, &a->own_fd, &a->chunk);
+    if (rc) {
+        mem_free(a);
+        return error_set(err, 400, "--access-log: cannot open %s: %s", cfg->path,
+                         rc == -ENXIO ? "a FIFO with no reader" : strerror(-rc));
+    }
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    alog = a;
+    atomic_fetch_add(&generation, 1);
+    rc = pthread_create(&a->tid, NULL, writer_main, a);
+    if (rc) {
+        alog = NULL;
+        if (a->own_fd)
+            close(a->fd);
+        pthread_cond_destroy(&a->cond);
+        pthread_mutex_destroy(&a->lock);
+        mem_free(a);
+        return error_set(err, 500, "cannot start the access log writer: %s", strerror(rc));
+    }
+    atomic_store_explicit(&enabled, true, memory_order_release);
+    return 0;
+}
+
+void accesslog_close(void)
+{
+    struct accesslog *a = alog;
+    if (!a)
+        return;
+    atomic_store(&enabled, false);
+    pthread_mutex_lock(&a->lock);
+    a->stopping = true;
+    a->stop_deadline_ms = clock_now_ms() + CLOSE_GRACE_MS;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+    pthread_join(a->tid, NULL);
+    for (uint32_t i = 0; i < a->nproducers; i++) {
+        struct producer *p = a->producers[i];
+        /* Lines appended after the final flush (none once producers have
+         * stopped) are counted as dropped. */
+        atomic_fetch_add(&st_dropped, p->lines);
+        mem_free(p->active);
+        mem_free(p->spare);
+        pthread_mutex_destroy(&p->lock);
+        mem_free(p);
+    }
+    if (a->own_fd)
+        close(a->fd);
+    log_info("access log closed: %llu lines written, %llu dropped",
+             (unsigned long long)atomic_load(&st_written), (unsigned long long)atomic_load(&st_dropped));
+    pthread_cond_destroy(&a->cond);
+    pthread_mutex_destroy(&a->lock);
+    alog = NULL;
+    mem_free(a);
+}
+
+void accesslog_reopen(void)
+{
+    atomic_store(&reopen_wanted, true);
+}
+
+bool accesslog_enabled(void)
+{
+    return atomic_load_explicit(&enabled, memory_order_relaxed);
+}
+
+enum log_line_format accesslog_format(void)
+{
+    return alog ? alog->cfg.format : LOG_LINE_JSON;
+}
+
+bool accesslog_sample(void)
+{
+    if (!accesslog_enabled())
+        return false;
+    double s = alog->cfg.sample;
+    return s >= 1.0 || (s > 0 && trace_random_unit() < s);
+}
+
+void accesslog_stats(struct accesslog_stats *out)
+{
+    out->lines_written = atomic_load(&st_written);
+    out->lines_dropped = atomic_load(&st_dropped);
+}

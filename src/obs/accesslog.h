@@ -1,0 +1,61 @@
+/*
+ * accesslog: one line per request to a file or stdout, written by a
+ * background thread so that a slow disk never blocks a request.
+ *
+ * Each producing thread (I/O threads, whichever front end) appends whole
+ * formatted lines to its own bounded buffer (registered on its first line);
+ * the writer thread swaps each buffer with a spare under that buffer's lock
+ * (held only for a pointer swap or a memcpy) every 100 ms, or sooner when
+ * one fills past half, and writes the lines out. A line that does not fit
+ * in its thread's buffer is dropped and counted: requests never wait for
+ * the log. Writes use poll(2) with a timeout so that the writer notices a
+ * shutdown even when the reader of a pipe has stopped reading.
+ *
+ * Lifecycle: accesslog_open() once at start; accesslog_reopen() (any
+ * thread, e.g. on SIGHUP) makes the writer reopen the path (logrotate);
+ * accesslog_close() writes what is buffered (giving up after 2 s when the
+ * output does not drain, counting the rest as dropped) and joins the
+ * writer. Producers must have stopped before accesslog_close().
+ */
+#ifndef INFERD_OBS_ACCESSLOG_H
+#define INFERD_OBS_ACCESSLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+enum log_line_format { LOG_LINE_JSON, LOG_LINE_TEXT };
+
+struct accesslog_config {
+    const char *path;            /* file (appended, created 0644) or "-" for stdout */
+    enum log_line_format format;
+    double sample;               /* fraction of requests logged, 0..1 */
+    size_t thread_buffer_bytes;  /* per producing thread (default 256 KiB) */
+};
+
+/* Opens the output and starts the writer. Returns 0 or -1 with err. */
+int accesslog_open(const struct accesslog_config *cfg, struct error *err);
+void accesslog_close(void);
+void accesslog_reopen(void);
+
+/* True when the access log is on (cheap; the hot-path guard). */
+bool accesslog_enabled(void);
+enum log_line_format accesslog_format(void);
+/* The sampling decision for one request (true when on and sampled). */
+bool accesslog_sample(void);
+
+/* Appends one complete line (without the newline, which is added) from the
+ * calling thread. Never blocks on I/O; drops and counts when the thread's
+ * buffer is full. */
+void accesslog_write(const char *line, size_t len);
+
+struct accesslog_stats {
+    uint64_t lines_written; /* handed to write(2) */
+    uint64_t lines_dropped; /* buffer full, or lost at close/write error */
+};
+/* Any thread: counters since start (for the metrics exporter). */
+void accesslog_stats(struct accesslog_stats *out);
+
+#endif

@@ -1,0 +1,408 @@
+#include "obs/stats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/mem.h"
+#include "model/repository.h"
+
+const struct metrics_hist_spec stats_duration_buckets = {
+    .nbounds = 17,
+    .bounds = {100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 25000000,
+               50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000,
+               5000000000, 10000000000, 30000000000},
+    .divisor = 1e9,
+};
+
+const struct metrics_hist_spec stats_batch_buckets = {
+    .nbounds = 12,
+    .bounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096},
+    .divisor = 1,
+};
+
+const char *stats_fail_reason_name(enum stats_fail_reason r)
+{
+    static const char *const names[STATS_FAIL_REASONS] = {"REJECTED", "CANCELED", "BACKEND",
+                                                          "OTHER"};
+    return (unsigned)r < STATS_FAIL_REASONS ? names[r] : "OTHER";
+}
+
+/* Executions of one batch size in one slot. */
+struct batch_entry {
+    _Atomic uint64_t count, input_ns, infer_ns, output_ns;
+};
+
+/* Entry i is batch size i + 1. A slot's array is replaced by a larger one
+ * when a larger batch size appears; the old one stays in the chain (a
+ * writer may still be adding to it) and readers sum the whole chain, so no
+ * value is copied and none is lost. */
+struct batch_array {
+    uint32_t cap;
+    struct batch_array *older;
+    struct batch_entry e[];
+};
+
+/* One recording thread's numbers for one model version. The pads keep its
+ * cache lines apart from neighbouring allocations (malloc does not align
+ * to a line, so _Alignas would promise more than the allocator gives). */
+struct stats_slot {
+    char lead_pad_[METRICS_CACHE_LINE];
+    _Atomic uint64_t success_count, success_ns;
+    _Atomic uint64_t queue_ns, input_ns, infer_ns, output_ns;
+    _Atomic uint64_t inference_count, execution_count, last_inference_ms;
+    _Atomic uint64_t fail_count[STATS_FAIL_REASONS], fail_ns[STATS_FAIL_REASONS];
+    struct metrics_hist request_hist, queue_hist, compute_hist, batch_hist;
+    _Atomic(struct batch_array *) batches;
+    char tail_pad_[METRICS_CACHE_LINE];
+};
+
+struct stats_model {
+    char *name;
+    char version[24];
+    int64_t version_num;
+    _Atomic(struct stats_model *) next;
+    _Atomic(struct stats_slot *) slots[METRICS_NSHARDS];
+};
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(struct stats_model *) table_head;
+static struct stats_model *table_tail;
+
+struct stats_model *stats_model_get(const char *name, int64_t version)
+{
+    pthread_mutex_lock(&table_lock);
+    struct stats_model *s = atomic_load_explicit(&table_head, memory_order_acquire);
+    for (; s; s = atomic_load_explicit(&s->next, memory_order_acquire))
+        if (s->version_num == version && strcmp(s->name, name) == 0)
+            goto out;
+    s = mem_calloc(1, sizeof *s);
+    if (!s)
+        goto out;
+    s->name = mem_strdup(name);
+    if (!s->name) {
+        mem_free(s);
+        s = NULL;
+        goto out;
+    }
+    s->version_num = version;
+    snprintf(s->version, sizeof s->version, "%" PRId64, version);
+    if (table_tail)
+        atomic_store_explicit(&table_tail->next, s, memory_order_release);
+    else
+        atomic_store_explicit(&table_head, s, memory_order_release);
+    table_tail = s;
+out:
+    pthread_mutex_unlock(&table_lock);
+    return s;
+}
+
+const char *stats_model_name(const struct stats_model *s)
+{
+    return s->name;
+}
+
+const char *stats_model_version(const struct stats_model *s)
+{
+    return s->version;
+}
+
+void stats_foreach(void (*fn)(const struct stats_model *s, void *arg), void *arg)
+{
+    struct stats_model *s = atomic_load_explicit(&table_head, memory_order_acquire);
+    for (; s; s = atomic_load_explicit(&s->next, memory_order_acquire))
+        fn(s, arg);
+}
+
+/* ---- recording ---------------------------------------------------------- */
+
+/* The calling thread's slot of s, allocated on its first use. */
+static struct stats_slot *slot_get(struct stats_model *s, int *shard)
+{
+    *shard = metrics_shard_index();
+    struct stats_slot *slot = atomic_load_explicit(&s->slots[*shard], memory_order_acquire);
+    if (slot)
+        return slot;
+    slot = mem_calloc(1, sizeof *slot);
+    if (!slot)
+        return NULL;
+    struct stats_slot *expected = NULL;
+    /* Only the shared shard has several writers that may race here. */
+    if (!atomic_compare_exchange_strong_explicit(&s->slots[*shard], &expected, slot,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        mem_free(slot);
+        slot = expected;
+    }
+    return slot;
+}
+
+static struct batch_entry *batch_entry_get(struct stats_slot *slot, uint32_t batch_size)
+{
+    if (batch_size == 0 || batch_size > STATS_MAX_BATCH_SIZE)
+        return NULL;
+    struct batch_array *a = atomic_load_explicit(&slot->batches, memory_order_acquire);
+    if (a && batch_size <= a->cap)
+        return &a->e[batch_size - 1];
+    uint32_t cap = 8;
+    while (cap < batch_size)
+        cap *= 2;
+    struct batch_array *bigger = mem_calloc(1, sizeof *bigger + cap * sizeof bigger->e[0]);
+    if (!bigger)
+        return NULL;
+    bigger->cap = cap;
+    bigger->older = a;
+    if (!atomic_compare_exchange_strong_explicit(&slot->batches, &a, bigger, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        mem_free(bigger); /* another thread of the shared shard grew it */
+        return a->cap >= batch_size ? &a->e[batch_size - 1] : NULL;
+    }
+    return &bigger->e[batch_size - 1];
+}
+
+void stats_record_execution(struct stats_model *s, uint32_t batch_size, uint64_t input_ns,
+                            uint64_t infer_ns, uint64_t output_ns)
+{
+    int shard;
+    struct stats_slot *slot = s ? slot_get(s, &shard) : NULL;
+    if (!slot)
+        return;
+    metrics_add(&slot->execution_count, 1, shard);
+    metrics_hist_observe(&slot->batch_hist, &stats_batch_buckets, batch_size, shard);
+    struct batch_entry *e = batch_entry_get(slot, batch_size);
+    if (!e)
+        return;
+    metrics_add(&e->count, 1, shard);
+    metrics_add(&e->input_ns, input_ns, shard);
+    metrics_add(&e->infer_ns, infer_ns, shard);
+    metrics_add(&e->output_ns, output_ns, shard);
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t span(uint64_t from, uint64_t to)
+{
+    return from && to > from ? to - from : 0;
+}
+
+static void record_failure(struct stats_model *s, enum stats_fail_reason reason,
+                           uint64_t duration_ns)
+{
+    int shard;
+    struct stats_slot *slot = s ? slot_get(s, &shard) : NULL;
+    if (!slot)
+        return;
+    metrics_add(&slot->fail_count[reason], 1, shard);
+    metrics_add(&slot->fail_ns[reason], duration_ns, shard);
+    metrics_hist_observe(&slot->request_hist, &stats_duration_buckets, duration_ns, shard);
+    atomic_store_explicit(&slot->last_inference_ms, wall_ms(), memory_order_relaxed);
+}
+
+void stats_record_completion(struct stats_model *s, const struct infer_request *req,
+                             bool canceled, uint64_t received_ns, uint64_t now_ns)
+{
+    uint64_t duration = span(received_ns, now_ns);
+    if (canceled || (req->rc != 0 && req->err.status == 499))
+        return record_failure(s, STATS_FAIL_CANCELED, duration);
+    if (req->rc != 0) {
+        enum stats_fail_reason reason = STATS_FAIL_OTHER;
+        if (req->exec_start_ns)
+            reason = STATS_FAIL_BACKEND;
+        else if (req->err.status == 504)
+            reason = STATS_FAIL_REJECTED;
+        return record_failure(s, reason, duration);
+    }
+    int shard;
+    struct stats_slot *slot = s ? slot_get(s, &shard) : NULL;
+    if (!slot)
+        return;
+    uint64_t queue = span(req->enqueue_ns, req->exec_start_ns);
+    metrics_add(&slot->success_count, 1, shard);
+    metrics_add(&slot->success_ns, duration, shard);
+    metrics_add(&slot->queue_ns, queue, shard);
+    metrics_add(&slot->input_ns, span(req->exec_start_ns, req->infer_start_ns), shard);
+    metrics_add(&slot->infer_ns, span(req->infer_start_ns, req->infer_end_ns), shard);
+    metrics_add(&slot->output_ns, span(req->infer_end_ns, req->exec_end_ns), shard);
+    metrics_add(&slot->inference_count, req->batch > 0 ? (uint64_t)req->batch : 0, shard);
+    metrics_hist_observe(&slot->request_hist, &stats_duration_buckets, duration, shard);
+    metrics_hist_observe(&slot->queue_hist, &stats_duration_buckets, queue, shard);
+    metrics_hist_observe(&slot->compute_hist, &stats_duration_buckets,
+                         span(req->exec_start_ns, req->exec_end_ns), shard);
+    atomic_store_explicit(&slot->last_inference_ms, wall_ms(), memory_order_relaxed);
+}
+
+void stats_record_refused(struct stats_model *s, int status, uint64_t received_ns,
+                          uint64_t now_ns)
+{
+    enum stats_fail_reason reason =
+        status == 429 || status == 503 ? STATS_FAIL_REJECTED : STATS_FAIL_OTHER;
+    record_failure(s, reason, span(received_ns, now_ns));
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static void add_duration(struct stats_duration *d, uint64_t count, uint64_t ns)
+{
+    d->count += count;
+    d->ns += ns;
+}
+
+int stats_version_read(const struct stats_model *s, struct stats_version *out)
+{
+    memset(out, 0, sizeof *out);
+    out->name = s->name;
+    out->version = s->version;
+    uint32_t cap = 0;
+    for (int i = 0; i < METRICS_NSHARDS; i++) {
+        const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
+        if (!slot)
+            continue;
+        uint64_t n = metrics_load(&slot->success_count);
+        add_duration(&out->success, n, metrics_load(&slot->success_ns));
+        add_duration(&out->queue, n, metrics_load(&slot->queue_ns));
+        add_duration(&out->compute_input, n, metrics_load(&slot->input_ns));
+        add_duration(&out->compute_infer, n, metrics_load(&slot->infer_ns));
+        add_duration(&out->compute_output, n, metrics_load(&slot->output_ns));
+        for (int r = 0; r < STATS_FAIL_REASONS; r++) {
+            uint64_t fc = metrics_load(&slot->fail_count[r]), fns = metrics_load(&slot->fail_ns[r]);
+            add_duration(&out->fail_by_reason[r], fc, fns);
+            add_duration(&out->fail, fc, fns);
+        }
+        out->inference_count += metrics_load(&slot->inference_count);
+        out->execution_count += metrics_load(&slot->execution_count);
+        uint64_t last = metrics_load(&slot->last_inference_ms);
+        if (last > out->last_inference_ms)
+            out->last_inference_ms = last;
+        metrics_hist_accumulate(&out->request_hist, &slot->request_hist);
+        metrics_hist_accumulate(&out->queue_hist, &slot->queue_hist);
+        metrics_hist_accumulate(&out->compute_hist, &slot->compute_hist);
+        metrics_hist_accumulate(&out->batch_hist, &slot->batch_hist);
+        const struct batch_array *a = atomic_load_explicit(&slot->batches, memory_order_acquire);
+        if (a && a->cap > cap)
+            cap = a->cap;
+    }
+    if (cap == 0)
+        return 0;
+    /* Sum every slot's chain by batch size, then keep the sizes that ran. */
+    struct stats_batch *all = mem_calloc(cap, sizeof *all);
+    if (!all) {
+        memset(out, 0, sizeof *out);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < METRICS_NSHARDS; i++) {
+        const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
+        const struct batch_array *a =
+            slot ? atomic_load_explicit(&slot->batches, memory_order_acquire) : NULL;
+        for (; a; a = a->older)
+            for (uint32_t k = 0; k < a->cap; k++) {
+                uint64_t n = metrics_load(&a->e[k].count);
+                if (!n)
+                    continue;
+                add_duration(&all[k].compute_input, n, metrics_load(&a->e[k].input_ns));
+                add_duration(&all[k].compute_infer, n, metrics_load(&a->e[k].infer_ns));
+                add_duration(&all[k].compute_output, n, metrics_load(&a->e[k].output_ns));
+            }
+    }
+    uint32_t used = 0;
+    for (uint32_t k = 0; k < cap; k++) {
+        if (!all[k].compute_infer.count)
+            continue;
+        all[used] = all[k];
+        all[used].batch_size = k + 1;
+        used++;
+    }
+    out->batches = all;
+    out->nbatches = used;
+    return 0;
+}
+
+void stats_version_free(struct stats_version *v)
+{
+    mem_free(v->batches);
+    v->batches = NULL;
+    v->nbatches = 0;
+}
+
+void stats_report_free(struct stats_report *r)
+{
+    for (uint32_t i = 0; i < r->count; i++)
+        stats_version_free(&r->versions[i]);
+    mem_free(r->versions);
+    r->versions = NULL;
+    r->count = 0;
+}
+
+/* Appends the statistics of every loaded version of e. */
+static int report_entry(const struct model_entry *e, const char *version,
+                        struct stats_report *out, struct error *err)
+{
+    for (uint32_t i = 0; i < e->nversions; i++) {
+        const struct model *m = e->versions[i];
+        if (version && strcmp(m->version_str, version) != 0)
+            continue;
+        struct stats_model *s = stats_model_get(m->name, m->version);
+        if (!s || stats_version_read(s, &out->versions[out->count]) != 0)
+            return error_set(err, 503, "out of memory reading statistics");
+        out->count++;
+    }
+    return 0;
+}
+
+int stats_report_build(struct repository *repo, const char *model, size_t model_len,
+                       const char *version, struct stats_report *out, struct error *err)
+{
+    out->versions = NULL;
+    out->count = 0;
+    int rc = -1;
+    struct model_snapshot *snap = repository_acquire(repo);
+    const struct model_entry *one = NULL;
+    uint32_t capacity = 0;
+    if (model) {
+        one = snapshot_find(snap, model, model_len);
+        if (!one) {
+            error_set(err, 404, "unknown model '%.*s'", (int)(model_len > 200 ? 200 : model_len),
+                      model);
+            goto out;
+        }
+        if (one->state != MODEL_READY) {
+            error_set(err, 404, "model '%s' is not ready: %s", one->name, one->reason);
+            goto out;
+        }
+        if (version && !registry_version(one, version)) {
+            error_set(err, 404, "model '%s' has no ready version '%s'", one->name, version);
+            goto out;
+        }
+        capacity = one->nversions;
+    } else {
+        for (uint32_t i = 0; i < snap->count; i++)
+            capacity += snap->entries[i].nversions;
+    }
+    if (capacity) {
+        out->versions = mem_calloc(capacity, sizeof *out->versions);
+        if (!out->versions) {
+            error_set(err, 503, "out of memory reading statistics");
+            goto out;
+        }
+    }
+    if (one) {
+        if (report_entry(one, version, out, err) != 0)
+            goto out;
+    } else {
+        for (uint32_t i = 0; i < snap->count; i++)
+            if (report_entry(&snap->entries[i], NULL, out, err) != 0)
+                goto out;
+    }
+    rc = 0;
+out:
+    repository_release(repo, snap);
+    if (rc)
+        stats_report_free(out);
+    return rc;
+}

@@ -1,0 +1,163 @@
+/*
+ * stats: per model-version inference statistics, in the shape of Triton's
+ * statistics extension (REST GET /v2/models[/{m}[/versions/{v}]]/stats and
+ * gRPC ModelStatistics), and the source of the nv_inference_* and
+ * inferd_* per-model Prometheus metrics.
+ *
+ * Recording (hot path; no lock, no allocation in steady state):
+ *   The numbers of one model version live in a struct stats_model, created
+ *   by stats_model_get() when the version's scheduler starts. It keeps one
+ *   slot per recording thread (see metrics.h: metrics_shard_index()); a
+ *   thread writes only its own slot, with relaxed atomic loads and stores
+ *   on its own cache lines. A thread's slot is allocated the first time it
+ *   records for that model version (once; not per request).
+ *   - The scheduler's worker thread calls stats_record_execution() once per
+ *     successful backend run (execution_count, inference batch statistics).
+ *   - The front end calls stats_record_completion() on its I/O thread when
+ *     an infer request it submitted is answered, and stats_record_refused()
+ *     when the request never reached the queue (decode error, queue full).
+ *
+ * Lifetime: a struct stats_model lives until the process exits and is
+ * shared by every load of the same (name, version): counters keep counting
+ * across reloads and unloads (Prometheus counters never go backwards), and
+ * a version that is no longer loaded keeps its last values.
+ *
+ * Reading (any thread, off the hot path; allocates): stats_version_read()
+ * sums the slots into plain structs. Values read while requests are
+ * recorded are each exact but not a single atomic cut (a success may be
+ * counted before its queue time, for a moment).
+ *
+ * Layering: recording depends only on base/ and core/infer.h (the
+ * scheduler records into it); stats_report_build() reads a repository
+ * snapshot (model/), for the front ends.
+ */
+#ifndef INFERD_OBS_STATS_H
+#define INFERD_OBS_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "core/infer.h"
+#include "obs/metrics.h"
+
+struct repository;
+
+/* Triton's nv_inference_request_failure reasons. */
+enum stats_fail_reason {
+    STATS_FAIL_REJECTED, /* queue full, timed out in the queue, model stopping */
+    STATS_FAIL_CANCELED, /* the client went away before the answer */
+    STATS_FAIL_BACKEND,  /* the backend (or the batch around it) failed */
+    STATS_FAIL_OTHER,    /* invalid request and everything else */
+    STATS_FAIL_REASONS
+};
+/* "REJECTED", "CANCELED", "BACKEND", "OTHER". */
+const char *stats_fail_reason_name(enum stats_fail_reason r);
+
+/* Batch sizes above this are counted in every total but get no
+ * batch_stats entry (only oversize requests of config-less models reach
+ * them). */
+#define STATS_MAX_BATCH_SIZE 65536
+
+/* Histogram bounds of the inferd_* per-model histograms (see metrics.h):
+ * durations in nanoseconds, exposed in seconds; batch size in samples. */
+extern const struct metrics_hist_spec stats_duration_buckets;
+extern const struct metrics_hist_spec stats_batch_buckets;
+
+struct stats_model;
+
+/* ---- recording ---------------------------------------------------------- */
+
+/* The statistics of (name, version), created on first use. Any thread;
+ * takes a mutex and may allocate: call when a version starts, never per
+ * request. Returns NULL only when out of memory; every stats_record_*
+ * function accepts NULL and records nothing. */
+struct stats_model *stats_model_get(const char *name, int64_t version);
+
+/* Worker thread, after a successful backend run of batch_size samples:
+ * the gather (input), execute (infer) and scatter (output) durations. */
+void stats_record_execution(struct stats_model *s, uint32_t batch_size, uint64_t input_ns,
+                            uint64_t infer_ns, uint64_t output_ns);
+
+/* I/O thread, when a request that was queued is answered. received_ns is
+ * when its HTTP request was complete (clock_now_ns()), now_ns the time of
+ * the answer. The outcome is derived from req: rc == 0 → success (queue and
+ * compute times from req's timestamps, inference_count += req->batch);
+ * client gone (canceled, or the request failed 499: dropped from the queue
+ * because its client cancelled) → CANCELED; answered 504 before it ran (expired in
+ * the queue) → REJECTED; failed while or after running → BACKEND; else OTHER. */
+void stats_record_completion(struct stats_model *s, const struct infer_request *req,
+                             bool canceled, uint64_t received_ns, uint64_t now_ns);
+
+/* I/O thread, when a request for this version was refused before it was
+ * queued, with the HTTP status it got: 429 and 503 → REJECTED, anything
+ * else (invalid input, 413) → OTHER. */
+void stats_record_refused(struct stats_model *s, int status, uint64_t received_ns,
+                          uint64_t now_ns);
+
+/* ---- reading ------------------------------------------------------------ */
+
+struct stats_duration {
+    uint64_t count;
+    uint64_t ns;
+};
+
+/* One batch size's executions (Triton's $batch_stat). */
+struct stats_batch {
+    uint64_t batch_size;
+    struct stats_duration compute_input, compute_infer, compute_output;
+};
+
+/* Plain snapshot of one model version (Triton's $model_stat, plus the
+ * failure reasons and histograms the metrics need). */
+struct stats_version {
+    const char *name;    /* valid until the process exits */
+    const char *version; /* decimal text, idem */
+    uint64_t last_inference_ms; /* ms since the epoch; 0 = never */
+    uint64_t inference_count;   /* samples of successful requests */
+    uint64_t execution_count;   /* successful backend runs */
+    /* Triton's inference_stats: success (request duration of successful
+     * requests), fail (of failed ones), queue, compute_* (successful
+     * requests only; a request's compute times are its batch's). */
+    struct stats_duration success, fail, queue, compute_input, compute_infer, compute_output;
+    struct stats_duration fail_by_reason[STATS_FAIL_REASONS];
+    /* Per-request histograms: request duration (every success and failure
+     * counted above), queue and compute (exec start → end) durations of
+     * successful requests; batch size per execution. */
+    struct metrics_hist_snapshot request_hist, queue_hist, compute_hist, batch_hist;
+    struct stats_batch *batches; /* ascending batch_size; owned (stats_version_free) */
+    uint32_t nbatches;
+};
+
+/* Sums s's slots into *out. Returns 0, or -ENOMEM (out is then empty). */
+int stats_version_read(const struct stats_model *s, struct stats_version *out);
+void stats_version_free(struct stats_version *v);
+
+/* Every struct stats_model ever created, in creation order, for the
+ * metrics exposition: fn is called for each (any thread; the list only
+ * grows, so fn may run while models load). */
+void stats_foreach(void (*fn)(const struct stats_model *s, void *arg), void *arg);
+const char *stats_model_name(const struct stats_model *s);
+const char *stats_model_version(const struct stats_model *s);
+
+/* The statistics of the loaded versions in the repository's current
+ * snapshot, as Triton's statistics extension selects them:
+ *   model == NULL              every loaded version of every ready model,
+ *                              models by name, versions ascending;
+ *   model, version == NULL     every loaded version of that model;
+ *   model, version             that version.
+ * model_len: bytes of model (not NUL-terminated). Versions that never
+ * recorded anything are reported with zeros.
+ * Returns 0 with *out filled (free with stats_report_free), or -1 with err:
+ * 404 for an unknown or unavailable model or a version that is not loaded,
+ * 503 when out of memory. */
+struct stats_report {
+    struct stats_version *versions;
+    uint32_t count;
+};
+int stats_report_build(struct repository *repo, const char *model, size_t model_len,
+                       const char *version, struct stats_report *out, struct error *err);
+void stats_report_free(struct stats_report *r);
+
+#endif

@@ -1,0 +1,291 @@
+"""Request ids, the access log (--access-log, --log-format,
+--access-log-sample), SIGHUP reopen, a log reader that stalls, JSON server
+log lines, and Triton's logging API (GET/POST /v2/logging).
+
+The writer is a background thread: tests wait for lines to appear, or stop
+the server (which flushes the log) before reading.
+"""
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+import requests
+
+from conftest import MAIN_MODELS, assert_error_response
+
+TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+HEX32 = re.compile(r"^[0-9a-f]{32}$")
+FIELDS = ["ts", "request_id", "trace_id", "protocol", "method", "endpoint", "model", "version",
+          "model_sha256", "inputs", "batch_size", "queue_us", "compute_us", "total_us", "status",
+          "bytes_in", "bytes_out", "client"]
+WAIT = 20.0
+
+
+def simple_body(rows=1):
+    data = list(range(16 * rows))
+    return json.dumps({"inputs": [
+        {"name": "INPUT0", "shape": [rows, 16], "datatype": "INT32", "data": data},
+        {"name": "INPUT1", "shape": [rows, 16], "datatype": "INT32", "data": data}]})
+
+
+def not_readiness(line):
+    """Lines other than the fixture's readiness polls (GET /v2/health/ready)."""
+    return '"endpoint":"/v2/health/ready"' not in line
+
+
+def wait_lines(path, n, timeout=WAIT):
+    """The JSON lines of `path` except readiness polls, once there are n."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            lines = [l for l in open(path).read().splitlines() if l and not_readiness(l)]
+        except FileNotFoundError:
+            lines = []
+        if len(lines) >= n:
+            return lines
+        if time.monotonic() > deadline:
+            pytest.fail("expected %d access log lines in %s, got %d: %s" % (n, path, len(lines), lines))
+        time.sleep(0.05)
+
+
+def stop(srv):
+    problems = srv.stop()
+    assert not problems, "\n".join(problems)
+
+
+def test_fields_success_and_errors(server_factory, tmp_path):
+    log = tmp_path / "access.log"
+    srv = server_factory.start("--access-log", str(log))
+    sha = requests.get(srv.url + "/v2/models/simple", timeout=10).json()["parameters"]["sha256"]
+    body = simple_body(2)
+    ok = requests.post(srv.url + "/v2/models/simple/infer", data=body,
+                       headers={"x-request-id": "client-id-1"}, timeout=10)
+    assert ok.status_code == 200
+    bad = requests.post(srv.url + "/v2/models/simple/infer", data='{"inputs": 1}', timeout=10)
+    assert bad.status_code == 400
+    missing = requests.post(srv.url + "/v2/models/nope/infer", data="{}", timeout=10)
+    assert missing.status_code == 404
+    lines = [json.loads(l) for l in wait_lines(log, 4)]
+    for line in lines:
+        assert list(line) == FIELDS
+        assert TS.match(line["ts"]), line
+        assert HEX32.match(line["trace_id"])
+        assert line["protocol"] == "http/1.1"
+        assert re.match(r"^127\.0\.0\.1:\d+$", line["client"]), line
+        for k in ("queue_us", "compute_us", "total_us", "bytes_in", "bytes_out", "batch_size"):
+            assert isinstance(line[k], int) and line[k] >= 0
+    # Lines of different I/O threads are not in request order.
+    by_id = {l["request_id"]: l for l in lines}
+    meta = next(l for l in lines if l["endpoint"] == "/v2/models/simple")
+    success = by_id["client-id-1"]
+    error = by_id[bad.headers["x-request-id"]]
+    unknown = by_id[missing.headers["x-request-id"]]
+    assert meta["endpoint"] == "/v2/models/simple" and meta["method"] == "GET"
+    assert meta["model"] is None and meta["inputs"] == [] and meta["status"] == 200
+
+    assert success["request_id"] == "client-id-1" == ok.headers["x-request-id"]
+    assert success["method"] == "POST"
+    assert success["endpoint"] == "/v2/models/simple/infer"
+    assert success["model"] == "simple" and success["version"] == "1"
+    assert success["model_sha256"] == sha[:12]
+    assert success["inputs"] == [{"name": "INPUT0", "datatype": "INT32", "shape": [2, 16]},
+                                 {"name": "INPUT1", "datatype": "INT32", "shape": [2, 16]}]
+    assert success["batch_size"] >= 2
+    assert success["status"] == 200
+    assert success["bytes_in"] == len(body)
+    assert success["bytes_out"] == len(ok.content)
+    assert success["total_us"] >= success["queue_us"] + success["compute_us"]
+
+    assert error["status"] == 400 and error["model"] == "simple"
+    assert error["request_id"] == bad.headers["x-request-id"]
+    assert error["inputs"] == [] and error["batch_size"] == 0 and error["compute_us"] == 0
+    assert error["bytes_out"] == len(bad.content)
+    assert unknown["status"] == 404 and unknown["model"] is None
+    assert unknown["endpoint"] == "/v2/models/nope/infer"
+
+
+def test_request_id_echo_and_generation(server_factory):
+    srv = server_factory.start()
+    url = srv.url + "/v2/health/live"
+    r = requests.get(url, headers={"x-request-id": "abc-123_XYZ"}, timeout=10)
+    assert r.headers["x-request-id"] == "abc-123_XYZ"
+    longest = "r" * 128
+    assert requests.get(url, headers={"x-request-id": longest}, timeout=10).headers["x-request-id"] == longest
+    generated = set()
+    for bad in ("has space", "x" * 129, "caf\u00e9".encode("utf-8"), None):
+        headers = {} if bad is None else {"x-request-id": bad}
+        got = requests.get(url, headers=headers, timeout=10).headers["x-request-id"]
+        assert HEX32.match(got), (bad, got)
+        generated.add(got)
+    assert len(generated) == 4
+    # Errors carry it too, including 404 and 405.
+    assert HEX32.match(requests.get(srv.url + "/nope", timeout=10).headers["x-request-id"])
+    assert HEX32.match(requests.delete(srv.url + "/v2", timeout=10).headers["x-request-id"])
+
+
+def test_sampling_ratio(server_factory, tmp_path):
+    log = tmp_path / "access.log"
+    srv = server_factory.start("--access-log", str(log), "--access-log-sample", "0.5")
+    with requests.Session() as s:
+        for _ in range(400):
+            assert s.get(srv.url + "/v2/health/live", timeout=10).status_code == 200
+    stop(srv)  # flushes
+    n = len([l for l in log.read_text().splitlines() if not_readiness(l)])
+    assert 100 < n < 300, n  # about 200; loose bounds, not a statistics test
+
+
+def test_sampling_zero_logs_nothing(server_factory, tmp_path):
+    log = tmp_path / "access.log"
+    srv = server_factory.start("--access-log", str(log), "--access-log-sample", "0")
+    for _ in range(20):
+        requests.get(srv.url + "/v2/health/live", timeout=10)
+    stop(srv)
+    assert log.read_text() == ""
+
+
+def test_stdout_and_text_format(server_factory):
+    srv = server_factory.start("--access-log", "-", "--log-format", "text")
+    r = requests.post(srv.url + "/v2/models/simple/infer", data=simple_body(),
+                      headers={"x-request-id": "text-1"}, timeout=10)
+    assert r.status_code == 200
+    stop(srv)
+    out = srv.stdout_path.read_text()
+    line = next(l for l in out.splitlines() if "request_id=text-1" in l)
+    tokens = dict(t.split("=", 1) for t in line.split(" ")[1:])
+    assert TS.match(line.split(" ")[0])
+    assert tokens["endpoint"] == "/v2/models/simple/infer"
+    assert tokens["model"] == "simple" and tokens["version"] == "1"
+    assert tokens["inputs"] == "INPUT0:INT32:[1,16];INPUT1:INT32:[1,16]"
+    assert tokens["status"] == "200" and tokens["protocol"] == "http/1.1"
+    # --log-format text given: server lines are text (not JSON)
+    assert not srv.stderr().lstrip().startswith("{")
+
+
+def test_json_server_log_lines(server_factory, tmp_path):
+    srv = server_factory.start("--access-log", str(tmp_path / "a.log"), "--log-format", "json")
+    stop(srv)
+    lines = [l for l in srv.stderr().splitlines() if l]
+    assert lines
+    for l in lines:
+        doc = json.loads(l)
+        assert set(doc) == {"ts", "level", "msg"} and TS.match(doc["ts"])
+        assert doc["level"] in ("error", "warn", "info", "debug")
+    assert any("shutdown complete" == json.loads(l)["msg"] for l in lines)
+
+
+def test_sighup_reopens(server_factory, tmp_path):
+    log = tmp_path / "access.log"
+    srv = server_factory.start("--access-log", str(log))
+    requests.get(srv.url + "/v2/health/live", headers={"x-request-id": "before"}, timeout=10)
+    wait_lines(log, 1)
+    rotated = tmp_path / "access.log.1"
+    os.rename(log, rotated)
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + WAIT
+    while not log.exists():  # the writer creates the new file
+        assert time.monotonic() < deadline, srv.stderr()
+        time.sleep(0.05)
+    requests.get(srv.url + "/v2/health/live", headers={"x-request-id": "after"}, timeout=10)
+    (after,) = wait_lines(log, 1)
+    assert json.loads(after)["request_id"] == "after"
+    (before,) = [l for l in rotated.read_text().splitlines() if not_readiness(l)]
+    assert json.loads(before)["request_id"] == "before"
+    assert "access log reopened" in srv.stderr()
+
+
+def test_stalled_reader_drops_instead_of_blocking(server_factory, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # A reader that never reads: the pipe fills up after ~64 KiB.
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        srv = server_factory.start("--access-log", str(fifo), "--io-threads", "1")
+        rid = "q" * 128  # long lines fill the buffers sooner
+        with requests.Session() as s:
+            for i in range(3000):
+                r = s.get(srv.url + "/v2/health/live", headers={"x-request-id": rid}, timeout=10)
+                assert r.status_code == 200
+        stop(srv)  # gives up on the stalled pipe after its grace period
+        m = re.search(r"access log closed: (\d+) lines written, (\d+) dropped", srv.stderr())
+        assert m, srv.stderr()
+        written, dropped = int(m.group(1)), int(m.group(2))
+        assert dropped > 0
+        assert written + dropped >= 3000  # and the readiness polls
+    finally:
+        os.close(rfd)
+
+
+def test_fifo_without_reader_refused(server_factory, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    srv = server_factory.start("--access-log", str(fifo), wait=False)
+    assert srv.proc.wait(timeout=30) == 1
+    srv.returncode = 1
+    assert "a FIFO with no reader" in srv.stderr()
+
+
+@pytest.mark.parametrize("flags", [("--access-log-sample", "1.5"), ("--access-log-sample", "x"),
+                                   ("--log-format", "xml"), ("--trace-rate", "-0.1"),
+                                   ("--otlp-endpoint", "https://h/v1/traces")])
+def test_bad_flags(server_factory, flags):
+    srv = server_factory.start(*flags, wait=False)
+    rc = srv.proc.wait(timeout=30)
+    srv.returncode = rc
+    assert rc in (1, 2), srv.stderr()
+
+
+# ---- Triton's logging API --------------------------------------------------
+
+
+def test_logging_api(server_factory):
+    srv = server_factory.start()
+    url = srv.url + "/v2/logging"
+    r = requests.get(url, timeout=10)
+    assert r.status_code == 200
+    assert r.json() == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                        "log_verbose_level": 0, "log_format": "default"}
+    # Verbose on: the scheduler's debug lines appear.
+    r = requests.post(url, json={"log_verbose_level": 1}, timeout=10)
+    assert r.status_code == 200 and r.json()["log_verbose_level"] == 1
+    assert r.json()["log_info"] is True  # unchanged fields are reported too
+    requests.post(srv.url + "/v2/models/simple/infer", data=simple_body(), timeout=10)
+    deadline = time.monotonic() + WAIT
+    while " debug model simple: ran " not in srv.stderr():
+        assert time.monotonic() < deadline, srv.stderr()
+        time.sleep(0.05)
+    # Triton's plural spellings are accepted too.
+    r = requests.post(url, json={"log_info": False, "log_warnings": False, "log_errors": True,
+                                 "log_verbose_level": 0, "log_format": "ISO8601"}, timeout=10)
+    assert r.json() == {"log_file": "", "log_info": False, "log_warning": False, "log_error": True,
+                        "log_verbose_level": 0, "log_format": "ISO8601"}
+    before = srv.stderr()
+    requests.post(srv.url + "/v2/repository/index", timeout=10)
+    # JSON server lines from now on.
+    r = requests.post(url, json={"log_info": True, "log_format": "json"}, timeout=10)
+    assert r.json()["log_format"] == "json"
+    stop(srv)
+    tail = srv.stderr()[len(before):].splitlines()
+    assert tail and all(json.loads(l)["level"] for l in tail if l)
+
+
+@pytest.mark.parametrize("body", [
+    {"log_info": "yes"}, {"log_verbose_level": -1}, {"log_verbose_level": 1.5},
+    {"log_verbose_level": "1"}, {"log_format": "xml"}, {"log_format": 1},
+    {"log_file": "/tmp/inferd.log"}, {"log_file": 3}, {"unknown": True}, [1],
+])
+def test_logging_api_rejects(server, body):
+    url = server.url + "/v2/logging"
+    before = requests.get(url, timeout=10).json()
+    r = requests.post(url, json=body, timeout=10)
+    assert_error_response(r, 400)
+    assert requests.get(url, timeout=10).json() == before
+
+
+def test_logging_api_malformed_and_method(server):
+    r = requests.post(server.url + "/v2/logging", data="{", timeout=10)
+    assert_error_response(r, 400)
+    r = requests.put(server.url + "/v2/logging", data="{}", timeout=10)
+    assert_error_response(r, 405)
