@@ -298,6 +298,7 @@ static void infer_done(struct loop_task *task)
     struct rest_infer *ri = (struct rest_infer *)((char *)task - offsetof(struct rest_infer, task));
     struct infer_request *req = &ri->req;
     struct http_txn *txn = ri->txn;
+    txn->cancel = NULL; /* ri is recycled below */
     ri->api->inflight--;
     rest_obs_infer_done(txn, req);
     stats_record_completion(sched_stats(req->model->sched), req, txn->aborted, txn->start_ns,
@@ -391,6 +392,9 @@ static void handle_infer(struct rest_api *api, struct http_txn *txn, const struc
         rest_infer_put(api, ri);
         return;
     }
+    /* A client that goes away while the request waits in the queue cancels
+     * it: the scheduler drops it instead of running it. */
+    txn->cancel = &ri->req.cancelled;
     api->inflight++;
 }
 

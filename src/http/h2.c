@@ -29,6 +29,11 @@
 #define H2_STREAM_POOL_MAX 16
 /* A pooled stream drops buffers larger than this. */
 #define H2_POOL_KEEP_BYTES (1u << 20)
+/* A REST stream answered before its request was complete (an error) reads
+ * and drops this much more of the body, then resets the stream (as the
+ * HTTP/1 linger: the client sees the answer, not a reset, if it is close to
+ * the end of its request). */
+#define H2_DISCARD_MAX (1u << 20)
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -62,6 +67,8 @@ struct h2_stream {
     bool finished;     /* all output queued (REST body, or app finish) */
     bool deferred;     /* the data provider waits for output */
     bool closed;       /* nghttp2 closed the stream */
+    bool reset_sent;   /* RST_STREAM submitted by us */
+    size_t discarded;  /* request bytes dropped after an early answer */
     struct buf body;   /* REST request body */
     /* Response output queue: bytes [out_off, out.len) are not yet sent. */
     struct buf out;
@@ -224,7 +231,7 @@ static void stream_gone(struct h2_session *s, struct h2_stream *st, uint32_t err
     if (st->kind == STREAM_APP && st->head_done && st->app && st->app->on_close)
         st->app->on_close(st->app->app, st, error_code);
     if (st->kind == STREAM_REST && st->txn_active) {
-        st->txn.aborted = true;
+        http_txn_abort(&st->txn);
         st->sess = NULL;
         return;
     }
@@ -323,12 +330,19 @@ static int submit(struct h2_stream *st, const nghttp2_nv *nv, size_t n, bool wit
     return 0;
 }
 
-static void format_date(char *out, size_t size)
+/* The Date header value, formatted once per second per thread. */
+static const char *date_now(void)
 {
+    static __thread time_t cached_sec;
+    static __thread char cached[40];
     time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(out, size, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (now != cached_sec) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached_sec = now;
+    }
+    return cached;
 }
 
 /* A REST response from st->out: status, content type, body length and the
@@ -338,11 +352,11 @@ static void rest_submit(struct h2_stream *st, int status, const char *content_ty
 {
     nghttp2_nv nv[8 + 16];
     size_t n = 0;
-    char status_str[8], len_str[24], date[40];
+    char status_str[8], len_str[24];
+    const char *date = date_now();
     char extra_copy[sizeof st->txn.extra_headers];
     snprintf(status_str, sizeof status_str, "%d", status);
     snprintf(len_str, sizeof len_str, "%zu", st->out.len);
-    format_date(date, sizeof date);
     nv[n++] = make_nv(":status", 7, status_str, strlen(status_str));
     nv[n++] = make_nv("server", 6, "inferd", 6);
     nv[n++] = make_nv("date", 4, date, strlen(date));
@@ -391,8 +405,8 @@ static void write_error_body(struct buf *b, const char *msg)
 }
 
 /* An error the transport answers itself (limits). If the request is not
- * complete yet, the stream is reset with NO_ERROR once the response is
- * sent (on_frame_send), so the client stops sending. */
+ * complete yet, the rest of its body is read and dropped (up to
+ * H2_DISCARD_MAX, then RST_STREAM NO_ERROR). */
 static void stream_fail(struct h2_stream *st, int status, const char *msg)
 {
     if (st->responded)
@@ -476,9 +490,12 @@ static void rest_dispatch(struct h2_stream *st)
     t->stream = st;
     t->server = s->cfg.server;
     t->aborted = false;
+    t->cancel = NULL;
     t->head_only = st->method_len == 4 && memcmp(r->method, "HEAD", 4) == 0;
     t->start_ns = clock_now_ns();
     t->extra_headers[0] = '\0';
+    t->on_respond = NULL;
+    t->obs = NULL;
     buf_reset(&t->body);
     st->txn_active = true;
     s->cfg.handler(s->cfg.handler_app, t);
@@ -670,6 +687,9 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
                 stream_fail(st, 413, "request body too large");
             else if (buf_append(&st->body, data, len) != 0)
                 stream_fail(st, 503, "out of memory for the request body");
+        } else if ((st->discarded += len) > H2_DISCARD_MAX && !st->reset_sent) {
+            st->reset_sent = true;
+            nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
         }
     }
     /* The bytes are taken (or dropped): give the window back. */
@@ -684,9 +704,13 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
         !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     struct h2_stream *st = stream_find(s, frame->hd.stream_id);
-    /* Answered before the request was complete: stop the client sending. */
-    if (st && !st->request_done && !st->closed)
+    /* An app (gRPC) finished before the request was complete: stop the
+     * client sending (RFC 9113 section 8.1). REST streams read on (see
+     * H2_DISCARD_MAX). */
+    if (st && st->kind == STREAM_APP && !st->request_done && !st->closed && !st->reset_sent) {
+        st->reset_sent = true;
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 

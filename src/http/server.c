@@ -66,6 +66,8 @@ struct http_conn {
     bool close_after_write;
     bool linger_after_write; /* error response: drain input before closing */
     bool txn_active;
+    uint8_t peer_len; /* http_txn_peer() cache; 0 = not looked up yet */
+    char peer[56];
     bool grpc_port;      /* accepted on the gRPC port */
     bool preface_checked; /* the first bytes were not the HTTP/2 preface */
     enum h2_wait h2_wait;
@@ -199,7 +201,7 @@ static void conn_close(struct http_conn *c)
     s->nconns--;
     atomic_fetch_sub(s->open_connections, 1);
     if (c->txn_active) {
-        c->txn.aborted = true;
+        http_txn_abort(&c->txn);
     } else {
         c->next = s->graveyard;
         s->graveyard = c;
@@ -357,6 +359,7 @@ static void dispatch(struct http_conn *c)
     t->conn = c;
     t->server = c->server;
     t->aborted = false;
+    t->cancel = NULL;
     t->head_only = t->req.method_len == 4 && memcmp(t->req.method, "HEAD", 4) == 0;
     t->start_ns = clock_now_ns();
     t->extra_headers[0] = '\0';
@@ -695,6 +698,18 @@ static void conn_process(struct http_conn *c)
     }
 }
 
+/* While a request is being handled: did the peer close its side with no
+ * further request, neither buffered (pipelined) nor in the socket? A client
+ * that half-closes after pipelining keeps its responses. */
+static bool peer_left(const struct http_conn *c)
+{
+    if (c->in.len > c->parser.consumed)
+        return false;
+    char b;
+    ssize_t n = recv(c->watch.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void conn_on_events(struct loop_watch *w, uint32_t events)
 {
     struct http_conn *c = container_of(w, struct http_conn, watch);
@@ -705,8 +720,10 @@ static void conn_on_events(struct loop_watch *w, uint32_t events)
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
         c->readable = true;
     /* While a handler owns the request we do not read further, but a peer
-     * that hung up entirely cancels the exchange. */
-    if (c->state == CONN_WAITING && (events & EPOLLHUP)) {
+     * that hung up entirely (or, as nginx sees it, closed its side with
+     * nothing pipelined) cancels the exchange. */
+    if (c->state == CONN_WAITING &&
+        ((events & EPOLLHUP) || ((events & EPOLLRDHUP) && peer_left(c)))) {
         conn_close(c);
         return;
     }
@@ -978,25 +995,43 @@ void http_txn_add_header(struct http_txn *txn, const char *name, const char *val
              value);
 }
 
+void http_txn_abort(struct http_txn *txn)
+{
+    txn->aborted = true;
+    if (txn->cancel)
+        atomic_store_explicit(txn->cancel, true, memory_order_relaxed);
+}
+
 size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    char host[INET6_ADDRSTRLEN], port[8];
-    if (!txn->conn || cap == 0 ||
-        getpeername(txn->conn->watch.fd, (struct sockaddr *)&ss, &len) != 0 ||
-        getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    struct http_conn *c = txn->conn;
+    if (!c || cap == 0)
         return 0;
-    int n = snprintf(out, cap, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
-    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+    if (!c->peer_len) { /* once per connection */
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        char host[INET6_ADDRSTRLEN], port[8];
+        if (getpeername(c->watch.fd, (struct sockaddr *)&ss, &len) != 0 ||
+            getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
+                        NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+            return 0;
+        int n = snprintf(c->peer, sizeof c->peer, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
+                         host, port);
+        if (n <= 0 || (size_t)n >= sizeof c->peer)
+            return 0;
+        c->peer_len = (uint8_t)n;
+    }
+    size_t n = c->peer_len < cap ? c->peer_len : cap - 1;
+    memcpy(out, c->peer, n);
+    out[n] = '\0';
+    return n;
 }
 
 void http_txn_respond(struct http_txn *txn, int status, const char *content_type)
 {
     if (txn->on_respond)
         txn->on_respond(txn, txn->aborted ? 0 : status);
-    if (txn->server->cfg.on_response && !txn->aborted)
+    if (txn->server && txn->server->cfg.on_response && !txn->aborted)
         txn->server->cfg.on_response(txn, status, txn->body.len);
     if (txn->stream) {
         h2_txn_respond(txn, status, content_type);

@@ -51,6 +51,10 @@ struct http_txn {
      * HTTP/2 alike (it may still add headers); status 0 = the peer is gone. */
     void (*on_respond)(struct http_txn *txn, int status);
     void *obs;
+    /* Set by a handler whose work can be dropped (e.g. an infer request's
+     * `cancelled` flag): stored true when the txn is aborted, from the loop
+     * thread. Reset to NULL for every request. */
+    atomic_bool *cancel;
 };
 
 typedef void (*http_handler_fn)(void *app, struct http_txn *txn);
@@ -117,6 +121,9 @@ void http_txn_error(struct http_txn *txn, int status, const char *msg);
 size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap);
 /* Appends "Name: value\r\n" to the extra headers (silently truncated). */
 void http_txn_add_header(struct http_txn *txn, const char *name, const char *value);
+/* For the transports (HTTP/1 and HTTP/2): the peer is gone while the
+ * handler owns txn — mark it aborted and raise its cancel flag. */
+void http_txn_abort(struct http_txn *txn);
 
 const char *http_status_text(int status);
 

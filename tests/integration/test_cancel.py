@@ -1,0 +1,70 @@
+"""A REST client that goes away while its request waits in the queue cancels
+it: the scheduler drops the request instead of running it, and it is
+counted as CANCELED."""
+import json
+import shutil
+import socket
+import time
+
+import pytest
+import requests
+
+from conftest import INFERD_BIN, connect
+
+
+def stall_repo(tmp_path, delay_us):
+    """Model `echo` (INT32 [4]) served by the example plugin, each execution
+    stalling for delay_us."""
+    plugin = INFERD_BIN.parent / "libinferd_identity_stall.so"
+    if not plugin.exists():
+        pytest.fail("example plugin not built: %s" % plugin)
+    mdir = tmp_path / "models" / "echo"
+    (mdir / "1").mkdir(parents=True)
+    (mdir / "1" / "model.onnx").write_bytes(b"")
+    (mdir / "config.pbtxt").write_text(
+        'backend: "identity_stall"\nmax_batch_size: 8\n'
+        'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+        'parameters { key: "delay_us" value: { string_value: "%d" } }\n' % delay_us)
+    shutil.copy(plugin, mdir / plugin.name)
+    return tmp_path / "models"
+
+
+def infer_bytes(n):
+    body = json.dumps({"inputs": [{"name": "IN", "datatype": "INT32", "shape": [1, 4],
+                                   "data": [n] * 4}]}).encode()
+    return (b"POST /v2/models/echo/infer HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
+
+
+def stats(srv):
+    r = requests.get(srv.url + "/v2/models/echo/stats", timeout=10)
+    assert r.status_code == 200, r.text
+    s = r.json()["model_stats"][0]
+    return s["execution_count"], s["inference_count"]
+
+
+def test_regress_disconnected_client_request_is_not_run(server_factory, tmp_path):
+    srv = server_factory.start(repository=stall_repo(tmp_path, 1500000))
+    first = connect(srv.port)
+    first.sendall(infer_bytes(1))        # runs for 1.5 s
+    time.sleep(0.3)
+    second = connect(srv.port)
+    second.sendall(infer_bytes(2))       # waits behind the first
+    time.sleep(0.3)
+    second.shutdown(socket.SHUT_RDWR)    # the client gives up
+    second.close()
+    first.settimeout(30)
+    head = first.recv(4096)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    first.close()
+    r = requests.post(srv.url + "/v2/models/echo/infer", timeout=30, json={
+        "inputs": [{"name": "IN", "datatype": "INT32", "shape": [1, 4], "data": [3] * 4}]})
+    assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [3] * 4
+    # Two executions (first and third); the second was dropped from the queue.
+    assert stats(srv) == (2, 2)
+    metrics = requests.get("http://127.0.0.1:%d/metrics" % srv.metrics_port, timeout=10).text
+    line = [l for l in metrics.splitlines()
+            if l.startswith("nv_inference_request_failure{") and 'model="echo"' in l
+            and 'reason="CANCELED"' in l]
+    assert len(line) == 1 and line[0].rsplit(" ", 1)[1] == "1", line
