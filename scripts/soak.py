@@ -5,14 +5,19 @@ Serves a temporary repository (explicit control mode) with `addv` (ONNX,
 OUTPUT0 = INPUT0 + version), `simple` and `flaky` (the identity_stall example
 plugin failing every 7th execute), then runs for SOAK_SECS:
   4 REST JSON + 2 REST binary clients (addv, simple), 1 flaky client,
-  a disconnector, a malformer, a reloader and a signaller,
+  a disconnector, a malformer, 2 gRPC ModelInfer clients, a gRPC
+  ModelStreamInfer client, a gRPC canceller (on `stall`, 20 ms per execution,
+  and flaky), a gRPC channel closer, a gRPC malformer, a reloader and a
+  signaller,
 checking that every well-formed request gets exactly one correct response,
 the process survives, RSS and fds do not grow, and SIGTERM exits 0.
 Writes bench/SOAK.md; exits non-zero on FAIL.
-Debian python3-requests / numpy / onnx only.
+Debian python3-requests / numpy / onnx / grpcio / protobuf and protoc only
+(the gRPC message classes are generated from proto/ at start).
 """
 import json
 import os
+import queue
 import random
 import shutil
 import signal
@@ -25,6 +30,7 @@ import threading
 import time
 from pathlib import Path
 
+import grpc
 import numpy as np
 import requests
 
@@ -110,25 +116,30 @@ def write_addv(path, version, note=""):
     os.replace(tmp, path)   # never a half-written model file
 
 
-FLAKY_CONFIG = """backend: "identity_stall"
+PLUGIN_CONFIG = """backend: "identity_stall"
 max_batch_size: 8
 input  [ { name: "IN"  data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
-parameters { key: "fail_every_n" value: { string_value: "7" } }
+"""
+FLAKY_CONFIG = PLUGIN_CONFIG + """parameters { key: "fail_every_n" value: { string_value: "7" } }
 parameters { key: "delay_us" value: { string_value: "2000" } }
 parameters { key: "fail_skip" value: { string_value: "1" } }
+"""
+# stall: 20 ms per execution, so gRPC calls can be cancelled while queued or running
+STALL_CONFIG = PLUGIN_CONFIG + """parameters { key: "delay_us" value: { string_value: "20000" } }
 """
 
 
 def build_repo(root):
     write_addv(root / "addv" / "1" / "model.onnx", 1)
     shutil.copytree(ROOT / "models" / "simple", root / "simple")
-    flaky = root / "flaky"
-    (flaky / "1").mkdir(parents=True)
-    shutil.copy(PLUGIN, flaky / PLUGIN.name)
-    (flaky / "1" / "model.onnx").write_bytes(b"")
-    (flaky / "config.pbtxt").write_text(FLAKY_CONFIG)
+    for name, config in (("flaky", FLAKY_CONFIG), ("stall", STALL_CONFIG)):
+        d = root / name
+        (d / "1").mkdir(parents=True)
+        shutil.copy(PLUGIN, d / PLUGIN.name)
+        (d / "1" / "model.onnx").write_bytes(b"")
+        (d / "config.pbtxt").write_text(config)
 
 
 # ---------------------------------------------------------------- clients
@@ -148,18 +159,24 @@ def check_json_response(model, r, a, b):
     if r.status_code != 200:
         return "status %d: %s" % (r.status_code, r.text[:200])
     out = r.json()
-    outs = {o["name"]: o for o in out.get("outputs", [])}
-    if out.get("model_name") != model:
-        return "model_name %r" % out.get("model_name")
+    outs = {o["name"]: o["data"] for o in out.get("outputs", [])}
+    return check_outputs(model, out.get("model_name"), out.get("model_version"), outs, a, b)
+
+
+def check_outputs(model, name, version, outs, a, b):
+    """The expected-output rule every client kind shares: outs maps output
+    names to lists of values; addv's data must be input + the version the
+    response names. Returns None or what is wrong."""
+    if name != model:
+        return "model_name %r" % name
     if model == "addv":
-        v = int(out["model_version"])
-        if outs["OUTPUT0"]["data"] != (a + v).tolist():
-            return "addv data != input + version %d: %s" % (v, outs["OUTPUT0"]["data"][:4])
+        v = int(version)
+        if outs.get("OUTPUT0") != (a + v).tolist():
+            return "addv data != input + version %d: %s" % (v, (outs.get("OUTPUT0") or [])[:4])
         with lock:
             addv_seen.add(v)
     else:
-        if outs["OUTPUT0"]["data"] != (a + b).tolist() or \
-                outs["OUTPUT1"]["data"] != (a - b).tolist():
+        if outs.get("OUTPUT0") != (a + b).tolist() or outs.get("OUTPUT1") != (a - b).tolist():
             return "simple data wrong"
     return None
 
@@ -239,23 +256,11 @@ def check_binary_response(model, r, a, b):
         size = o.get("parameters", {}).get("binary_data_size")
         if size is None:
             return "output %s not binary" % o["name"]
-        outs[o["name"]] = np.frombuffer(r.content[pos:pos + size], dtype="<i4")
+        outs[o["name"]] = np.frombuffer(r.content[pos:pos + size], dtype="<i4").tolist()
         pos += size
     if pos != len(r.content):
         return "body length %d != %d" % (len(r.content), pos)
-    if meta.get("model_name") != model:
-        return "model_name %r" % meta.get("model_name")
-    if model == "addv":
-        v = int(meta["model_version"])
-        if outs["OUTPUT0"].tolist() != (a + v).tolist():
-            return "addv data != input + version %d" % v
-        with lock:
-            addv_seen.add(v)
-    else:
-        if outs["OUTPUT0"].tolist() != (a + b).tolist() or \
-                outs["OUTPUT1"].tolist() != (a - b).tolist():
-            return "simple data wrong"
-    return None
+    return check_outputs(model, meta.get("model_name"), meta.get("model_version"), outs, a, b)
 
 
 def flaky_client(base, kind="flaky"):
@@ -446,6 +451,559 @@ def malformer(port, kind="malformed"):
         time.sleep(0.005)
 
 
+# ---------------------------------------------------------------- gRPC
+
+GRPC_SERVICE = "/inference.GRPCInferenceService/"
+# A local subchannel pool gives every channel its own connection (grpcio
+# otherwise shares one between channels with the same target and options).
+GRPC_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+STREAM_WINDOW = 8                  # requests in flight per stream round
+pb = None                          # grpc_service_pb2, generated by protoc in main()
+
+
+def grpc_load_messages(out_dir):
+    """protoc --python_out proto/*.proto into out_dir; sets pb."""
+    global pb
+    protos = sorted(str(p) for p in (ROOT / "proto").glob("*.proto"))
+    subprocess.run(["protoc", "--python_out=%s" % out_dir, "-I", str(ROOT / "proto")] + protos,
+                   check=True)
+    sys.path.insert(0, str(out_dir))
+    import grpc_service_pb2
+    pb = grpc_service_pb2
+
+
+def grpc_channel(target):
+    return grpc.insecure_channel(target, options=GRPC_OPTIONS)
+
+
+def grpc_infer(ch):
+    return ch.unary_unary(GRPC_SERVICE + "ModelInfer",
+                          request_serializer=pb.ModelInferRequest.SerializeToString,
+                          response_deserializer=pb.ModelInferResponse.FromString)
+
+
+def grpc_stream(ch):
+    return ch.stream_stream(GRPC_SERVICE + "ModelStreamInfer",
+                            request_serializer=pb.ModelInferRequest.SerializeToString,
+                            response_deserializer=pb.ModelStreamInferResponse.FromString)
+
+
+def grpc_request(model, a, b, rid, raw):
+    """ModelInferRequest for addv or simple, data in raw_input_contents or
+    in typed int_contents."""
+    req = pb.ModelInferRequest(model_name=model, id=rid)
+    for name, data in [("INPUT0", a)] + ([("INPUT1", b)] if model == "simple" else []):
+        t = req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        if raw:
+            req.raw_input_contents.append(data.astype("<i4").tobytes())
+        else:
+            t.contents.int_contents.extend(data.tolist())
+    return req
+
+
+def check_grpc_response(model, r, a, b, rid):
+    if r.id != rid:
+        return "id %r, sent %r" % (r.id, rid)
+    if len(r.raw_output_contents) != len(r.outputs):
+        return "%d outputs, %d raw_output_contents" % (len(r.outputs), len(r.raw_output_contents))
+    outs = {}
+    for o, raw in zip(r.outputs, r.raw_output_contents):
+        if o.datatype != "INT32" or list(o.shape) != [1, 16] or len(raw) != 64:
+            return "output %s: %s %s, %d bytes" % (o.name, o.datatype, list(o.shape), len(raw))
+        outs[o.name] = np.frombuffer(raw, dtype="<i4").tolist()
+    return check_outputs(model, r.model_name, r.model_version, outs, a, b)
+
+
+def grpc_echo_request(model, x, rid):
+    """ModelInferRequest for flaky or stall (IN FP32 [1,4])."""
+    req = pb.ModelInferRequest(model_name=model, id=rid)
+    req.inputs.add(name="IN", datatype="FP32", shape=[1, 4]).contents.fp32_contents.extend(x)
+    return req
+
+
+def check_grpc_echo(model, r, x, rid):
+    if r.model_name != model or r.id != rid:
+        return "model_name %r id %r, sent %s %r" % (r.model_name, r.id, model, rid)
+    if [o.name for o in r.outputs] != ["OUT"] or len(r.raw_output_contents) != 1:
+        return "outputs %s" % [o.name for o in r.outputs]
+    got = np.frombuffer(r.raw_output_contents[0], dtype="<f4").tolist()
+    if got != x:
+        return "echo %r, sent %r" % (got, x)
+    return None
+
+
+def random_inputs(rng):
+    a = np.arange(16, dtype=np.int32) * rng.randint(-50, 50) + rng.randint(-10**6, 10**6)
+    b = np.full(16, rng.randint(-1000, 1000), dtype=np.int32)
+    return a, b
+
+
+def grpc_client(k, target, kind="grpc"):
+    """ModelInfer on addv and simple, raw and typed inputs in turn; any
+    status but OK is a failure (as any REST status but 200)."""
+    ch = grpc_channel(target)
+    infer = grpc_infer(ch)
+    rng = random.Random(2000 + k)
+    i = 0
+    while not stop.is_set():
+        maybe_pause()
+        if stop.is_set():
+            break
+        model = "addv" if i % 2 == 0 else "simple"
+        a, b = random_inputs(rng)
+        rid = "u%d-%d" % (k, i)
+        req = grpc_request(model, a, b, rid, raw=(i // 2 + k) % 2 == 0)
+        count(kind, "sent")
+        t0 = time.monotonic()
+        try:
+            r = infer(req, timeout=60)
+            latency(kind, time.monotonic() - t0)
+            count(kind, "received")
+            err = check_grpc_response(model, r, a, b, rid)
+            if err:
+                fail(kind, "%s: %s" % (model, err))
+        except grpc.RpcError as e:
+            count(kind, "received")
+            fail(kind, "%s: %s %s" % (model, e.code().name, e.details()))
+        except Exception as e:
+            fail(kind, "%s: exception %r" % (model, e))
+        i += 1
+    ch.close()
+
+
+def grpc_stream_client(target, kind="grpc_stream"):
+    """ModelStreamInfer: rounds of STREAM_WINDOW requests in flight on one
+    stream (addv and simple mixed), every response matched to its request
+    id exactly once; the stream is half-closed after 10-60 rounds and must
+    then end with OK and nothing more, and a new one is opened."""
+    ch = grpc_channel(target)
+    open_stream = grpc_stream(ch)
+    rng = random.Random(5)
+    n = 0
+    streams = 0
+    while not stop.is_set():
+        maybe_pause()
+        if stop.is_set():
+            break
+        q = queue.Queue()
+
+        def outgoing():
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                yield item
+
+        call = open_stream(outgoing(), timeout=600)
+        streams += 1
+        answered = set()
+        pending = {}
+        try:
+            for _ in range(rng.randint(10, 60)):
+                if stop.is_set() or pause.is_set():
+                    break
+                t0 = time.monotonic()
+                for _ in range(STREAM_WINDOW):
+                    model = rng.choice(("addv", "simple"))
+                    a, b = random_inputs(rng)
+                    rid = "s%d" % n
+                    n += 1
+                    pending[rid] = (model, a, b)
+                    count(kind, "sent")
+                    q.put(grpc_request(model, a, b, rid, raw=rng.random() < 0.5))
+                while pending:
+                    r = next(call)
+                    rid = r.infer_response.id
+                    if rid in answered:
+                        fail(kind, "second response to %s" % rid)
+                        continue
+                    if rid not in pending:
+                        fail(kind, "response to unknown id %r" % rid)
+                        continue
+                    model, a, b = pending.pop(rid)
+                    answered.add(rid)
+                    latency(kind, time.monotonic() - t0)
+                    count(kind, "received")
+                    if r.error_message:
+                        fail(kind, "%s %s: error %s" % (model, rid, r.error_message))
+                        continue
+                    err = check_grpc_response(model, r.infer_response, a, b, rid)
+                    if err:
+                        fail(kind, "%s %s: %s" % (model, rid, err))
+            q.put(None)
+            extra = list(call)
+            if extra:
+                fail(kind, "%d responses after every request was answered (%s)"
+                     % (len(extra), [x.infer_response.id for x in extra][:5]))
+            if call.code() != grpc.StatusCode.OK:
+                fail(kind, "stream ended with %s %s" % (call.code().name, call.details()))
+        except StopIteration:
+            fail(kind, "stream ended with %d requests unanswered (%s %s)"
+                 % (len(pending), call.code().name, call.details()))
+        except grpc.RpcError as e:
+            fail(kind, "stream failed with %d requests unanswered: %s %s"
+                 % (len(pending), e.code().name, e.details()))
+        finally:
+            q.put(None)
+            call.cancel()
+    ch.close()
+    s = stat(kind)
+    with lock:
+        s["streams"] = streams
+
+
+def grpc_canceller(target, kind="grpc_cancel"):
+    """ModelInfer on stall (20 ms per execution) and flaky, cancelled
+    mid-flight (one call, or some of a batch of 2-6 in flight) or with a
+    short deadline. A call ends exactly once: correct data, CANCELLED (only
+    if cancelled), DEADLINE_EXCEEDED (only with the short deadline) or the
+    injected INTERNAL failure (flaky only); anything else is a failure.
+    Every 10th round a plain call on the same channel must succeed."""
+    ch = grpc_channel(target)
+    infer = grpc_infer(ch)
+    rng = random.Random(13)
+    out = {"ok": 0, "cancelled": 0, "deadline": 0, "injected": 0}
+    i = n = 0
+    while not stop.is_set():
+        maybe_pause()
+        if stop.is_set():
+            break
+        mode = i % 3          # 0: cancel one, 1: short deadline, 2: cancel some of a batch
+        i += 1
+        calls = []
+        for _ in range(1 if mode != 2 else rng.randint(2, 6)):
+            model = rng.choice(("stall", "flaky"))
+            x = [float(rng.randint(-1000, 1000)) / 4 for _ in range(4)]
+            rid = "c%d" % n
+            n += 1
+            short = mode == 1
+            count(kind, "sent")
+            f = infer.future(grpc_echo_request(model, x, rid),
+                             timeout=rng.uniform(0.002, 0.06) if short else 60)
+            calls.append([f, model, x, rid, short, False])
+        if mode != 1:
+            time.sleep(rng.uniform(0, 0.04))
+            for c in calls:
+                if mode == 0 or rng.random() < 0.5:
+                    c[0].cancel()
+                    c[5] = True
+        for f, model, x, rid, short, cancelled in calls:
+            outcome = None
+            try:
+                err = check_grpc_echo(model, f.result(timeout=120), x, rid)
+                if err:
+                    fail(kind, "%s %s: %s" % (model, rid, err))
+                else:
+                    outcome = "ok"
+            except grpc.FutureCancelledError:
+                outcome = "cancelled"
+            except grpc.FutureTimeoutError:
+                fail(kind, "%s %s: no outcome after 120 s" % (model, rid))
+            except grpc.RpcError as e:
+                code = e.code()
+                if code == grpc.StatusCode.CANCELLED:
+                    outcome = "cancelled"
+                elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    outcome = "deadline"
+                elif code == grpc.StatusCode.INTERNAL and model == "flaky" and \
+                        "injected failure" in (e.details() or ""):
+                    outcome = "injected"
+                if outcome == "cancelled" and not cancelled or outcome == "deadline" and not short:
+                    outcome = None
+                if outcome is None:
+                    fail(kind, "%s %s: %s %s" % (model, rid, code.name, e.details()))
+            count(kind, "received")
+            if outcome:
+                out[outcome] += 1
+        if i % 10 == 0:
+            x = [1.0, 2.0, 3.0, float(i)]
+            rid = "c%d" % n
+            n += 1
+            count(kind, "sent")
+            t0 = time.monotonic()
+            try:
+                err = check_grpc_echo("stall", infer(grpc_echo_request("stall", x, rid),
+                                                     timeout=60), x, rid)
+                latency(kind, time.monotonic() - t0)
+                if err:
+                    fail(kind, "after cancellations: %s" % err)
+                else:
+                    out["ok"] += 1
+            except grpc.RpcError as e:
+                fail(kind, "after cancellations: %s %s" % (e.code().name, e.details()))
+            count(kind, "received")
+    ch.close()
+    s = stat(kind)
+    with lock:
+        s.update(out)
+
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def grpc_closer(target, grpc_port, kind="grpc_close"):
+    """Opens a channel, starts 1-6 unary calls (stall, addv, simple) or a
+    stream with 1-8 requests and closes the channel abruptly; every third
+    round is a raw TCP connection cut inside the HTTP/2 preface or after
+    SETTINGS (sometimes with RST). Calls end with correct data or
+    CANCELLED."""
+    rng = random.Random(17)
+    out = {"ok": 0, "cancelled": 0, "h2_aborts": 0}
+    i = n = 0
+    while not stop.is_set():
+        maybe_pause()
+        if stop.is_set():
+            break
+        mode = i % 3
+        i += 1
+        if mode == 2:
+            data = H2_PREFACE + H2_SETTINGS + bytes(rng.randrange(256) for _ in range(20))
+            try:
+                s = socket.create_connection(("127.0.0.1", grpc_port), timeout=5)
+                s.sendall(data[:rng.randint(1, len(data))])
+                if rng.random() < 0.5:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.close()
+                out["h2_aborts"] += 1
+            except OSError as e:
+                fail(kind, "raw h2 connect/send: %r" % (e,))
+            time.sleep(0.005)
+            continue
+        ch = grpc_channel(target)
+        calls = []
+        if mode == 0:
+            infer = grpc_infer(ch)
+            for _ in range(rng.randint(1, 6)):
+                model = rng.choice(("stall", "addv", "simple"))
+                rid = "k%d" % n
+                n += 1
+                if model == "stall":
+                    x = [float(rng.randint(-1000, 1000)) / 4 for _ in range(4)]
+                    req = grpc_echo_request(model, x, rid)
+                    check = (lambda r, x=x, rid=rid: check_grpc_echo("stall", r, x, rid))
+                else:
+                    a, b = random_inputs(rng)
+                    req = grpc_request(model, a, b, rid, raw=rng.random() < 0.5)
+                    check = (lambda r, m=model, a=a, b=b, rid=rid:
+                             check_grpc_response(m, r, a, b, rid))
+                count(kind, "sent")
+                calls.append((infer.future(req, timeout=60), check))
+            time.sleep(rng.uniform(0, 0.03))
+            ch.close()
+            for f, check in calls:
+                try:
+                    err = check(f.result(timeout=120))
+                    if err:
+                        fail(kind, err)
+                    else:
+                        out["ok"] += 1
+                except (grpc.FutureCancelledError, grpc.FutureTimeoutError) as e:
+                    if isinstance(e, grpc.FutureTimeoutError):
+                        fail(kind, "unary call: no outcome after 120 s")
+                    else:
+                        out["cancelled"] += 1
+                except grpc.RpcError as e:
+                    if e.code() == grpc.StatusCode.CANCELLED:
+                        out["cancelled"] += 1
+                    else:
+                        fail(kind, "unary call: %s %s" % (e.code().name, e.details()))
+                count(kind, "received")
+        else:
+            q = queue.Queue()
+
+            def outgoing():
+                while True:
+                    item = q.get()
+                    if item is None:
+                        return
+                    yield item
+
+            call = grpc_stream(ch)(outgoing(), timeout=60)
+            pending = {}
+            for _ in range(rng.randint(1, 8)):
+                model = rng.choice(("addv", "simple"))
+                a, b = random_inputs(rng)
+                rid = "k%d" % n
+                n += 1
+                pending[rid] = (model, a, b)
+                count(kind, "sent")
+                q.put(grpc_request(model, a, b, rid, raw=rng.random() < 0.5))
+            to_read = rng.randint(0, len(pending))
+            closed = False
+            try:
+                while pending:
+                    if to_read == 0 and not closed:
+                        ch.close()
+                        closed = True
+                    r = next(call)
+                    to_read -= 1
+                    rid = r.infer_response.id
+                    if rid not in pending:
+                        fail(kind, "stream: response to unknown or answered id %r" % rid)
+                        continue
+                    model, a, b = pending.pop(rid)
+                    count(kind, "received")
+                    err = r.error_message or check_grpc_response(model, r.infer_response, a, b, rid)
+                    if err:
+                        fail(kind, "stream %s %s: %s" % (model, rid, err))
+                    else:
+                        out["ok"] += 1
+                if not closed:
+                    ch.close()
+            except StopIteration:
+                fail(kind, "stream ended with OK and %d requests unanswered" % len(pending))
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.CANCELLED or not closed:
+                    fail(kind, "stream: %s %s" % (e.code().name, e.details()))
+                else:
+                    out["cancelled"] += len(pending)
+            count(kind, "received", len(pending))   # each unanswered one ended by the close
+            q.put(None)
+            if not closed:
+                ch.close()
+    s = stat(kind)
+    with lock:
+        s.update(out)
+
+
+def grpc_malformed_cases():
+    """(name, method path, request bytes, call options, expected status,
+    text the message must contain)."""
+    a = np.arange(16, dtype=np.int32)
+    good = grpc_request("simple", a, a, "m", raw=True)
+    g = good.SerializeToString()
+    INVALID, NOT_FOUND = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND
+    UNIMPL = grpc.StatusCode.UNIMPLEMENTED
+    infer = GRPC_SERVICE + "ModelInfer"
+
+    def variant(edit):
+        r = pb.ModelInferRequest()
+        r.CopyFrom(good)
+        edit(r)
+        return r.SerializeToString()
+
+    def add_typed(r):
+        r.inputs[0].contents.int_contents.extend([0] * 16)
+
+    def add_output(r):
+        r.outputs.add(name="NOPE")
+
+    return [
+        ("not protobuf", infer, b"\x0a\x05ab", {}, INVALID, "malformed"),
+        ("truncated message", infer, g[:-3], {}, INVALID, "malformed"),
+        ("wrong wire type", infer, b"\x08\x01", {}, INVALID, "malformed"),
+        ("truncated varint", infer, b"\x0a\xff", {}, INVALID, "malformed"),
+        ("unknown input", infer, variant(lambda r: setattr(r.inputs[0], "name", "NOPE")), {},
+         INVALID, "unknown input"),
+        ("wrong datatype", infer, variant(lambda r: setattr(r.inputs[0], "datatype", "FP32")),
+         {}, INVALID, ""),
+        ("shape != size", infer, variant(lambda r: r.inputs[0].shape.__setitem__(1, 15)), {},
+         INVALID, ""),
+        ("raw and typed", infer, variant(add_typed), {}, INVALID, ""),
+        ("raw entry missing", infer, variant(lambda r: r.raw_input_contents.pop()), {},
+         INVALID, ""),
+        ("unknown output", infer, variant(add_output), {}, INVALID, "unknown output"),
+        ("unknown model", infer, variant(lambda r: setattr(r, "model_name", "nosuch")), {},
+         NOT_FOUND, "unknown model"),
+        ("unknown version", infer, variant(lambda r: setattr(r, "model_version", "99")), {},
+         NOT_FOUND, ""),
+        ("compressed", infer, g, {"compression": grpc.Compression.Gzip}, UNIMPL, "compression"),
+        ("unknown method", GRPC_SERVICE + "SystemSharedMemoryStatus", b"", {}, UNIMPL,
+         "unknown method"),
+        ("unknown service", "/x.Y/Z", b"", {}, UNIMPL, "unknown method"),
+    ]
+
+
+def grpc_malformer(target, kind="grpc_malformed"):
+    """Sends each malformed case as raw bytes on one channel: the status and
+    message must be the documented ones, and the next well-formed call on the
+    channel must succeed. Every fourth round is a stream with a malformed and
+    an unknown-model request among good ones: those get error_message, the
+    good ones data, the stream ends OK."""
+    ch = grpc_channel(target)
+    infer = grpc_infer(ch)
+    cases = grpc_malformed_cases()
+    rng = random.Random(19)
+    i = 0
+    while not stop.is_set():
+        maybe_pause()
+        if stop.is_set():
+            break
+        i += 1
+        if i % 4 == 0:
+            grpc_malformed_stream(ch, rng, i, kind)
+            continue
+        name, path, data, opts, code, text = cases[rng.randrange(len(cases))]
+        count(kind, "sent")
+        try:
+            ch.unary_unary(path)(data, timeout=30, **opts)
+            count(kind, "received")
+            fail(kind, "%s: OK, expected %s" % (name, code.name))
+            continue
+        except grpc.RpcError as e:
+            count(kind, "received")
+            if e.code() != code or not e.details() or text not in e.details():
+                fail(kind, "%s: %s %r, expected %s %r" % (name, e.code().name, e.details(),
+                                                          code.name, text))
+                continue
+        a, b = random_inputs(rng)
+        rid = "f%d" % i
+        count(kind, "sent")
+        try:
+            err = check_grpc_response("simple", infer(grpc_request("simple", a, b, rid, True),
+                                                      timeout=30), a, b, rid)
+            count(kind, "received")
+            if err:
+                fail(kind, "%s: follow-up call: %s" % (name, err))
+        except grpc.RpcError as e:
+            count(kind, "received")
+            fail(kind, "%s: follow-up call: %s %s" % (name, e.code().name, e.details()))
+        time.sleep(0.005)
+    ch.close()
+
+
+def grpc_malformed_stream(ch, rng, i, kind):
+    reqs, good = [], {}
+    for j in range(6):
+        a, b = random_inputs(rng)
+        rid = "g%d-%d" % (i, j)
+        good[rid] = (a, b)
+        reqs.append(grpc_request("simple", a, b, rid, raw=j % 2 == 0))
+    bad = grpc_request("simple", *random_inputs(rng), "bad%d" % i, raw=True)
+    bad.inputs[0].name = "NOPE"
+    lost = grpc_request("nosuch", *random_inputs(rng), "lost%d" % i, raw=True)
+    reqs[2:2] = [bad]
+    reqs.append(lost)
+    expect_err = {bad.id: "unknown input 'NOPE'", lost.id: "unknown model 'nosuch'"}
+    count(kind, "sent", len(reqs))
+    seen = set()
+    try:
+        call = grpc_stream(ch)(iter(reqs), timeout=60)
+        for r in call:
+            rid = r.infer_response.id
+            if rid in seen or (rid not in good and rid not in expect_err):
+                fail(kind, "stream: unexpected or second response %r" % rid)
+                continue
+            seen.add(rid)
+            count(kind, "received")
+            if rid in expect_err:
+                if expect_err[rid] not in r.error_message:
+                    fail(kind, "stream %s: error_message %r" % (rid, r.error_message))
+            elif r.error_message:
+                fail(kind, "stream %s: %s" % (rid, r.error_message))
+            else:
+                err = check_grpc_response("simple", r.infer_response, *good[rid], rid)
+                if err:
+                    fail(kind, "stream %s: %s" % (rid, err))
+        if len(seen) != len(reqs):
+            fail(kind, "stream: %d of %d requests answered" % (len(seen), len(reqs)))
+            count(kind, "received", len(reqs) - len(seen))
+    except grpc.RpcError as e:
+        fail(kind, "stream: %s %s" % (e.code().name, e.details()))
+        count(kind, "received", len(reqs) - len(seen))
+
+
 # ---------------------------------------------------------------- chaos
 
 def reloader(base, repo, kind="reload"):
@@ -514,8 +1072,35 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def fd_kinds(pid):
+    """What the process's fds are: files by path, TCP sockets by local port,
+    peer port and state (to name a leak's kind)."""
+    tcp = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, name)) as f:
+                for ln in f.readlines()[1:]:
+                    col = ln.split()
+                    tcp[col[9]] = "tcp :%d <-> :%d state %s" % (
+                        int(col[1].rsplit(":", 1)[1], 16), int(col[2].rsplit(":", 1)[1], 16),
+                        col[3])
+        except OSError:
+            pass
+    kinds = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            target = tcp.get(target[8:-1], target.split("[")[0])
+        kinds.append(target)
+    return sorted(kinds)
+
+
 def quiet_fd_count(pid, n_workers):
-    """Pauses every worker, lets the server settle, counts its fds."""
+    """Pauses every worker, lets the server settle, counts its fds. Returns
+    (min, max, what the fds were at the last count)."""
     pause.set()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -530,8 +1115,9 @@ def quiet_fd_count(pid, n_workers):
     for _ in range(5):
         counts.append(fd_count(pid))
         time.sleep(0.2)
+    kinds = fd_kinds(pid)
     pause.clear()
-    return min(counts), max(counts)
+    return min(counts), max(counts), kinds
 
 
 def pct(values, p):
@@ -550,11 +1136,15 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="inferd-soak-"))
     repo = work / "models"
     build_repo(repo)
+    grpc_load_messages(work)
     port = free_port()
+    grpc_port = free_port()
     base = "http://127.0.0.1:%d" % port
+    target = "127.0.0.1:%d" % grpc_port
     err_path = work / "stderr.log"
     errf = open(err_path, "wb")
     cmd = [str(INFERD), "serve", "--host", "127.0.0.1", "--http-port", str(port),
+           "--grpc-port", str(grpc_port), "--metrics-port", str(free_port()),
            "--model-repository", str(repo), "--model-control-mode", "explicit",
            "--load-model", "*", "--exit-timeout-secs", str(EXIT_TIMEOUT)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, stdin=subprocess.DEVNULL)
@@ -573,9 +1163,22 @@ def main():
             proc.kill()
             return 1
         time.sleep(0.1)
+    ch = grpc_channel(target)
+    try:
+        ready = ch.unary_unary(GRPC_SERVICE + "ServerReady",
+                               request_serializer=pb.ServerReadyRequest.SerializeToString,
+                               response_deserializer=pb.ServerReadyResponse.FromString)
+        if not ready(pb.ServerReadyRequest(), timeout=30, wait_for_ready=True).ready:
+            raise RuntimeError("ServerReady: not ready")
+    except (grpc.RpcError, RuntimeError) as e:
+        print("inferd gRPC port %d not ready: %s\n%s" % (grpc_port, e, err_path.read_text()))
+        proc.kill()
+        return 1
+    finally:
+        ch.close()
     pid = proc.pid
-    print("inferd pid %d on port %d, repository %s; soak %.0f s (warm-up %.0f s)"
-          % (pid, port, repo, SOAK_SECS, WARMUP_SECS), flush=True)
+    print("inferd pid %d on port %d (gRPC %d), repository %s; soak %.0f s (warm-up %.0f s)"
+          % (pid, port, grpc_port, repo, SOAK_SECS, WARMUP_SECS), flush=True)
 
     threads = []
     for k in range(4):
@@ -583,6 +1186,12 @@ def main():
     for k in range(2):
         threads.append(threading.Thread(target=binary_client, args=(k, base), daemon=True))
     threads.append(threading.Thread(target=flaky_client, args=(base,), daemon=True))
+    for k in range(2):
+        threads.append(threading.Thread(target=grpc_client, args=(k, target), daemon=True))
+    threads.append(threading.Thread(target=grpc_stream_client, args=(target,), daemon=True))
+    threads.append(threading.Thread(target=grpc_canceller, args=(target,), daemon=True))
+    threads.append(threading.Thread(target=grpc_closer, args=(target, grpc_port), daemon=True))
+    threads.append(threading.Thread(target=grpc_malformer, args=(target,), daemon=True))
     threads.append(threading.Thread(target=disconnector, args=(port,), daemon=True))
     threads.append(threading.Thread(target=malformer, args=(port,), daemon=True))
     threads.append(threading.Thread(target=reloader, args=(base, repo), daemon=True))
@@ -608,7 +1217,8 @@ def main():
         if rss_warm is None and now - t_start >= WARMUP_SECS:
             fd_warm = quiet_fd_count(pid, n_workers)
             rss_warm = rss_bytes(pid)
-            print("warm-up done: rss %.1f MiB, fds %s" % (rss_warm / 2**20, fd_warm), flush=True)
+            print("warm-up done: rss %.1f MiB, fds %s" % (rss_warm / 2**20, fd_warm[:2]),
+                  flush=True)
         if now >= next_report:
             next_report += 30
             with lock:
@@ -638,6 +1248,19 @@ def main():
             fail("reload", "GET /v2/models/addv: %r" % (e,))
         if addv_latest[0] > 2 and len(addv_seen) < 2:
             fail("reload", "clients saw only addv versions %s" % sorted(addv_seen))
+        # after the gRPC chaos, a new channel is served by the newest version
+        ch = grpc_channel(target)
+        try:
+            a = np.arange(16, dtype=np.int32)
+            r = grpc_infer(ch)(grpc_request("addv", a, a, "final", raw=True), timeout=30)
+            err = check_grpc_response("addv", r, a, a, "final")
+            if err or r.model_version != str(addv_latest[0]):
+                fail("grpc", "final call: %s, version %s (newest %d)"
+                     % (err, r.model_version, addv_latest[0]))
+        except grpc.RpcError as e:
+            fail("grpc", "final call: %s %s" % (e.code().name, e.details()))
+        finally:
+            ch.close()
 
     exit_status = None
     exit_secs = None
@@ -676,7 +1299,13 @@ def main():
     elif died is None:
         fail("rss", "no RSS sample after warm-up")
     if fd_warm and fd_end and fd_end[0] > fd_warm[1]:
-        fail("fd", "open fds grew: %s -> %s" % (fd_warm, fd_end))
+        new, old = list(fd_end[2]), list(fd_warm[2])
+        for k in fd_warm[2]:
+            if k in new:
+                new.remove(k)
+                old.remove(k)
+        fail("fd", "open fds grew: %s -> %s; gone %s, new %s"
+             % (fd_warm[:2], fd_end[:2], old, new))
 
     # where the growth happened: RSS halfway between warm-up and end
     rss_mid = None
@@ -694,12 +1323,19 @@ def main():
             commit += " (src/ modified)"
     except OSError:
         commit = "?"
-    kinds = ["json", "binary", "flaky", "disconnect", "malformed", "reload"]
+    kinds = ["json", "binary", "flaky", "disconnect", "malformed", "grpc", "grpc_stream",
+             "grpc_cancel", "grpc_close", "grpc_malformed", "reload"]
     desc = {"json": "4 REST JSON clients (addv, simple)",
             "binary": "2 REST binary clients (addv, simple)",
             "flaky": "1 client on flaky (identity_stall, fail_every_n 7)",
             "disconnect": "disconnector (partial/whole request, close unread)",
             "malformed": "malformer (malformed HTTP/JSON on raw sockets)",
+            "grpc": "2 gRPC ModelInfer clients (addv, simple; raw and typed inputs)",
+            "grpc_stream": "gRPC ModelStreamInfer client (%d in flight, stream reopened)"
+                           % STREAM_WINDOW,
+            "grpc_cancel": "gRPC canceller (stall, flaky: cancel mid-flight, short deadlines)",
+            "grpc_close": "gRPC closer (channels closed mid-call, raw h2 connections cut)",
+            "grpc_malformed": "gRPC malformer (corrupt protobuf, invalid requests, bad streams)",
             "reload": "reloader (repository load API)"}
     rows = []
     for k in kinds:
@@ -712,16 +1348,24 @@ def main():
             "%.2f" % (pct(lat, 99) * 1e3) if lat else "—"))
     total_req = sum(stats.get(k, {}).get("sent", 0) for k in kinds)
     fl = stats.get("flaky", {})
+    gs = stats.get("grpc_stream", {})
+    gc = stats.get("grpc_cancel", {})
+    gx = stats.get("grpc_close", {})
     lines = [
         "# Soak test (`make soak`)",
         "",
         "`scripts/soak.py` serves a temporary repository in explicit control mode (`addv`,",
         "whose output proves its version; `simple`; `flaky`, the `identity_stall` example",
-        "plugin failing every 7th execute after a 2 ms stall) and runs every client kind below",
-        "at once, while a reloader loads a new `addv` version, rewrites the current one or",
-        "reloads `simple` every 2–3 s, and a signaller sends SIGHUP and SIGUSR1 in turn every",
-        "1.5 s. Every response is verified exactly; a request on a healthy keep-alive session",
-        "that fails counts as a failure.",
+        "plugin failing every 7th execute after a 2 ms stall; `stall`, the same plugin taking",
+        "20 ms per execution) over REST and gRPC and runs every client kind below at once,",
+        "while a reloader loads a new `addv` version, rewrites the current one or reloads",
+        "`simple` every 2–3 s, and a signaller sends SIGHUP and SIGUSR1 in turn every 1.5 s.",
+        "Every response is verified exactly (an `addv` answer must carry the data of the",
+        "version it names); a well-formed request that gets anything but 200 (REST) or OK",
+        "(gRPC, streamed responses included) counts as a failure, except the injected failures",
+        "of `flaky` (500 / INTERNAL) and, for calls the client cancels or gives a short",
+        "deadline, CANCELLED / DEADLINE_EXCEEDED. Every streamed request must be answered",
+        "exactly once, and every call must end exactly once.",
         "",
         "| | |",
         "|---|---|",
@@ -736,6 +1380,11 @@ def main():
         % (signals_sent["SIGHUP"], signals_sent["SIGUSR1"], stats_lines),
         "| flaky outcomes | %s × 200 echo, %s × 500 injected failure |"
         % (fl.get("ok200", "?"), fl.get("injected500", "?")),
+        "| gRPC streams | %s streams opened and half-closed |" % gs.get("streams", "?"),
+        "| gRPC cancel outcomes | %s OK, %s CANCELLED, %s DEADLINE_EXCEEDED, %s injected INTERNAL |"
+        % tuple(gc.get(k, "?") for k in ("ok", "cancelled", "deadline", "injected")),
+        "| gRPC close outcomes | %s OK, %s CANCELLED by the close; %s raw h2 connections cut |"
+        % tuple(gx.get(k, "?") for k in ("ok", "cancelled", "h2_aborts")),
         "| RSS after warm-up → halfway → end | %s → %s → %s MiB (%s) |" % (
             "%.1f" % (rss_warm / 2**20) if rss_warm else "—",
             "%.1f" % (rss_mid / 2**20) if rss_mid else "—",

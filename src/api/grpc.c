@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "health.pb-c.h"
+#include "obs/request.h"
 #include "obs/stats.h"
 #include "sched/sched.h"
 
@@ -119,6 +120,14 @@ struct grpc_call {
     char service[256];
     int watch_status;
     bool watching;
+    /* Access log and tracing (obs/request.h). The call's x-request-id (for
+     * ModelStreamInfer the stream's; each message has its own observer). */
+    char request_id[REQUEST_ID_MAX + 1];
+    size_t request_id_len;
+    struct obsreq *obs; /* other calls: the call's observer, NULL once ended */
+    bool obs_begun;     /* call->obs was decided */
+    int http_status;    /* HTTP equivalent of the status the call ended with */
+    uint64_t bytes_out; /* response message bytes sent */
     struct grpc_call *prev, *next; /* api->calls */
     struct grpc_call *next_free;
 };
@@ -131,6 +140,7 @@ struct grpc_infer {
     struct loop_task task;
     struct grpc_infer *prev, *next; /* call->infers */
     uint64_t received_ns;           /* when its message was complete */
+    struct obsreq *obs;             /* ModelStreamInfer: the message's observer */
     struct grpc_infer *next_free;
 };
 
@@ -166,6 +176,34 @@ int grpc_status_from_http(int status)
         return status >= 400 && status < 500 ? GRPC_INVALID_ARGUMENT
                : status >= 500               ? GRPC_INTERNAL
                                              : GRPC_UNKNOWN;
+    }
+}
+
+/* The HTTP status the access log shows for a gRPC status code (the inverse
+ * of grpc_status_from_http() for the codes inferd sends). */
+static int http_status_from_grpc(int code)
+{
+    switch (code) {
+    case GRPC_OK:
+        return 200;
+    case GRPC_CANCELLED:
+        return 499;
+    case GRPC_INVALID_ARGUMENT:
+        return 400;
+    case GRPC_DEADLINE_EXCEEDED:
+        return 504;
+    case GRPC_NOT_FOUND:
+        return 404;
+    case GRPC_RESOURCE_EXHAUSTED:
+        return 429;
+    case GRPC_FAILED_PRECONDITION:
+        return 409;
+    case GRPC_UNIMPLEMENTED:
+        return 501;
+    case GRPC_UNAVAILABLE:
+        return 503;
+    default:
+        return 500;
     }
 }
 
@@ -287,49 +325,146 @@ static void api_maybe_idle(struct grpc_api *api)
         api->on_idle(api->idle_arg);
 }
 
+static bool is_stream(const struct grpc_call *call)
+{
+    return call->method && call->method->id == M_MODEL_STREAM_INFER;
+}
+
+/* ---- access log and tracing ----------------------------------------------- */
+
+static size_t call_peer(const void *ctx, char *out, size_t cap)
+{
+    const struct grpc_call *call = ctx;
+    return call->st ? h2_stream_peer(call->st, out, cap) : 0;
+}
+
+/* An observer for one request of the call (obs/request.h): NULL when
+ * neither the access log nor the tracer wants it, or the stream is gone. */
+static struct obsreq *obs_begin(struct grpc_call *call, const char *id, size_t id_len,
+                                uint64_t bytes_in, uint64_t start_ns)
+{
+    if (!call->st)
+        return NULL;
+    struct obsreq_start s = {
+        .proto = OBS_PROTO_GRPC,
+        .method = "POST",
+        .method_len = 4,
+        .request_id = id,
+        .request_id_len = id_len,
+        .bytes_in = bytes_in,
+        .start_ns = start_ns,
+        .peer = call_peer,
+        .peer_ctx = call,
+    };
+    s.endpoint = h2_stream_path(call->st, &s.endpoint_len);
+    s.traceparent = h2_stream_header(call->st, "traceparent", &s.traceparent_len);
+    s.tracestate = h2_stream_header(call->st, "tracestate", &s.tracestate_len);
+    return obsreq_begin(&s);
+}
+
+/* The observer of a call other than ModelStreamInfer, decided once: when
+ * its request message is complete, or when the call ends before that. */
+static void call_obs_begin(struct grpc_call *call)
+{
+    if (call->obs_begun)
+        return;
+    call->obs_begun = true;
+    call->obs = obs_begin(call, call->request_id, call->request_id_len, call->msg.len,
+                          call->received_ns);
+}
+
+static void call_obs_end(struct grpc_call *call, int http_status)
+{
+    obsreq_end(call->obs, http_status, call->bytes_out);
+    call->obs = NULL;
+}
+
+/* ModelStreamInfer: the observer of one request message; its request id is
+ * the message's `id` when that is a valid request id, else a new one. */
+static struct obsreq *message_obs_begin(struct grpc_call *call, const char *msg_id,
+                                        uint64_t bytes_in, uint64_t start_ns)
+{
+    char id[REQUEST_ID_MAX + 1];
+    size_t n = request_id_resolve(msg_id, msg_id ? strlen(msg_id) : 0, id);
+    return obs_begin(call, id, n, bytes_in, start_ns);
+}
+
 /* ---- responding --------------------------------------------------------- */
+
+/* The response's initial metadata: content-type, x-request-id and, when
+ * the call is traced, traceparent. Writes up to 3 headers; returns how many. */
+static size_t initial_metadata(const struct grpc_call *call, struct h2_header *h,
+                               char tp[TRACEPARENT_LEN + 1])
+{
+    size_t n = 0;
+    h[n++] = hdr("content-type", "application/grpc");
+    h[n++] = (struct h2_header){"x-request-id", 12, call->request_id, call->request_id_len};
+    if (obsreq_traceparent(call->obs, tp))
+        h[n++] = (struct h2_header){"traceparent", 11, tp, TRACEPARENT_LEN};
+    return n;
+}
 
 static int send_headers(struct grpc_call *call)
 {
     if (call->headers_sent)
         return 0;
-    struct h2_header h[] = {hdr("content-type", "application/grpc")};
-    if (h2_stream_respond_headers(call->st, 200, h, 1) != 0)
+    struct h2_header h[3];
+    char tp[TRACEPARENT_LEN + 1];
+    size_t n = initial_metadata(call, h, tp);
+    if (h2_stream_respond_headers(call->st, 200, h, n) != 0)
         return -1;
     call->headers_sent = true;
     return 0;
 }
 
-/* Ends the call with a status (trailers-only when no message was sent). */
-static void call_finish(struct grpc_call *call, int code, const char *msg)
+/* Ends the call with a gRPC status (trailers-only when no message was
+ * sent); http_status is its HTTP equivalent for the access log and the
+ * request span. A call other than ModelStreamInfer is logged here; a
+ * ModelStreamInfer stream only when it ends with an error (its messages
+ * are logged one by one). */
+static void call_end(struct grpc_call *call, int code, int http_status, const char *msg)
 {
     if (!call->st || call->finished)
         return;
     call->finished = true;
-    char status[8], encoded[3 * ERROR_MSG_MAX + 1];
+    call->http_status = http_status;
+    if (!is_stream(call))
+        call_obs_begin(call);
+    else if (code != GRPC_OK)
+        obsreq_end(obs_begin(call, call->request_id, call->request_id_len, call->msg.len,
+                             call->received_ns),
+                   http_status, 0);
+    char status[8], encoded[3 * ERROR_MSG_MAX + 1], tp[TRACEPARENT_LEN + 1];
     snprintf(status, sizeof status, "%d", code);
-    struct h2_header t[3];
+    struct h2_header t[5];
     size_t n = 0;
     if (!call->headers_sent)
-        t[n++] = hdr("content-type", "application/grpc");
+        n = initial_metadata(call, t, tp);
     t[n++] = hdr("grpc-status", status);
     if (code != GRPC_OK && msg && msg[0]) {
         grpc_message_encode(msg, encoded, sizeof encoded);
         t[n++] = hdr("grpc-message", encoded);
     }
-    if (h2_stream_finish(call->st, t, n) != 0 && call->st)
+    bool sent = h2_stream_finish(call->st, t, n) == 0;
+    if (!sent && call->st)
         h2_stream_reset(call->st, H2_INTERNAL_ERROR);
+    call_obs_end(call, sent ? http_status : 0);
+}
+
+static void call_finish(struct grpc_call *call, int code, const char *msg)
+{
+    call_end(call, code, http_status_from_grpc(code), msg);
 }
 
 /* Ends the call with the gRPC status matching an inferd error. */
 static void call_fail(struct grpc_call *call, int http_status, const char *msg)
 {
-    call_finish(call, grpc_status_from_http(http_status), msg);
+    call_end(call, grpc_status_from_http(http_status), http_status, msg);
 }
 
-/* Serializes msg as one gRPC message and queues it on the stream. On
- * failure the call is ended (RESOURCE_EXHAUSTED or INTERNAL); returns -1. */
-static int call_send(struct grpc_call *call, const ProtobufCMessage *msg)
+/* Serializes msg as one gRPC message and queues it on the stream; returns
+ * its size. On failure the call is ended (RESOURCE_EXHAUSTED); returns -1. */
+static int64_t call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 {
     struct grpc_api *api = call->api;
     if (!call->st || call->finished)
@@ -337,7 +472,7 @@ static int call_send(struct grpc_call *call, const ProtobufCMessage *msg)
     size_t n = protobuf_c_message_get_packed_size(msg);
     buf_reset(&api->out);
     if (n > MAX_RESPONSE_BYTES - FRAME_HEADER || buf_reserve(&api->out, FRAME_HEADER + n) != 0) {
-        call_finish(call, GRPC_RESOURCE_EXHAUSTED, "response message too large");
+        call_end(call, GRPC_RESOURCE_EXHAUSTED, 500, "response message too large");
         return -1;
     }
     uint8_t *p = (uint8_t *)api->out.data;
@@ -358,13 +493,14 @@ static int call_send(struct grpc_call *call, const ProtobufCMessage *msg)
         call_finish(call, GRPC_RESOURCE_EXHAUSTED, "response queue of the stream is full");
         return -1;
     }
-    return 0;
+    call->bytes_out += n;
+    return (int64_t)n;
 }
 
 /* A unary response: the message, then status OK. */
 static void call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
 {
-    if (call_send(call, msg) == 0)
+    if (call_send(call, msg) >= 0)
         call_finish(call, GRPC_OK, NULL);
 }
 
@@ -443,7 +579,10 @@ static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size
     Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
     struct error err;
     struct model_snapshot *s = repository_acquire(api->repo);
-    r.ready = !api->draining && find_model(s, q->name, q->version, NULL, &err) != NULL;
+    const struct model *m = find_model(s, q->name, q->version, NULL, &err);
+    if (m)
+        obsreq_set_model(call->obs, m->name, m->version_str, m->sha256);
+    r.ready = !api->draining && m != NULL;
     repository_release(api->repo, s);
     call_reply(call, &r.base);
 }
@@ -493,6 +632,7 @@ static void handle_model_metadata(struct grpc_call *call, const uint8_t *data, s
         call_fail(call, err.status, err.msg);
         goto out;
     }
+    obsreq_set_model(call->obs, m->name, m->version_str, m->sha256);
     Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
     r.name = m->name;
     r.platform = (char *)m->platform;
@@ -768,6 +908,8 @@ static void handle_model_config(struct grpc_call *call, const uint8_t *data, siz
     struct error err;
     struct model_snapshot *s = repository_acquire(api->repo);
     const struct model *m = find_model(s, q->name, q->version, NULL, &err);
+    if (m)
+        obsreq_set_model(call->obs, m->name, m->version_str, m->sha256);
     Inference__ModelConfig config;
     if (!m) {
         call_fail(call, err.status, err.msg);
@@ -850,6 +992,8 @@ static void handle_model_statistics(struct grpc_call *call, const uint8_t *data,
         call_fail(call, 400, "a version needs a model name");
         return;
     }
+    if (q->name[0])
+        obsreq_set_model(call->obs, q->name, q->version, NULL);
     if (stats_report_build(api->repo, q->name[0] ? q->name : NULL, strlen(q->name),
                            q->version[0] ? q->version : NULL, &report, &err) != 0) {
         call_fail(call, err.status, err.msg);
@@ -985,6 +1129,7 @@ static void handle_repository_call(struct grpc_call *call, const uint8_t *data, 
             return;
         name = q->model_name;
     }
+    obsreq_set_model(call->obs, name, NULL, NULL);
     struct error err;
     struct grpc_repo_call *rc = NULL;
     size_t name_len = strlen(name);
@@ -1167,15 +1312,22 @@ static void infer_put(struct grpc_api *api, struct grpc_infer *gi)
     api->nfree_infers++;
 }
 
-static bool is_stream(const struct grpc_call *call)
+/* ModelStreamInfer: ends the observer of one message, answered with a
+ * response message of n bytes (n < 0: none could be sent). */
+static void message_obs_end(struct grpc_call *call, struct obsreq **o, int http_status,
+                            int64_t n)
 {
-    return call->method->id == M_MODEL_STREAM_INFER;
+    if (n < 0)
+        http_status = call->st ? call->http_status : 0;
+    obsreq_end(*o, http_status, n < 0 ? 0 : (uint64_t)n);
+    *o = NULL;
 }
 
 /* ModelStreamInfer: a failed request is one response with error_message
- * (and its id), and the stream goes on. */
-static void stream_error(struct grpc_call *call, const char *model, const char *version,
-                         const char *id, const char *msg)
+ * (and its id), and the stream goes on. Ends the message's observer *o
+ * with http_status. */
+static void stream_error(struct grpc_call *call, struct obsreq **o, int http_status,
+                         const char *model, const char *version, const char *id, const char *msg)
 {
     Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
     ir.model_name = (char *)model;
@@ -1184,7 +1336,14 @@ static void stream_error(struct grpc_call *call, const char *model, const char *
     Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
     r.error_message = (char *)msg;
     r.infer_response = &ir;
-    call_send(call, &r.base);
+    message_obs_end(call, o, http_status, call_send(call, &r.base));
+}
+
+/* Where the observer of an infer request lives: the message's own on a
+ * ModelStreamInfer stream, else the call's. */
+static struct obsreq **infer_obs(struct grpc_infer *gi)
+{
+    return is_stream(gi->call) ? &gi->obs : &gi->call->obs;
 }
 
 /* A stream ends with OK once the client half-closed and every request
@@ -1199,30 +1358,28 @@ static void stream_maybe_end(struct grpc_call *call)
         call_finish(call, GRPC_UNAVAILABLE, "server is shutting down");
 }
 
-static void infer_respond(struct grpc_call *call, struct infer_request *req)
+static void infer_respond(struct grpc_call *call, struct grpc_infer *gi)
 {
-    if (req->rc != 0) {
-        int status = req->err.status ? req->err.status : 500;
-        if (is_stream(call))
-            stream_error(call, req->model->name, req->model->version_str, req->id ? req->id : "",
-                         req->err.msg);
-        else
-            call_fail(call, status, req->err.msg);
-        return;
+    struct infer_request *req = &gi->req;
+    int status = req->rc == 0 ? 200 : req->err.status ? req->err.status : 500;
+    const char *msg = req->err.msg;
+    Inference__ModelInferResponse *resp = NULL;
+    if (req->rc == 0 && infer_pb_response(req, &req->arena, &resp) != 0) {
+        status = 500;
+        msg = "out of memory encoding the response";
     }
-    Inference__ModelInferResponse *resp;
-    if (infer_pb_response(req, &req->arena, &resp) != 0) {
+    if (!resp) {
         if (is_stream(call))
-            stream_error(call, req->model->name, req->model->version_str, req->id ? req->id : "",
-                         "out of memory encoding the response");
+            stream_error(call, &gi->obs, status, req->model->name, req->model->version_str,
+                         req->id ? req->id : "", msg);
         else
-            call_fail(call, 500, "out of memory encoding the response");
+            call_fail(call, status, msg);
         return;
     }
     if (is_stream(call)) {
         Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
         r.infer_response = resp;
-        call_send(call, &r.base);
+        message_obs_end(call, &gi->obs, status, call_send(call, &r.base));
     } else {
         call_reply(call, &resp->base);
     }
@@ -1245,10 +1402,16 @@ static void infer_done(struct loop_task *task)
         gi->next->prev = gi->prev;
     stats_record_completion(sched_stats(req->model->sched), req, call->st == NULL, gi->received_ns,
                             clock_now_ns());
+    struct obsreq **o = infer_obs(gi);
+    obsreq_infer_done(*o, req);
     if (call->st && !call->finished) {
-        infer_respond(call, req);
+        infer_respond(call, gi);
         if (is_stream(call))
             stream_maybe_end(call);
+    }
+    if (*o) { /* not answered: the client left, or the stream ended first */
+        obsreq_end(*o, call->st ? call->http_status : 0, 0);
+        *o = NULL;
     }
     sched_release(req);
     model_unref(req->model);
@@ -1277,16 +1440,24 @@ static void start_infer(struct grpc_call *call, const uint8_t *data, size_t len)
         arena_max = len * INFER_ARENA_MAX_FACTOR + INFER_ARENA_CHUNK * 16;
     struct grpc_infer *gi = infer_get(api, arena_max);
     if (!gi) {
-        if (is_stream(call))
-            stream_error(call, "", "", "", "out of memory");
-        else
+        if (is_stream(call)) {
+            struct obsreq *o = message_obs_begin(call, NULL, len, clock_now_ns());
+            stream_error(call, &o, 503, "", "", "", "out of memory");
+        } else {
             call_fail(call, 503, "out of memory");
+        }
         return;
     }
+    gi->call = call;
+    gi->api = api;
     gi->received_ns = clock_now_ns();
     Inference__ModelInferRequest *msg = NULL;
     const struct model *m = NULL;
-    if (infer_pb_unpack(&gi->req.arena, data, len, &msg, &err) != 0)
+    int rc = infer_pb_unpack(&gi->req.arena, data, len, &msg, &err);
+    if (is_stream(call))
+        gi->obs = message_obs_begin(call, msg ? msg->id : NULL, len, gi->received_ns);
+    struct obsreq **o = infer_obs(gi);
+    if (rc != 0)
         goto out_error;
     struct model_snapshot *s = repository_acquire(api->repo);
     m = find_model(s, msg->model_name, msg->model_version, NULL, &err);
@@ -1295,9 +1466,8 @@ static void start_infer(struct grpc_call *call, const uint8_t *data, size_t len)
     repository_release(api->repo, s);
     if (!m)
         goto out_error;
+    obsreq_attach(*o, &gi->req, m->name, m->version_str, m->sha256);
     gi->req.complete = infer_complete;
-    gi->call = call;
-    gi->api = api;
     gi->task.run = infer_done;
     if (infer_pb_decode(&gi->req, m, msg, &err) != 0)
         goto out_error;
@@ -1332,8 +1502,8 @@ out_error:
     if (m)
         stats_record_refused(sched_stats(m->sched), err.status, gi->received_ns, clock_now_ns());
     if (is_stream(call))
-        stream_error(call, msg ? msg->model_name : "", msg ? msg->model_version : "",
-                     msg ? msg->id : "", err.msg);
+        stream_error(call, o, err.status, msg ? msg->model_name : "",
+                     msg ? msg->model_version : "", msg ? msg->id : "", err.msg);
     else
         call_fail(call, err.status, err.msg);
     if (gi->req.model)
@@ -1361,6 +1531,9 @@ static void on_headers(void *app, struct h2_stream *st)
     }
     call->st = st;
     call->received_ns = clock_now_ns();
+    size_t id_len = 0;
+    const char *id = h2_stream_header(st, "x-request-id", &id_len);
+    call->request_id_len = request_id_resolve(id, id_len, call->request_id);
     h2_stream_set_user(st, call);
     call->next = api->calls;
     if (api->calls)
@@ -1395,6 +1568,8 @@ static void on_headers(void *app, struct h2_stream *st)
 /* Handles the request message of a unary (or server-streaming) call. */
 static void dispatch(struct grpc_call *call, const uint8_t *data, size_t len)
 {
+    if (!call->method->client_stream)
+        call_obs_begin(call);
     switch (call->method->id) {
     case M_SERVER_LIVE:
         handle_server_live(call);
@@ -1445,9 +1620,10 @@ static void message_complete(struct grpc_call *call)
     call->hdr_got = 0;
     call->nmessages++;
     if (call->method->client_stream) {
-        if (call->api->draining)
-            stream_error(call, "", "", "", "server is shutting down");
-        else
+        if (call->api->draining) {
+            struct obsreq *o = message_obs_begin(call, NULL, call->msg.len, clock_now_ns());
+            stream_error(call, &o, 503, "", "", "", "server is shutting down");
+        } else
             dispatch(call, (const uint8_t *)call->msg.data, call->msg.len);
         buf_reset(&call->msg);
     } else if (call->nmessages > 1) {
@@ -1488,7 +1664,7 @@ static void on_data(void *app, struct h2_stream *st, const uint8_t *data, size_t
                          "request message of %" PRIu32 " bytes exceeds the limit of %" PRIu64
                          " bytes (--grpc-max-message-bytes)",
                          n, call->api->max_message_bytes);
-                call_finish(call, GRPC_RESOURCE_EXHAUSTED, msg);
+                call_end(call, GRPC_RESOURCE_EXHAUSTED, 413, msg);
                 break;
             }
             call->msg_len = n;
@@ -1554,9 +1730,12 @@ static void on_close(void *app, struct h2_stream *st, uint32_t error_code)
         watch_timer_update(api);
     }
     /* Work still queued for this call must not run (the scheduler drops
-     * cancelled requests). */
+     * cancelled requests). A request in flight logs the call when it comes
+     * back (with its timings); else the call is logged now. */
     for (struct grpc_infer *gi = call->infers; gi; gi = gi->next)
         atomic_store_explicit(&gi->req.cancelled, true, memory_order_relaxed);
+    if (!call->infers)
+        call_obs_end(call, 0);
     call_drop(call);
 }
 

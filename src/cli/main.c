@@ -456,7 +456,8 @@ static void log_stats(struct io_thread *threads, int n)
 {
     uint64_t requests = 0;
     for (int i = 0; i < n; i++)
-        requests += atomic_load_explicit(&threads[i].api.infer_requests, memory_order_relaxed);
+        requests += atomic_load_explicit(&threads[i].api.infer_requests, memory_order_relaxed) +
+                    atomic_load_explicit(&threads[i].grpc.infer_requests, memory_order_relaxed);
     log_info("stats: infer_requests=%llu allocations=%llu rss_bytes=%llu",
              (unsigned long long)requests, (unsigned long long)mem_alloc_count(),
              (unsigned long long)rss_bytes());
@@ -474,7 +475,7 @@ static void stop_now(struct io_thread *threads, int n)
 static void reload_tls(struct tls_store *tls)
 {
     if (!tls) {
-        log_info("received SIGHUP: no TLS certificate to reload");
+        log_info("received SIGHUP: ignored, no TLS certificate to reload");
         return;
     }
     struct error err;

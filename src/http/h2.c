@@ -915,6 +915,13 @@ int32_t h2_stream_id(const struct h2_stream *st)
     return st->id;
 }
 
+size_t h2_stream_peer(const struct h2_stream *st, char *out, size_t cap)
+{
+    if (!st->sess || !st->sess->cfg.peer || cap == 0)
+        return 0;
+    return st->sess->cfg.peer(st->sess->cfg.arg, out, cap);
+}
+
 static bool stream_usable(const struct h2_stream *st)
 {
     return st->sess && !st->closed && !st->finished;

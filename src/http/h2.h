@@ -105,6 +105,10 @@ const struct h2_header *h2_stream_header_at(const struct h2_stream *st, size_t i
 struct loop *h2_stream_loop(const struct h2_stream *st);
 /* HTTP/2 stream id (for logs). */
 int32_t h2_stream_id(const struct h2_stream *st);
+/* The client's address of the stream's connection (config `peer`) into
+ * out, NUL-terminated; returns its length (0 if unknown or the stream is
+ * detached from its session). */
+size_t h2_stream_peer(const struct h2_stream *st, char *out, size_t cap);
 
 /* Response: headers once (":status" + the given headers), then any number
  * of writes (copied into the stream's bounded output queue; -1 if the
@@ -137,6 +141,9 @@ struct h2_session_config {
      * respond or write): the owner should call h2_session_send soon. */
     void (*want_write)(void *arg);
     void *arg;
+    /* The client's address "ip:port" ("[ip6]:port") into out (called with
+     * `arg`); returns its length, 0 if unknown. NULL = never known. */
+    size_t (*peer)(void *arg, char *out, size_t cap);
     /* Filled into each REST txn (txn->server); opaque here. */
     struct http_server *server;
 };

@@ -419,6 +419,37 @@ static int conn_read(struct http_conn *c)
     return (int)n;
 }
 
+/* The client's address "ip:port" ("[ip6]:port") of c into out; returns its
+ * length (0 if unknown). Looked up once per connection (HTTP/1 and h2). */
+static size_t conn_peer(struct http_conn *c, char *out, size_t cap)
+{
+    if (cap == 0)
+        return 0;
+    if (!c->peer_len) { /* once per connection */
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        char host[INET6_ADDRSTRLEN], port[8];
+        if (getpeername(c->watch.fd, (struct sockaddr *)&ss, &len) != 0 ||
+            getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
+                        NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+            return 0;
+        int n = snprintf(c->peer, sizeof c->peer, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
+                         host, port);
+        if (n <= 0 || (size_t)n >= sizeof c->peer)
+            return 0;
+        c->peer_len = (uint8_t)n;
+    }
+    size_t n = c->peer_len < cap ? c->peer_len : cap - 1;
+    memcpy(out, c->peer, n);
+    out[n] = '\0';
+    return n;
+}
+
+static size_t h2_peer(void *arg, char *out, size_t cap)
+{
+    return conn_peer(arg, out, cap);
+}
+
 static void h2_want_write(void *arg)
 {
     struct http_conn *c = arg;
@@ -440,6 +471,7 @@ static void conn_start_h2(struct http_conn *c)
         .loop = s->loop,
         .want_write = h2_want_write,
         .arg = c,
+        .peer = h2_peer,
         .server = s,
     };
     if (h2_session_new(&hc, &c->h2) != 0) {
@@ -1004,27 +1036,9 @@ void http_txn_abort(struct http_txn *txn)
 
 size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap)
 {
-    struct http_conn *c = txn->conn;
-    if (!c || cap == 0)
-        return 0;
-    if (!c->peer_len) { /* once per connection */
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof ss;
-        char host[INET6_ADDRSTRLEN], port[8];
-        if (getpeername(c->watch.fd, (struct sockaddr *)&ss, &len) != 0 ||
-            getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
-                        NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-            return 0;
-        int n = snprintf(c->peer, sizeof c->peer, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
-                         host, port);
-        if (n <= 0 || (size_t)n >= sizeof c->peer)
-            return 0;
-        c->peer_len = (uint8_t)n;
-    }
-    size_t n = c->peer_len < cap ? c->peer_len : cap - 1;
-    memcpy(out, c->peer, n);
-    out[n] = '\0';
-    return n;
+    if (txn->stream)
+        return h2_stream_peer(txn->stream, out, cap);
+    return txn->conn ? conn_peer(txn->conn, out, cap) : 0;
 }
 
 void http_txn_respond(struct http_txn *txn, int status, const char *content_type)

@@ -28,6 +28,7 @@ struct producer {
     char *active, *spare; /* each cap bytes */
     size_t len, cap;      /* bytes in active */
     uint64_t lines;       /* lines in active */
+    bool woke;            /* the writer was signalled for this buffer */
 };
 
 struct accesslog {
@@ -148,6 +149,7 @@ static void flush_all(struct accesslog *a)
         p->spare = data;
         p->len = 0;
         p->lines = 0;
+        p->woke = false;
         pthread_mutex_unlock(&p->lock);
         if (!len)
             continue;
@@ -234,7 +236,10 @@ void accesslog_write(const char *line, size_t len)
         p->len += len + 1;
         p->lines++;
     }
-    bool half = p->len > p->cap / 2;
+    /* Wake the writer once per buffer, when it passes half full. */
+    bool half = p->len > p->cap / 2 && !p->woke;
+    if (half)
+        p->woke = true;
     pthread_mutex_unlock(&p->lock);
     if (!fits)
         atomic_fetch_add_explicit(&st_dropped, 1, memory_order_relaxed);

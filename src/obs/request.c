@@ -5,15 +5,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/buf.h"
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/mem.h"
+#include "base/numfmt.h"
 #include "core/dtype.h"
 #include "obs/accesslog.h"
+#include "obs/jsonline.h"
 #include "obs/otlp.h"
 
-#define LINE_MAX_BYTES (16 * 1024)
+#define LINE_MAX_BYTES 8192 /* every field at its longest, escaped, fits */
 #define INPUTS_MAX 1024
 
 struct obsreq {
@@ -44,7 +45,7 @@ struct obsreq {
     char tracestate[TRACESTATE_MAX + 1];
     char inputs[INPUTS_MAX]; /* formatted for the access log's format */
     size_t inputs_len;
-    struct buf line; /* the access log line, reused */
+    char line[LINE_MAX_BYTES]; /* the access log line */
 };
 
 static _Thread_local struct obsreq *tls_free;
@@ -79,7 +80,6 @@ static struct obsreq *pool_get(void)
     o = mem_calloc(1, sizeof *o);
     if (!o)
         return NULL;
-    buf_init(&o->line, LINE_MAX_BYTES);
     pthread_mutex_lock(&all_lock);
     o->next_all = all_objects;
     all_objects = o;
@@ -101,7 +101,6 @@ void obsreq_pool_free(void)
     pthread_mutex_unlock(&all_lock);
     while (o) {
         struct obsreq *next = o->next_all;
-        buf_free(&o->line);
         mem_free(o);
         o = next;
     }
@@ -198,23 +197,14 @@ void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name
     t->batch_linked = false;
 }
 
-/* Escapes s for a JSON string into out (at most cap bytes, whole escapes
- * only, truncating a long name); returns the bytes written. Names come from
- * the model, so bytes >= 0x80 pass as they are. */
-static size_t json_escape_short(char *out, size_t cap, const char *s)
+/* Appends s to p[*n..cap) if it fits; returns false when it does not. */
+static bool put(char *p, size_t *n, size_t cap, const char *s, size_t len)
 {
-    size_t n = 0;
-    for (const unsigned char *c = (const unsigned char *)s; *c && n + 6 < cap; c++) {
-        if (*c == '"' || *c == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)*c;
-        } else if (*c < 0x20) {
-            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", *c);
-        } else {
-            out[n++] = (char)*c;
-        }
-    }
-    return n;
+    if (*n + len > cap)
+        return false;
+    memcpy(p + *n, s, len);
+    *n += len;
+    return true;
 }
 
 /* The inputs as the access log shows them: JSON [{"name","datatype",
@@ -222,31 +212,46 @@ static size_t json_escape_short(char *out, size_t cap, const char *s)
  * the space runs out. */
 static void format_inputs(struct obsreq *o, const struct infer_request *req, bool json)
 {
-    size_t len = 0;
     char *p = o->inputs;
+    size_t cap = sizeof o->inputs - 1, len = 0; /* room for the closing ']' */
     if (json)
         p[len++] = '[';
     for (uint32_t i = 0; i < req->ninputs; i++) {
         const struct tensor *t = &req->inputs[i];
         char el[512];
         size_t n = 0;
+        const char *dt = dtype_name(t->dtype);
         if (json) {
-            n = (size_t)snprintf(el, sizeof el, "%s{\"name\":\"", i ? "," : "");
-            n += json_escape_short(el + n, 300, t->name);
-            n += (size_t)snprintf(el + n, sizeof el - n, "\",\"datatype\":\"%s\",\"shape\":[",
-                                  dtype_name(t->dtype));
+            struct jline l;
+            jl_init(&l, el, sizeof el - 64); /* room left for the shape */
+            if (i)
+                jl_lit(&l, ",");
+            jl_lit(&l, "{\"name\":");
+            size_t name_len = strlen(t->name);
+            jl_str(&l, t->name, name_len < 200 ? name_len : 200);
+            jl_lit(&l, ",\"datatype\":");
+            jl_cstr(&l, dt);
+            jl_lit(&l, ",\"shape\":[");
+            if (l.overflow)
+                break;
+            n = l.n;
         } else {
-            n = (size_t)snprintf(el, sizeof el, "%s%.200s:%s:[", i ? ";" : "", t->name,
-                                 dtype_name(t->dtype));
+            if (i)
+                el[n++] = ';';
+            size_t name_len = strlen(t->name);
+            put(el, &n, sizeof el, t->name, name_len < 200 ? name_len : 200);
+            el[n++] = ':';
+            put(el, &n, sizeof el, dt, strlen(dt));
+            put(el, &n, sizeof el, ":[", 2);
         }
-        for (uint32_t d = 0; d < t->ndim && n < sizeof el - 32; d++)
-            n += (size_t)snprintf(el + n, sizeof el - n, "%s%lld", d ? "," : "",
-                                  (long long)t->shape[d]);
-        n += (size_t)snprintf(el + n, sizeof el - n, json ? "]}" : "]");
-        if (n >= sizeof el || len + n + 2 > sizeof o->inputs)
+        for (uint32_t d = 0; d < t->ndim && n + NUMFMT_MAX + 4 < sizeof el; d++) {
+            if (d)
+                el[n++] = ',';
+            n += numfmt_i64(el + n, t->shape[d]);
+        }
+        put(el, &n, sizeof el, json ? "]}" : "]", json ? 2 : 1);
+        if (!put(p, &len, cap, el, n))
             break;
-        memcpy(p + len, el, n);
-        len += n;
     }
     if (json)
         p[len++] = ']';
@@ -279,14 +284,29 @@ bool obsreq_traceparent(const struct obsreq *o, char out[TRACEPARENT_LEN + 1])
 
 /* ---- access log line ------------------------------------------------------ */
 
-static void format_time(char *out, size_t cap)
+/* RFC 3339 UTC with milliseconds; out needs 25 bytes. The seconds part is
+ * formatted once per second per thread. */
+static void format_time(char *out)
 {
+    static _Thread_local time_t cached_sec = -1;
+    static _Thread_local char cached[24];
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, cap - n, ".%03ldZ", ts.tv_nsec / 1000000L);
+    if (ts.tv_sec != cached_sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+        cached_sec = ts.tv_sec;
+    }
+    size_t n = strlen(cached);
+    memcpy(out, cached, n);
+    long ms = ts.tv_nsec / 1000000L;
+    out[n++] = '.';
+    out[n++] = (char)('0' + ms / 100);
+    out[n++] = (char)('0' + ms / 10 % 10);
+    out[n++] = (char)('0' + ms % 10);
+    out[n++] = 'Z';
+    out[n] = '\0';
 }
 
 static uint64_t us_between(uint64_t a, uint64_t b)
@@ -294,97 +314,105 @@ static uint64_t us_between(uint64_t a, uint64_t b)
     return a && b > a ? (b - a) / 1000u : 0;
 }
 
-static void w_str_or_null(struct json_writer *w, const char *s)
+static void jl_str_or_null(struct jline *l, const char *s)
 {
     if (*s)
-        json_w_cstr(w, s);
+        jl_cstr(l, s);
     else
-        json_w_null(w);
+        jl_lit(l, "null");
 }
 
-static void write_json_line(struct obsreq *o, const char *ts, const char *tid, int status,
-                            uint64_t bytes_out, uint64_t end_ns)
+static void write_json_line(struct obsreq *o, struct jline *l, const char *ts, const char *tid,
+                            int status, uint64_t bytes_out, uint64_t end_ns)
 {
-    struct json_writer w;
-    json_w_init(&w, &o->line);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "ts");
-    json_w_cstr(&w, ts);
-    json_w_key(&w, "request_id");
-    json_w_cstr(&w, o->request_id);
-    json_w_key(&w, "trace_id");
-    json_w_cstr(&w, tid);
-    json_w_key(&w, "protocol");
-    json_w_cstr(&w, proto_names[o->proto]);
-    json_w_key(&w, "method");
-    json_w_cstr(&w, o->method);
-    json_w_key(&w, "endpoint");
-    json_w_cstr(&w, o->endpoint);
-    json_w_key(&w, "model");
-    w_str_or_null(&w, o->model);
-    json_w_key(&w, "version");
-    w_str_or_null(&w, o->version);
-    json_w_key(&w, "model_sha256");
-    w_str_or_null(&w, o->sha12);
-    json_w_key(&w, "inputs");
+    jl_lit(l, "{\"ts\":");
+    jl_cstr(l, ts);
+    jl_lit(l, ",\"request_id\":");
+    jl_cstr(l, o->request_id);
+    jl_lit(l, ",\"trace_id\":\"");
+    jl_put(l, tid, 2 * TRACE_ID_BYTES);
+    jl_lit(l, "\",\"protocol\":");
+    jl_cstr(l, proto_names[o->proto]);
+    jl_lit(l, ",\"method\":");
+    jl_cstr(l, o->method);
+    jl_lit(l, ",\"endpoint\":");
+    jl_cstr(l, o->endpoint);
+    jl_lit(l, ",\"model\":");
+    jl_str_or_null(l, o->model);
+    jl_lit(l, ",\"version\":");
+    jl_str_or_null(l, o->version);
+    jl_lit(l, ",\"model_sha256\":");
+    jl_str_or_null(l, o->sha12);
+    jl_lit(l, ",\"inputs\":");
     if (o->inputs_len)
-        json_w_raw(&w, o->inputs, o->inputs_len);
+        jl_put(l, o->inputs, o->inputs_len);
     else
-        json_w_raw(&w, "[]", 2);
-    json_w_key(&w, "batch_size");
-    json_w_uint(&w, o->batch_size);
-    json_w_key(&w, "queue_us");
-    json_w_uint(&w, us_between(o->enqueue_ns, o->exec_start_ns));
-    json_w_key(&w, "compute_us");
-    json_w_uint(&w, us_between(o->exec_start_ns, o->exec_end_ns));
-    json_w_key(&w, "total_us");
-    json_w_uint(&w, us_between(o->start_ns, end_ns));
-    json_w_key(&w, "status");
-    json_w_int(&w, status);
-    json_w_key(&w, "bytes_in");
-    json_w_uint(&w, o->bytes_in);
-    json_w_key(&w, "bytes_out");
-    json_w_uint(&w, bytes_out);
-    json_w_key(&w, "client");
-    json_w_cstr(&w, o->peer);
-    json_w_obj_end(&w);
+        jl_lit(l, "[]");
+    jl_lit(l, ",\"batch_size\":");
+    jl_u64(l, o->batch_size);
+    jl_lit(l, ",\"queue_us\":");
+    jl_u64(l, us_between(o->enqueue_ns, o->exec_start_ns));
+    jl_lit(l, ",\"compute_us\":");
+    jl_u64(l, us_between(o->exec_start_ns, o->exec_end_ns));
+    jl_lit(l, ",\"total_us\":");
+    jl_u64(l, us_between(o->start_ns, end_ns));
+    jl_lit(l, ",\"status\":");
+    jl_i64(l, status);
+    jl_lit(l, ",\"bytes_in\":");
+    jl_u64(l, o->bytes_in);
+    jl_lit(l, ",\"bytes_out\":");
+    jl_u64(l, bytes_out);
+    jl_lit(l, ",\"client\":");
+    jl_cstr(l, o->peer);
+    jl_lit(l, "}");
 }
 
 /* Text values are single tokens: bytes outside 0x21-0x7e become '_'. */
-static void put_token(struct buf *b, const char *key, const char *v)
+static void put_token(struct jline *l, const char *key, const char *v, size_t n)
 {
-    buf_printf(b, " %s=", key);
-    if (!*v) {
-        buf_putc(b, '-');
+    jl_lit(l, " ");
+    jl_put(l, key, strlen(key));
+    jl_lit(l, "=");
+    if (!n) {
+        jl_lit(l, "-");
         return;
     }
-    for (const char *c = v; *c; c++)
-        buf_putc(b, *c >= 0x21 && *c <= 0x7e ? *c : '_');
+    for (size_t i = 0; i < n; i++) {
+        char c = v[i] >= 0x21 && v[i] <= 0x7e ? v[i] : '_';
+        jl_put(l, &c, 1);
+    }
 }
 
-static void write_text_line(struct obsreq *o, const char *ts, const char *tid, int status,
-                            uint64_t bytes_out, uint64_t end_ns)
+static void put_number(struct jline *l, const char *key, uint64_t v)
 {
-    struct buf *b = &o->line;
-    buf_puts(b, ts);
-    put_token(b, "request_id", o->request_id);
-    put_token(b, "trace_id", tid);
-    put_token(b, "protocol", proto_names[o->proto]);
-    put_token(b, "method", o->method);
-    put_token(b, "endpoint", o->endpoint);
-    put_token(b, "model", o->model);
-    put_token(b, "version", o->version);
-    put_token(b, "model_sha256", o->sha12);
-    char inputs[INPUTS_MAX + 1];
-    copy_str(inputs, sizeof inputs, o->inputs, o->inputs_len);
-    put_token(b, "inputs", inputs);
-    buf_printf(b, " batch_size=%u queue_us=%llu compute_us=%llu total_us=%llu status=%d "
-                  "bytes_in=%llu bytes_out=%llu",
-               o->batch_size, (unsigned long long)us_between(o->enqueue_ns, o->exec_start_ns),
-               (unsigned long long)us_between(o->exec_start_ns, o->exec_end_ns),
-               (unsigned long long)us_between(o->start_ns, end_ns), status,
-               (unsigned long long)o->bytes_in, (unsigned long long)bytes_out);
-    put_token(b, "client", o->peer);
+    jl_lit(l, " ");
+    jl_put(l, key, strlen(key));
+    jl_lit(l, "=");
+    jl_u64(l, v);
+}
+
+static void write_text_line(struct obsreq *o, struct jline *l, const char *ts, const char *tid,
+                            int status, uint64_t bytes_out, uint64_t end_ns)
+{
+    jl_put(l, ts, strlen(ts));
+    put_token(l, "request_id", o->request_id, strlen(o->request_id));
+    put_token(l, "trace_id", tid, 2 * TRACE_ID_BYTES);
+    put_token(l, "protocol", proto_names[o->proto], strlen(proto_names[o->proto]));
+    put_token(l, "method", o->method, strlen(o->method));
+    put_token(l, "endpoint", o->endpoint, strlen(o->endpoint));
+    put_token(l, "model", o->model, strlen(o->model));
+    put_token(l, "version", o->version, strlen(o->version));
+    put_token(l, "model_sha256", o->sha12, strlen(o->sha12));
+    put_token(l, "inputs", o->inputs, o->inputs_len);
+    put_number(l, "batch_size", o->batch_size);
+    put_number(l, "queue_us", us_between(o->enqueue_ns, o->exec_start_ns));
+    put_number(l, "compute_us", us_between(o->exec_start_ns, o->exec_end_ns));
+    put_number(l, "total_us", us_between(o->start_ns, end_ns));
+    jl_lit(l, " status=");
+    jl_i64(l, status);
+    put_number(l, "bytes_in", o->bytes_in);
+    put_number(l, "bytes_out", bytes_out);
+    put_token(l, "client", o->peer, strlen(o->peer));
 }
 
 /* ---- spans ------------------------------------------------------------------- */
@@ -454,14 +482,15 @@ void obsreq_end(struct obsreq *o, int status, uint64_t bytes_out)
     trace_hex(o->trace_id, TRACE_ID_BYTES, tid);
     if (o->log) {
         char ts[40];
-        format_time(ts, sizeof ts);
-        buf_reset(&o->line);
+        format_time(ts);
+        struct jline l;
+        jl_init(&l, o->line, sizeof o->line);
         if (accesslog_format() == LOG_LINE_JSON)
-            write_json_line(o, ts, tid, status, bytes_out, end_ns);
+            write_json_line(o, &l, ts, tid, status, bytes_out, end_ns);
         else
-            write_text_line(o, ts, tid, status, bytes_out, end_ns);
-        if (!o->line.err)
-            accesslog_write(o->line.data, o->line.len);
+            write_text_line(o, &l, ts, tid, status, bytes_out, end_ns);
+        if (!l.overflow)
+            accesslog_write(l.p, l.n);
     }
     if (o->traced)
         record_spans(o, status, bytes_out, end_ns);

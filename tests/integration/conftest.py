@@ -9,6 +9,7 @@ Run from the repo root:  /usr/bin/python3 -m pytest tests/integration
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,6 +68,24 @@ def make_repository(root, models):
                             % (name, src))
             (root / name).symlink_to(src.resolve())
     return root
+
+
+def stall_repo(tmp_path, delay_us):
+    """A repository with model `echo` (INT32 [4] in and out) served by the
+    example plugin, which stalls each execution for delay_us."""
+    plugin = INFERD_BIN.parent / "libinferd_identity_stall.so"
+    if not plugin.exists():
+        pytest.fail("example plugin not built: %s" % plugin)
+    mdir = tmp_path / "models" / "echo"
+    (mdir / "1").mkdir(parents=True)
+    (mdir / "1" / "model.onnx").write_bytes(b"")
+    (mdir / "config.pbtxt").write_text(
+        'backend: "identity_stall"\nmax_batch_size: 8\n'
+        'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+        'parameters { key: "delay_us" value: { string_value: "%d" } }\n' % delay_us)
+    shutil.copy(plugin, mdir / plugin.name)
+    return tmp_path / "models"
 
 
 class Server:

@@ -1,6 +1,8 @@
 """Request ids, the access log (--access-log, --log-format,
 --access-log-sample), SIGHUP reopen, a log reader that stalls, JSON server
-log lines, and Triton's logging API (GET/POST /v2/logging).
+log lines, and Triton's logging API (GET/POST /v2/logging). REST over
+HTTP/1.1 and HTTP/2 (curl --http2-prior-knowledge), and gRPC calls
+(python3-grpcio).
 
 The writer is a background thread: tests wait for lines to appear, or stop
 the server (which flushes the log) before reading.
@@ -9,12 +11,15 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 
+import grpc
 import pytest
 import requests
 
 from conftest import MAIN_MODELS, assert_error_response
+from grpc_client import Client, generate
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -289,3 +294,151 @@ def test_logging_api_malformed_and_method(server):
     assert_error_response(r, 400)
     r = requests.put(server.url + "/v2/logging", data="{}", timeout=10)
     assert_error_response(r, 405)
+
+
+# --------------------------------------------------------------------------
+# HTTP/2 and gRPC
+
+CLIENT = re.compile(r"^127\.0\.0\.1:\d+$")
+GRPC_INFER = "/inference.GRPCInferenceService/ModelInfer"
+GRPC_STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
+SIMPLE_INPUTS = [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]},
+                 {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16]}]
+
+
+@pytest.fixture(scope="module")
+def pbs(tmp_path_factory):
+    """(grpc_service_pb2, health_pb2)."""
+    return generate(tmp_path_factory.mktemp("proto_py"))
+
+
+def grpc_simple_request(pb, id=""):
+    req = pb.ModelInferRequest(model_name="simple", id=id)
+    for name in ("INPUT0", "INPUT1"):
+        t = req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        t.contents.int_contents.extend(range(16))
+    return req
+
+
+def test_rest_over_h2(server_factory, tmp_path):
+    log = tmp_path / "access.log"
+    srv = server_factory.start("--access-log", str(log))
+    body = simple_body()
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null",
+                          "-w", "%{http_version} %{http_code} %{size_download}",
+                          "-H", "x-request-id: h2-req-1", "-H", "content-type: application/json",
+                          "--data-binary", body, srv.url + "/v2/models/simple/infer"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    version, code, size = out.split()
+    assert (version, code) == ("2", "200")
+    (line,) = [json.loads(l) for l in wait_lines(log, 1)]
+    assert list(line) == FIELDS
+    assert line["request_id"] == "h2-req-1"
+    assert line["protocol"] == "h2" and line["method"] == "POST"
+    assert line["endpoint"] == "/v2/models/simple/infer"
+    assert line["model"] == "simple" and line["inputs"] == SIMPLE_INPUTS
+    assert line["status"] == 200
+    assert line["bytes_in"] == len(body) and line["bytes_out"] == int(size)
+    assert CLIENT.match(line["client"]), line
+
+
+def test_grpc_fields_success_and_errors(server_factory, tmp_path, pbs):
+    pb, hpb = pbs
+    log = tmp_path / "access.log"
+    srv = server_factory.start("--access-log", str(log))
+    sha = requests.get(srv.url + "/v2/models/simple", timeout=10).json()["parameters"]["sha256"]
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    req = grpc_simple_request(pb, id="message-id")
+    resp, call = c.unary("ModelInfer").with_call(req, metadata=[("x-request-id", "grpc-ok-1")],
+                                                   timeout=30)
+    assert dict(call.initial_metadata())["x-request-id"] == "grpc-ok-1"
+    bad = pb.ModelInferRequest(model_name="simple")  # no inputs
+    with pytest.raises(grpc.RpcError) as e:
+        c.unary("ModelInfer").with_call(bad, timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # An error is a trailers-only response: the id is in that one header block.
+    bad_id = dict(e.value.trailing_metadata())["x-request-id"]
+    assert HEX32.match(bad_id)
+    with pytest.raises(grpc.RpcError) as e:
+        c.infer(pb.ModelInferRequest(model_name="nope"), metadata=[("x-request-id", "grpc-404")])
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    meta = c.call("ModelMetadata", name="simple")
+    assert c.health_check() == 1
+    c.close()
+
+    lines = [json.loads(l) for l in wait_lines(log, 6)]
+    (rest,) = [l for l in lines if l["endpoint"] == "/v2/models/simple"]  # the sha lookup
+    lines = [l for l in lines if l is not rest]
+    for line in lines:
+        assert list(line) == FIELDS
+        assert line["protocol"] == "grpc" and line["method"] == "POST"
+        assert CLIENT.match(line["client"]), line
+        assert HEX32.match(line["trace_id"])
+    by_id = {l["request_id"]: l for l in lines}
+    ok = by_id["grpc-ok-1"]
+    assert ok["endpoint"] == GRPC_INFER
+    assert ok["model"] == "simple" and ok["version"] == "1" and ok["model_sha256"] == sha[:12]
+    assert ok["inputs"] == SIMPLE_INPUTS
+    assert ok["batch_size"] >= 1 and ok["status"] == 200
+    assert ok["bytes_in"] == req.ByteSize() and ok["bytes_out"] == resp.ByteSize()
+    assert ok["total_us"] >= ok["queue_us"] + ok["compute_us"]
+
+    err = by_id[bad_id]
+    assert err["endpoint"] == GRPC_INFER and err["status"] == 400
+    assert err["model"] == "simple" and err["version"] == "1"
+    assert err["inputs"] == [] and err["batch_size"] == 0
+    assert err["bytes_in"] == bad.ByteSize() and err["bytes_out"] == 0
+    unknown = by_id["grpc-404"]
+    assert unknown["status"] == 404 and unknown["model"] is None
+
+    (meta_line,) = [l for l in lines if l["endpoint"].endswith("/ModelMetadata")]
+    assert meta_line["model"] == "simple" and meta_line["version"] == "1"
+    assert meta_line["status"] == 200 and meta_line["bytes_out"] == meta.ByteSize()
+    (health,) = [l for l in lines if l["endpoint"] == "/grpc.health.v1.Health/Check"]
+    assert health["status"] == 200 and health["model"] is None and health["bytes_out"] == 2
+
+
+def test_grpc_stream_one_line_per_request(server_factory, tmp_path, pbs):
+    pb, hpb = pbs
+    log = tmp_path / "access.log"
+    srv = server_factory.start("--access-log", str(log), "--grpc-max-message-bytes", "4096")
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    sent = [grpc_simple_request(pb, id="s-1"), grpc_simple_request(pb, id="s-2"),
+            grpc_simple_request(pb), pb.ModelInferRequest(model_name="simple", id="s-bad")]
+    responses = c.stream_infer()(iter(sent), metadata=[("x-request-id", "stream-7")], timeout=30)
+    got = list(responses)
+    assert dict(responses.initial_metadata())["x-request-id"] == "stream-7"
+    # Responses come in completion order (the error one at once).
+    answers = {r.infer_response.id: r for r in got}
+    assert sorted(answers) == ["", "s-1", "s-2", "s-bad"]
+    assert [k for k, r in answers.items() if r.error_message] == ["s-bad"]
+    # A stream that fails as a whole (a message over the limit) has a line
+    # of its own, with the stream's id.
+    big = grpc_simple_request(pb, id="s-big")
+    big.raw_input_contents.append(b"x" * 5000)
+    with pytest.raises(grpc.RpcError) as e:
+        list(c.stream_infer()(iter([big]), metadata=[("x-request-id", "stream-8")], timeout=30))
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    c.close()
+    stop(srv)
+
+    lines = [json.loads(l) for l in wait_lines(log, 5)]
+    assert len(lines) == 5  # the first stream ended cleanly: no line of its own
+    (failed,) = [l for l in lines if l["request_id"] == "stream-8"]
+    assert failed["status"] == 413 and failed["endpoint"] == GRPC_STREAM
+    assert failed["model"] is None and failed["bytes_out"] == 0
+    lines.remove(failed)
+    assert all(l["endpoint"] == GRPC_STREAM and l["protocol"] == "grpc" for l in lines)
+    by_id = {l["request_id"]: l for l in lines}
+    assert {"s-1", "s-2", "s-bad"} <= set(by_id)
+    (generated,) = set(by_id) - {"s-1", "s-2", "s-bad"}
+    assert HEX32.match(generated) and generated != "stream-7"
+    for rid in ("s-1", "s-2", generated):
+        line = by_id[rid]
+        assert line["status"] == 200 and line["inputs"] == SIMPLE_INPUTS
+        assert line["model"] == "simple" and line["batch_size"] >= 1
+        assert CLIENT.match(line["client"])
+    assert by_id["s-1"]["bytes_in"] == sent[0].ByteSize()
+    assert by_id["s-1"]["bytes_out"] == answers["s-1"].ByteSize()
+    assert by_id["s-bad"]["status"] == 400 and by_id["s-bad"]["inputs"] == []
+    assert by_id["s-bad"]["bytes_out"] == answers["s-bad"].ByteSize()

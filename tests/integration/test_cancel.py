@@ -2,32 +2,12 @@
 it: the scheduler drops the request instead of running it, and it is
 counted as CANCELED."""
 import json
-import shutil
 import socket
 import time
 
-import pytest
 import requests
 
-from conftest import INFERD_BIN, connect
-
-
-def stall_repo(tmp_path, delay_us):
-    """Model `echo` (INT32 [4]) served by the example plugin, each execution
-    stalling for delay_us."""
-    plugin = INFERD_BIN.parent / "libinferd_identity_stall.so"
-    if not plugin.exists():
-        pytest.fail("example plugin not built: %s" % plugin)
-    mdir = tmp_path / "models" / "echo"
-    (mdir / "1").mkdir(parents=True)
-    (mdir / "1" / "model.onnx").write_bytes(b"")
-    (mdir / "config.pbtxt").write_text(
-        'backend: "identity_stall"\nmax_batch_size: 8\n'
-        'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
-        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
-        'parameters { key: "delay_us" value: { string_value: "%d" } }\n' % delay_us)
-    shutil.copy(plugin, mdir / plugin.name)
-    return tmp_path / "models"
+from conftest import connect, stall_repo
 
 
 def infer_bytes(n):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, infer_request, ok_json
+from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, infer_request, ok_json, stall_repo
 from grpc_client import Client, generate, join_bytes, split_bytes
 from test_datatypes import CASES
 
@@ -260,24 +260,6 @@ def test_oversize_message(server_factory, pbs):
 
 # --------------------------------------------------------------------------
 # deadlines and cancellation (a plugin model that stalls each execution)
-
-def stall_repo(tmp_path, delay_us):
-    """A repository with model `echo` (INT32 [4] in and out) served by the
-    example plugin, which stalls each execution for delay_us."""
-    plugin = INFERD_BIN.parent / "libinferd_identity_stall.so"
-    if not plugin.exists():
-        pytest.fail("example plugin not built: %s" % plugin)
-    mdir = tmp_path / "models" / "echo"
-    (mdir / "1").mkdir(parents=True)
-    (mdir / "1" / "model.onnx").write_bytes(b"")
-    (mdir / "config.pbtxt").write_text(
-        'backend: "identity_stall"\nmax_batch_size: 8\n'
-        'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
-        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
-        'parameters { key: "delay_us" value: { string_value: "%d" } }\n' % delay_us)
-    shutil.copy(plugin, mdir / plugin.name)
-    return tmp_path / "models"
-
 
 def echo_request(pb, n, id):
     req = pb.ModelInferRequest(model_name="echo", id=id)

@@ -6,7 +6,8 @@ incoming traceparent as parent, children of the request span, the batch
 span's links to every request of its batch, attribute value types, kinds
 and times. Sampling (--trace-rate, the traceparent's sampled flag) and
 Triton's trace-setting API are checked through the response's traceparent
-header and what reaches the collector.
+header and what reaches the collector. gRPC calls (python3-grpcio) take the
+traceparent from their metadata and answer it in their initial metadata.
 """
 import http.server
 import json
@@ -15,10 +16,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
 import requests
 
 from conftest import MAIN_MODELS, assert_error_response
+from grpc_client import Client, generate
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT_SPAN = "b7ad6b7169203331"
@@ -397,3 +400,110 @@ def test_error_request_traced(server_factory, collector):
     assert a["inferd.model.name"] == {"stringValue": "simple"}
     assert "inferd.batch_size" not in a
     check_span_shape(span)
+
+
+# --------------------------------------------------------------------------
+# gRPC
+
+GRPC_SVC = "/inference.GRPCInferenceService/"
+
+
+@pytest.fixture(scope="module")
+def pbs(tmp_path_factory):
+    """(grpc_service_pb2, health_pb2)."""
+    return generate(tmp_path_factory.mktemp("proto_py"))
+
+
+def grpc_simple_request(pb, id=""):
+    req = pb.ModelInferRequest(model_name="simple", id=id)
+    for name in ("INPUT0", "INPUT1"):
+        t = req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        t.contents.int_contents.extend(range(16))
+    return req
+
+
+def test_grpc_traceparent_metadata_becomes_parent(server_factory, collector, pbs):
+    pb, hpb = pbs
+    srv = start(server_factory, collector)  # --trace-rate 0: only the flag decides
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    tp = "00-%s-%s-01" % (TRACE_ID, PARENT_SPAN)
+    _, call = c.unary("ModelInfer").with_call(
+        grpc_simple_request(pb), timeout=30,
+        metadata=[("traceparent", tp), ("tracestate", "rojo=00f067aa0ba902b7"),
+                  ("x-request-id", "grpc-parent-1")])
+    md = dict(call.initial_metadata())
+    assert md["x-request-id"] == "grpc-parent-1"
+    version, trace_id, span_id, flags = md["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", TRACE_ID, "01")
+    assert HEX16.match(span_id) and span_id != PARENT_SPAN
+    # Not sampled by its caller and rate 0: not traced, no traceparent back.
+    _, call = c.unary("ModelInfer").with_call(grpc_simple_request(pb), timeout=30)
+    assert "traceparent" not in dict(call.initial_metadata())
+    c.close()
+
+    spans = collector.wait_for(lambda s: len(by_trace(s, TRACE_ID)) >= 3)
+    mine = by_trace(spans, TRACE_ID)
+    for s in mine:
+        check_span_shape(s)
+    server_span = next(s for s in mine if s["kind"] == 2)
+    assert server_span["spanId"] == span_id
+    assert server_span["parentSpanId"] == PARENT_SPAN
+    assert server_span["name"] == "POST " + GRPC_SVC + "ModelInfer"
+    assert server_span["traceState"] == "rojo=00f067aa0ba902b7"
+    a = attrs(server_span)
+    assert a["inferd.protocol"] == {"stringValue": "grpc"}
+    assert a["url.path"] == {"stringValue": GRPC_SVC + "ModelInfer"}
+    assert a["inferd.request_id"] == {"stringValue": "grpc-parent-1"}
+    assert a["inferd.model.name"] == {"stringValue": "simple"}
+    assert a["http.response.status_code"] == {"intValue": "200"}
+    assert a["inferd.remote_parent"] == {"boolValue": True}
+    children = {s["name"] for s in mine if s.get("parentSpanId") == span_id}
+    assert children == {"queue", "encode response"}
+    (link,) = server_span["links"]
+    batch = collector.wait_for(lambda s: any(x["spanId"] == link["spanId"] for x in s))
+    batch_span = next(x for x in batch if x["spanId"] == link["spanId"])
+    assert {"traceId": TRACE_ID, "spanId": span_id} in batch_span["links"]
+    # Only the sampled call was exported.
+    assert {s["traceId"] for s in collector.spans() if s["kind"] == 2} == {TRACE_ID}
+
+
+def test_grpc_error_traced_in_trailers_only_answer(server_factory, collector, pbs):
+    pb, hpb = pbs
+    srv = start(server_factory, collector, "--trace-rate", "1")
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    with pytest.raises(grpc.RpcError) as e:
+        c.infer(pb.ModelInferRequest(model_name="nope"))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    c.close()
+    md = dict(e.value.trailing_metadata())
+    trace_id = md["traceparent"].split("-")[1]
+    spans = collector.wait_for(lambda s: by_trace(s, trace_id))
+    (span,) = by_trace(spans, trace_id)
+    check_span_shape(span)
+    a = attrs(span)
+    assert a["http.response.status_code"] == {"intValue": "404"}
+    assert a["inferd.request_id"] == {"stringValue": md["x-request-id"]}
+    assert "inferd.model.name" not in a and "parentSpanId" not in span
+
+
+def test_grpc_stream_request_spans(server_factory, collector, pbs):
+    pb, hpb = pbs
+    srv = start(server_factory, collector)
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    tp = "00-%s-%s-01" % (TRACE_ID, PARENT_SPAN)
+    sent = [grpc_simple_request(pb, id="st-1"), grpc_simple_request(pb, id="st-2")]
+    responses = c.stream_infer()(iter(sent), timeout=30,
+                                 metadata=[("traceparent", tp), ("x-request-id", "stream-tr")])
+    assert sorted(r.infer_response.id for r in responses) == ["st-1", "st-2"]
+    assert dict(responses.initial_metadata())["x-request-id"] == "stream-tr"
+    c.close()
+    spans = collector.wait_for(
+        lambda s: len([x for x in by_trace(s, TRACE_ID) if x["kind"] == 2]) >= 2)
+    servers = [s for s in by_trace(spans, TRACE_ID) if s["kind"] == 2]
+    assert sorted(attrs(s)["inferd.request_id"]["stringValue"] for s in servers) == ["st-1", "st-2"]
+    for s in servers:
+        check_span_shape(s)
+        assert s["name"] == "POST " + GRPC_SVC + "ModelStreamInfer"
+        assert s["parentSpanId"] == PARENT_SPAN
+        assert attrs(s)["inferd.protocol"] == {"stringValue": "grpc"}
+    assert servers[0]["spanId"] != servers[1]["spanId"]

@@ -126,7 +126,8 @@ static size_t expected_raw(enum dtype t, uint8_t *out)
         default: { /* BYTES */
             uint32_t len = (uint32_t)bytes_vals[i].len;
             memcpy(out + n, &len, 4);
-            memcpy(out + n + 4, bytes_vals[i].data, len);
+            if (len)
+                memcpy(out + n + 4, bytes_vals[i].data, len);
             n += 4 + len;
             break;
         }
@@ -305,7 +306,8 @@ static size_t tensor_raw(const struct tensor *t, uint8_t *out)
     size_t n = 0;
     for (int64_t i = 0; i < t->shape[0]; i++) {
         memcpy(out + n, &e[i].len, 4);
-        memcpy(out + n + 4, e[i].ptr, e[i].len);
+        if (e[i].len)
+            memcpy(out + n + 4, e[i].ptr, e[i].len);
         n += 4 + e[i].len;
     }
     return n;

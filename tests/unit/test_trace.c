@@ -315,6 +315,7 @@ static void make_span(struct span_record *r, int links)
     span_attr_int(r, "inferd.batch_size", -42);
     span_attr_double(r, "inferd.sampling.rate", 0.25);
     span_attr_bool(r, "inferd.remote_parent", true);
+    span_attr_str(r, "odd", "a\x01\xff\xc3\xa9\\", 6); /* control, invalid UTF-8, é, backslash */
     span_set_state(r, "congo=t61rcWkgMzE", 17);
     span_set_error(r, "HTTP 500");
     for (int i = 0; i < links; i++)
@@ -378,6 +379,10 @@ static void test_otlp_encode(void **state)
     assert_int_equal(json_num_f64(json_get(attr_value(s, "inferd.sampling.rate"), "doubleValue"), &d), 0);
     assert_true(d == 0.25);
     assert_int_equal(json_get(attr_value(s, "inferd.remote_parent"), "boolValue")->type, JSON_TRUE);
+    /* Escaped so that the document stays valid JSON; valid UTF-8 passes. */
+    const struct json_value *odd = json_get(attr_value(s, "odd"), "stringValue");
+    assert_int_equal(odd->len, 7);
+    assert_memory_equal(odd->u.str, "a\x01\xc3\xbf\xc3\xa9\\", 7);
     const struct json_value *status = json_get(s, "status");
     assert_string_equal(json_get(status, "message")->u.str, "HTTP 500");
     int64_t code;

@@ -1,0 +1,107 @@
+/*
+ * jsonline: a minimal append-only JSON text builder into a fixed buffer,
+ * for the access log and the OTLP encoder, where the general writer's
+ * per-character escaping and separator bookkeeping showed in profiles.
+ *
+ * The caller writes keys and punctuation as literals (jl_lit) and values
+ * with jl_str (escaped, always valid JSON: control characters, '"', '\\'
+ * escaped, invalid UTF-8 bytes written as \u00XX), jl_u64, jl_i64. When the
+ * buffer is too small `overflow` is set and further appends do nothing; the
+ * caller discards the text.
+ */
+#ifndef INFERD_OBS_JSONLINE_H
+#define INFERD_OBS_JSONLINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "base/numfmt.h"
+
+struct jline {
+    char *p;
+    size_t n, cap;
+    bool overflow;
+};
+
+static inline void jl_init(struct jline *l, char *p, size_t cap)
+{
+    l->p = p;
+    l->n = 0;
+    l->cap = cap;
+    l->overflow = false;
+}
+
+static inline void jl_put(struct jline *l, const char *s, size_t n)
+{
+    if (l->overflow || n > l->cap - l->n) {
+        l->overflow = true;
+        return;
+    }
+    memcpy(l->p + l->n, s, n);
+    l->n += n;
+}
+
+/* s must be a string literal ("" s does not compile otherwise). */
+#define jl_lit(l, s) jl_put((l), "" s, sizeof("" s) - 1)
+
+static inline void jl_u64(struct jline *l, uint64_t v)
+{
+    char tmp[NUMFMT_MAX];
+    jl_put(l, tmp, numfmt_u64(tmp, v));
+}
+
+static inline void jl_i64(struct jline *l, int64_t v)
+{
+    char tmp[NUMFMT_MAX];
+    jl_put(l, tmp, numfmt_i64(tmp, v));
+}
+
+/* A quoted, escaped JSON string. */
+static inline void jl_str(struct jline *l, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    jl_lit(l, "\"");
+    size_t i = 0;
+    while (i < n && !l->overflow) {
+        /* The plain run: copied in one piece. */
+        size_t j = i;
+        while (j < n) {
+            unsigned char c = (unsigned char)s[j];
+            if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80)
+                break;
+            j++;
+        }
+        jl_put(l, s + i, j - i);
+        i = j;
+        if (i == n)
+            break;
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            size_t k = json_utf8_seq_len((const unsigned char *)s + i, n - i);
+            if (k) {
+                jl_put(l, s + i, k);
+                i += k;
+                continue;
+            }
+        }
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            jl_put(l, e, 2);
+        } else {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            jl_put(l, e, 6);
+        }
+        i++;
+    }
+    jl_lit(l, "\"");
+}
+
+static inline void jl_cstr(struct jline *l, const char *s)
+{
+    jl_str(l, s, strlen(s));
+}
+
+#endif
