@@ -24,6 +24,15 @@
  * The grpc-timeout header becomes the deadline of the call's infer requests
  * in the scheduler (timed out in the queue → never run, DEADLINE_EXCEEDED).
  *
+ * Observability (obs/request.h): the x-request-id metadata (or a new id)
+ * goes back in every response's initial metadata, with traceparent when
+ * the call is traced. Each call is one access-log line and request span
+ * (endpoint = its :path, status = the HTTP equivalent of its gRPC status),
+ * logged when its status is sent or, if the client reset it, when nothing
+ * of it is in flight any more (status 0). On ModelStreamInfer each request
+ * message is its own line and span (request id = its `id`); the stream
+ * itself only when it ends with an error status.
+ *
  * Lifecycle of a call (struct grpc_call, one per stream, on the loop
  * thread): created by on_headers → request messages arrive through on_data
  * → answered (synchronously, or when its infer requests or repository
