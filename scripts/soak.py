@@ -771,6 +771,16 @@ def grpc_closer(target, grpc_port, kind="grpc_close"):
             time.sleep(0.005)
             continue
         ch = grpc_channel(target)
+        # Connected first: grpcio 1.51 closing a channel that is still
+        # connecting sometimes keeps the new connection open (client-side,
+        # seen with ss as held by python), which would read as a server fd
+        # leak. The raw h2 rounds cut connections early instead.
+        try:
+            grpc.channel_ready_future(ch).result(timeout=30)
+        except grpc.FutureTimeoutError:
+            fail(kind, "channel not connected after 30 s")
+            ch.close()
+            continue
         calls = []
         if mode == 0:
             infer = grpc_infer(ch)
