@@ -81,26 +81,6 @@ static int decode_shape(const struct json_value *shape, const char *name, struct
     return 0;
 }
 
-static int check_against_model(const struct tensor *t, const struct model_io *io,
-                               struct error *err)
-{
-    if (t->dtype != io->dtype)
-        return error_set(err, 400, "input '%s': datatype %s does not match the model's %s",
-                         t->name, dtype_name(t->dtype), dtype_name(io->dtype));
-    bool match = t->ndim == io->ndim;
-    for (uint32_t i = 0; match && i < t->ndim; i++)
-        if (io->dims[i] >= 0 && io->dims[i] != t->shape[i])
-            match = false;
-    if (!match) {
-        char got[128], want[128];
-        shape_format(t->shape, t->ndim, got, sizeof got);
-        shape_format(io->dims, io->ndim, want, sizeof want);
-        return error_set(err, 400, "input '%s': shape %s does not match the model's %s",
-                         t->name, got, want);
-    }
-    return 0;
-}
-
 /* Splits `size` bytes at p into `count` BYTES elements (length-prefixed),
  * which then point into p. */
 static int split_bytes(struct infer_request *req, struct tensor *t, const char *p, size_t size,
@@ -229,7 +209,7 @@ static int decode_input(struct infer_request *req, const struct model *m,
         return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, dt->u.str);
     if (decode_shape(json_get(in, "shape"), t->name, t, err) != 0)
         return -1;
-    if (check_against_model(t, &m->info.inputs[idx], err) != 0)
+    if (model_io_check(&m->info.inputs[idx], t, err) != 0)
         return -1;
 
     const struct json_value *params = json_get(in, "parameters");

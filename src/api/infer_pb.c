@@ -77,25 +77,6 @@ static int decode_shape(const Inference__ModelInferRequest__InferInputTensor *in
     return 0;
 }
 
-static int check_against_model(const struct tensor *t, const struct model_io *io, struct error *err)
-{
-    if (t->dtype != io->dtype)
-        return error_set(err, 400, "input '%s': datatype %s does not match the model's %s", t->name,
-                         dtype_name(t->dtype), dtype_name(io->dtype));
-    bool match = t->ndim == io->ndim;
-    for (uint32_t i = 0; match && i < t->ndim; i++)
-        if (io->dims[i] >= 0 && io->dims[i] != t->shape[i])
-            match = false;
-    if (!match) {
-        char got[128], want[128];
-        shape_format(t->shape, t->ndim, got, sizeof got);
-        shape_format(io->dims, io->ndim, want, sizeof want);
-        return error_set(err, 400, "input '%s': shape %s does not match the model's %s", t->name,
-                         got, want);
-    }
-    return 0;
-}
-
 static uint32_t read_le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -367,7 +348,7 @@ static int decode_input(struct infer_request *req, const struct model *m,
     t->dtype = dtype_from_name(in->datatype, strlen(in->datatype));
     if (t->dtype == DT_INVALID)
         return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, in->datatype);
-    if (decode_shape(in, t, err) != 0 || check_against_model(t, &m->info.inputs[idx], err) != 0)
+    if (decode_shape(in, t, err) != 0 || model_io_check(&m->info.inputs[idx], t, err) != 0)
         return -1;
     const Inference__InferParameter *shm;
     FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_region", shm);

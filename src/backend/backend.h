@@ -41,6 +41,10 @@ struct model_info {
 
 void model_info_free(struct model_info *info);
 
+/* Whether tensor t fits input io: same datatype, rank and fixed dims.
+ * Returns 0, or -1 with a 400 naming the input in err. */
+int model_io_check(const struct model_io *io, const struct tensor *t, struct error *err);
+
 struct backend_load_args {
     const char *path;         /* model file: <repo>/<model>/<version>/model.onnx */
     int intra_op_threads;     /* 0 = backend default */

@@ -27,6 +27,7 @@
 #include "obs/accesslog.h"
 #include "obs/otlp.h"
 #include "obs/request.h"
+#include "obs/sysinfo.h"
 #include "obs/trace.h"
 
 #define MAX_LOAD_MODELS 256
@@ -439,18 +440,6 @@ static void *io_thread_main(void *arg)
     return NULL;
 }
 
-/* Resident set size from /proc/self/statm, in bytes (0 if unknown). */
-static uint64_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return 0;
-    unsigned long long size = 0, resident = 0;
-    int n = fscanf(f, "%llu %llu", &size, &resident);
-    fclose(f);
-    return n == 2 ? resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
 /* SIGUSR1: one line of process counters, for operators and `make bench`. */
 static void log_stats(struct io_thread *threads, int n)
 {
@@ -460,7 +449,7 @@ static void log_stats(struct io_thread *threads, int n)
                     atomic_load_explicit(&threads[i].grpc.infer_requests, memory_order_relaxed);
     log_info("stats: infer_requests=%llu allocations=%llu rss_bytes=%llu",
              (unsigned long long)requests, (unsigned long long)mem_alloc_count(),
-             (unsigned long long)rss_bytes());
+             (unsigned long long)sysinfo_rss_bytes());
 }
 
 static void stop_now(struct io_thread *threads, int n)

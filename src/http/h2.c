@@ -393,17 +393,6 @@ static void rest_submit(struct h2_stream *st, int status, const char *content_ty
         nghttp2_submit_rst_stream(st->sess->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 
-static void write_error_body(struct buf *b, const char *msg)
-{
-    struct json_writer w;
-    buf_reset(b);
-    json_w_init(&w, b);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "error");
-    json_w_cstr(&w, msg);
-    json_w_obj_end(&w);
-}
-
 /* An error the transport answers itself (limits). If the request is not
  * complete yet, the rest of its body is read and dropped (up to
  * H2_DISCARD_MAX, then RST_STREAM NO_ERROR). */
@@ -413,7 +402,7 @@ static void stream_fail(struct h2_stream *st, int status, const char *msg)
         return;
     buf_reset(&st->out);
     st->out_off = 0;
-    write_error_body(&st->out, msg);
+    http_error_body(&st->out, msg);
     rest_submit(st, status, "application/json", NULL, false);
 }
 
@@ -434,7 +423,7 @@ void h2_txn_respond(struct http_txn *txn, int status, const char *content_type)
     buf_reset(&txn->body);
     st->out_off = 0;
     if (st->out.err) {
-        write_error_body(&st->out, "response too large");
+        http_error_body(&st->out, "response too large");
         status = 500;
         content_type = "application/json";
     }

@@ -251,7 +251,7 @@ static void queue_response(struct http_conn *c, int status, const char *content_
     set_deadline(c, c->server->cfg.write_timeout_ms);
 }
 
-static void write_error_body(struct buf *b, const char *msg)
+void http_error_body(struct buf *b, const char *msg)
 {
     struct json_writer w;
     buf_reset(b);
@@ -267,7 +267,7 @@ static void write_error_body(struct buf *b, const char *msg)
  * sees the response rather than a reset. */
 static void conn_fail(struct http_conn *c, int status, const char *msg)
 {
-    write_error_body(&c->out_body, msg);
+    http_error_body(&c->out_body, msg);
     if (c->server->cfg.on_response)
         c->server->cfg.on_response(NULL, status, c->out_body.len);
     queue_response(c, status, "application/json", NULL, false, false, 1);
@@ -1066,7 +1066,7 @@ void http_txn_respond(struct http_txn *txn, int status, const char *content_type
     txn->body = tmp;
     buf_reset(&txn->body);
     if (c->out_body.err) {
-        write_error_body(&c->out_body, "response too large");
+        http_error_body(&c->out_body, "response too large");
         status = 500;
         content_type = "application/json";
     }
@@ -1078,6 +1078,6 @@ void http_txn_respond(struct http_txn *txn, int status, const char *content_type
 
 void http_txn_error(struct http_txn *txn, int status, const char *msg)
 {
-    write_error_body(&txn->body, msg);
+    http_error_body(&txn->body, msg);
     http_txn_respond(txn, status, "application/json");
 }

@@ -126,5 +126,7 @@ void http_txn_add_header(struct http_txn *txn, const char *name, const char *val
 void http_txn_abort(struct http_txn *txn);
 
 const char *http_status_text(int status);
+/* Replaces b's content with the error body {"error": msg}. */
+void http_error_body(struct buf *b, const char *msg);
 
 #endif
