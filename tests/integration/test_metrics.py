@@ -235,6 +235,17 @@ def test_invalid_request_counts_as_other(msrv):
     check_histograms(s, "digits")
 
 
+def test_rejected_unknown_model_counts_as_not_found(msrv):
+    before = scrape(msrv)
+    r = infer_request(msrv.url, "no_such_model", simple_inputs(1))
+    assert r.status_code == 404
+    s = scrape(msrv)
+    assert (s.get("inferd_rejected_requests_total", reason="not_found") -
+            before.get("inferd_rejected_requests_total", reason="not_found")) == 1
+    assert (s.get("inferd_http_responses_total", endpoint="infer", code="404") -
+            before.get("inferd_http_responses_total", endpoint="infer", code="404")) == 1
+
+
 def test_rejected_queue_full(server_factory):
     srv = server_factory.start("--queue-limit", "1", models={"slow": SLOW})
     x = np.ones((512, 256), dtype=np.float32).tobytes()
