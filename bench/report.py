@@ -587,6 +587,9 @@ def target_notes(doc):
         notes["rss_growth"] = "%s → %s over %d requests" % (
             fmt_bytes(mem["warm_rss_bytes"]), fmt_bytes(mem["final_rss_bytes"]),
             mem["requests"])
+    ob = e.get("observability") or {}
+    if ob.get("on"):
+        notes["obs_overhead"] = "%s vs %s req/s" % (fmt(ob["on"]["rps"]), fmt(ob["off"]["rps"]))
     return notes
 
 
@@ -633,7 +636,7 @@ def md_run(doc):
     w("|---|---|---|---|---|")
     for t in doc["targets"]:
         v = t["value"]
-        if t["name"] in ("http_floor", "compute_floor"):
+        if t["name"] in ("http_floor", "compute_floor", "obs_overhead"):
             s = fmt(v, "%.3f")
         elif t["name"] == "latency_p99":
             s = fmt(v, "%.0f µs")
@@ -832,6 +835,24 @@ def md_run(doc):
                 "; ".join(describe_failures(q) for q in gr["grpc"]["rounds"]),
                 "; ".join(describe_failures(q) for q in gr["rest"]["rounds"])))
     w("")
+    ob = e.get("observability") or {}
+    w("### 7. Observability overhead: `simple`, everything on vs everything off")
+    w("")
+    if ob.get("error") or not ob:
+        w("Not measured: %s" % (ob.get("error") or "no data"))
+    else:
+        w("Two servers on the same cores, loaded in turn (closed loop, as experiment 1): "
+          "`--no-metrics` and nothing else, vs metrics + `--access-log FILE` + "
+          "`--trace-rate 0.1` exporting to a local OTLP sink.")
+        w("")
+        w("| configuration | req/s (best) | rounds (req/s) |")
+        w("|---|---|---|")
+        for name, key in (("all off", "off"), ("metrics + access log + 10% traces", "on")):
+            w("| %s | %s | %s |" % (name, fmt(ob[key]["rps"]),
+                                   ", ".join(fmt(q["rps"]) for q in ob[key]["rounds"])))
+        w("")
+        w("**on ÷ off = %s** (target ≥ 0.95)" % fmt(ob["ratio"], "%.3f"))
+    w("")
     return out
 
 
@@ -847,15 +868,17 @@ def md_history(results_dir):
         def v(name, spec):
             return fmt(t.get(name, {}).get("value"), spec)
 
-        rows.append("| [%s](results/%s) | %s | `%s` | %s | %s | %s | %s | %s | %s |" % (
+        grpc = (d["experiments"].get("grpc") or {}).get("ratio")
+        rows.append("| [%s](results/%s) | %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             os.path.basename(p), os.path.basename(p), d["mode"],
             (d.get("git_commit") or "?")[:10], v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
-            v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%")))
+            v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
+            fmt(grpc, "%.3f"), v("obs_overhead", "%.3f")))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
-           "allocs/req | RSS change |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 
