@@ -284,6 +284,43 @@ def test_h2load_many_streams_on_few_connections(server, tmp_path):
     assert "status codes: 2000 2xx, 0 3xx, 0 4xx, 0 5xx" in r.stdout, r.stdout
 
 
+def stats_allocations(srv):
+    """Sends SIGUSR1 and returns the `allocations=` of the new stats line."""
+    before = srv.stderr().count("stats: ")
+    srv.proc.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 10
+    while srv.stderr().count("stats: ") == before and time.time() < deadline:
+        time.sleep(0.05)
+    line = [l for l in srv.stderr().splitlines() if "stats: " in l][-1]
+    return int(line.split("allocations=")[1].split()[0])
+
+
+def test_regress_h2_requests_allocate_nothing_once_warm(server_factory, tmp_path):
+    """nghttp2's per-stream objects and the stream buffers are reused within
+    a connection: what a run allocates is bounded per connection (its
+    stream pool and block cache filling up), not per request. Before the
+    reuse, every request over HTTP/2 cost about 11 allocations."""
+    srv = server_factory.start()
+    body = tmp_path / "infer.json"
+    body.write_text(json.dumps(SIMPLE_REQUEST))
+    n = 20000
+
+    def run():
+        r = subprocess.run(["h2load", "-n", str(n), "-c", "4", "-m", "32", "-d", str(body),
+                            "-H", "content-type: application/json",
+                            srv.url + "/v2/models/simple/infer"],
+                           capture_output=True, text=True, timeout=300)
+        assert "%d succeeded, 0 failed" % n in r.stdout, r.stdout + r.stderr
+
+    run()  # warm-up: the model's batch pool and the first connections
+    before = stats_allocations(srv)
+    run()
+    used = stats_allocations(srv) - before
+    # 4 new connections, each filling a stream pool of up to 32 streams and
+    # its block cache (about 500 allocations); nothing per request.
+    assert used < 4 * 1000, "%d allocations for %d requests over HTTP/2" % (used, n)
+
+
 def test_h2_streams_answer_out_of_order(server_factory):
     """A slow infer and a health check on one connection: the health check
     is answered while the infer is still running."""
