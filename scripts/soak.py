@@ -181,6 +181,26 @@ def check_outputs(model, name, version, outs, a, b):
     return None
 
 
+def exchange(kind, model, send, check):
+    """One well-formed request of a client `kind` to `model`: counts it sent
+    and received, records its latency, and records a failure when send()
+    raises or check(response) returns an error message."""
+    count(kind, "sent")
+    t0 = time.monotonic()
+    try:
+        r = send()
+        latency(kind, time.monotonic() - t0)
+        count(kind, "received")
+        err = check(r)
+        if err:
+            fail(kind, "%s: %s" % (model, err))
+    except grpc.RpcError as e:
+        count(kind, "received")
+        fail(kind, "%s: %s %s" % (model, e.code().name, e.details()))
+    except Exception as e:
+        fail(kind, "%s: exception %r" % (model, e))
+
+
 def json_client(k, base, kind="json"):
     sess = requests.Session()
     rng = random.Random(k)
@@ -193,18 +213,10 @@ def json_client(k, base, kind="json"):
         a = np.arange(16, dtype=np.int32) * rng.randint(-50, 50) + rng.randint(-10**6, 10**6)
         b = np.full(16, rng.randint(-1000, 1000), dtype=np.int32)
         body = addv_body(a) if model == "addv" else simple_body(a, b)
-        count(kind, "sent")
-        t0 = time.monotonic()
-        try:
-            r = sess.post(base + "/v2/models/%s/infer" % model, data=json.dumps(body),
-                          headers={"Content-Type": "application/json"}, timeout=60)
-            latency(kind, time.monotonic() - t0)
-            count(kind, "received")
-            err = check_json_response(model, r, a, b)
-            if err:
-                fail(kind, "%s: %s" % (model, err))
-        except Exception as e:
-            fail(kind, "%s: exception %r" % (model, e))
+        exchange(kind, model,
+                 lambda: sess.post(base + "/v2/models/%s/infer" % model, data=json.dumps(body),
+                                   headers={"Content-Type": "application/json"}, timeout=60),
+                 lambda r: check_json_response(model, r, a, b))
         i += 1
 
 
@@ -226,19 +238,12 @@ def binary_client(k, base, kind="binary"):
                   "parameters": {"binary_data_output": True}}
         hj = json.dumps(header).encode()
         payload = hj + a.tobytes() + (b.tobytes() if model == "simple" else b"")
-        count(kind, "sent")
-        t0 = time.monotonic()
-        try:
-            r = sess.post(base + "/v2/models/%s/infer" % model, data=payload,
-                          headers={"Inference-Header-Content-Length": str(len(hj)),
-                                   "Content-Type": "application/octet-stream"}, timeout=60)
-            latency(kind, time.monotonic() - t0)
-            count(kind, "received")
-            err = check_binary_response(model, r, a, b)
-            if err:
-                fail(kind, "%s: %s" % (model, err))
-        except Exception as e:
-            fail(kind, "%s: exception %r" % (model, e))
+        headers = {"Inference-Header-Content-Length": str(len(hj)),
+                   "Content-Type": "application/octet-stream"}
+        exchange(kind, model,
+                 lambda: sess.post(base + "/v2/models/%s/infer" % model, data=payload,
+                                   headers=headers, timeout=60),
+                 lambda r: check_binary_response(model, r, a, b))
         i += 1
 
 
@@ -553,20 +558,8 @@ def grpc_client(k, target, kind="grpc"):
         a, b = random_inputs(rng)
         rid = "u%d-%d" % (k, i)
         req = grpc_request(model, a, b, rid, raw=(i // 2 + k) % 2 == 0)
-        count(kind, "sent")
-        t0 = time.monotonic()
-        try:
-            r = infer(req, timeout=60)
-            latency(kind, time.monotonic() - t0)
-            count(kind, "received")
-            err = check_grpc_response(model, r, a, b, rid)
-            if err:
-                fail(kind, "%s: %s" % (model, err))
-        except grpc.RpcError as e:
-            count(kind, "received")
-            fail(kind, "%s: %s %s" % (model, e.code().name, e.details()))
-        except Exception as e:
-            fail(kind, "%s: exception %r" % (model, e))
+        exchange(kind, model, lambda: infer(req, timeout=60),
+                 lambda r: check_grpc_response(model, r, a, b, rid))
         i += 1
     ch.close()
 
