@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -84,7 +85,11 @@ class Browser:
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--user-data-dir=" + self.profile.name, "--remote-debugging-port=0",
              "--window-size=%d,%d" % (width, height), "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            # Its own process group: Chromium forks zygote, renderer and
+            # utility processes that outlive a killed parent and keep writing
+            # into the profile directory.
+            start_new_session=True)
         port = None
         deadline = time.monotonic() + 30
         path = os.path.join(self.profile.name, "DevToolsActivePort")
@@ -137,9 +142,44 @@ class Browser:
             f.write(base64.b64decode(data))
 
     def close(self):
+        """Stop Chromium and every process it forked, then delete the profile.
+        Asking the browser to quit lets it flush its profile; the group kill
+        catches whatever did not exit in time."""
         if getattr(self, "ws", None):
+            try:
+                self.call("Browser.close")
+            except (OSError, RuntimeError, ValueError):
+                pass
             self.ws.close()
-        self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.wait()
         self.proc.stderr.close()
+        deadline = time.monotonic() + 10
+        while _live_members(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.profile.cleanup()
+
+
+def _live_members(pgid):
+    """Processes of group pgid that still run (zombies excluded: they no
+    longer touch files, and PID 1 in a container may never reap them)."""
+    live = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            live.append(int(entry))
+    return live
