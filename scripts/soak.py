@@ -19,6 +19,7 @@ import json
 import os
 import queue
 import random
+import re
 import shutil
 import signal
 import socket
@@ -1066,6 +1067,15 @@ def signaller(proc):
 
 # ---------------------------------------------------------------- process stats
 
+HEAP_RE = re.compile(r" stats: .*heap_in_use_bytes=(\d+) heap_free_bytes=(\d+)")
+
+
+def heap_samples(err_path):
+    """(in use, free) bytes of every SIGUSR1 stats line logged so far."""
+    text = err_path.read_text(errors="replace")
+    return [(int(m.group(1)), int(m.group(2))) for m in HEAP_RE.finditer(text)]
+
+
 def rss_bytes(pid):
     with open("/proc/%d/statm" % pid) as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -1207,6 +1217,7 @@ def main():
     died = None
     rss_samples = []
     rss_warm = fd_warm = None
+    heap_warm_at = heap_end_at = None  # index of the first stats line after warm-up / end
     t_end = t_start + SOAK_SECS
     next_report = t_start + 30
     while time.monotonic() < t_end:
@@ -1220,19 +1231,23 @@ def main():
         if rss_warm is None and now - t_start >= WARMUP_SECS:
             fd_warm = quiet_fd_count(pid, n_workers)
             rss_warm = rss_bytes(pid)
+            heap_warm_at = len(heap_samples(err_path))
             print("warm-up done: rss %.1f MiB, fds %s" % (rss_warm / 2**20, fd_warm[:2]),
                   flush=True)
         if now >= next_report:
             next_report += 30
             with lock:
                 summ = ", ".join("%s %d" % (k, v["sent"]) for k, v in sorted(stats.items()))
-            print("[%4.0f s] %s; reloads %d; failures %d"
-                  % (now - t_start, summ, reloads[0], len(failures)), flush=True)
+            heap = heap_samples(err_path)
+            print("[%4.0f s] %s; reloads %d; failures %d; rss %.1f MiB, heap in use %s MiB"
+                  % (now - t_start, summ, reloads[0], len(failures), rss_samples[-1][1] / 2**20,
+                     "%.1f" % (heap[-1][0] / 2**20) if heap else "?"), flush=True)
 
     fd_end = rss_end = None
     if died is None:
         fd_end = quiet_fd_count(pid, n_workers)
         rss_end = rss_bytes(pid)
+        heap_end_at = len(heap_samples(err_path)) - 1
     stop.set()
     for t in threads:
         t.join(timeout=90)
@@ -1316,6 +1331,14 @@ def main():
     if after:
         mid_t = (WARMUP_SECS + after[-1][0]) / 2
         rss_mid = min(after, key=lambda x: abs(x[0] - mid_t))[1]
+    # the C heap (mallinfo2, every arena, ONNX Runtime included) at the same
+    # points: a flat heap under a growing RSS is fragmentation, not a leak
+    heap = HEAP_RE.findall(log)
+    heap_row = "—"
+    if heap_warm_at is not None and heap_end_at is not None and \
+            heap_warm_at < heap_end_at < len(heap):
+        hw, he = int(heap[heap_warm_at][0]), int(heap[heap_end_at][0])
+        heap_row = "%.1f → %.1f MiB (%+.2f%%)" % (hw / 2**20, he / 2**20, (he - hw) * 100.0 / hw)
     ok = not failures
     try:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -1393,6 +1416,7 @@ def main():
             "%.1f" % (rss_mid / 2**20) if rss_mid else "—",
             "%.1f" % (rss_end / 2**20) if rss_end else "—",
             "%+.2f%%" % growth if growth is not None else "—"),
+        "| C heap in use (SIGUSR1 `heap_in_use_bytes`) after warm-up → end | %s |" % heap_row,
         "| open fds (quiet) after warm-up → end | %s → %s |" % (
             "%d" % fd_warm[1] if fd_warm else "—", "%d" % fd_end[0] if fd_end else "—"),
         "| SIGTERM | exit %s in %s s |" % (exit_status,

@@ -455,9 +455,13 @@ static void log_stats(struct io_thread *threads, int n)
     for (int i = 0; i < n; i++)
         requests += atomic_load_explicit(&threads[i].api.infer_requests, memory_order_relaxed) +
                     atomic_load_explicit(&threads[i].grpc.infer_requests, memory_order_relaxed);
-    log_info("stats: infer_requests=%llu allocations=%llu rss_bytes=%llu",
+    uint64_t heap_in_use, heap_free;
+    sysinfo_heap(&heap_in_use, &heap_free);
+    log_info("stats: infer_requests=%llu allocations=%llu rss_bytes=%llu heap_in_use_bytes=%llu "
+             "heap_free_bytes=%llu",
              (unsigned long long)requests, (unsigned long long)mem_alloc_count(),
-             (unsigned long long)sysinfo_rss_bytes());
+             (unsigned long long)sysinfo_rss_bytes(), (unsigned long long)heap_in_use,
+             (unsigned long long)heap_free);
 }
 
 static void stop_now(struct io_thread *threads, int n)

@@ -1,5 +1,6 @@
 #include "obs/sysinfo.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,4 +68,15 @@ uint64_t sysinfo_rss_bytes(void)
     int n = fscanf(f, "%llu %llu", &size, &resident);
     fclose(f);
     return n == 2 ? resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+void sysinfo_heap(uint64_t *in_use, uint64_t *free_bytes)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    *in_use = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd; /* arenas + mmapped chunks */
+    *free_bytes = (uint64_t)mi.fordblks;
+#else
+    *in_use = *free_bytes = 0;
+#endif
 }

@@ -25,6 +25,13 @@ void sysinfo_memory(uint64_t *total_bytes, uint64_t *used_bytes);
 /* Resident set size of this process (/proc/self/statm). */
 uint64_t sysinfo_rss_bytes(void);
 
+/* The C heap (glibc malloc, every arena): bytes handed out and not freed
+ * (in_use), and bytes malloc holds free (free_bytes; some of it may already
+ * be returned to the kernel with madvise). Walks the arenas' free lists
+ * under their locks: call it from a signal handler thread or a scrape,
+ * never per request. Both are 0 where mallinfo2() is missing. */
+void sysinfo_heap(uint64_t *in_use, uint64_t *free_bytes);
+
 /* Parses the first "cpu " line of /proc/stat text; false if malformed. */
 bool sysinfo_parse_cpu_line(const char *line, struct sysinfo_cpu *out);
 

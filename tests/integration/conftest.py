@@ -34,6 +34,13 @@ STARTUP_TIMEOUT = 60.0   # seconds until /v2/health/ready must answer 200
 SHUTDOWN_TIMEOUT = 30.0  # seconds between SIGTERM and exit
 # One suppression for ONNX Runtime's own leak at environment creation; see the file.
 LSAN_SUPP = Path(__file__).resolve().parents[1] / "lsan.supp"
+def sanitized_binary():
+    """True for an AddressSanitizer build. ASan keeps freed memory in its
+    quarantine and serves malloc itself: RSS and glibc's heap figures say
+    nothing about leaks there (LeakSanitizer checks those at exit)."""
+    return b"__asan_init" in INFERD_BIN.read_bytes()
+
+
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 
 

@@ -10,7 +10,8 @@ import pytest
 import requests
 
 from conftest import (INFERD_BIN, LSAN_SUPP, SANITIZER_MARKERS, MAIN_MODELS, IDENTITY_MODELS,
-                      HttpReader, connect, free_port, http_request, make_repository)
+                      HttpReader, connect, free_port, http_request, make_repository,
+                      sanitized_binary)
 
 FLAGS = ["--model-repository", "--host", "--http-port", "--max-request-line",
          "--max-header-bytes", "--max-headers", "--max-body-bytes",
@@ -183,3 +184,31 @@ def test_sighup_is_ignored(server_factory):
         time.sleep(0.05)
     assert "received SIGHUP: ignored" in srv.stderr()
     assert requests.get(srv.url + "/v2/health/ready", timeout=10).status_code == 200
+
+
+def test_sigusr1_logs_process_counters(server_factory):
+    """SIGUSR1 logs one line of counters: the infer requests answered, the
+    allocations made through inferd's allocator, the RSS and the C heap."""
+    srv = server_factory.start()
+    body = {"inputs": [{"name": n, "shape": [1, 16], "datatype": "INT32", "data": list(range(16))}
+                       for n in ("INPUT0", "INPUT1")]}
+    for _ in range(3):
+        assert requests.post(srv.url + "/v2/models/simple/infer", json=body,
+                             timeout=10).status_code == 200
+    srv.proc.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 10
+    while " stats: " not in srv.stderr() and time.time() < deadline:
+        time.sleep(0.05)
+    line = [l for l in srv.stderr().splitlines() if " stats: " in l][-1]
+    fields = dict(kv.split("=", 1) for kv in line.split(" stats: ")[1].split())
+    assert sorted(fields) == ["allocations", "heap_free_bytes", "heap_in_use_bytes",
+                              "infer_requests", "rss_bytes"], line
+    v = {k: int(x) for k, x in fields.items()}
+    assert v["infer_requests"] == 3
+    assert v["allocations"] > 0
+    if sanitized_binary():
+        return  # AddressSanitizer serves malloc: glibc's heap is nearly unused
+    # A loaded ONNX Runtime session alone is well over a megabyte of heap,
+    # all of it resident.
+    assert 1 << 20 < v["heap_in_use_bytes"] < v["rss_bytes"], line
+    assert v["heap_free_bytes"] >= 0

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import MAIN_MODELS, REPO_ROOT, assert_error_response
+from conftest import MAIN_MODELS, REPO_ROOT, assert_error_response, sanitized_binary
 
 SIMPLE_ONNX = REPO_ROOT / "models" / "simple" / "1" / "model.onnx"
 
@@ -186,13 +186,6 @@ def test_poll_mode_picks_up_new_versions_and_removals(server_factory, tmp_path):
 def rss_bytes(pid):
     with open("/proc/%d/statm" % pid) as f:
         return int(f.read().split()[1]) * 4096
-
-
-def sanitized_binary():
-    """AddressSanitizer keeps freed memory in its quarantine: RSS says
-    nothing about leaks there (LeakSanitizer checks those at exit)."""
-    from conftest import INFERD_BIN
-    return b"__asan_init" in INFERD_BIN.read_bytes()
 
 
 def test_memory_returns_after_load_unload_cycles(server_factory, tmp_path):
