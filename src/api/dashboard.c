@@ -116,7 +116,7 @@ void obs_http_dashboard_data(const struct obs_sources *src, struct http_txn *txn
         json_w_arr_begin(&w);
         for (uint32_t k = 0; k < e->nversions; k++) {
             const struct model *m = e->versions[k];
-            struct stats_model *sm = stats_model_get(m->name, m->version);
+            struct stats_model *sm = stats_model_find(m->name, m->version);
             struct stats_version v;
             if (!sm || stats_version_read(sm, &v) != 0) {
                 failed = true;

@@ -64,21 +64,32 @@ struct stats_model {
     char *name;
     char version[24];
     int64_t version_num;
-    _Atomic(struct stats_model *) next;
+    struct stats_model *next; /* the table, in creation order */
+    uint32_t refs;            /* schedulers of this version running */
+    uint64_t retired_seq;     /* when refs last fell to 0 (0: never) */
     _Atomic(struct stats_slot *) slots[METRICS_NSHARDS];
 };
 
+/* The table: every stats_model alive. The mutex covers the list, refs and
+ * retirement; the slots are recorded into without it. */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic(struct stats_model *) table_head;
-static struct stats_model *table_tail;
+static struct stats_model *table_head;
+static uint64_t retire_clock;
+
+static struct stats_model *table_find(const char *name, int64_t version)
+{
+    for (struct stats_model *s = table_head; s; s = s->next)
+        if (s->version_num == version && strcmp(s->name, name) == 0)
+            return s;
+    return NULL;
+}
 
 struct stats_model *stats_model_get(const char *name, int64_t version)
 {
     pthread_mutex_lock(&table_lock);
-    struct stats_model *s = atomic_load_explicit(&table_head, memory_order_acquire);
-    for (; s; s = atomic_load_explicit(&s->next, memory_order_acquire))
-        if (s->version_num == version && strcmp(s->name, name) == 0)
-            goto out;
+    struct stats_model *s = table_find(name, version);
+    if (s)
+        goto out;
     s = mem_calloc(1, sizeof *s);
     if (!s)
         goto out;
@@ -90,31 +101,87 @@ struct stats_model *stats_model_get(const char *name, int64_t version)
     }
     s->version_num = version;
     snprintf(s->version, sizeof s->version, "%" PRId64, version);
-    if (table_tail)
-        atomic_store_explicit(&table_tail->next, s, memory_order_release);
-    else
-        atomic_store_explicit(&table_head, s, memory_order_release);
-    table_tail = s;
+    struct stats_model **tail = &table_head;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = s;
 out:
+    if (s)
+        s->refs++;
     pthread_mutex_unlock(&table_lock);
     return s;
 }
 
-const char *stats_model_name(const struct stats_model *s)
+struct stats_model *stats_model_find(const char *name, int64_t version)
 {
-    return s->name;
+    pthread_mutex_lock(&table_lock);
+    struct stats_model *s = table_find(name, version);
+    pthread_mutex_unlock(&table_lock);
+    return s;
 }
 
-const char *stats_model_version(const struct stats_model *s)
+static void model_stats_free(struct stats_model *s)
 {
-    return s->version;
+    for (int i = 0; i < METRICS_NSHARDS; i++) {
+        struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_relaxed);
+        if (!slot)
+            continue;
+        struct batch_array *a = atomic_load_explicit(&slot->batches, memory_order_relaxed);
+        while (a) {
+            struct batch_array *older = a->older;
+            mem_free(a);
+            a = older;
+        }
+        mem_free(slot);
+    }
+    mem_free(s->name);
+    mem_free(s);
+}
+
+_Static_assert(STATS_RETIRED_PER_MODEL >= 1, "stats_model_put relies on keeping one");
+
+/* Frees the retired versions of `name` beyond the newest
+ * STATS_RETIRED_PER_MODEL (at least 1). Table lock held. */
+static void prune_retired(const char *name)
+{
+    for (;;) {
+        uint32_t retired = 0;
+        struct stats_model **oldest = NULL;
+        for (struct stats_model **p = &table_head; *p; p = &(*p)->next) {
+            if ((*p)->refs || strcmp((*p)->name, name) != 0)
+                continue;
+            retired++;
+            if (!oldest || (*p)->retired_seq < (*oldest)->retired_seq)
+                oldest = p;
+        }
+        if (retired <= STATS_RETIRED_PER_MODEL)
+            return;
+        struct stats_model *gone = *oldest;
+        *oldest = gone->next;
+        model_stats_free(gone);
+    }
+}
+
+void stats_model_put(struct stats_model *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&table_lock);
+    if (--s->refs == 0) {
+        /* s is now the newest retired version of its model, so pruning
+         * (which keeps at least one) never frees it. */
+        s->retired_seq = ++retire_clock;
+        prune_retired(s->name);
+    }
+    pthread_mutex_unlock(&table_lock);
 }
 
 void stats_foreach(void (*fn)(const struct stats_model *s, void *arg), void *arg)
 {
-    struct stats_model *s = atomic_load_explicit(&table_head, memory_order_acquire);
-    for (; s; s = atomic_load_explicit(&s->next, memory_order_acquire))
+    pthread_mutex_lock(&table_lock);
+    for (struct stats_model *s = table_head; s; s = s->next)
         fn(s, arg);
+    pthread_mutex_unlock(&table_lock);
 }
 
 /* ---- recording ---------------------------------------------------------- */
@@ -257,8 +324,10 @@ static void add_duration(struct stats_duration *d, uint64_t count, uint64_t ns)
 int stats_version_read(const struct stats_model *s, struct stats_version *out)
 {
     memset(out, 0, sizeof *out);
-    out->name = s->name;
-    out->version = s->version;
+    out->name = mem_strdup(s->name);
+    if (!out->name)
+        return -ENOMEM;
+    snprintf(out->version, sizeof out->version, "%s", s->version);
     uint32_t cap = 0;
     for (int i = 0; i < METRICS_NSHARDS; i++) {
         const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
@@ -293,6 +362,7 @@ int stats_version_read(const struct stats_model *s, struct stats_version *out)
     /* Sum every slot's chain by batch size, then keep the sizes that ran. */
     struct stats_batch *all = mem_calloc(cap, sizeof *all);
     if (!all) {
+        stats_version_free(out);
         memset(out, 0, sizeof *out);
         return -ENOMEM;
     }
@@ -325,6 +395,8 @@ int stats_version_read(const struct stats_model *s, struct stats_version *out)
 
 void stats_version_free(struct stats_version *v)
 {
+    mem_free(v->name);
+    v->name = NULL;
     mem_free(v->batches);
     v->batches = NULL;
     v->nbatches = 0;
@@ -347,7 +419,7 @@ static int report_entry(const struct model_entry *e, const char *version,
         const struct model *m = e->versions[i];
         if (version && strcmp(m->version_str, version) != 0)
             continue;
-        struct stats_model *s = stats_model_get(m->name, m->version);
+        struct stats_model *s = stats_model_find(m->name, m->version);
         if (!s || stats_version_read(s, &out->versions[out->count]) != 0)
             return error_set(err, 503, "out of memory reading statistics");
         out->count++;

@@ -17,10 +17,15 @@
  *     an infer request it submitted is answered, and stats_record_refused()
  *     when the request never reached the queue (decode error, queue full).
  *
- * Lifetime: a struct stats_model lives until the process exits and is
- * shared by every load of the same (name, version): counters keep counting
- * across reloads and unloads (Prometheus counters never go backwards), and
- * a version that is no longer loaded keeps its last values.
+ * Lifetime: a struct stats_model is shared by every load of the same
+ * (name, version) and counted: each running scheduler of that version holds
+ * one reference (stats_model_get / stats_model_put). Counters keep counting
+ * across a reload and across an unload followed by a load of the same
+ * version (Prometheus counters never go backwards). A version that no load
+ * holds is retired: it keeps its last values, but only the
+ * STATS_RETIRED_PER_MODEL versions of a model retired most recently are
+ * kept; older ones are freed and leave /metrics, so a model that gets new
+ * versions for ever does not grow memory or the scrape without bound.
  *
  * Reading (any thread, off the hot path; allocates): stats_version_read()
  * sums the slots into plain structs. Values read while requests are
@@ -67,13 +72,25 @@ extern const struct metrics_hist_spec stats_batch_buckets;
 
 struct stats_model;
 
+/* Unloaded versions of one model whose statistics are kept (see Lifetime). */
+#define STATS_RETIRED_PER_MODEL 4
+
 /* ---- recording ---------------------------------------------------------- */
 
-/* The statistics of (name, version), created on first use. Any thread;
- * takes a mutex and may allocate: call when a version starts, never per
- * request. Returns NULL only when out of memory; every stats_record_*
- * function accepts NULL and records nothing. */
+/* The statistics of (name, version), created on first use, with one more
+ * reference. Any thread; takes a mutex and may allocate: call when a
+ * version starts, never per request. Returns NULL only when out of memory;
+ * every stats_record_* function accepts NULL and records nothing. */
 struct stats_model *stats_model_get(const char *name, int64_t version);
+
+/* Drops a reference taken by stats_model_get (NULL: nothing). The last one
+ * retires the version; nothing may record into s after its last put. */
+void stats_model_put(struct stats_model *s);
+
+/* The statistics of (name, version) without taking a reference, or NULL.
+ * For a version the caller keeps loaded (a model held from a repository
+ * snapshot): its scheduler's reference keeps the result alive. */
+struct stats_model *stats_model_find(const char *name, int64_t version);
 
 /* Worker thread, after a successful backend run of batch_size samples:
  * the gather (input), execute (infer) and scatter (output) durations. */
@@ -112,8 +129,8 @@ struct stats_batch {
 /* Plain snapshot of one model version (Triton's $model_stat, plus the
  * failure reasons and histograms the metrics need). */
 struct stats_version {
-    const char *name;    /* valid until the process exits */
-    const char *version; /* decimal text, idem */
+    char *name;       /* owned (stats_version_free) */
+    char version[24]; /* decimal text */
     uint64_t last_inference_ms; /* ms since the epoch; 0 = never */
     uint64_t inference_count;   /* samples of successful requests */
     uint64_t execution_count;   /* successful backend runs */
@@ -134,12 +151,10 @@ struct stats_version {
 int stats_version_read(const struct stats_model *s, struct stats_version *out);
 void stats_version_free(struct stats_version *v);
 
-/* Every struct stats_model ever created, in creation order, for the
- * metrics exposition: fn is called for each (any thread; the list only
- * grows, so fn may run while models load). */
+/* Every struct stats_model alive (loaded or retired and kept), in creation
+ * order, for the metrics exposition. Any thread; fn runs under the table's
+ * mutex, so it must not call stats_model_get, _put or _find. */
 void stats_foreach(void (*fn)(const struct stats_model *s, void *arg), void *arg);
-const char *stats_model_name(const struct stats_model *s);
-const char *stats_model_version(const struct stats_model *s);
 
 /* The statistics of the loaded versions in the repository's current
  * snapshot, as Triton's statistics extension selects them:

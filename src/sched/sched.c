@@ -612,5 +612,6 @@ void sched_stop(struct sched *s)
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->pool_lock);
+    stats_model_put(s->stats); /* the workers are joined: nothing records any more */
     mem_free(s);
 }

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from conftest import (INFERD_BIN, MAIN_MODELS, REPO_ROOT, connect, free_port, infer_request,
-                      ok_json)
+                      make_repository, ok_json)
 from prom import parse, scrape, wait_for
 
 SLOW = REPO_ROOT / "tests" / "models" / "slow"
@@ -399,6 +399,32 @@ def test_counters_survive_unload_and_reload(server_factory):
     s = scrape(srv)
     assert s.get("nv_inference_request_success", **lab) == 4  # and keep counting
     assert s.get("inferd_model_ready", **lab) == 1
+
+
+def test_retired_versions_are_bounded(server_factory, tmp_path):
+    """A model that gets a new version again and again: the unloaded
+    versions keep their series, but only the newest four (memory and the
+    scrape stay bounded under continuous deployment)."""
+    onnx = MAIN_MODELS["simple"] / "1" / "model.onnx"
+    repo = tmp_path / "repo"
+    make_repository(repo, {"simple": {1: onnx}})
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "simple",
+                               repository=repo)
+    newest = 8
+    for v in range(1, newest + 1):
+        if v > 1:
+            make_repository(repo, {"simple": {v: onnx}})
+            r = requests.post(srv.url + "/v2/repository/models/simple/load", timeout=60)
+            assert r.status_code == 200, r.text
+        r = ok_json(infer_request(srv.url, "simple", simple_inputs(1, v)))
+        assert r["model_version"] == str(v)
+    s = scrape(srv)
+    listed = sorted(int(l["version"]) for l, _ in s.series("nv_inference_request_success")
+                    if l["model"] == "simple")
+    assert listed == [4, 5, 6, 7, 8]  # the loaded one and the four newest retired
+    for v in listed:
+        assert s.get("nv_inference_request_success", model="simple", version=v) == 1
+        assert s.get("inferd_model_ready", model="simple", version=v) == (v == newest)
 
 
 def test_no_metrics_flag_and_port_zero(server_factory):

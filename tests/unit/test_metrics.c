@@ -3,6 +3,7 @@
  * classification, batch statistics, exact totals from many threads) and
  * obs/sysinfo's /proc/stat parser. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -177,8 +178,62 @@ static void test_stats_model_get_is_stable(void **state)
     assert_non_null(a);
     assert_ptr_equal(stats_model_get("unit_same", 1), a);
     assert_ptr_not_equal(stats_model_get("unit_same", 2), a);
-    assert_string_equal(stats_model_name(a), "unit_same");
-    assert_string_equal(stats_model_version(a), "1");
+    assert_ptr_equal(stats_model_find("unit_same", 1), a);
+    assert_null(stats_model_find("unit_same", 3));
+    struct stats_version v;
+    assert_int_equal(stats_version_read(a, &v), 0);
+    assert_string_equal(v.name, "unit_same");
+    assert_string_equal(v.version, "1");
+    stats_version_free(&v);
+}
+
+static void count_model(const struct stats_model *s, void *arg)
+{
+    struct stats_version v;
+    if (stats_version_read(s, &v) != 0)
+        return;
+    if (strcmp(v.name, "unit_retire") == 0)
+        ++*(int *)arg;
+    stats_version_free(&v);
+}
+
+/* Unloaded versions keep their numbers, but only the newest
+ * STATS_RETIRED_PER_MODEL of a model: a model that gets new versions for
+ * ever does not grow the table for ever. A version loaded again resumes
+ * its counters. */
+static void test_stats_retired_versions_are_bounded(void **state)
+{
+    (void)state;
+    enum { VERSIONS = STATS_RETIRED_PER_MODEL + 3 };
+    struct stats_model *live = stats_model_get("unit_retire", 100); /* stays loaded */
+    for (int64_t v = 1; v <= VERSIONS; v++) {
+        struct stats_model *s = stats_model_get("unit_retire", v);
+        struct stats_model *again = stats_model_get("unit_retire", v); /* a reload overlaps */
+        assert_ptr_equal(again, s);
+        stats_record_execution(s, 1, 1, 1, 1);
+        stats_model_put(again);
+        assert_ptr_equal(stats_model_find("unit_retire", v), s); /* still held once */
+        stats_model_put(s);
+    }
+    for (int64_t v = 1; v <= VERSIONS; v++) {
+        bool kept = v > VERSIONS - STATS_RETIRED_PER_MODEL;
+        assert_int_equal(stats_model_find("unit_retire", v) != NULL, kept);
+    }
+    int listed = 0;
+    stats_foreach(count_model, &listed);
+    assert_int_equal(listed, STATS_RETIRED_PER_MODEL + 1);
+
+    /* Loading the newest retired version again resumes its counters. */
+    struct stats_model *s = stats_model_get("unit_retire", VERSIONS);
+    stats_record_execution(s, 1, 1, 1, 1);
+    struct stats_version sv;
+    assert_int_equal(stats_version_read(s, &sv), 0);
+    assert_int_equal(sv.execution_count, 2);
+    stats_version_free(&sv);
+    stats_model_put(s);
+    /* Other models are untouched by the pruning. */
+    assert_non_null(stats_model_find("unit_same", 1));
+    stats_model_put(live);
 }
 
 static void test_stats_outcomes(void **state)
@@ -368,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_endpoint_labels),
         cmocka_unit_test(test_http_counters),
         cmocka_unit_test(test_stats_model_get_is_stable),
+        cmocka_unit_test(test_stats_retired_versions_are_bounded),
         cmocka_unit_test(test_stats_outcomes),
         cmocka_unit_test(test_stats_batches_grow_and_sort),
         cmocka_unit_test(test_sharded_totals_exact),
