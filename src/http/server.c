@@ -214,14 +214,17 @@ static void format_date(char *out, size_t size)
 {
     static __thread time_t cached_sec;
     static __thread char cached[40];
+    static __thread size_t cached_len;
     time_t now = time(NULL);
     if (now != cached_sec) {
         struct tm tm;
         gmtime_r(&now, &tm);
-        strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached_len = strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
         cached_sec = now;
     }
-    snprintf(out, size, "%s", cached);
+    size_t n = cached_len < size ? cached_len : size - 1;
+    memcpy(out, cached, n);
+    out[n] = '\0';
 }
 
 /* Queues the response head for the body already in c->out_body. */
@@ -1023,8 +1026,16 @@ void http_server_free(struct http_server *s)
 void http_txn_add_header(struct http_txn *txn, const char *name, const char *value)
 {
     size_t used = strlen(txn->extra_headers);
-    snprintf(txn->extra_headers + used, sizeof txn->extra_headers - used, "%s: %s\r\n", name,
-             value);
+    size_t nlen = strlen(name), vlen = strlen(value);
+    char *p = txn->extra_headers + used;
+    if (nlen + vlen + 4 >= sizeof txn->extra_headers - used) {
+        log_warn("response header %s dropped: the extra headers are full", name);
+        return;
+    }
+    memcpy(p, name, nlen);
+    memcpy(p + nlen, ": ", 2);
+    memcpy(p + nlen + 2, value, vlen);
+    memcpy(p + nlen + 2 + vlen, "\r\n", 3); /* with the terminating NUL */
 }
 
 void http_txn_abort(struct http_txn *txn)

@@ -119,7 +119,8 @@ void http_txn_error(struct http_txn *txn, int status, const char *msg);
 /* The client's address "ip:port" ("[ip6]:port") of the exchange's
  * connection into out; returns its length (0 if unknown). */
 size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap);
-/* Appends "Name: value\r\n" to the extra headers (silently truncated). */
+/* Appends "Name: value\r\n" to the extra headers; a header that does not
+ * fit is dropped whole, with a warning (never sent cut). */
 void http_txn_add_header(struct http_txn *txn, const char *name, const char *value);
 /* For the transports (HTTP/1 and HTTP/2): the peer is gone while the
  * handler owns txn — mark it aborted and raise its cancel flag. */
