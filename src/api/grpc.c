@@ -277,6 +277,7 @@ static struct grpc_call *call_get(struct grpc_api *api)
     if (call) {
         api->free_calls = call->next_free;
         api->nfree_calls--;
+        pool_use_take(&api->call_use);
         struct buf msg = call->msg;
         memset(call, 0, sizeof *call);
         call->msg = msg;
@@ -286,6 +287,7 @@ static struct grpc_call *call_get(struct grpc_api *api)
         if (!call)
             return NULL;
         buf_init(&call->msg, api->max_message_bytes);
+        pool_use_take(&api->call_use);
     }
     call->api = api;
     call->refs = 1;
@@ -293,12 +295,18 @@ static struct grpc_call *call_get(struct grpc_api *api)
     return call;
 }
 
+static void call_free(struct grpc_call *call)
+{
+    buf_free(&call->msg);
+    mem_free(call);
+}
+
 static void call_put(struct grpc_call *call)
 {
     struct grpc_api *api = call->api;
+    pool_use_give(&api->call_use);
     if (api->nfree_calls >= POOL_MAX) {
-        buf_free(&call->msg);
-        mem_free(call);
+        call_free(call);
         return;
     }
     if (call->msg.cap > CALL_KEEP_BUFFER)
@@ -995,19 +1003,28 @@ static struct grpc_infer *infer_get(struct grpc_api *api, size_t arena_max)
         memset(gi, 0, sizeof *gi);
         gi->req.arena = arena;
         gi->req.arena.max = arena_max;
+        pool_use_take(&api->infer_use);
         return gi;
     }
     gi = mem_calloc(1, sizeof *gi);
-    if (gi)
+    if (gi) {
         arena_init(&gi->req.arena, INFER_ARENA_CHUNK, arena_max);
+        pool_use_take(&api->infer_use);
+    }
     return gi;
+}
+
+static void infer_free(struct grpc_infer *gi)
+{
+    arena_free(&gi->req.arena);
+    mem_free(gi);
 }
 
 static void infer_put(struct grpc_api *api, struct grpc_infer *gi)
 {
+    pool_use_give(&api->infer_use);
     if (api->nfree_infers >= POOL_MAX) {
-        arena_free(&gi->req.arena);
-        mem_free(gi);
+        infer_free(gi);
         return;
     }
     arena_reset(&gi->req.arena);
@@ -1490,23 +1507,33 @@ void grpc_api_drain(struct grpc_api *api)
     }
 }
 
+/* Frees pooled objects beyond keep_calls / keep_infers. */
+static void trim_pools(struct grpc_api *api, uint32_t keep_calls, uint32_t keep_infers)
+{
+    while (api->nfree_calls > keep_calls) {
+        struct grpc_call *c = api->free_calls;
+        api->free_calls = c->next_free;
+        api->nfree_calls--;
+        call_free(c);
+    }
+    while (api->nfree_infers > keep_infers) {
+        struct grpc_infer *gi = api->free_infers;
+        api->free_infers = gi->next_free;
+        api->nfree_infers--;
+        infer_free(gi);
+    }
+}
+
+void grpc_api_tick(struct grpc_api *api, uint64_t now_ms)
+{
+    trim_pools(api, pool_use_keep(&api->call_use, now_ms), pool_use_keep(&api->infer_use, now_ms));
+}
+
 void grpc_api_free(struct grpc_api *api)
 {
     if (!api->loop)
         return; /* never initialized */
-    while (api->free_calls) {
-        struct grpc_call *c = api->free_calls;
-        api->free_calls = c->next_free;
-        buf_free(&c->msg);
-        mem_free(c);
-    }
-    while (api->free_infers) {
-        struct grpc_infer *gi = api->free_infers;
-        api->free_infers = gi->next_free;
-        arena_free(&gi->req.arena);
-        mem_free(gi);
-    }
-    api->nfree_calls = api->nfree_infers = 0;
+    trim_pools(api, 0, 0);
     arena_free(&api->scratch);
     buf_free(&api->out);
     if (api->timer.fd >= 0) {

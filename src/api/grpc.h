@@ -53,6 +53,7 @@
 
 #include "base/arena.h"
 #include "base/buf.h"
+#include "base/pool_use.h"
 #include "http/h2.h"
 #include "model/repository.h"
 #include "net/loop.h"
@@ -81,13 +82,19 @@ struct grpc_api {
     struct grpc_call *calls; /* every call whose stream is open */
     uint32_t nwatchers;      /* Health/Watch calls among them */
     struct loop_watch timer; /* timerfd: polls health for Watch while nwatchers > 0 */
-    struct grpc_call *free_calls;
+    struct grpc_call *free_calls; /* reusable objects, trimmed by grpc_api_tick */
     uint32_t nfree_calls;
+    struct pool_use call_use;
     struct grpc_infer *free_infers;
     uint32_t nfree_infers;
+    struct pool_use infer_use;
     struct arena scratch; /* small messages: decoded requests, built responses */
     struct buf out;       /* one serialized response message */
 };
+
+/* About once a second on the loop thread: every POOL_USE_PERIOD_MS, frees
+ * the pooled objects the last period did not need (base/pool_use.h). */
+void grpc_api_tick(struct grpc_api *api, uint64_t now_ms);
 
 /* Fills api (and api->app) for `loop`. Returns 0 or -errno. */
 int grpc_api_init(struct grpc_api *api, struct repository *repo, struct loop *loop,

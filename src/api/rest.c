@@ -260,19 +260,28 @@ static struct rest_infer *rest_infer_get(struct rest_api *api, size_t arena_max)
         memset(ri, 0, sizeof *ri);
         ri->req.arena = arena;
         ri->req.arena.max = arena_max;
+        pool_use_take(&api->infer_use);
         return ri;
     }
     ri = mem_calloc(1, sizeof *ri);
-    if (ri)
+    if (ri) {
         arena_init(&ri->req.arena, INFER_ARENA_CHUNK, arena_max);
+        pool_use_take(&api->infer_use);
+    }
     return ri;
+}
+
+static void rest_infer_free(struct rest_infer *ri)
+{
+    arena_free(&ri->req.arena);
+    mem_free(ri);
 }
 
 static void rest_infer_put(struct rest_api *api, struct rest_infer *ri)
 {
+    pool_use_give(&api->infer_use);
     if (api->nfree_infers >= REST_INFER_POOL_MAX) {
-        arena_free(&ri->req.arena);
-        mem_free(ri);
+        rest_infer_free(ri);
         return;
     }
     arena_reset(&ri->req.arena);
@@ -281,15 +290,25 @@ static void rest_infer_put(struct rest_api *api, struct rest_infer *ri)
     api->nfree_infers++;
 }
 
-void rest_api_free(struct rest_api *api)
+/* Frees pooled request objects beyond keep. */
+static void trim_pool(struct rest_api *api, uint32_t keep)
 {
-    while (api->free_infers) {
+    while (api->nfree_infers > keep) {
         struct rest_infer *ri = api->free_infers;
         api->free_infers = ri->next_free;
-        arena_free(&ri->req.arena);
-        mem_free(ri);
+        api->nfree_infers--;
+        rest_infer_free(ri);
     }
-    api->nfree_infers = 0;
+}
+
+void rest_api_tick(struct rest_api *api, uint64_t now_ms)
+{
+    trim_pool(api, pool_use_keep(&api->infer_use, now_ms));
+}
+
+void rest_api_free(struct rest_api *api)
+{
+    trim_pool(api, 0);
 }
 
 /* On the I/O loop: encode and send the response. */

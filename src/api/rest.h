@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "api/obs_http.h"
+#include "base/pool_use.h"
 #include "http/server.h"
 #include "model/repository.h"
 #include "net/loop.h"
@@ -46,12 +47,16 @@ struct rest_api {
     void (*on_idle)(void *arg);
     void *idle_arg;
     const struct obs_sources *obs; /* what the dashboard shows besides models */
-    struct rest_infer *free_infers; /* reusable request objects */
+    struct rest_infer *free_infers; /* reusable request objects, trimmed by rest_api_tick */
     uint32_t nfree_infers;
+    struct pool_use infer_use;
 };
 
 /* The http_handler_fn for the HTTP server; `app` is a struct rest_api. */
 void rest_handle(void *app, struct http_txn *txn);
+/* About once a second on the loop thread: every POOL_USE_PERIOD_MS, frees
+ * the pooled request objects the last period did not need (base/pool_use.h). */
+void rest_api_tick(struct rest_api *api, uint64_t now_ms);
 /* Frees the reusable objects; call after the loop has stopped. */
 void rest_api_free(struct rest_api *api);
 

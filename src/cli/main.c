@@ -464,6 +464,15 @@ static void log_stats(struct io_thread *threads, int n)
              (unsigned long long)heap_free);
 }
 
+/* The HTTP server's tick: the front ends shed request objects that recent
+ * traffic did not need. */
+static void io_tick(void *arg, uint64_t now_ms)
+{
+    struct io_thread *t = arg;
+    rest_api_tick(&t->api, now_ms);
+    grpc_api_tick(&t->grpc, now_ms);
+}
+
 static void stop_now(struct io_thread *threads, int n)
 {
     for (int i = 0; i < n; i++)
@@ -564,6 +573,8 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->grpc.on_idle = io_on_idle;
         t->grpc.idle_arg = t;
         http.grpc = &t->grpc.app;
+        http.on_tick = io_tick;
+        http.tick_arg = t;
         t->drain_task.run = io_drain;
         t->stop_task.run = io_stop;
         if (http_server_start(&t->loop, &http, rest_handle, &t->api, &t->server) != 0)

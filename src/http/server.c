@@ -846,6 +846,8 @@ static void on_tick(struct loop *l, void *arg)
         }
         c = next;
     }
+    if (s->cfg.on_tick)
+        s->cfg.on_tick(s->cfg.tick_arg, now);
 }
 
 static int listen_socket(const char *host, int port, bool reuseport, int *out_port)

@@ -91,6 +91,10 @@ struct http_server_config {
      * before it is sent: a handler's (txn) or the server's own error answer
      * (txn NULL), with its status and body size. NULL = none. */
     void (*on_response)(const struct http_txn *txn, int status, size_t body_bytes);
+    /* Called about once a second on the loop thread, after the server's
+     * own timeouts, with tick_arg and clock_now_ms(). NULL = none. */
+    void (*on_tick)(void *tick_arg, uint64_t now_ms);
+    void *tick_arg;
 };
 
 /* Creates the listening socket and registers it with the loop (and makes
