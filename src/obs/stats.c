@@ -220,13 +220,18 @@ static struct batch_entry *batch_entry_get(struct stats_slot *slot, uint32_t bat
     if (!bigger)
         return NULL;
     bigger->cap = cap;
-    bigger->older = a;
-    if (!atomic_compare_exchange_strong_explicit(&slot->batches, &a, bigger, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
-        mem_free(bigger); /* another thread of the shared shard grew it */
-        return a->cap >= batch_size ? &a->e[batch_size - 1] : NULL;
+    for (;;) {
+        bigger->older = a;
+        if (atomic_compare_exchange_strong_explicit(&slot->batches, &a, bigger,
+                                                    memory_order_acq_rel, memory_order_acquire))
+            return &bigger->e[batch_size - 1];
+        /* Another thread of the shared shard grew it first (a is now its
+         * array): use that one if it is big enough, else chain ours on it. */
+        if (a->cap >= batch_size) {
+            mem_free(bigger);
+            return &a->e[batch_size - 1];
+        }
     }
-    return &bigger->e[batch_size - 1];
 }
 
 void stats_record_execution(struct stats_model *s, uint32_t batch_size, uint64_t input_ns,
