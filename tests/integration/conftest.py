@@ -41,6 +41,19 @@ def sanitized_binary():
     return b"__asan_init" in INFERD_BIN.read_bytes()
 
 
+def usr1_stats(srv):
+    """Sends SIGUSR1 to srv and returns the fields of the stats line it logs
+    (infer_requests, allocations, rss_bytes, heap_in_use_bytes,
+    heap_free_bytes) as {name: text}."""
+    before = srv.stderr().count(" stats: ")
+    srv.proc.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 10
+    while srv.stderr().count(" stats: ") == before and time.time() < deadline:
+        time.sleep(0.05)
+    line = [l for l in srv.stderr().splitlines() if " stats: " in l][-1]
+    return dict(kv.split("=", 1) for kv in line.split(" stats: ")[1].split())
+
+
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 
 

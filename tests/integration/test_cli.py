@@ -11,7 +11,7 @@ import requests
 
 from conftest import (INFERD_BIN, LSAN_SUPP, SANITIZER_MARKERS, MAIN_MODELS, IDENTITY_MODELS,
                       HttpReader, connect, free_port, http_request, make_repository,
-                      sanitized_binary)
+                      sanitized_binary, usr1_stats)
 
 FLAGS = ["--model-repository", "--host", "--http-port", "--max-request-line",
          "--max-header-bytes", "--max-headers", "--max-body-bytes",
@@ -195,14 +195,9 @@ def test_sigusr1_logs_process_counters(server_factory):
     for _ in range(3):
         assert requests.post(srv.url + "/v2/models/simple/infer", json=body,
                              timeout=10).status_code == 200
-    srv.proc.send_signal(signal.SIGUSR1)
-    deadline = time.time() + 10
-    while " stats: " not in srv.stderr() and time.time() < deadline:
-        time.sleep(0.05)
-    line = [l for l in srv.stderr().splitlines() if " stats: " in l][-1]
-    fields = dict(kv.split("=", 1) for kv in line.split(" stats: ")[1].split())
+    fields = usr1_stats(srv)
     assert sorted(fields) == ["allocations", "heap_free_bytes", "heap_in_use_bytes",
-                              "infer_requests", "rss_bytes"], line
+                              "infer_requests", "rss_bytes"], fields
     v = {k: int(x) for k, x in fields.items()}
     assert v["infer_requests"] == 3
     assert v["allocations"] > 0
@@ -210,5 +205,5 @@ def test_sigusr1_logs_process_counters(server_factory):
         return  # AddressSanitizer serves malloc: glibc's heap is nearly unused
     # A loaded ONNX Runtime session alone is well over a megabyte of heap,
     # all of it resident.
-    assert 1 << 20 < v["heap_in_use_bytes"] < v["rss_bytes"], line
+    assert 1 << 20 < v["heap_in_use_bytes"] < v["rss_bytes"], fields
     assert v["heap_free_bytes"] >= 0

@@ -15,10 +15,9 @@ import subprocess
 import time
 
 import numpy as np
-import pytest
 import requests
 
-from conftest import REPO_ROOT, assert_error, connect, raw_http
+from conftest import REPO_ROOT, assert_error, connect, raw_http, usr1_stats
 
 SLOW = REPO_ROOT / "tests" / "models" / "slow"
 
@@ -285,14 +284,7 @@ def test_h2load_many_streams_on_few_connections(server, tmp_path):
 
 
 def stats_allocations(srv):
-    """Sends SIGUSR1 and returns the `allocations=` of the new stats line."""
-    before = srv.stderr().count("stats: ")
-    srv.proc.send_signal(signal.SIGUSR1)
-    deadline = time.time() + 10
-    while srv.stderr().count("stats: ") == before and time.time() < deadline:
-        time.sleep(0.05)
-    line = [l for l in srv.stderr().splitlines() if "stats: " in l][-1]
-    return int(line.split("allocations=")[1].split()[0])
+    return int(usr1_stats(srv)["allocations"])
 
 
 def test_regress_h2_requests_allocate_nothing_once_warm(server_factory, tmp_path):

@@ -1,28 +1,20 @@
 """The front ends' pools of request objects follow recent traffic: a burst
 of concurrent requests leaves its objects (each with a 64 KiB arena chunk)
 pooled for a period or two, then they are freed (base/pool_use.h)."""
-import signal
 import threading
 import time
 
 import pytest
 import requests
 
-from conftest import sanitized_binary, stall_repo
+from conftest import sanitized_binary, stall_repo, usr1_stats
 from grpc_client import Client, generate
 
 BURST = 96
 
 
 def heap_in_use(srv):
-    """Sends SIGUSR1 and returns the new stats line's heap_in_use_bytes."""
-    before = srv.stderr().count(" stats: ")
-    srv.proc.send_signal(signal.SIGUSR1)
-    deadline = time.time() + 10
-    while srv.stderr().count(" stats: ") == before and time.time() < deadline:
-        time.sleep(0.05)
-    line = [l for l in srv.stderr().splitlines() if " stats: " in l][-1]
-    return int(line.split("heap_in_use_bytes=")[1].split()[0])
+    return int(usr1_stats(srv)["heap_in_use_bytes"])
 
 
 def rest_burst(srv):
