@@ -7,6 +7,7 @@ import time
 
 import requests
 
+import prom
 from conftest import IDENTITY_MODELS, HttpReader, connect, http_request
 
 
@@ -50,6 +51,10 @@ def test_regress_idle_keepalive_connections_are_closed(server_factory):
 
 def test_regress_connection_flood_max_connections(server_factory):
     srv = server_factory.start("--max-connections", "2")
+    # The readiness probe's connection counts until the server has seen it
+    # close (slow under the sanitizers): wait until none is open.
+    s = prom.wait_for(srv, lambda m: m.get("inferd_open_connections") == 0)
+    assert s.get("inferd_open_connections") == 0
     held = [connect(srv.port) for _ in range(2)]
     try:
         for s in held:  # make sure both are accepted and counted
