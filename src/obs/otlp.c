@@ -28,8 +28,20 @@
 #define RESPONSE_MAX (64 * 1024)
 /* An encoded span is at most a few KiB; the body ceiling bounds a batch. */
 #define BODY_MAX ((size_t)64 << 20)
+/* The byte bound of a span queue, per span of buffer_spans (an encoded
+ * span is typically under 1.5 KiB). */
+#define QUEUE_BYTES_PER_SPAN 4096
 /* At most one failure line per this many milliseconds. */
 #define WARN_EVERY_MS 10000
+
+/* Encoded spans back to back, each followed by ','; ends[i] is where span
+ * i's text (with its comma) ends. At most buffer_spans spans and
+ * QUEUE_BYTES_PER_SPAN bytes per span on average. */
+struct span_queue {
+    struct buf text;
+    uint32_t *ends;
+    uint32_t count;
+};
 
 struct exporter {
     struct otlp_config cfg;
@@ -40,10 +52,11 @@ struct exporter {
     pthread_t tid;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct span_record *ring; /* cfg.buffer_spans entries */
-    uint32_t head, count;
+    /* Spans waiting (under lock), encoded by the submitting thread, and the
+     * ones the thread is sending (its own): swapped, never copied. */
+    struct span_queue waiting, sending;
     bool stopping;
-    struct span_record *batch; /* the thread's copy of a batch */
+    struct buf envelope_head; /* the request up to the spans array's '[' */
     struct buf body;
     int fd; /* kept-alive connection to the collector, or -1 */
     uint64_t last_warn_ms;
@@ -163,70 +176,63 @@ static void jl_span(struct jline *l, const struct span_record *r)
     jl_lit(l, "}}");
 }
 
-void otlp_encode(struct buf *out, const struct span_record *spans, size_t n,
-                 const char *service_name)
+/* The ExportTraceServiceRequest around the spans: one resource, one scope
+ * "inferd". The head ends with the spans array's '['. */
+static void envelope_head(struct buf *out, const char *service_name)
 {
-    struct json_writer w;
-    json_w_init(&w, out);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "resourceSpans");
-    json_w_arr_begin(&w);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "resource");
-    json_w_obj_begin(&w);
-    json_w_key(&w, "attributes");
-    json_w_arr_begin(&w);
     static const char *const keys[] = {"service.name", "service.version", "telemetry.sdk.name",
                                        "telemetry.sdk.language"};
     const char *values[] = {service_name, INFERD_VERSION, "inferd", "c"};
+    char tmp[1024];
+    struct jline l;
+    jl_init(&l, tmp, sizeof tmp);
+    jl_lit(&l, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_w_obj_begin(&w);
-        json_w_key(&w, "key");
-        json_w_cstr(&w, keys[i]);
-        json_w_key(&w, "value");
-        json_w_obj_begin(&w);
-        json_w_key(&w, "stringValue");
-        json_w_cstr(&w, values[i]);
-        json_w_obj_end(&w);
-        json_w_obj_end(&w);
+        if (i)
+            jl_lit(&l, ",");
+        jl_lit(&l, "{\"key\":");
+        jl_cstr(&l, keys[i]);
+        jl_lit(&l, ",\"value\":{\"stringValue\":");
+        jl_cstr(&l, values[i]);
+        jl_lit(&l, "}}");
     }
-    json_w_arr_end(&w);
-    json_w_obj_end(&w);
-    json_w_key(&w, "scopeSpans");
-    json_w_arr_begin(&w);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "scope");
-    json_w_obj_begin(&w);
-    json_w_key(&w, "name");
-    json_w_cstr(&w, "inferd");
-    json_w_key(&w, "version");
-    json_w_cstr(&w, INFERD_VERSION);
-    json_w_obj_end(&w);
-    json_w_key(&w, "spans");
-    /* The spans themselves: built in place with the fast line builder. */
-    if (!json_w_value_buf(&w))
-        return;
-    buf_putc(out, '[');
+    jl_lit(&l, "]},\"scopeSpans\":[{\"scope\":{\"name\":\"inferd\",\"version\":");
+    jl_cstr(&l, INFERD_VERSION);
+    jl_lit(&l, "},\"spans\":[");
+    if (l.overflow)
+        out->err = -E2BIG;
+    else
+        buf_append(out, l.p, l.n);
+}
+
+static const char envelope_tail[] = "]}]}]}";
+
+/* Encodes one span into out (SPAN_JSON_MAX bytes); returns its length. */
+static size_t encode_span(char *out, const struct span_record *r)
+{
+    struct jline l;
+    jl_init(&l, out, SPAN_JSON_MAX);
+    jl_span(&l, r);
+    return l.overflow ? 0 : l.n;
+}
+
+void otlp_encode(struct buf *out, const struct span_record *spans, size_t n,
+                 const char *service_name)
+{
+    envelope_head(out, service_name);
     for (size_t i = 0; i < n && !out->err; i++) {
         if (buf_reserve(out, SPAN_JSON_MAX + 1) != 0)
             break;
-        struct jline l;
-        jl_init(&l, out->data + out->len, out->cap - out->len);
         if (i)
-            jl_lit(&l, ",");
-        jl_span(&l, &spans[i]);
-        if (l.overflow) {
+            out->data[out->len++] = ',';
+        size_t len = encode_span(out->data + out->len, &spans[i]);
+        if (!len) {
             out->err = -E2BIG;
             break;
         }
-        out->len += l.n;
+        out->len += len;
     }
-    buf_putc(out, ']');
-    json_w_obj_end(&w);
-    json_w_arr_end(&w);
-    json_w_obj_end(&w);
-    json_w_arr_end(&w);
-    json_w_obj_end(&w);
+    buf_append(out, envelope_tail, sizeof envelope_tail - 1);
 }
 
 /* ---- the HTTP client ---------------------------------------------------------- */
@@ -473,11 +479,17 @@ static void warn_failure(struct exporter *e, const char *what, int status, uint3
                  n);
 }
 
-/* Returns false when the batch was lost. */
-static bool export_batch(struct exporter *e, uint32_t n)
+/* POSTs spans [from, to) of e->sending. Returns false when they were lost. */
+static bool export_batch(struct exporter *e, uint32_t from, uint32_t to)
 {
+    const struct span_queue *q = &e->sending;
+    size_t start = from ? q->ends[from - 1] : 0;
+    size_t len = q->ends[to - 1] - start - 1; /* without the last comma */
+    uint32_t n = to - from;
     buf_reset(&e->body);
-    otlp_encode(&e->body, e->batch, n, e->service);
+    buf_append(&e->body, e->envelope_head.data, e->envelope_head.len);
+    buf_append(&e->body, q->text.data + start, len);
+    buf_append(&e->body, envelope_tail, sizeof envelope_tail - 1);
     if (e->body.err) {
         atomic_fetch_add(&st_failed, n);
         atomic_fetch_add(&st_exports_failed, 1);
@@ -495,26 +507,35 @@ static bool export_batch(struct exporter *e, uint32_t n)
     return false;
 }
 
-/* Copies the used parts of a record: the fixed fields and attributes, the
- * links in use and the text in use (a record is mostly unused room). */
-static void span_copy(struct span_record *dst, const struct span_record *src)
+static void queue_swap(struct span_queue *a, struct span_queue *b)
 {
-    memcpy(dst, src, offsetof(struct span_record, links));
-    memcpy(dst->links, src->links, src->nlinks * sizeof src->links[0]);
-    dst->text_len = src->text_len;
-    memcpy(dst->text, src->text, src->text_len);
+    struct span_queue t = *a;
+    *a = *b;
+    *b = t;
 }
 
-/* Moves up to batch_size spans from the ring (lock held). */
-static uint32_t take_batch(struct exporter *e)
+static void queue_clear(struct span_queue *q)
 {
-    uint32_t n = e->count < e->cfg.batch_size ? e->count : e->cfg.batch_size;
-    for (uint32_t i = 0; i < n; i++) {
-        span_copy(&e->batch[i], &e->ring[e->head]);
-        e->head = (e->head + 1) % e->cfg.buffer_spans;
+    buf_reset(&q->text);
+    q->count = 0;
+}
+
+/* Sends e->sending in batches of batch_size; once one fails while shutting
+ * down (the collector is not answering), counts the rest as failed instead
+ * of waiting a timeout per batch. */
+static void export_all(struct exporter *e, bool stopping)
+{
+    uint32_t total = e->sending.count;
+    for (uint32_t from = 0; from < total;) {
+        uint32_t to = total - from > e->cfg.batch_size ? from + e->cfg.batch_size : total;
+        bool ok = export_batch(e, from, to);
+        from = to;
+        if (!ok && stopping) {
+            atomic_fetch_add(&st_failed, total - from);
+            break;
+        }
     }
-    e->count -= n;
-    return n;
+    queue_clear(&e->sending);
 }
 
 static void *exporter_main(void *arg)
@@ -522,7 +543,7 @@ static void *exporter_main(void *arg)
     struct exporter *e = arg;
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        if (e->count < e->cfg.batch_size && !e->stopping) {
+        if (e->waiting.count < e->cfg.batch_size && !e->stopping) {
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             uint64_t until = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
@@ -532,29 +553,38 @@ static void *exporter_main(void *arg)
             pthread_cond_timedwait(&e->cond, &e->lock, &ts);
         }
         bool stopping = e->stopping;
-        uint32_t n = take_batch(e);
+        queue_swap(&e->waiting, &e->sending);
         pthread_mutex_unlock(&e->lock);
-        bool ok = n == 0 || export_batch(e, n);
+        export_all(e, stopping);
         pthread_mutex_lock(&e->lock);
-        if (stopping && !ok) {
-            /* Shutting down and the collector is not answering: do not
-             * wait a timeout per remaining batch. */
-            atomic_fetch_add(&st_failed, e->count);
-            e->count = 0;
-        }
-        if (stopping && e->count == 0)
+        if (stopping && e->waiting.count == 0)
             break;
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
 }
 
+static void queue_free(struct span_queue *q)
+{
+    buf_free(&q->text);
+    mem_free(q->ends);
+}
+
+static int queue_init(struct span_queue *q, uint32_t spans)
+{
+    buf_init(&q->text, (size_t)spans * QUEUE_BYTES_PER_SPAN);
+    q->count = 0;
+    q->ends = mem_calloc(spans, sizeof *q->ends);
+    return q->ends ? 0 : -1;
+}
+
 static void exporter_free(struct exporter *e)
 {
     conn_close(e);
     buf_free(&e->body);
-    mem_free(e->ring);
-    mem_free(e->batch);
+    buf_free(&e->envelope_head);
+    queue_free(&e->waiting);
+    queue_free(&e->sending);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     mem_free(e);
@@ -585,15 +615,16 @@ int otlp_start(const struct otlp_config *cfg, struct error *err)
     pthread_cond_init(&e->cond, &ca);
     pthread_condattr_destroy(&ca);
     buf_init(&e->body, BODY_MAX);
+    buf_init(&e->envelope_head, 4096);
     if (otlp_parse_url(cfg->endpoint, e->host, sizeof e->host, &e->port, e->path,
                        sizeof e->path) != 0) {
         exporter_free(e);
         return error_set(err, 400, "--otlp-endpoint: expected http://host[:port][/path], got '%s'",
                          cfg->endpoint);
     }
-    e->ring = mem_calloc(e->cfg.buffer_spans, sizeof *e->ring);
-    e->batch = mem_calloc(e->cfg.batch_size, sizeof *e->batch);
-    if (!e->ring || !e->batch) {
+    envelope_head(&e->envelope_head, e->service);
+    if (queue_init(&e->waiting, e->cfg.buffer_spans) != 0 ||
+        queue_init(&e->sending, e->cfg.buffer_spans) != 0 || e->envelope_head.err) {
         exporter_free(e);
         return error_set(err, 500, "out of memory for the span buffer");
     }
@@ -627,18 +658,27 @@ void otlp_submit(const struct span_record *r)
     if (!atomic_load_explicit(&running, memory_order_acquire))
         return;
     struct exporter *e = exporter;
-    pthread_mutex_lock(&e->lock);
-    if (e->count == e->cfg.buffer_spans || e->stopping) {
+    /* Encoded here, outside the lock; only the text is used of the
+     * (mostly untouched) room on the stack. */
+    char span[SPAN_JSON_MAX + 1];
+    size_t len = encode_span(span, r);
+    bool queued = false;
+    if (len) {
+        span[len++] = ',';
+        pthread_mutex_lock(&e->lock);
+        struct span_queue *q = &e->waiting;
+        if (q->count < e->cfg.buffer_spans && !e->stopping &&
+            buf_append(&q->text, span, len) == 0) {
+            q->ends[q->count++] = (uint32_t)q->text.len;
+            queued = true;
+            if (q->count == e->cfg.batch_size)
+                pthread_cond_signal(&e->cond);
+        }
+        q->text.err = 0; /* a span that did not fit is dropped, not sticky */
         pthread_mutex_unlock(&e->lock);
-        atomic_fetch_add_explicit(&st_dropped, 1, memory_order_relaxed);
-        return;
     }
-    uint32_t slot = (e->head + e->count) % e->cfg.buffer_spans;
-    span_copy(&e->ring[slot], r);
-    e->count++;
-    if (e->count == e->cfg.batch_size)
-        pthread_cond_signal(&e->cond);
-    pthread_mutex_unlock(&e->lock);
+    if (!queued)
+        atomic_fetch_add_explicit(&st_dropped, 1, memory_order_relaxed);
 }
 
 void otlp_stats(struct otlp_stats *out)

@@ -5,14 +5,15 @@
  * 64-bit integers and unix-nano times as decimal strings, enums as
  * integers).
  *
- * otlp_submit() copies a record into a bounded ring (preallocated at
- * start) under a short lock and never blocks on I/O: when the ring is full
- * the span is dropped and counted. A background thread takes up to
- * batch_size spans whenever that many are waiting or interval_ms has
- * passed, encodes them and POSTs them with its own small blocking HTTP/1.1
- * client (keep-alive, connect/read/write timeouts). A failed export drops
- * that batch (counted); there are no retries, so a dead collector costs
- * one failed connection per interval.
+ * otlp_submit() encodes a record on the calling thread and appends the
+ * text to a bounded queue under a short lock; it never blocks on I/O. The
+ * queue holds at most buffer_spans spans (and 4 KiB per span on average);
+ * a span that does not fit is dropped and counted. A background thread
+ * swaps the queue for its own whenever batch_size spans are waiting or
+ * interval_ms has passed, and POSTs them, batch_size spans per request,
+ * with its own small blocking HTTP/1.1 client (keep-alive, connect/read/
+ * write timeouts). A failed export drops that batch (counted); there are
+ * no retries, so a dead collector costs one failed connection per batch.
  *
  * Lifecycle: otlp_start() once (before spans are submitted; without it
  * otlp_submit() drops silently, uncounted); otlp_stop() flushes what is
@@ -32,7 +33,7 @@ struct otlp_config {
     const char *endpoint;   /* http://host:port/path */
     uint32_t batch_size;    /* spans per POST (default 256) */
     uint32_t interval_ms;   /* longest wait before a partial batch goes (default 1000) */
-    uint32_t buffer_spans;  /* ring capacity (default 2048) */
+    uint32_t buffer_spans;  /* spans waiting at most (default 2048) */
     uint32_t timeout_ms;    /* connect, send and receive (default 2000) */
     const char *service_name; /* resource attribute service.name (default "inferd") */
 };
@@ -47,7 +48,7 @@ void otlp_submit(const struct span_record *r);
 
 struct otlp_stats {
     uint64_t spans_exported; /* accepted by the collector (2xx) */
-    uint64_t spans_dropped;  /* ring full */
+    uint64_t spans_dropped;  /* queue full */
     uint64_t spans_failed;   /* lost in a failed export */
     uint64_t exports_failed; /* POSTs that failed */
 };

@@ -2,7 +2,9 @@
  * The access log writer: lines from several threads reach the file whole,
  * reopen (logrotate) switches files, an oversized line and a full buffer
  * are dropped and counted, and a reader that stops reading (a FIFO) never
- * blocks writers or the close. Also the request-id rule.
+ * blocks writers or the close. Also the request-id rule, and the line
+ * builder's string escaping (eight bytes at a time) against a byte-by-byte
+ * reference.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 
 #include "base/clock.h"
 #include "obs/accesslog.h"
+#include "obs/jsonline.h"
 #include "obs/request.h"
 
 static char *read_file(const char *path, size_t *len)
@@ -224,12 +227,81 @@ static void test_request_id(void **state)
     assert_int_equal(request_id_resolve(longid, REQUEST_ID_MAX, out), REQUEST_ID_MAX);
 }
 
+/* The reference: one byte at a time, as RFC 8259 asks (valid UTF-8 kept,
+ * '"' and '\\' escaped, everything else below 0x20 or not valid UTF-8 as
+ * \u00XX). */
+static size_t escape_reference(const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c >= 0x80 ? json_utf8_seq_len((const unsigned char *)s + i, n - i) : 0;
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+            continue;
+        }
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20 || c >= 0x80) {
+            o += (size_t)sprintf(out + o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+        i++;
+    }
+    out[o++] = '"';
+    return o;
+}
+
+static void test_jl_str_escapes_every_byte_anywhere(void **state)
+{
+    (void)state;
+    /* Every byte value at every position of strings up to 24 bytes (three
+     * words and a tail), in plain text and next to a UTF-8 sequence. */
+    static const char *const fills[] = {"abcdefghijklmnopqrstuvwx", "\xc3\xa9" "abcdefghijklmnopqrstuv"};
+    for (size_t f = 0; f < 2; f++) {
+        for (size_t len = 1; len <= 24; len++) {
+            for (size_t pos = 0; pos < len; pos++) {
+                for (int c = 0; c < 256; c++) {
+                    char s[32], got[256], want[256];
+                    memcpy(s, fills[f], len);
+                    s[pos] = (char)c;
+                    struct jline l;
+                    jl_init(&l, got, sizeof got);
+                    jl_str(&l, s, len);
+                    assert_false(l.overflow);
+                    size_t n = escape_reference(s, len, want);
+                    assert_int_equal(l.n, n);
+                    assert_memory_equal(got, want, n);
+                }
+            }
+        }
+    }
+    /* Too small a buffer sets overflow instead of writing past it. */
+    char small[8];
+    struct jline l;
+    jl_init(&l, small, sizeof small);
+    jl_str(&l, "0123456789", 10);
+    assert_true(l.overflow);
+    jl_init(&l, small, sizeof small);
+    jl_qraw(&l, "123456", 6);
+    assert_false(l.overflow);
+    assert_memory_equal(small, "\"123456\"", 8);
+    jl_qraw(&l, "", 0);
+    assert_true(l.overflow);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_whole_lines), cmocka_unit_test(test_reopen),
         cmocka_unit_test(test_drops_counted),       cmocka_unit_test(test_stalled_reader),
         cmocka_unit_test(test_request_id),
+        cmocka_unit_test(test_jl_str_escapes_every_byte_anywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
