@@ -53,8 +53,8 @@ def test_regress_connection_flood_max_connections(server_factory):
     srv = server_factory.start("--max-connections", "2")
     # The readiness probe's connection counts until the server has seen it
     # close (slow under the sanitizers): wait until none is open.
-    s = prom.wait_for(srv, lambda m: m.get("inferd_open_connections") == 0)
-    assert s.get("inferd_open_connections") == 0
+    m = prom.wait_for(srv, lambda m: m.get("inferd_open_connections") == 0)
+    assert m.get("inferd_open_connections") == 0
     held = [connect(srv.port) for _ in range(2)]
     try:
         for s in held:  # make sure both are accepted and counted
@@ -68,7 +68,9 @@ def test_regress_connection_flood_max_connections(server_factory):
     finally:
         for s in held:
             s.close()
-    # Once connections close, new ones are accepted again.
+    # Once the server has seen them close, new connections are accepted again.
+    m = prom.wait_for(srv, lambda m: m.get("inferd_open_connections") == 0)
+    assert m.get("inferd_open_connections") == 0
     assert requests.get(srv.url + "/v2/health/live").status_code == 200
 
 
