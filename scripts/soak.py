@@ -90,12 +90,20 @@ def maybe_pause():
             idle_count[0] -= 1
 
 
+_issued_ports = set()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A free port not handed out before (two bind(0) calls in a row can
+    return the same port)."""
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p not in _issued_ports:
+            _issued_ports.add(p)
+            return p
 
 
 # ---------------------------------------------------------------- repository

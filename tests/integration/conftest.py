@@ -61,10 +61,20 @@ SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 # Model repositories and server processes
 
 
+_issued_ports = set()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nobody listens on now and that this process has not handed
+    out before: the kernel can return the same free port to two bind(0)
+    calls in a row (a server once got the same port for HTTP and metrics)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _issued_ports:
+            _issued_ports.add(port)
+            return port
 
 
 def make_repository(root, models):
