@@ -9,6 +9,7 @@ Run from the repo root:  /usr/bin/python3 -m pytest tests/integration
 """
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -64,14 +65,32 @@ SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 _issued_ports = set()
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def free_port():
-    """A port nobody listens on now and that this process has not handed
-    out before: the kernel can return the same free port to two bind(0)
-    calls in a row (a server once got the same port for HTTP and metrics)."""
+    """A port nobody listens on now, that this process has not handed out
+    before, and (when the system's ephemeral range leaves room) below that
+    range, so no client connection's local port can take it before the
+    server binds it. bind(0) alone is not enough: it can return the same
+    port twice in a row (a server once got one port for HTTP and metrics)."""
+    low = _ephemeral_low()
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+            if low > 11000:
+                port = random.randrange(10000, low)
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            else:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
         if port not in _issued_ports:
             _issued_ports.add(port)
             return port
