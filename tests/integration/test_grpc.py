@@ -356,6 +356,55 @@ def test_stream_infer_many_in_flight(client, pbs):
     assert "unknown model 'no_such_model'" in by_id["lost"].error_message
 
 
+def test_regress_stream_in_flight_cap(server_factory, tmp_path, pbs):
+    """One ModelStreamInfer stream holds at most 256 requests in flight:
+    beyond that each request is answered at once with an error message
+    (its id echoed), the stream stays open, and the 256 still complete."""
+    pb, _ = pbs
+    repo = stall_repo(tmp_path, 1000000)  # each execution stalls 1 s
+    config = repo / "echo" / "config.pbtxt"
+    config.write_text(config.read_text().replace("max_batch_size: 8", "max_batch_size: 128")
+                      + "dynamic_batching { max_queue_delay_microseconds: 1000 }\n")
+    srv = server_factory.start(repository=repo)
+    c = client_for(srv, pbs)
+    import queue
+    q = queue.Queue()
+
+    def requests_iter():
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            yield item
+
+    call = c.stream_infer()(requests_iter(), timeout=120)
+    n = 260  # all sent while the first batch stalls: 4 over the cap
+    for i in range(n):
+        q.put(echo_request(pb, i, "r%d" % i))
+    got = {}
+    for _ in range(n):
+        r = next(call)
+        assert r.infer_response.id not in got
+        got[r.infer_response.id] = r
+    refused = sorted(k for k, r in got.items() if r.error_message)
+    assert refused == ["r256", "r257", "r258", "r259"]
+    for k in refused:
+        assert "too many requests in flight on this stream (256)" in got[k].error_message
+    for i in range(256):
+        r = got["r%d" % i]
+        assert r.infer_response.outputs[0].name == "OUT"
+        assert raw_int32(r.infer_response.raw_output_contents[0]) == [i] * 4
+    # The stream is still open and serves the next request.
+    q.put(echo_request(pb, 7, "after"))
+    r = next(call)
+    assert r.infer_response.id == "after" and r.error_message == ""
+    q.put(None)
+    assert list(call) == []
+    assert call.code() == grpc.StatusCode.OK
+    assert executions(c)[1] == 257  # inferences: the refused four never ran
+    c.close()
+
+
 def test_stream_infer_interleaved(client, pbs):
     """Requests sent one at a time on an open stream are answered one at a time."""
     pb, _ = pbs
