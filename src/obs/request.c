@@ -115,8 +115,10 @@ void obsreq_pool_free(void)
  * length copied. */
 static uint16_t copy_str(char *dst, size_t cap, const char *s, size_t n)
 {
-    if (!s)
+    if (!s) {
+        s = ""; /* memcpy wants a valid pointer even for 0 bytes */
         n = 0;
+    }
     if (n >= cap)
         n = cap - 1;
     /* Hide the bound from the compiler: knowing n < cap, GCC inlines the
