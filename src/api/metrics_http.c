@@ -23,6 +23,7 @@
 struct version_row {
     struct stats_version v;
     const struct model *loaded; /* in the current snapshot, or NULL */
+    uint64_t queue_depth;       /* read once, so that every gauge of a scrape agrees */
 };
 
 struct collected {
@@ -48,6 +49,7 @@ static void collect_one(const struct stats_model *s, void *arg)
     }
     struct version_row *r = &c->rows[c->count];
     r->loaded = NULL;
+    r->queue_depth = 0;
     if (stats_version_read(s, &r->v) != 0) {
         c->failed = true;
         return;
@@ -62,7 +64,8 @@ static void collected_free(struct collected *c)
     mem_free(c->rows);
 }
 
-/* Marks the rows whose version is loaded in snapshot s. */
+/* Marks the rows whose version is loaded in snapshot s, and reads their
+ * queue depth. */
 static void match_loaded(struct collected *c, const struct model_snapshot *s)
 {
     for (uint32_t i = 0; i < c->count; i++) {
@@ -70,6 +73,7 @@ static void match_loaded(struct collected *c, const struct model_snapshot *s)
         const struct model_entry *e = snapshot_find(s, r->v.name, strlen(r->v.name));
         if (e && e->state == MODEL_READY)
             r->loaded = registry_version(e, r->v.version);
+        r->queue_depth = r->loaded ? sched_queue_depth(r->loaded->sched) : 0;
     }
 }
 
@@ -170,8 +174,7 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
     for (uint32_t i = 0; i < c->count; i++) {
         const struct version_row *r = &c->rows[i];
         const char *labels[] = {"model", r->v.name, "version", r->v.version};
-        metrics_write_u64(b, "nv_inference_pending_request_count", labels, 2,
-                          r->loaded ? sched_queue_depth(r->loaded->sched) : 0);
+        metrics_write_u64(b, "nv_inference_pending_request_count", labels, 2, r->queue_depth);
     }
     metrics_write_header(b, "nv_model_load_duration_secs", "gauge",
                          "Model load time in seconds, loading and warm-up (loaded versions)");
@@ -201,8 +204,7 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
         const struct version_row *r = &c->rows[i];
         const char *labels[] = {"model", r->v.name, "version", r->v.version};
         if (r->loaded)
-            metrics_write_u64(b, "inferd_queue_depth", labels, 2,
-                              sched_queue_depth(r->loaded->sched));
+            metrics_write_u64(b, "inferd_queue_depth", labels, 2, r->queue_depth);
     }
     metrics_write_header(b, "inferd_queue_capacity", "gauge",
                          "Requests the model version's queue holds before answering 429");
