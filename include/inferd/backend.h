@@ -12,7 +12,9 @@
  * plugin returns a pointer to a const table that lives as long as the
  * library (a static const struct), or NULL if it cannot serve
  * `host_abi_version` (inferd then refuses the library). The table's first
- * field is its ABI version; every function pointer must be set.
+ * field is its ABI version (INFERD_BACKEND_ABI_MIN_VERSION up to
+ * INFERD_BACKEND_ABI_VERSION; inferd reads only the fields of that
+ * version); every function pointer of version 1 must be set.
  * A library, once loaded, stays loaded until the process exits.
  *
  * This header depends on nothing of inferd: a plugin is built with
@@ -29,9 +31,23 @@
  *             called exactly once for each successful execute() that left
  *             *state non-NULL, once inferd no longer reads the outputs.
  *
+ * Decoupled models (ABI 2; config.pbtxt `model_transaction_policy {
+ * decoupled: true }`, Triton's term): a request gets zero or more
+ * responses, sent as the model makes them. inferd calls
+ * execute_decoupled() for one request at a time (never batched) and the
+ * plugin calls sink->send() for each response, from inside that call, on
+ * the calling thread. send() copies the outputs before it returns, so the
+ * plugin may reuse or free their memory at once. send() returns
+ * INFERD_SEND_STOP once the request is cancelled (the client went away,
+ * or its deadline passed): the plugin should return promptly; further
+ * sends are dropped. A response flagged INFERD_RESPONSE_FINAL is the last;
+ * one may also return without sending a final one (inferd then ends the
+ * request itself).
+ *
  * Threads
  *   load(), unload():  the repository thread.
- *   execute():         a worker thread; one call at a time per instance.
+ *   execute(), execute_decoupled():
+ *                      a worker thread; one call at a time per instance.
  *   release():         any thread (usually an I/O thread), possibly while
  *                      execute() runs on the same instance: the state of one
  *                      call must not be shared with the next.
@@ -61,7 +77,10 @@
 extern "C" {
 #endif
 
-#define INFERD_BACKEND_ABI_VERSION 1u
+#define INFERD_BACKEND_ABI_VERSION 2u
+/* The oldest table inferd still takes: a version 1 table ends after
+ * unload (no decoupled models). */
+#define INFERD_BACKEND_ABI_MIN_VERSION 1u
 #define INFERD_MAX_DIMS 16
 #define INFERD_ERROR_MSG_MAX 256
 
@@ -162,6 +181,23 @@ struct inferd_backend_load_args {
     int inter_op_threads; /* 0 = backend default */
 };
 
+/* send() flags */
+#define INFERD_RESPONSE_FINAL 1u
+/* send() results */
+#define INFERD_SEND_OK 0
+#define INFERD_SEND_STOP 1
+
+/* Where a decoupled model sends its responses (see "Decoupled models"). */
+struct inferd_response_sink {
+    void *ctx; /* inferd's; pass it back to send() */
+    /* One response: outputs[i] for output_names[i] of the execute call, all
+     * nout of them (name may be NULL; inferd sets it), checked against the
+     * declared outputs like execute()'s. Returns INFERD_SEND_OK, or
+     * INFERD_SEND_STOP when the request is cancelled or a response was
+     * malformed (that ends the request with a 500). */
+    int (*send)(void *ctx, const struct inferd_tensor *outputs, uint32_t nout, uint32_t flags);
+};
+
 struct inferd_backend_api {
     uint32_t abi_version; /* INFERD_BACKEND_ABI_VERSION: first, always */
     const char *name;     /* for messages, e.g. "identity_stall" */
@@ -187,6 +223,17 @@ struct inferd_backend_api {
 
     /* Destroys the instance (repository thread, after every release()). */
     void (*unload)(void *instance);
+
+    /* ---- ABI version 2 ---- */
+
+    /* Runs one request of a decoupled model, sending its responses through
+     * sink (see "Decoupled models"); inputs and output_names as execute().
+     * Returns 0, or non-zero with err set: the request ends with that
+     * error after the responses already sent. NULL when the plugin serves
+     * no decoupled model; a decoupled model then fails to load. */
+    int (*execute_decoupled)(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
+                             const char *const *output_names, uint32_t nout,
+                             const struct inferd_response_sink *sink, struct inferd_error *err);
 };
 
 /* The one symbol a plugin exports (visible even with -fvisibility=hidden). */

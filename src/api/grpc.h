@@ -41,6 +41,9 @@
  * cancelled requests without running them) and is freed when the last of
  * it comes back.
  *
+ * Inference goes through the serving pipeline (serve/call.h); the code is
+ * split by responsibility (api/grpc_call.h): transport, inference, admin.
+ *
  * All functions run on the I/O loop thread that owns the api, except where
  * noted.
  */
@@ -57,25 +60,20 @@
 #include "http/h2.h"
 #include "model/repository.h"
 #include "net/loop.h"
+#include "serve/call.h"
 
 /* Default of --grpc-max-message-bytes. */
 #define GRPC_DEFAULT_MAX_MESSAGE_BYTES (64u << 20)
 
 struct grpc_call;
-struct grpc_infer;
 
 /* One per I/O thread. */
 struct grpc_api {
     struct repository *repo;
     struct loop *loop;
+    struct serve_thread *serve; /* the thread's pipeline (infer and repository calls) */
     uint64_t max_message_bytes; /* largest request message accepted */
     bool draining;              /* shutting down: readiness false, streams end */
-    uint32_t inflight;          /* infer requests and repository commands not yet completed */
-    /* Infer requests answered (any status); read by other threads for stats. */
-    atomic_uint_fast64_t infer_requests;
-    /* Called when inflight drops to 0 (shutdown waits for it). */
-    void (*on_idle)(void *arg);
-    void *idle_arg;
     /* The stream application to put into struct http_server_config.grpc. */
     struct h2_stream_app app;
 
@@ -85,9 +83,6 @@ struct grpc_api {
     struct grpc_call *free_calls; /* reusable objects, trimmed by grpc_api_tick */
     uint32_t nfree_calls;
     struct pool_use call_use;
-    struct grpc_infer *free_infers;
-    uint32_t nfree_infers;
-    struct pool_use infer_use;
     struct arena scratch; /* small messages: decoded requests, built responses */
     struct buf out;       /* one serialized response message */
 };
@@ -96,9 +91,9 @@ struct grpc_api {
  * the pooled objects the last period did not need (base/pool_use.h). */
 void grpc_api_tick(struct grpc_api *api, uint64_t now_ms);
 
-/* Fills api (and api->app) for `loop`. Returns 0 or -errno. */
-int grpc_api_init(struct grpc_api *api, struct repository *repo, struct loop *loop,
-                  uint64_t max_message_bytes);
+/* Fills api (and api->app) for the thread whose pipeline is `serve`.
+ * Returns 0 or -errno. */
+int grpc_api_init(struct grpc_api *api, struct serve_thread *serve, uint64_t max_message_bytes);
 /* Shutdown began: readiness turns false; Health/Watch streams get
  * NOT_SERVING and end with UNAVAILABLE; ModelStreamInfer streams end
  * (UNAVAILABLE) once their in-flight requests are answered. */

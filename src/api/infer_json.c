@@ -15,7 +15,6 @@
 #define INFER_JSON_MAX_DEPTH (TENSOR_MAX_DIMS + 8)
 
 /* Bytes of a BYTES element's length prefix in binary tensor data. */
-#define BINARY_LEN_PREFIX 4
 
 /* ---- request ---------------------------------------------------------- */
 
@@ -38,12 +37,6 @@ static int get_bool_param(const struct json_value *params, const char *key, cons
         return error_set(err, 400, "%s: parameter '%s' must be true or false", where, key);
     *out = v->type == JSON_TRUE;
     return 0;
-}
-
-static uint32_t read_le32(const char *p)
-{
-    const unsigned char *u = (const unsigned char *)p;
-    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
 }
 
 static int check_parameters(const struct json_value *params, const char *where,
@@ -81,51 +74,6 @@ static int decode_shape(const struct json_value *shape, const char *name, struct
     return 0;
 }
 
-/* Splits `size` bytes at p into `count` BYTES elements (length-prefixed),
- * which then point into p. */
-static int split_bytes(struct infer_request *req, struct tensor *t, const char *p, size_t size,
-                       int64_t count, struct error *err)
-{
-    if ((uint64_t)count > size / BINARY_LEN_PREFIX)
-        return error_set(err, 400,
-                         "input '%s': binary_data_size %zu cannot hold %" PRId64
-                         " BYTES elements (each takes at least %d bytes)",
-                         t->name, size, count, BINARY_LEN_PREFIX);
-    struct tensor_bytes *elems = NULL;
-    if (count > 0) {
-        elems = arena_alloc(&req->arena, (size_t)count * sizeof *elems);
-        if (!elems)
-            return error_set(err, 413, "input '%s': request too large to decode", t->name);
-    }
-    size_t off = 0, total = 0;
-    for (int64_t i = 0; i < count; i++) {
-        if (size - off < BINARY_LEN_PREFIX)
-            return error_set(err, 400,
-                             "input '%s': BYTES element %" PRId64
-                             " is truncated: %zu bytes left for its %d-byte length",
-                             t->name, i, size - off, BINARY_LEN_PREFIX);
-        uint32_t n = read_le32(p + off);
-        off += BINARY_LEN_PREFIX;
-        if (n > size - off)
-            return error_set(err, 400,
-                             "input '%s': BYTES element %" PRId64
-                             " has length %" PRIu32 " but only %zu bytes are left",
-                             t->name, i, n, size - off);
-        elems[i].ptr = p + off;
-        elems[i].len = n;
-        off += n;
-        total += n;
-    }
-    if (off != size)
-        return error_set(err, 400,
-                         "input '%s': %zu bytes of binary_data_size %zu are left after the %" PRId64
-                         " BYTES elements of the shape",
-                         t->name, size - off, size, count);
-    t->data = elems;
-    t->nbytes = total;
-    return 0;
-}
-
 /* Claims the input's binary_data_size bytes from the binary part. Numeric
  * data is used in place when aligned for its element type, else copied
  * into the arena (a body offset is arbitrary, so alignment is luck). */
@@ -155,7 +103,7 @@ static int decode_binary_input(struct infer_request *req, struct tensor *t,
     if (count < 0)
         return error_set(err, 400, "input '%s': shape has too many elements", t->name);
     if (t->dtype == DT_BYTES)
-        return split_bytes(req, t, p, (size_t)size, count, err);
+        return tensor_bytes_split(&req->arena, t, p, (size_t)size, count, "binary_data_size", err);
     size_t esize = dtype_size(t->dtype);
     if (esize == 0)
         return error_set(err, 400, "input '%s': datatype %s cannot be sent as binary data",
@@ -540,7 +488,7 @@ static size_t binary_size(const struct tensor *t, int64_t count)
     if (t->dtype != DT_BYTES)
         return (size_t)count * dtype_size(t->dtype);
     const struct tensor_bytes *s = t->data;
-    size_t n = (size_t)count * BINARY_LEN_PREFIX;
+    size_t n = (size_t)count * TENSOR_BYTES_PREFIX;
     for (int64_t i = 0; i < count; i++)
         n += s[i].len;
     return n;
@@ -556,7 +504,7 @@ static void append_binary(struct buf *out, const struct tensor *t, int64_t count
     }
     const struct tensor_bytes *s = t->data;
     for (int64_t i = 0; i < count; i++) {
-        unsigned char prefix[BINARY_LEN_PREFIX] = {
+        unsigned char prefix[TENSOR_BYTES_PREFIX] = {
             (unsigned char)s[i].len, (unsigned char)(s[i].len >> 8),
             (unsigned char)(s[i].len >> 16), (unsigned char)(s[i].len >> 24)};
         buf_append(out, prefix, sizeof prefix);

@@ -6,7 +6,6 @@
 #include <string.h>
 
 /* Bytes of a BYTES element's length prefix in raw contents. */
-#define RAW_LEN_PREFIX 4
 
 /* ---- arena allocator for protobuf-c ------------------------------------- */
 
@@ -77,11 +76,6 @@ static int decode_shape(const Inference__ModelInferRequest__InferInputTensor *in
     return 0;
 }
 
-static uint32_t read_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Raw contents of one input: numeric data is used in place (protobuf-c
  * copied it into the arena, 16-byte aligned); BYTES are split into
  * elements that point into it. */
@@ -103,44 +97,8 @@ static int decode_raw(struct infer_request *req, struct tensor *t, const Protobu
         t->nbytes = raw->len;
         return 0;
     }
-    if ((uint64_t)count > raw->len / RAW_LEN_PREFIX)
-        return error_set(err, 400,
-                         "input '%s': raw_input_contents of %zu bytes cannot hold %" PRId64
-                         " BYTES elements (each takes at least %d bytes)",
-                         t->name, raw->len, count, RAW_LEN_PREFIX);
-    struct tensor_bytes *elems = NULL;
-    if (count > 0) {
-        elems = arena_alloc(&req->arena, (size_t)count * sizeof *elems);
-        if (!elems)
-            return error_set(err, 413, "input '%s': request too large to decode", t->name);
-    }
-    size_t off = 0, total = 0;
-    for (int64_t i = 0; i < count; i++) {
-        if (raw->len - off < RAW_LEN_PREFIX)
-            return error_set(err, 400,
-                             "input '%s': BYTES element %" PRId64
-                             " is truncated: %zu bytes left for its %d-byte length",
-                             t->name, i, raw->len - off, RAW_LEN_PREFIX);
-        uint32_t n = read_le32(raw->data + off);
-        off += RAW_LEN_PREFIX;
-        if (n > raw->len - off)
-            return error_set(err, 400,
-                             "input '%s': BYTES element %" PRId64 " has length %" PRIu32
-                             " but only %zu bytes are left",
-                             t->name, i, n, raw->len - off);
-        elems[i].ptr = (const char *)raw->data + off;
-        elems[i].len = n;
-        off += n;
-        total += n;
-    }
-    if (off != raw->len)
-        return error_set(err, 400,
-                         "input '%s': %zu bytes of raw_input_contents are left after the %" PRId64
-                         " BYTES elements of the shape",
-                         t->name, raw->len - off, count);
-    t->data = elems ? (void *)elems : (void *)"";
-    t->nbytes = total;
-    return 0;
+    return tensor_bytes_split(&req->arena, t, (const char *)raw->data, raw->len, count,
+                              "raw_input_contents", err);
 }
 
 /* The typed field each datatype travels in, and how many values each field holds. */
@@ -488,7 +446,7 @@ static int raw_output(const struct tensor *t, struct arena *arena, ProtobufCBina
         return 0;
     }
     const struct tensor_bytes *s = t->data;
-    size_t size = (size_t)count * RAW_LEN_PREFIX;
+    size_t size = (size_t)count * TENSOR_BYTES_PREFIX;
     for (int64_t i = 0; i < count; i++)
         size += s[i].len;
     uint8_t *p = arena_alloc(arena, size);
@@ -509,16 +467,37 @@ static int raw_output(const struct tensor *t, struct arena *arena, ProtobufCBina
     return 0;
 }
 
-int infer_pb_response(const struct infer_request *req, struct arena *arena,
+/* Triton's parameter on every response of a decoupled model. */
+static int final_parameter(struct arena *arena, bool final, Inference__ModelInferResponse *r)
+{
+    Inference__ModelInferResponse__ParametersEntry *e = arena_alloc(arena, sizeof *e);
+    Inference__ModelInferResponse__ParametersEntry **ptrs = arena_alloc(arena, sizeof *ptrs);
+    Inference__InferParameter *v = arena_alloc(arena, sizeof *v);
+    if (!e || !ptrs || !v)
+        return -ENOMEM;
+    inference__model_infer_response__parameters_entry__init(e);
+    inference__infer_parameter__init(v);
+    v->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+    v->bool_param = final;
+    e->key = "triton_final_response";
+    e->value = v;
+    ptrs[0] = e;
+    r->n_parameters = 1;
+    r->parameters = ptrs;
+    return 0;
+}
+
+int infer_pb_response(const struct infer_request *req, const struct tensor *outputs, uint32_t n,
+                      enum infer_pb_final final, struct arena *arena,
                       Inference__ModelInferResponse **out)
 {
     const struct model *m = req->model;
     Inference__ModelInferResponse *r = arena_alloc(arena, sizeof *r);
     Inference__ModelInferResponse__InferOutputTensor *outs =
-        arena_alloc(arena, (req->noutputs + 1) * sizeof *outs);
+        arena_alloc(arena, (n + 1) * sizeof *outs);
     Inference__ModelInferResponse__InferOutputTensor **ptrs =
-        arena_alloc(arena, (req->noutputs + 1) * sizeof *ptrs);
-    ProtobufCBinaryData *raws = arena_alloc(arena, (req->noutputs + 1) * sizeof *raws);
+        arena_alloc(arena, (n + 1) * sizeof *ptrs);
+    ProtobufCBinaryData *raws = arena_alloc(arena, (n + 1) * sizeof *raws);
     char *id = req->id ? arena_strndup(arena, req->id, req->id_len) : NULL;
     if (!r || !outs || !ptrs || !raws || (req->id && !id))
         return -ENOMEM;
@@ -527,8 +506,8 @@ int infer_pb_response(const struct infer_request *req, struct arena *arena,
     r->model_version = (char *)m->version_str;
     if (id)
         r->id = id;
-    for (uint32_t i = 0; i < req->noutputs; i++) {
-        const struct tensor *t = &req->outputs[i];
+    for (uint32_t i = 0; i < n; i++) {
+        const struct tensor *t = &outputs[i];
         inference__model_infer_response__infer_output_tensor__init(&outs[i]);
         outs[i].name = (char *)t->name;
         outs[i].datatype = (char *)dtype_name(t->dtype);
@@ -538,10 +517,13 @@ int infer_pb_response(const struct infer_request *req, struct arena *arena,
         if (raw_output(t, arena, &raws[i]) != 0)
             return -ENOMEM;
     }
-    r->n_outputs = req->noutputs;
+    r->n_outputs = n;
     r->outputs = ptrs;
-    r->n_raw_output_contents = req->noutputs;
+    r->n_raw_output_contents = n;
     r->raw_output_contents = raws;
+    if (final != INFER_PB_NOT_DECOUPLED &&
+        final_parameter(arena, final == INFER_PB_FINAL, r) != 0)
+        return -ENOMEM;
     *out = r;
     return 0;
 }

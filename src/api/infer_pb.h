@@ -25,10 +25,12 @@
  * unpack into req->arena); converted data goes to req->arena. Errors: -1
  * with err 400 (or 413 when req->arena's ceiling is reached).
  *
- * infer_pb_response() builds the ModelInferResponse of a completed request
- * (rc == 0) in `arena`: model name and version, the id when the request had
- * one, each requested output's name, datatype and shape, and its data in
- * raw_output_contents (always raw, as Triton answers). Numeric output data
+ * infer_pb_response() builds one ModelInferResponse of a request in
+ * `arena`: model name and version, the id when the request had one, each
+ * of the n outputs' name, datatype and shape, and its data in
+ * raw_output_contents (always raw, as Triton answers). A response of a
+ * decoupled model (final != INFER_PB_NOT_DECOUPLED) carries Triton's
+ * parameter triton_final_response (true on the last). Numeric output data
  * is referenced, not copied, so the response must be packed before
  * sched_release(req). Returns 0 or -ENOMEM.
  */
@@ -50,7 +52,9 @@ int infer_pb_unpack(struct arena *arena, const uint8_t *data, size_t len,
 int infer_pb_decode(struct infer_request *req, const struct model *m,
                     const Inference__ModelInferRequest *msg, struct error *err);
 
-int infer_pb_response(const struct infer_request *req, struct arena *arena,
+enum infer_pb_final { INFER_PB_NOT_DECOUPLED, INFER_PB_MORE, INFER_PB_FINAL };
+int infer_pb_response(const struct infer_request *req, const struct tensor *outputs, uint32_t n,
+                      enum infer_pb_final final, struct arena *arena,
                       Inference__ModelInferResponse **out);
 
 /* A ProtobufCAllocator that takes memory from `arena` (free is a no-op);

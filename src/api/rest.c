@@ -6,24 +6,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/infer_json.h"
 #include "api/obs_http.h"
 #include "api/rest_obs.h"
-#include "base/clock.h"
 #include "base/json.h"
-#include "base/mem.h"
-#include "obs/stats.h"
-#include "sched/sched.h"
+#include "serve/repo_call.h"
 
 #define MAX_SEGMENTS 8
 #define SEGMENT_MAX 256
-/* Per-request decode memory: the JSON tree and typed tensors take a small
- * multiple of the body; beyond this ceiling the request gets a 413. */
-#define INFER_ARENA_CHUNK (64 * 1024)
-#define INFER_ARENA_MAX_FACTOR 32
-#define INFER_ARENA_MAX_BYTES ((size_t)1 << 30)
-/* Request objects kept per I/O thread for reuse (each keeps one arena chunk). */
-#define REST_INFER_POOL_MAX 256
 
 struct segment {
     char text[SEGMENT_MAX]; /* percent-decoded */
@@ -164,19 +153,11 @@ static const struct model *find_model(const struct model_snapshot *s, struct htt
                                       const struct model_entry **entry)
 {
     struct error err;
-    const struct model *m = NULL;
-    const struct model_entry *e = snapshot_find(s, name->text, name->len);
-    *entry = e;
-    if (!e)
-        error_set(&err, 404, "unknown model '%s'", name->text);
-    else if (e->state != MODEL_READY)
-        error_set(&err, 404, "model '%s' is not ready: %s", e->name, e->reason);
-    else if (version && !(m = registry_version(e, version->text)))
-        error_set(&err, 404, "model '%s' has no ready version '%s'", e->name, version->text);
-    else
-        return m ? m : e->model;
-    http_txn_error(txn, err.status, err.msg);
-    return NULL;
+    const struct model *m =
+        serve_find_model(s, name->text, name->len, version ? version->text : NULL, entry, &err);
+    if (!m)
+        http_txn_error(txn, err.status, err.msg);
+    return m;
 }
 
 static void write_ios(struct json_writer *w, const struct model_io *ios, uint32_t n)
@@ -236,188 +217,16 @@ static void handle_model_config(struct http_txn *txn, const struct model *m)
     respond_json(txn, 200);
 }
 
-/* ---- inference -------------------------------------------------------- */
-
-/* One infer call in flight: the request, the exchange it answers, and the
- * task that brings the completed request back to the I/O loop. */
-struct rest_infer {
-    struct infer_request req;
-    struct http_txn *txn;
-    struct rest_api *api;
-    struct loop_task task;
-    struct rest_infer *next_free;
+static const struct {
+    const char *action;
+    enum rest_infer_kind kind;
+} infer_actions[] = {
+    {"infer", REST_INFER},
+    {"generate", REST_GENERATE},
+    {"generate_stream", REST_GENERATE_STREAM},
 };
 
-/* Takes a request object from the loop's free list (arena kept from its
- * last use), so that steady-state requests allocate nothing. */
-static struct rest_infer *rest_infer_get(struct rest_api *api, size_t arena_max)
-{
-    struct rest_infer *ri = api->free_infers;
-    if (ri) {
-        api->free_infers = ri->next_free;
-        api->nfree_infers--;
-        struct arena arena = ri->req.arena;
-        memset(ri, 0, sizeof *ri);
-        ri->req.arena = arena;
-        ri->req.arena.max = arena_max;
-        pool_use_take(&api->infer_use);
-        return ri;
-    }
-    ri = mem_calloc(1, sizeof *ri);
-    if (ri) {
-        arena_init(&ri->req.arena, INFER_ARENA_CHUNK, arena_max);
-        pool_use_take(&api->infer_use);
-    }
-    return ri;
-}
-
-static void rest_infer_free(struct rest_infer *ri)
-{
-    arena_free(&ri->req.arena);
-    mem_free(ri);
-}
-
-static void rest_infer_put(struct rest_api *api, struct rest_infer *ri)
-{
-    pool_use_give(&api->infer_use);
-    if (api->nfree_infers >= REST_INFER_POOL_MAX) {
-        rest_infer_free(ri);
-        return;
-    }
-    arena_reset(&ri->req.arena);
-    ri->next_free = api->free_infers;
-    api->free_infers = ri;
-    api->nfree_infers++;
-}
-
-/* Frees pooled request objects beyond keep. */
-static void trim_pool(struct rest_api *api, uint32_t keep)
-{
-    while (api->nfree_infers > keep) {
-        struct rest_infer *ri = api->free_infers;
-        api->free_infers = ri->next_free;
-        api->nfree_infers--;
-        rest_infer_free(ri);
-    }
-}
-
-void rest_api_tick(struct rest_api *api, uint64_t now_ms)
-{
-    trim_pool(api, pool_use_keep(&api->infer_use, now_ms));
-}
-
-void rest_api_free(struct rest_api *api)
-{
-    trim_pool(api, 0);
-}
-
-/* On the I/O loop: encode and send the response. */
-static void infer_done(struct loop_task *task)
-{
-    struct rest_infer *ri = (struct rest_infer *)((char *)task - offsetof(struct rest_infer, task));
-    struct infer_request *req = &ri->req;
-    struct http_txn *txn = ri->txn;
-    txn->cancel = NULL; /* ri is recycled below */
-    ri->api->inflight--;
-    rest_obs_infer_done(txn, req);
-    stats_record_completion(sched_stats(req->model->sched), req, txn->aborted, txn->start_ns,
-                            clock_now_ns());
-    if (txn->aborted) {
-        /* The client is gone; skip the encoding. */
-    } else if (req->rc != 0) {
-        http_txn_error(txn, req->err.status ? req->err.status : 500, req->err.msg);
-        txn = NULL;
-    } else {
-        size_t json_len;
-        infer_json_encode(req, &txn->body, &json_len);
-        if (json_len && !txn->body.err) {
-            char value[24];
-            snprintf(value, sizeof value, "%zu", json_len);
-            http_txn_add_header(txn, "Inference-Header-Content-Length", value);
-            http_txn_respond(txn, 200, "application/octet-stream");
-        } else {
-            respond_json(txn, 200); /* a failed encoding becomes a JSON 500 */
-        }
-        txn = NULL;
-    }
-    sched_release(req);
-    model_unref(req->model);
-    if (txn)
-        http_txn_respond(txn, 0, NULL); /* aborted: only releases the connection */
-    struct rest_api *api = ri->api;
-    rest_infer_put(api, ri);
-    if (api->inflight == 0 && api->on_idle)
-        api->on_idle(api->idle_arg);
-}
-
-/* On the worker thread: hand the request back to the loop that owns it. */
-static void infer_complete(struct infer_request *req)
-{
-    struct rest_infer *ri = (struct rest_infer *)req;
-    loop_post(ri->api->loop, &ri->task);
-}
-
-static void handle_infer(struct rest_api *api, struct http_txn *txn, const struct model *m)
-{
-    static const char header_name[] = "Inference-Header-Content-Length";
-    size_t body_len = (size_t)txn->req.body_len;
-    struct error err;
-    error_clear(&err);
-    /* Triton's binary tensor data extension: the length of the JSON part.
-     * Several copies of the field would be ambiguous. */
-    int64_t header_len = -1;
-    const struct http_header *h = NULL;
-    for (uint32_t i = 0; i < txn->req.nheaders; i++) {
-        const struct http_header *x = &txn->req.headers[i];
-        if (x->name_len != sizeof header_name - 1 ||
-            strncasecmp(x->name, header_name, sizeof header_name - 1) != 0)
-            continue;
-        if (h) {
-            http_txn_error(txn, 400, "more than one Inference-Header-Content-Length header");
-            return;
-        }
-        h = x;
-    }
-    if (h && infer_json_header_length(h->value, h->value_len, body_len, &header_len, &err) != 0) {
-        http_txn_error(txn, err.status, err.msg);
-        return;
-    }
-    size_t arena_max = INFER_ARENA_MAX_BYTES;
-    if (body_len < INFER_ARENA_MAX_BYTES / INFER_ARENA_MAX_FACTOR)
-        arena_max = body_len * INFER_ARENA_MAX_FACTOR + INFER_ARENA_CHUNK * 16;
-    struct rest_infer *ri = rest_infer_get(api, arena_max);
-    if (!ri) {
-        http_txn_add_header(txn, "Retry-After", "1");
-        http_txn_error(txn, 503, "out of memory");
-        return;
-    }
-    /* The request keeps the version loaded until it is answered, even if a
-     * reload or unload replaces it meanwhile. */
-    ri->req.model = model_ref((struct model *)m);
-    ri->req.complete = infer_complete;
-    ri->txn = txn;
-    ri->api = api;
-    ri->task.run = infer_done;
-    rest_obs_infer_begin(txn, &ri->req, m);
-
-    if (infer_json_decode(&ri->req, m, txn->req.body ? txn->req.body : "", body_len, header_len,
-                          &err) != 0 ||
-        sched_submit(m->sched, &ri->req, &err) != 0) {
-        if (err.status == 429 || err.status == 503)
-            http_txn_add_header(txn, "Retry-After", "1");
-        stats_record_refused(sched_stats(m->sched), err.status, txn->start_ns, clock_now_ns());
-        http_txn_error(txn, err.status, err.msg);
-        model_unref(ri->req.model);
-        rest_infer_put(api, ri);
-        return;
-    }
-    /* A client that goes away while the request waits in the queue cancels
-     * it: the scheduler drops it instead of running it. */
-    txn->cancel = &ri->req.cancelled;
-    api->inflight++;
-}
-
-/* /v2/models/{m}[/versions/{v}][/ready|/infer|/config] */
+/* /v2/models/{m}[/versions/{v}][/ready|/config|/infer|/generate|/generate_stream] */
 static void route_model(struct rest_api *api, struct http_txn *txn, const struct route *r)
 {
     const struct segment *name = &r->seg[2];
@@ -432,23 +241,29 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
         i = 5;
     }
     const char *action = i < r->n ? r->seg[i].text : "";
-    if (i + 1 < r->n || (i < r->n && strcmp(action, "ready") != 0 &&
-                         strcmp(action, "infer") != 0 && strcmp(action, "config") != 0)) {
+    int infer = -1;
+    for (size_t k = 0; k < sizeof infer_actions / sizeof infer_actions[0]; k++)
+        if (strcmp(action, infer_actions[k].action) == 0)
+            infer = (int)k;
+    if (i + 1 < r->n ||
+        (i < r->n && infer < 0 && strcmp(action, "ready") != 0 && strcmp(action, "config") != 0)) {
         http_txn_error(txn, 404, "unknown path");
         return;
     }
-    bool infer = strcmp(action, "infer") == 0;
-    if (infer ? !method_is(txn, "POST") : !is_get(txn)) {
-        method_not_allowed(txn, infer ? "POST" : "GET, HEAD");
+    if (infer >= 0 ? !method_is(txn, "POST") : !is_get(txn)) {
+        method_not_allowed(txn, infer >= 0 ? "POST" : "GET, HEAD");
+        return;
+    }
+    if (infer >= 0) {
+        /* The pipeline resolves the model itself (routing may choose). */
+        rest_infer_start(&api->infer, txn, infer_actions[infer].kind, name->text,
+                         version ? version->text : NULL);
         return;
     }
     struct model_snapshot *s = repository_acquire(api->repo);
     const struct model_entry *e;
     const struct model *m = find_model(s, txn, name, version, &e);
     if (!m) {
-    } else if (infer) {
-        atomic_fetch_add_explicit(&api->infer_requests, 1, memory_order_relaxed);
-        handle_infer(api, txn, m);
     } else if (strcmp(action, "ready") == 0) {
         http_txn_respond(txn, 200, NULL);
     } else if (strcmp(action, "config") == 0) {
@@ -461,36 +276,14 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
 
 /* ---- repository API (Triton's model_repository extension) --------------- */
 
-/* A load or unload in progress: answered when the manager has done it. */
-struct rest_repo_call {
-    struct repo_cmd cmd;
-    struct http_txn *txn;
-    struct rest_api *api;
-    struct loop_task task;
-    char *config; /* override text, owned */
-};
-
-static void repo_call_done_on_loop(struct loop_task *task)
+/* A load or unload is done: answer its exchange. */
+static void repo_call_done(void *ctx, int status, const char *msg)
 {
-    struct rest_repo_call *call =
-        (struct rest_repo_call *)((char *)task - offsetof(struct rest_repo_call, task));
-    struct rest_api *api = call->api;
-    api->inflight--;
-    if (call->cmd.status)
-        http_txn_error(call->txn, call->cmd.status, call->cmd.msg);
+    struct http_txn *txn = ctx;
+    if (status)
+        http_txn_error(txn, status, msg);
     else
-        http_txn_respond(call->txn, 200, NULL);
-    mem_free(call->config);
-    mem_free(call);
-    if (api->inflight == 0 && api->on_idle)
-        api->on_idle(api->idle_arg);
-}
-
-/* Manager thread: bring the answer back to the connection's loop. */
-static void repo_call_done(struct repo_cmd *cmd)
-{
-    struct rest_repo_call *call = (struct rest_repo_call *)cmd;
-    loop_post(call->api->loop, &call->task);
+        http_txn_respond(txn, 200, NULL);
 }
 
 /* Reads the optional JSON body of a load/unload/index request into *root. */
@@ -542,7 +335,6 @@ static void handle_repository_call(struct rest_api *api, struct http_txn *txn,
     arena_init(&a, 4096, 1 << 20);
     struct error err;
     const struct json_value *body;
-    struct rest_repo_call *call = NULL;
     if (parse_body(txn, &a, &body, &err) != 0)
         goto out_error;
     const struct json_value *params = json_get(body, "parameters");
@@ -551,40 +343,16 @@ static void handle_repository_call(struct rest_api *api, struct http_txn *txn,
         error_set(&err, 400, "'parameters' must be an object");
         goto out_error;
     }
-    if (config && (!load || config->type != JSON_STRING)) {
-        error_set(&err, 400, "'config' must be a string and is only accepted by load");
+    if (config && config->type != JSON_STRING) {
+        error_set(&err, 400, "'config' must be a string (the configuration as JSON)");
         goto out_error;
     }
-    if (name->len >= sizeof call->cmd.name || memchr(name->text, '/', name->len) ||
-        memchr(name->text, '\0', name->len) || name->text[0] == '.') {
-        error_set(&err, 400, "invalid model name");
+    if (serve_repo_call(api->serve, load, name->text, name->len, config ? config->u.str : NULL,
+                        config ? config->len : 0, repo_call_done, txn, &err) != 0)
         goto out_error;
-    }
-    call = mem_calloc(1, sizeof *call);
-    if (!call) {
-        error_set(&err, 503, "out of memory");
-        goto out_error;
-    }
-    if (config && model_config_text_from_json(config->u.str, config->len, &call->config,
-                                              &err) != 0)
-        goto out_error;
-    call->cmd.kind = load ? REPO_LOAD : REPO_UNLOAD;
-    memcpy(call->cmd.name, name->text, name->len + 1);
-    call->cmd.config = call->config;
-    call->cmd.done = repo_call_done;
-    call->txn = txn;
-    call->api = api;
-    call->task.run = repo_call_done_on_loop;
-    if (repository_submit(api->repo, &call->cmd, &err) != 0)
-        goto out_error;
-    api->inflight++;
     arena_free(&a);
     return;
 out_error:
-    if (call) {
-        mem_free(call->config);
-        mem_free(call);
-    }
     arena_free(&a);
     http_txn_error(txn, err.status, err.msg);
 }
@@ -684,4 +452,24 @@ void rest_handle(void *app, struct http_txn *txn)
     if (seg_is(&r, 1, "repository"))
         return route_repository(api, txn, &r);
     http_txn_error(txn, 404, "unknown path");
+}
+
+void rest_api_init(struct rest_api *api, struct serve_thread *serve,
+                   const struct obs_sources *obs, uint64_t sse_keepalive_ms)
+{
+    memset(api, 0, sizeof *api);
+    api->repo = serve->repo;
+    api->serve = serve;
+    api->obs = obs;
+    rest_infer_init(&api->infer, serve, sse_keepalive_ms);
+}
+
+void rest_api_tick(struct rest_api *api, uint64_t now_ms)
+{
+    rest_infer_tick(&api->infer, now_ms * 1000000u);
+}
+
+void rest_api_free(struct rest_api *api)
+{
+    rest_infer_free(&api->infer);
 }

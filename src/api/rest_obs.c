@@ -28,18 +28,21 @@ static size_t txn_peer(const void *ctx, char *out, size_t cap)
     return http_txn_peer(ctx, out, cap);
 }
 
-/* http_txn_respond() calls this before the response head is formatted. */
-static void on_respond(struct http_txn *txn, int status)
+/* Before the response head is formatted: our span's traceparent. */
+static void on_head(struct http_txn *txn, int status)
+{
+    (void)status;
+    char tp[TRACEPARENT_LEN + 1];
+    if (obsreq_traceparent(txn->obs, tp))
+        http_txn_add_header(txn, "traceparent", tp);
+}
+
+/* The exchange is over (status 0: the peer left): the log line and spans. */
+static void on_end(struct http_txn *txn, int status, uint64_t body_bytes)
 {
     struct obsreq *o = txn->obs;
     txn->obs = NULL;
-    txn->on_respond = NULL;
-    char tp[TRACEPARENT_LEN + 1];
-    if (status && obsreq_traceparent(o, tp))
-        http_txn_add_header(txn, "traceparent", tp);
-    if (txn->body.err && status)
-        status = 500; /* the server answers "response too large" instead */
-    obsreq_end(o, status, txn->head_only || txn->body.err ? 0 : txn->body.len);
+    obsreq_end(o, status, body_bytes);
 }
 
 void rest_obs_begin(struct http_txn *txn)
@@ -51,8 +54,9 @@ void rest_obs_begin(struct http_txn *txn)
     http_txn_add_header(txn, "x-request-id", id);
 
     struct obsreq_start s = {
-        .proto = txn->stream ? OBS_PROTO_H2
-                 : txn->req.version_minor == 0 ? OBS_PROTO_HTTP10 : OBS_PROTO_HTTP1,
+        .proto = txn->version == HTTP_VERSION_2     ? OBS_PROTO_H2
+                 : txn->version == HTTP_VERSION_1_0 ? OBS_PROTO_HTTP10
+                                                    : OBS_PROTO_HTTP1,
         .method = txn->req.method,
         .method_len = txn->req.method_len,
         .endpoint = txn->req.path,
@@ -68,7 +72,8 @@ void rest_obs_begin(struct http_txn *txn)
     s.tracestate = header(txn, "tracestate", &s.tracestate_len);
     struct obsreq *o = obsreq_begin(&s);
     txn->obs = o;
-    txn->on_respond = o ? on_respond : NULL;
+    txn->on_head = o ? on_head : NULL;
+    txn->on_end = o ? on_end : NULL;
 }
 
 void rest_obs_infer_begin(struct http_txn *txn, struct infer_request *req, const struct model *m)

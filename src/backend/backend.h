@@ -18,6 +18,7 @@
 #ifndef INFERD_BACKEND_BACKEND_H
 #define INFERD_BACKEND_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/arena.h"
@@ -83,6 +84,17 @@ struct backend_ops {
 
     void (*release)(void *instance, void *state);
     void (*unload)(void *instance);
+
+    /* Decoupled models (include/inferd/backend.h): runs one request and
+     * calls send(ctx, outputs, nout, final) for each response, outputs
+     * valid during that call only. send() returns false when the request
+     * is cancelled: execute_stream then returns as soon as it can. Returns
+     * 0, or -1 with err (400/500). NULL when the backend has none. */
+    int (*execute_stream)(void *instance, const struct tensor *inputs, uint32_t nin,
+                          const char *const *output_names, uint32_t nout,
+                          bool (*send)(void *ctx, const struct tensor *outputs, uint32_t nout,
+                                       bool final),
+                          void *ctx, struct error *err);
 };
 
 #endif

@@ -355,6 +355,76 @@ static int adapter_execute(void *instance, struct arena *arena, const struct ten
     return 0;
 }
 
+/* Outputs a decoupled request may ask for (a response is checked on the
+ * stack). */
+#define STREAM_MAX_OUTPUTS 64
+
+/* A decoupled plugin's sink: checks each response, hands it on. */
+struct stream_sink {
+    struct plugin_instance *pi;
+    const char *const *output_names;
+    uint32_t nout;
+    bool (*send)(void *ctx, const struct tensor *outputs, uint32_t nout, bool final);
+    void *ctx;
+    bool stopped;
+    struct error bad; /* a malformed response (500) */
+};
+
+static int sink_send(void *ctx, const struct inferd_tensor *outputs, uint32_t nout,
+                     uint32_t flags)
+{
+    struct stream_sink *k = ctx;
+    char buf[128];
+    if (k->stopped)
+        return INFERD_SEND_STOP;
+    if (nout != k->nout) {
+        error_set(&k->bad, 500, "backend '%s' sent a response with %u outputs, %u were asked for",
+                  k->pi->plugin->name, nout, k->nout);
+        k->stopped = true;
+        return INFERD_SEND_STOP;
+    }
+    struct tensor out[STREAM_MAX_OUTPUTS];
+    uint32_t n = nout < STREAM_MAX_OUTPUTS ? nout : STREAM_MAX_OUTPUTS;
+    memcpy(out, outputs, n * sizeof *out);
+    for (uint32_t i = 0; i < n; i++) {
+        out[i].name = k->output_names[i];
+        const char *problem = output_problem(k->pi, &out[i], buf, sizeof buf);
+        if (problem) {
+            error_set(&k->bad, 500, "backend '%s' sent output '%s' with %s", k->pi->plugin->name,
+                      out[i].name, problem);
+            k->stopped = true;
+            return INFERD_SEND_STOP;
+        }
+    }
+    if (!k->send(k->ctx, out, n, (flags & INFERD_RESPONSE_FINAL) != 0))
+        k->stopped = true;
+    return k->stopped ? INFERD_SEND_STOP : INFERD_SEND_OK;
+}
+
+static int adapter_execute_stream(void *instance, const struct tensor *inputs, uint32_t nin,
+                                  const char *const *output_names, uint32_t nout,
+                                  bool (*send)(void *ctx, const struct tensor *outputs,
+                                               uint32_t nout, bool final),
+                                  void *ctx, struct error *err)
+{
+    struct plugin_instance *pi = instance;
+    const struct plugin *p = pi->plugin;
+    if (nout > STREAM_MAX_OUTPUTS)
+        return error_set(err, 400, "backend '%s': at most %d outputs per decoupled request",
+                         p->name, STREAM_MAX_OUTPUTS);
+    struct stream_sink k = {.pi = pi, .output_names = output_names, .nout = nout, .send = send,
+                            .ctx = ctx};
+    struct inferd_response_sink sink = {.ctx = &k, .send = sink_send};
+    struct inferd_error perr = {0};
+    int rc = p->api->execute_decoupled(pi->inner, (const struct inferd_tensor *)inputs, nin,
+                                       output_names, nout, &sink, &perr);
+    if (k.bad.status) {
+        *err = k.bad;
+        return -1;
+    }
+    return rc != 0 ? plugin_error(p, NULL, &perr, err) : 0;
+}
+
 static void adapter_release(void *instance, void *state)
 {
     struct plugin_instance *pi = instance;
@@ -400,9 +470,11 @@ static bool find_in(const char *dir, const char *name, char *out, size_t size)
 /* Checks the table a library's init returned; NULL if usable. */
 static const char *api_problem(const struct inferd_backend_api *api, char *buf, size_t size)
 {
-    if (api->abi_version != INFERD_BACKEND_ABI_VERSION) {
-        snprintf(buf, size, "it implements backend ABI version %" PRIu32 ", inferd needs %u",
-                 api->abi_version, INFERD_BACKEND_ABI_VERSION);
+    if (api->abi_version < INFERD_BACKEND_ABI_MIN_VERSION ||
+        api->abi_version > INFERD_BACKEND_ABI_VERSION) {
+        snprintf(buf, size,
+                 "it implements backend ABI version %" PRIu32 ", inferd takes %u to %u",
+                 api->abi_version, INFERD_BACKEND_ABI_MIN_VERSION, INFERD_BACKEND_ABI_VERSION);
         return buf;
     }
     if (!api->load)
@@ -517,6 +589,10 @@ int plugin_backend_resolve(const char *backend_name, const char *version_dir,
         .execute = adapter_execute,
         .release = adapter_release,
         .unload = adapter_unload,
+        /* A version 1 table ends before execute_decoupled. */
+        .execute_stream = p->api->abi_version >= 2 && p->api->execute_decoupled
+                              ? adapter_execute_stream
+                              : NULL,
     };
     nplugins++;
     *ops = &p->ops;

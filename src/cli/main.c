@@ -42,6 +42,7 @@ struct serve_options {
     int metrics_port; /* -1 = --no-metrics */
     struct obs_sources obs;
     uint64_t grpc_max_message_bytes;
+    uint64_t sse_keepalive_ms;
     /* Access log and tracing (obs/). */
     struct accesslog_config access_log; /* path NULL = off */
     int log_format;                     /* enum log_line_format; -1 = not given */
@@ -110,6 +111,8 @@ static const char serve_usage_text[] =
     "  --write-timeout-secs N     close a connection whose response makes no progress for N s\n"
     "                             (a client that stops reading; default: 60)\n"
     "  --exit-timeout-secs N      on SIGTERM, wait at most N s for requests to finish (default: 30)\n"
+    "  --sse-keepalive-ms N       a comment goes out on an event stream (generate_stream)\n"
+    "                             idle for N ms, so proxies keep it open (default: 15000)\n"
     "\n"
     "logging and tracing:\n"
     "  --log-level LEVEL          error, warn, info or debug (default: info)\n"
@@ -162,6 +165,7 @@ enum {
     OPT_METRICS_PORT,
     OPT_NO_METRICS,
     OPT_GRPC_MAX_MESSAGE,
+    OPT_SSE_KEEPALIVE,
 };
 
 static const struct option serve_options_table[] = {
@@ -200,6 +204,7 @@ static const struct option serve_options_table[] = {
     {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
     {"no-metrics", no_argument, NULL, OPT_NO_METRICS},
     {"grpc-max-message-bytes", required_argument, NULL, OPT_GRPC_MAX_MESSAGE},
+    {"sse-keepalive-ms", required_argument, NULL, OPT_SSE_KEEPALIVE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -255,6 +260,7 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
         .exit_timeout_secs = 30,
         .metrics_port = 8002,
         .grpc_max_message_bytes = GRPC_DEFAULT_MAX_MESSAGE_BYTES,
+        .sse_keepalive_ms = REST_SSE_KEEPALIVE_MS,
     };
     o->log_format = -1;
     o->access_log.sample = 1;
@@ -331,6 +337,9 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
         case OPT_GRPC_MAX_MESSAGE:
             o->grpc_max_message_bytes = parse_num(name, optarg, 1024, 1ull << 31);
             break;
+        case OPT_SSE_KEEPALIVE:
+            o->sse_keepalive_ms = parse_num(name, optarg, 100, 3600000);
+            break;
         case OPT_INTRA: o->repo.load.intra_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
         case OPT_INTER: o->repo.load.inter_op_threads = (int)parse_num(name, optarg, 0, 1024); break;
         case OPT_LOG_LEVEL:
@@ -395,6 +404,7 @@ struct io_thread {
     pthread_t tid;
     struct loop loop;
     struct http_server *server;
+    struct serve_thread serve; /* the serving pipeline's state of this thread */
     struct rest_api api;
     struct grpc_api grpc;
     struct loop_task drain_task; /* posted by the main thread on SIGTERM */
@@ -406,7 +416,7 @@ struct io_thread {
 
 static void io_maybe_stop(struct io_thread *t)
 {
-    if (t->draining && t->server_drained && t->api.inflight == 0 && t->grpc.inflight == 0)
+    if (t->draining && t->server_drained && t->serve.inflight == 0)
         loop_stop(&t->loop);
 }
 
@@ -453,8 +463,7 @@ static void log_stats(struct io_thread *threads, int n)
 {
     uint64_t requests = 0;
     for (int i = 0; i < n; i++)
-        requests += atomic_load_explicit(&threads[i].api.infer_requests, memory_order_relaxed) +
-                    atomic_load_explicit(&threads[i].grpc.infer_requests, memory_order_relaxed);
+        requests += atomic_load_explicit(&threads[i].serve.calls, memory_order_relaxed);
     uint64_t heap_in_use, heap_free;
     sysinfo_heap(&heap_in_use, &heap_free);
     log_info("stats: infer_requests=%llu allocations=%llu rss_bytes=%llu heap_in_use_bytes=%llu "
@@ -469,6 +478,7 @@ static void log_stats(struct io_thread *threads, int n)
 static void io_tick(void *arg, uint64_t now_ms)
 {
     struct io_thread *t = arg;
+    serve_thread_tick(&t->serve, now_ms);
     rest_api_tick(&t->api, now_ms);
     grpc_api_tick(&t->grpc, now_ms);
 }
@@ -564,14 +574,14 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
             return -1;
         }
         t->loop_ready = true;
-        t->api = (struct rest_api){.repo = repo, .loop = &t->loop, .on_idle = io_on_idle,
-                                   .idle_arg = t, .obs = &o->obs};
-        if (grpc_api_init(&t->grpc, repo, &t->loop, o->grpc_max_message_bytes) != 0) {
+        serve_thread_init(&t->serve, repo, &t->loop, serve_default_pipeline());
+        t->serve.on_idle = io_on_idle;
+        t->serve.idle_arg = t;
+        rest_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
+        if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes) != 0) {
             log_error("cannot set up the gRPC front end: %s", strerror(errno));
             return -1;
         }
-        t->grpc.on_idle = io_on_idle;
-        t->grpc.idle_arg = t;
         http.grpc = &t->grpc.app;
         http.on_tick = io_tick;
         http.tick_arg = t;
@@ -610,6 +620,7 @@ static void stop_io_threads(struct io_thread *threads, int n)
         http_server_free(threads[i].server);
         rest_api_free(&threads[i].api);
         grpc_api_free(&threads[i].grpc);
+        serve_thread_free(&threads[i].serve);
     }
 }
 

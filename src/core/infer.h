@@ -3,13 +3,19 @@
  * through the scheduler to a backend and back.
  *
  * Lifecycle:
- *   The front end creates the request, decodes inputs into it (memory from
- *   req->arena or pointing into its receive buffer), sets `complete`, and
- *   submits it to the model's scheduler. From then on the scheduler's worker
- *   thread owns it: it runs the backend, fills outputs/rc/err and calls
- *   complete(req) on the worker thread, which hands ownership back (the
- *   front end typically posts it to its I/O loop). The front end encodes the
- *   outputs, calls sched_release() and frees the request.
+ *   The serving pipeline (serve/) creates the request, has the front end
+ *   decode inputs into it (memory from req->arena or pointing into its
+ *   receive buffer), sets `complete` (and `on_response` for a decoupled
+ *   model), and submits it to the model's scheduler. From then on the
+ *   scheduler's worker thread owns it: it runs the backend and
+ *     - for an ordinary model, fills outputs/rc/err: the one response;
+ *     - for a decoupled model, calls on_response() for each response the
+ *       model sends (zero or more, outputs valid during the call only),
+ *       then sets rc/err (outputs NULL);
+ *   and calls complete(req) on the worker thread, exactly once, which hands
+ *   ownership back (the pipeline posts it to its I/O loop). The front end
+ *   encodes the outputs, sched_release() frees them, and the request goes
+ *   back to its pool.
  */
 #ifndef INFERD_CORE_INFER_H
 #define INFERD_CORE_INFER_H
@@ -72,6 +78,12 @@ struct infer_request {
      * not started yet. */
     atomic_bool cancelled;
 
+    /* Decoupled models: one response, on the worker thread, before
+     * complete(). `outputs` (noutputs, in output_names order) are valid
+     * during the call only; `final` when the model marked it its last.
+     * Returns false when the request is cancelled: the model stops. */
+    bool (*on_response)(struct infer_request *req, const struct tensor *outputs, uint32_t n,
+                        bool final);
     void (*complete)(struct infer_request *req); /* called on the worker thread */
     struct infer_request *next; /* scheduler queue link */
 };

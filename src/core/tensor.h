@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/arena.h"
+#include "base/error.h"
 #include "core/dtype.h"
 
 #define TENSOR_MAX_DIMS 16
@@ -37,6 +39,18 @@ struct tensor {
  * `limit` (pass INT64_MAX for no limit). A 0-d tensor has one element. */
 int64_t tensor_count(const struct tensor *t, int64_t limit);
 int64_t shape_count(const int64_t *shape, uint32_t ndim, int64_t limit);
+
+/* Length prefix of one BYTES element in binary tensor data (Triton's
+ * binary extension and gRPC raw contents): 4 bytes, little-endian. */
+#define TENSOR_BYTES_PREFIX 4
+
+/* Splits `size` bytes at p into `count` BYTES elements, each a
+ * TENSOR_BYTES_PREFIX length and that many bytes, every byte claimed. The
+ * element array comes from `arena` and points into p; fills t->data and
+ * t->nbytes. `what` names the bytes in messages ("raw_input_contents").
+ * Returns 0, or -1 with err 400 (or 413 when the arena is full). */
+int tensor_bytes_split(struct arena *arena, struct tensor *t, const char *p, size_t size,
+                       int64_t count, const char *what, struct error *err);
 
 /* Formats a shape as "[1,16]" into out (always NUL-terminated). */
 void shape_format(const int64_t *shape, uint32_t ndim, char *out, size_t size);

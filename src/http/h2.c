@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/clock.h"
-#include "http/server.h"
+#include "http/txn.h"
 
 /* Flow control: large windows so that a big tensor is not throttled by
  * round trips; the window is returned as the bytes are taken. */
@@ -464,9 +464,11 @@ static const char *date_now(void)
 }
 
 /* A REST response from st->out: status, content type, body length and the
- * extra header lines ("Name: value\r\n", names lowercased for HTTP/2). */
+ * extra header lines ("Name: value\r\n", names lowercased for HTTP/2).
+ * A streamed response (`streamed`) has no content-length: its DATA frames
+ * follow as the handler writes, until h2_stream_finish(). */
 static void rest_submit(struct h2_stream *st, int status, const char *content_type,
-                        const char *extra, bool head_only)
+                        const char *extra, bool head_only, bool streamed)
 {
     nghttp2_nv nv[8 + 16];
     size_t n = 0;
@@ -478,7 +480,8 @@ static void rest_submit(struct h2_stream *st, int status, const char *content_ty
     nv[n++] = make_nv(":status", 7, status_str, strlen(status_str));
     nv[n++] = make_nv("server", 6, "inferd", 6);
     nv[n++] = make_nv("date", 4, date, strlen(date));
-    nv[n++] = make_nv("content-length", 14, len_str, strlen(len_str));
+    if (!streamed)
+        nv[n++] = make_nv("content-length", 14, len_str, strlen(len_str));
     if (content_type)
         nv[n++] = make_nv("content-type", 12, content_type, strlen(content_type));
     if (extra) {
@@ -506,8 +509,8 @@ static void rest_submit(struct h2_stream *st, int status, const char *content_ty
         st->out.len = 0;
         st->out_off = 0;
     }
-    st->finished = true;
-    if (submit(st, nv, n, st->out.len > 0) != 0)
+    st->finished = !streamed;
+    if (submit(st, nv, n, streamed || st->out.len > 0) != 0)
         nghttp2_submit_rst_stream(st->sess->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 
@@ -521,12 +524,21 @@ static void stream_fail(struct h2_stream *st, int status, const char *msg)
     buf_reset(&st->out);
     st->out_off = 0;
     http_error_body(&st->out, msg);
-    rest_submit(st, status, "application/json", NULL, false);
+    rest_submit(st, status, "application/json", NULL, false, false);
 }
 
-void h2_txn_respond(struct http_txn *txn, int status, const char *content_type)
+/* ---- the HTTP/2 side of struct http_txn (txn.h) ---- */
+
+static bool stream_usable(const struct h2_stream *st);
+
+static struct h2_stream *txn_stream(const struct http_txn *txn)
 {
-    struct h2_stream *st = txn->stream;
+    return txn->transport;
+}
+
+static void h2t_respond(struct http_txn *txn, int status, const char *content_type)
+{
+    struct h2_stream *st = txn_stream(txn);
     st->txn_active = false;
     if (!st->sess) {
         /* Detached: the peer reset the stream or the connection closed
@@ -540,13 +552,55 @@ void h2_txn_respond(struct http_txn *txn, int status, const char *content_type)
     txn->body = tmp;
     buf_reset(&txn->body);
     st->out_off = 0;
-    if (st->out.err) {
-        http_error_body(&st->out, "response too large");
-        status = 500;
-        content_type = "application/json";
-    }
-    rest_submit(st, status, content_type, txn->extra_headers, txn->head_only);
+    rest_submit(st, status, content_type, txn->extra_headers, txn->head_only, false);
 }
+
+static int h2t_stream_begin(struct http_txn *txn, int status, const char *content_type)
+{
+    struct h2_stream *st = txn_stream(txn);
+    if (!stream_usable(st) || st->responded)
+        return -1;
+    buf_reset(&st->out);
+    st->out_off = 0;
+    rest_submit(st, status, content_type, txn->extra_headers, txn->head_only, true);
+    return 0;
+}
+
+static int h2t_stream_write(struct http_txn *txn, const void *data, size_t len)
+{
+    return h2_stream_write(txn_stream(txn), data, len);
+}
+
+static void h2t_stream_end(struct http_txn *txn)
+{
+    struct h2_stream *st = txn_stream(txn);
+    st->txn_active = false;
+    if (!st->sess) {
+        stream_free(st);
+        return;
+    }
+    if (h2_stream_finish(st, NULL, 0) != 0)
+        h2_stream_reset(st, H2_INTERNAL_ERROR);
+}
+
+static size_t h2t_stream_pending(const struct http_txn *txn)
+{
+    return h2_stream_pending(txn_stream(txn));
+}
+
+static size_t h2t_peer(const struct http_txn *txn, char *out, size_t cap)
+{
+    return h2_stream_peer(txn_stream(txn), out, cap);
+}
+
+static const struct http_txn_ops h2_txn_ops = {
+    .respond = h2t_respond,
+    .stream_begin = h2t_stream_begin,
+    .stream_write = h2t_stream_write,
+    .stream_end = h2t_stream_end,
+    .stream_pending = h2t_stream_pending,
+    .peer = h2t_peer,
+};
 
 /* ---- request assembly ---- */
 
@@ -593,17 +647,8 @@ static void rest_dispatch(struct h2_stream *st)
     r->body_len = st->body.len;
     r->has_content_length = true;
     r->content_length = st->body.len;
-    t->conn = NULL;
-    t->stream = st;
-    t->server = s->cfg.server;
-    t->aborted = false;
-    t->cancel = NULL;
-    t->head_only = st->method_len == 4 && memcmp(r->method, "HEAD", 4) == 0;
+    http_txn_reset(t, &h2_txn_ops, st, HTTP_VERSION_2, s->cfg.on_response);
     t->start_ns = clock_now_ns();
-    t->extra_headers[0] = '\0';
-    t->on_respond = NULL;
-    t->obs = NULL;
-    buf_reset(&t->body);
     st->txn_active = true;
     s->cfg.handler(s->cfg.handler_app, t);
 }

@@ -26,8 +26,9 @@
  *     for HTTP/1: --max-body-bytes → 413, header list over
  *     --max-header-bytes or more than --max-headers fields → 431), fills
  *     the stream's struct http_txn (txn->stream points back at it) and
- *     calls the server's http_handler_fn. http_txn_respond() on such a txn
- *     ends up in h2_txn_respond().
+ *     calls the server's http_handler_fn, which answers through the txn
+ *     (txn.h): a whole response, or a streamed one whose writes become
+ *     DATA frames as they come.
  *
  * Lifetime. A stream belongs to its session. When the stream closes (peer
  * RST_STREAM, response complete) or the connection goes away:
@@ -35,7 +36,8 @@
  *     pointer in on_close);
  *   - a REST stream whose handler has not responded yet is detached: its
  *     txn is marked aborted and stays valid until the handler calls
- *     http_txn_respond(), which then only frees it (as the HTTP/1 path).
+ *     http_txn_respond() or http_txn_stream_end(), which then only free it
+ *     (as the HTTP/1 path).
  * All functions run on the connection's I/O loop thread.
  */
 #ifndef INFERD_HTTP_H2_H
@@ -47,12 +49,11 @@
 
 #include "base/buf.h"
 #include "http/http1.h"
+#include "http/txn.h"
 #include "net/loop.h"
 
 struct h2_stream; /* one HTTP/2 stream, owned by the transport */
 struct h2_session;
-struct http_txn;
-struct http_server;
 
 #define H2_MAX_RESPONSE_HEADERS 32
 #define H2_MAX_TRAILERS 16
@@ -127,14 +128,12 @@ void h2_stream_reset(struct h2_stream *st, uint32_t error_code);
 
 /* ---- The transport side (server.c and the fuzz target) ---- */
 
-typedef void (*h2_handler_fn)(void *app, struct http_txn *txn);
-
 struct h2_session_config {
     const struct http1_limits *limits; /* header and body limits, as HTTP/1 */
     uint32_t max_concurrent_streams;   /* SETTINGS_MAX_CONCURRENT_STREAMS */
     uint64_t max_response_bytes;       /* per-stream output queue ceiling */
     const struct h2_stream_app *grpc;  /* NULL: no gRPC */
-    h2_handler_fn handler;             /* REST streams */
+    http_handler_fn handler;             /* REST streams */
     void *handler_app;
     struct loop *loop; /* for h2_stream_loop(); may be NULL */
     /* Output became available outside h2_session_recv/send (an asynchronous
@@ -144,8 +143,8 @@ struct h2_session_config {
     /* The client's address "ip:port" ("[ip6]:port") into out (called with
      * `arg`); returns its length, 0 if unknown. NULL = never known. */
     size_t (*peer)(void *arg, char *out, size_t cap);
-    /* Filled into each REST txn (txn->server); opaque here. */
-    struct http_server *server;
+    /* Filled into each REST txn (txn->on_response). */
+    http_response_fn on_response;
 };
 
 /* Creates a server session and queues its SETTINGS. Returns 0 or -ENOMEM. */
@@ -172,9 +171,5 @@ void h2_session_drain(struct h2_session *s);
 /* Frees the session. App streams get on_close(H2_CANCEL); REST streams
  * still held by a handler are detached and marked aborted. */
 void h2_session_free(struct h2_session *s);
-
-/* http_txn_respond() for a txn of an HTTP/2 stream (server.c calls it).
- * txn->body is the response body; an aborted txn is only freed. */
-void h2_txn_respond(struct http_txn *txn, int status, const char *content_type);
 
 #endif

@@ -41,6 +41,7 @@ enum conn_state {
     CONN_READING, /* reading/parsing a request */
     CONN_WAITING, /* the handler owns the request */
     CONN_WRITING, /* sending a response */
+    CONN_STREAMING, /* the handler streams its response: chunks are sent as they come */
     CONN_LINGER,  /* response sent, write side shut; discarding input before close */
     CONN_H2,      /* HTTP/2: the session (h2.c) drives the connection */
     CONN_CLOSED,  /* fd closed; freed when the pending txn responds */
@@ -66,6 +67,7 @@ struct http_conn {
     bool close_after_write;
     bool linger_after_write; /* error response: drain input before closing */
     bool txn_active;
+    bool chunked; /* the streamed response uses Transfer-Encoding: chunked */
     uint8_t peer_len; /* http_txn_peer() cache; 0 = not looked up yet */
     char peer[56];
     bool grpc_port;      /* accepted on the gRPC port */
@@ -102,30 +104,7 @@ struct http_server {
 
 static void conn_process(struct http_conn *c);
 static void conn_close(struct http_conn *c);
-
-const char *http_status_text(int status)
-{
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 417: return "Expectation Failed";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
-    }
-}
+static const struct http_txn_ops h1_ops;
 
 /* Receive buffer ceiling: a whole request must fit. Chunked framing costs
  * extra bytes on the wire, so allow twice the body. */
@@ -227,16 +206,23 @@ static void format_date(char *out, size_t size)
     out[n] = '\0';
 }
 
-/* Queues the response head for the body already in c->out_body. */
-static void queue_response(struct http_conn *c, int status, const char *content_type,
-                           const char *extra_headers, bool head_only, bool keep_alive,
-                           int version_minor)
+/* Formats the response head into c->out_head: Content-Length of the body
+ * already in c->out_body, or, for a streamed response (content_length < 0),
+ * chunked transfer coding when the client speaks HTTP/1.1 (else the body
+ * ends when the connection closes). */
+static void format_head(struct http_conn *c, int status, const char *content_type,
+                        const char *extra_headers, bool keep_alive, int version_minor,
+                        int64_t content_length)
 {
     char date[40];
     format_date(date, sizeof date);
     buf_reset(&c->out_head);
-    buf_printf(&c->out_head, "HTTP/1.1 %d %s\r\nServer: inferd\r\nDate: %s\r\nContent-Length: %zu\r\n",
-               status, http_status_text(status), date, c->out_body.len);
+    buf_printf(&c->out_head, "HTTP/1.1 %d %s\r\nServer: inferd\r\nDate: %s\r\n", status,
+               http_status_text(status), date);
+    if (content_length >= 0)
+        buf_printf(&c->out_head, "Content-Length: %lld\r\n", (long long)content_length);
+    else if (version_minor >= 1)
+        buf_puts(&c->out_head, "Transfer-Encoding: chunked\r\n");
     if (content_type)
         buf_printf(&c->out_head, "Content-Type: %s\r\n", content_type);
     if (!keep_alive)
@@ -246,23 +232,21 @@ static void queue_response(struct http_conn *c, int status, const char *content_
     if (extra_headers)
         buf_puts(&c->out_head, extra_headers);
     buf_puts(&c->out_head, "\r\n");
-    if (head_only)
-        c->out_body.len = 0;
     c->out_off = 0;
     c->close_after_write = !keep_alive;
-    c->state = CONN_WRITING;
-    set_deadline(c, c->server->cfg.write_timeout_ms);
 }
 
-void http_error_body(struct buf *b, const char *msg)
+/* Queues the response head for the body already in c->out_body. */
+static void queue_response(struct http_conn *c, int status, const char *content_type,
+                           const char *extra_headers, bool head_only, bool keep_alive,
+                           int version_minor)
 {
-    struct json_writer w;
-    buf_reset(b);
-    json_w_init(&w, b);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "error");
-    json_w_cstr(&w, msg);
-    json_w_obj_end(&w);
+    format_head(c, status, content_type, extra_headers, keep_alive, version_minor,
+                (int64_t)c->out_body.len);
+    if (head_only)
+        c->out_body.len = 0;
+    c->state = CONN_WRITING;
+    set_deadline(c, c->server->cfg.write_timeout_ms);
 }
 
 /* An error the server answers itself (parse error, timeout): the connection
@@ -359,14 +343,9 @@ static void start_request(struct http_conn *c)
 static void dispatch(struct http_conn *c)
 {
     struct http_txn *t = &c->txn;
-    t->conn = c;
-    t->server = c->server;
-    t->aborted = false;
-    t->cancel = NULL;
-    t->head_only = t->req.method_len == 4 && memcmp(t->req.method, "HEAD", 4) == 0;
+    http_txn_reset(t, &h1_ops, c, t->req.version_minor == 0 ? HTTP_VERSION_1_0 : HTTP_VERSION_1_1,
+                   c->server->cfg.on_response);
     t->start_ns = clock_now_ns();
-    t->extra_headers[0] = '\0';
-    buf_reset(&t->body);
     c->txn_active = true;
     c->state = CONN_WAITING;
     c->deadline_ms = 0;
@@ -475,7 +454,7 @@ static void conn_start_h2(struct http_conn *c)
         .want_write = h2_want_write,
         .arg = c,
         .peer = h2_peer,
-        .server = s,
+        .on_response = s->cfg.on_response,
     };
     if (h2_session_new(&hc, &c->h2) != 0) {
         log_warn("http2: out of memory for a session");
@@ -698,6 +677,19 @@ static bool step_writing(struct http_conn *c)
     return true;
 }
 
+/* One step of the STREAMING state: send what the handler wrote so far. */
+static bool step_streaming(struct http_conn *c)
+{
+    int rc = conn_flush(c);
+    if (rc < 0) {
+        conn_close(c); /* aborts the txn: the handler stops streaming */
+        return false;
+    }
+    if (rc == 0)
+        c->deadline_ms = 0; /* all sent: wait for the handler, not the peer */
+    return false;
+}
+
 static bool step_linger(struct http_conn *c)
 {
     char scratch[16384];
@@ -726,6 +718,7 @@ static void conn_process(struct http_conn *c)
         case CONN_H2: more = step_h2(c); break;
         case CONN_READING: more = step_reading(c); break;
         case CONN_WRITING: more = step_writing(c); break;
+        case CONN_STREAMING: more = step_streaming(c); break;
         case CONN_LINGER: more = step_linger(c); break;
         case CONN_WAITING:
         case CONN_CLOSED: more = false; break;
@@ -754,10 +747,11 @@ static void conn_on_events(struct loop_watch *w, uint32_t events)
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
         c->readable = true;
-    /* While a handler owns the request we do not read further, but a peer
+    /* While a handler owns the request (or streams its response) we do not
+     * read further, but a peer
      * that hung up entirely (or, as nginx sees it, closed its side with
      * nothing pipelined) cancels the exchange. */
-    if (c->state == CONN_WAITING &&
+    if ((c->state == CONN_WAITING || c->state == CONN_STREAMING) &&
         ((events & EPOLLHUP) || ((events & EPOLLRDHUP) && peer_left(c)))) {
         conn_close(c);
         return;
@@ -1025,72 +1019,120 @@ void http_server_free(struct http_server *s)
     mem_free(s);
 }
 
-void http_txn_add_header(struct http_txn *txn, const char *name, const char *value)
+
+/* ---- the HTTP/1 side of struct http_txn (txn.h) ---- */
+
+static struct http_conn *txn_conn(const struct http_txn *txn)
 {
-    size_t used = strlen(txn->extra_headers);
-    size_t nlen = strlen(name), vlen = strlen(value);
-    char *p = txn->extra_headers + used;
-    if (nlen + vlen + 4 >= sizeof txn->extra_headers - used) {
-        log_warn("response header %s dropped: the extra headers are full", name);
-        return;
-    }
-    memcpy(p, name, nlen);
-    memcpy(p + nlen, ": ", 2);
-    memcpy(p + nlen + 2, value, vlen);
-    memcpy(p + nlen + 2 + vlen, "\r\n", 3); /* with the terminating NUL */
+    return txn->transport;
 }
 
-void http_txn_abort(struct http_txn *txn)
+/* The handler let go of an aborted txn: the connection (already closed)
+ * can be freed. */
+static void bury(struct http_conn *c)
 {
-    txn->aborted = true;
-    if (txn->cancel)
-        atomic_store_explicit(txn->cancel, true, memory_order_relaxed);
-}
-
-size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap)
-{
-    if (txn->stream)
-        return h2_stream_peer(txn->stream, out, cap);
-    return txn->conn ? conn_peer(txn->conn, out, cap) : 0;
-}
-
-void http_txn_respond(struct http_txn *txn, int status, const char *content_type)
-{
-    if (txn->on_respond)
-        txn->on_respond(txn, txn->aborted ? 0 : status);
-    if (txn->server && txn->server->cfg.on_response && !txn->aborted)
-        txn->server->cfg.on_response(txn, status, txn->body.len);
-    if (txn->stream) {
-        h2_txn_respond(txn, status, content_type);
-        return;
-    }
-    struct http_conn *c = txn->conn;
     c->txn_active = false;
+    c->next = c->server->graveyard;
+    c->server->graveyard = c;
+    loop_defer(c->server->loop, &c->server->reaper);
+}
+
+static void h1_respond(struct http_txn *txn, int status, const char *content_type)
+{
+    struct http_conn *c = txn_conn(txn);
     if (txn->aborted) {
-        /* The peer left while the handler worked: nothing to send. */
-        c->next = c->server->graveyard;
-        c->server->graveyard = c;
-        loop_defer(c->server->loop, &c->server->reaper);
+        bury(c); /* the peer left while the handler worked: nothing to send */
         return;
     }
+    c->txn_active = false;
     /* Hand the body over without copying; the txn keeps the old buffer. */
     struct buf tmp = c->out_body;
     c->out_body = txn->body;
     txn->body = tmp;
     buf_reset(&txn->body);
-    if (c->out_body.err) {
-        http_error_body(&c->out_body, "response too large");
-        status = 500;
-        content_type = "application/json";
-    }
     bool keep = txn->req.keep_alive && !c->server->draining;
     queue_response(c, status, content_type, txn->extra_headers, txn->head_only, keep,
                    txn->req.version_minor);
     loop_defer(c->server->loop, &c->watch);
 }
 
-void http_txn_error(struct http_txn *txn, int status, const char *msg)
+static int h1_stream_begin(struct http_txn *txn, int status, const char *content_type)
 {
-    http_error_body(&txn->body, msg);
-    http_txn_respond(txn, status, "application/json");
+    struct http_conn *c = txn_conn(txn);
+    c->chunked = txn->req.version_minor >= 1;
+    /* Without chunked coding the body ends with the connection. */
+    bool keep = c->chunked && txn->req.keep_alive && !c->server->draining;
+    buf_reset(&c->out_body);
+    format_head(c, status, content_type, txn->extra_headers, keep, txn->req.version_minor, -1);
+    c->state = CONN_STREAMING;
+    set_deadline(c, c->server->cfg.write_timeout_ms);
+    loop_defer(c->server->loop, &c->watch);
+    return 0;
 }
+
+static size_t h1_stream_pending(const struct http_txn *txn)
+{
+    const struct http_conn *c = txn_conn(txn);
+    return c->out_head.len + c->out_body.len - c->out_off;
+}
+
+/* Appends to the unsent output, first dropping what was sent. */
+static int h1_queue(struct http_conn *c, const void *data, size_t len)
+{
+    if (c->out_off > 0 && c->out_off == c->out_head.len + c->out_body.len) {
+        c->out_head.len = c->out_body.len = 0;
+        c->out_off = 0;
+    }
+    char size[24];
+    int n = c->chunked ? snprintf(size, sizeof size, "%zx\r\n", len) : 0;
+    if (buf_reserve(&c->out_body, (size_t)n + len + 2) != 0)
+        return -1;
+    buf_append(&c->out_body, size, (size_t)n);
+    buf_append(&c->out_body, data, len);
+    if (c->chunked)
+        buf_append(&c->out_body, "\r\n", 2);
+    if (c->state == CONN_STREAMING)
+        set_deadline(c, c->server->cfg.write_timeout_ms);
+    loop_defer(c->server->loop, &c->watch);
+    return 0;
+}
+
+static int h1_stream_write(struct http_txn *txn, const void *data, size_t len)
+{
+    return h1_queue(txn_conn(txn), data, len);
+}
+
+static void h1_stream_end(struct http_txn *txn)
+{
+    struct http_conn *c = txn_conn(txn);
+    if (txn->aborted) {
+        bury(c);
+        return;
+    }
+    c->txn_active = false;
+    if (c->chunked) {
+        if (c->out_off > 0 && c->out_off == c->out_head.len + c->out_body.len) {
+            c->out_head.len = c->out_body.len = 0;
+            c->out_off = 0;
+        }
+        if (buf_puts(&c->out_body, "0\r\n\r\n") != 0)
+            c->close_after_write = true; /* the peer sees a cut body */
+    }
+    c->state = CONN_WRITING;
+    set_deadline(c, c->server->cfg.write_timeout_ms);
+    loop_defer(c->server->loop, &c->watch);
+}
+
+static size_t h1_peer(const struct http_txn *txn, char *out, size_t cap)
+{
+    return conn_peer(txn_conn(txn), out, cap);
+}
+
+static const struct http_txn_ops h1_ops = {
+    .respond = h1_respond,
+    .stream_begin = h1_stream_begin,
+    .stream_write = h1_stream_write,
+    .stream_end = h1_stream_end,
+    .stream_pending = h1_stream_pending,
+    .peer = h1_peer,
+};

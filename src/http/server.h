@@ -27,37 +27,13 @@
 #include "base/buf.h"
 #include "http/h2.h"
 #include "http/http1.h"
+#include "http/txn.h"
 #include "net/loop.h"
 #include "net/tls.h"
 
 struct http_server;
 struct http_conn;
 
-/* One request/response exchange. Owned by the server; valid from the
- * handler call until http_txn_respond() returns. */
-struct http_txn {
-    struct http1_request req; /* pointers into the connection's buffer */
-    struct http_conn *conn;     /* HTTP/1: the connection; NULL for HTTP/2 */
-    struct h2_stream *stream;   /* HTTP/2: the stream; NULL for HTTP/1 */
-    struct http_server *server;
-    bool head_only; /* HEAD request: the body is not sent */
-    bool aborted;   /* the peer is gone; respond() only frees */
-    uint64_t start_ns;
-    struct buf body; /* response body, filled by the handler */
-    /* Extra response header lines, each "Name: value\r\n" (e.g. Allow). */
-    char extra_headers[512];
-    /* Observer (access log, tracing: api/rest_obs.c), set by the handler
-     * for each request. http_txn_respond() calls it first, HTTP/1 and
-     * HTTP/2 alike (it may still add headers); status 0 = the peer is gone. */
-    void (*on_respond)(struct http_txn *txn, int status);
-    void *obs;
-    /* Set by a handler whose work can be dropped (e.g. an infer request's
-     * `cancelled` flag): stored true when the txn is aborted, from the loop
-     * thread. Reset to NULL for every request. */
-    atomic_bool *cancel;
-};
-
-typedef void (*http_handler_fn)(void *app, struct http_txn *txn);
 
 struct http_server_config {
     const char *host; /* numeric IPv4/IPv6 address or host name */
@@ -90,7 +66,7 @@ struct http_server_config {
     /* Observer (metrics), called on the loop thread for every response
      * before it is sent: a handler's (txn) or the server's own error answer
      * (txn NULL), with its status and body size. NULL = none. */
-    void (*on_response)(const struct http_txn *txn, int status, size_t body_bytes);
+    http_response_fn on_response;
     /* Called about once a second on the loop thread, after the server's
      * own timeouts, with tick_arg and clock_now_ms(). NULL = none. */
     void (*on_tick)(void *tick_arg, uint64_t now_ms);
@@ -113,25 +89,5 @@ int http_server_grpc_port(const struct http_server *s);
 void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), void *arg);
 void http_server_free(struct http_server *s);
 uint32_t http_server_connection_count(const struct http_server *s);
-
-/* Sends the response: status, Content-Type (may be NULL when the body is
- * empty) and txn->body. Must be called exactly once per txn, on the loop
- * thread. */
-void http_txn_respond(struct http_txn *txn, int status, const char *content_type);
-/* Convenience: body {"error": msg} with the given status. */
-void http_txn_error(struct http_txn *txn, int status, const char *msg);
-/* The client's address "ip:port" ("[ip6]:port") of the exchange's
- * connection into out; returns its length (0 if unknown). */
-size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap);
-/* Appends "Name: value\r\n" to the extra headers; a header that does not
- * fit is dropped whole, with a warning (never sent cut). */
-void http_txn_add_header(struct http_txn *txn, const char *name, const char *value);
-/* For the transports (HTTP/1 and HTTP/2): the peer is gone while the
- * handler owns txn — mark it aborted and raise its cancel flag. */
-void http_txn_abort(struct http_txn *txn);
-
-const char *http_status_text(int status);
-/* Replaces b's content with the error body {"error": msg}. */
-void http_error_body(struct buf *b, const char *msg);
 
 #endif

@@ -398,6 +398,49 @@ static void run_batch(struct worker *w, struct infer_request **members, uint32_t
     }
 }
 
+/* ---- decoupled models ----------------------------------------------------- */
+
+/* The backend's send(): one response of a decoupled request. */
+static bool stream_send(void *ctx, const struct tensor *outputs, uint32_t n, bool final)
+{
+    struct infer_request *r = ctx;
+    if (atomic_load_explicit(&r->cancelled, memory_order_relaxed))
+        return false;
+    return r->on_response(r, outputs, n, final) &&
+           !atomic_load_explicit(&r->cancelled, memory_order_relaxed);
+}
+
+/* Runs one request of a decoupled model: its responses go out through
+ * req->on_response as the model sends them; complete() ends it. */
+static void run_decoupled(struct worker *w, struct infer_request *r)
+{
+    struct sched *s = w->sched;
+    struct model *m = s->model;
+    struct error err;
+    error_clear(&err);
+    uint64_t start = clock_now_ns();
+    r->exec_start_ns = r->infer_start_ns = start;
+    int rc = m->backend->execute_stream(w->instance, r->inputs, r->ninputs, r->output_names,
+                                        r->noutputs, stream_send, r, &err);
+    uint64_t end = clock_now_ns();
+    r->exec_end_ns = r->infer_end_ns = end;
+    r->batch_size = (uint32_t)r->batch;
+    r->batch_ref = NULL;
+    r->outputs = NULL;
+    if (rc != 0) {
+        r->rc = -1;
+        r->err = err;
+    } else if (atomic_load_explicit(&r->cancelled, memory_order_relaxed)) {
+        r->rc = error_set(&r->err, 499, "request cancelled by the client");
+    } else {
+        r->rc = 0;
+    }
+    if (!err.status)
+        stats_record_execution(s->stats, (uint32_t)r->batch, 0, end - start, 0);
+    trace_batch_span(&r, 1, m->name, m->version_str, r->batch, start, end, &err);
+    r->complete(r);
+}
+
 /* ---- workers ------------------------------------------------------------ */
 
 static void timed_wait(struct sched *s, uint64_t until_ns)
@@ -449,7 +492,9 @@ static void *worker_main(void *arg)
                 fail_request(late, 504, msg);
             late = next;
         }
-        if (n)
+        if (n && s->cfg.decoupled)
+            run_decoupled(w, w->members[0]);
+        else if (n)
             run_batch(w, w->members, n);
         pthread_mutex_lock(&s->lock);
     }

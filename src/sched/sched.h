@@ -56,6 +56,10 @@ struct sched_config {
      * (0 = none), and whether its own `timeout` may be shorter. */
     uint64_t default_timeout_us;
     bool allow_timeout_override;
+    /* Decoupled model (backend execute_stream): each request runs alone
+     * and may get many responses through req->on_response before
+     * complete(); a cancelled request stops at its next response. */
+    bool decoupled;
 };
 
 /* Starts one worker per instance of m (m->instances). */

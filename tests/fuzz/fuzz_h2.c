@@ -10,7 +10,8 @@
  *   bit 3   keep some REST answers until after the session is freed
  *           (the detached, aborted txn path)
  *   bits 4-7 chunk size: the input is fed in pieces of 1 << (bits + 2) bytes
- * The REST handler answers each request with a JSON body naming its path;
+ * The REST handler answers each request with a JSON body naming its path
+ * (odd-length paths: a streamed response of two writes);
  * the gRPC app echoes every DATA chunk and finishes with trailers when the
  * client half-closes (a trailers-only answer for empty requests).
  *
@@ -26,7 +27,6 @@
 
 #include "base/buf.h"
 #include "http/h2.h"
-#include "http/server.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -52,6 +52,13 @@ static void answer(struct fuzz_state *fs, struct http_txn *txn)
 {
     if (txn->aborted) {
         http_txn_respond(txn, 0, NULL);
+    } else if (txn->req.path_len % 2) {
+        /* Odd paths get a streamed response (DATA frames as written). */
+        if (http_txn_stream_begin(txn, 200, "text/event-stream") == 0) {
+            http_txn_stream_write(txn, "data: 1\n\n", 9);
+            http_txn_stream_write(txn, txn->req.path, txn->req.path_len);
+        }
+        http_txn_stream_end(txn);
     } else {
         buf_printf(&txn->body, "{\"path\":\"%.*s\"}", (int)(txn->req.path_len > 64 ? 64 : txn->req.path_len),
                    txn->req.path);
@@ -65,7 +72,8 @@ static void rest_handler(void *app, struct http_txn *txn)
 {
     struct fuzz_state *fs = app;
     fs->handled++;
-    CHECK(txn->stream != NULL && txn->req.method && txn->req.path);
+    CHECK(txn->version == HTTP_VERSION_2 && txn->transport != NULL && txn->req.method &&
+          txn->req.path);
     if (fs->answer_later && fs->npending < MAX_PENDING) {
         fs->pending[fs->npending++] = txn;
         return;

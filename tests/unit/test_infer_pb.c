@@ -633,7 +633,7 @@ static void test_allocation_failures(void **state)
                 req.outputs = req.inputs; /* any tensors will do for the encoder */
                 req.noutputs = 2;
                 req.model = &m;
-                rc = infer_pb_response(&req, &req.arena, &resp) == 0 ? 0 : -1;
+                rc = infer_pb_response(&req, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &resp) == 0 ? 0 : -1;
                 if (rc != 0)
                     err.status = 413;
             }
@@ -666,7 +666,7 @@ static void test_response(void **state)
     req.outputs = outs;
     req.noutputs = 2;
     Inference__ModelInferResponse *r;
-    assert_int_equal(infer_pb_response(&req, &req.arena, &r), 0);
+    assert_int_equal(infer_pb_response(&req, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &r), 0);
     size_t len = inference__model_infer_response__get_packed_size(r);
     uint8_t *wire = malloc(len);
     inference__model_infer_response__pack(r, wire);
@@ -693,7 +693,7 @@ static void test_response(void **state)
 
     /* Without an id the field is absent. */
     req.id = NULL;
-    assert_int_equal(infer_pb_response(&req, &req.arena, &r), 0);
+    assert_int_equal(infer_pb_response(&req, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &r), 0);
     assert_true(r->id == NULL || r->id[0] == '\0');
     arena_free(&req.arena);
 }

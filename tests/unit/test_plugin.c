@@ -189,13 +189,13 @@ static void test_bad_libraries(void **state)
     struct error err = resolve_fail("bad_abi", dir, NULL);
     snprintf(want, sizeof want,
              "backend 'bad_abi': %s/libinferd_bad_abi.so: it implements backend ABI version 99, "
-             "inferd needs 1",
+             "inferd takes 1 to 2",
              dir);
     assert_string_equal(err.msg, want);
 
     err = resolve_fail("bad_refuse", dir, NULL);
     snprintf(want, sizeof want,
-             "backend 'bad_refuse': %s/libinferd_bad_refuse.so cannot serve backend ABI version 1",
+             "backend 'bad_refuse': %s/libinferd_bad_refuse.so cannot serve backend ABI version 2",
              dir);
     assert_string_equal(err.msg, want);
 

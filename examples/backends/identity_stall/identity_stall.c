@@ -221,5 +221,6 @@ static const struct inferd_backend_api identity_stall_api = {
 
 const struct inferd_backend_api *inferd_backend_init(uint32_t host_abi_version)
 {
-    return host_abi_version == INFERD_BACKEND_ABI_VERSION ? &identity_stall_api : NULL;
+    /* A newer inferd still takes this table (it reads abi_version first). */
+    return host_abi_version >= INFERD_BACKEND_ABI_VERSION ? &identity_stall_api : NULL;
 }

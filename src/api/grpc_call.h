@@ -1,0 +1,165 @@
+/*
+ * grpc_call: what the three parts of the gRPC front end share (internal to
+ * src/api/grpc_*.c; the public interface is api/grpc.h):
+ *   grpc_transport.c  framing of messages on HTTP/2 streams, call objects,
+ *                     status trailers, the access log of calls, the api
+ *   grpc_infer.c      ModelInfer and ModelStreamInfer on the serving
+ *                     pipeline (serve/call.h)
+ *   grpc_admin.c      health, metadata, configuration, statistics,
+ *                     repository and grpc.health.v1 RPCs
+ * All on the loop thread that owns the api.
+ */
+#ifndef INFERD_API_GRPC_CALL_H
+#define INFERD_API_GRPC_CALL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/grpc.h"
+#include "grpc_service.pb-c.h"
+#include "obs/request.h"
+#include "serve/call.h"
+
+/* gRPC message prefix: compressed flag + 4-byte big-endian length. */
+#define FRAME_HEADER 5
+
+/* gRPC status codes (grpc/doc/statuscodes.md). */
+enum {
+    GRPC_OK = 0,
+    GRPC_CANCELLED = 1,
+    GRPC_UNKNOWN = 2,
+    GRPC_INVALID_ARGUMENT = 3,
+    GRPC_DEADLINE_EXCEEDED = 4,
+    GRPC_NOT_FOUND = 5,
+    GRPC_RESOURCE_EXHAUSTED = 8,
+    GRPC_FAILED_PRECONDITION = 9,
+    GRPC_UNIMPLEMENTED = 12,
+    GRPC_INTERNAL = 13,
+    GRPC_UNAVAILABLE = 14,
+};
+
+enum method_id {
+    M_SERVER_LIVE,
+    M_SERVER_READY,
+    M_MODEL_READY,
+    M_SERVER_METADATA,
+    M_MODEL_METADATA,
+    M_MODEL_INFER,
+    M_MODEL_STREAM_INFER,
+    M_MODEL_CONFIG,
+    M_MODEL_STATISTICS,
+    M_REPOSITORY_INDEX,
+    M_REPOSITORY_LOAD,
+    M_REPOSITORY_UNLOAD,
+    M_HEALTH_CHECK,
+    M_HEALTH_WATCH,
+};
+
+struct method {
+    const char *path;
+    enum method_id id;
+    bool client_stream; /* each request message is handled as it arrives */
+};
+
+#define SVC "/inference.GRPCInferenceService/"
+extern const struct method grpc_methods[];
+extern const size_t grpc_nmethods;
+
+/* One RPC: an HTTP/2 stream and the work started for it. Reference
+ * counted: the open stream holds one reference, each infer call or
+ * repository command in flight one, and each transport callback one for
+ * its duration (so that a stream closing inside a callback never frees
+ * the call under it). */
+struct grpc_call {
+    struct grpc_api *api;
+    struct h2_stream *st; /* NULL once the stream closed */
+    const struct method *method;
+    uint32_t refs;
+    uint64_t received_ns;
+    uint64_t deadline_ns; /* from grpc-timeout; 0 = none */
+    /* Incoming message framing. */
+    uint8_t hdr[FRAME_HEADER];
+    uint32_t hdr_got; /* 0 between messages; FRAME_HEADER while reading a payload */
+    uint32_t msg_len;
+    struct buf msg;
+    uint32_t nmessages;
+    bool client_ended;
+    bool headers_sent;
+    bool finished;             /* trailers sent (or the stream closed): nothing more to send */
+    uint32_t inflight;          /* infer calls and repository commands */
+    struct infer_call *infers; /* infer calls in flight, for cancellation */
+    /* Health/Watch: the watched service and the last status sent. */
+    char service[256];
+    int watch_status;
+    bool watching;
+    /* Access log and tracing (obs/request.h). The call's x-request-id (for
+     * ModelStreamInfer the stream's; each message has its own observer). */
+    char request_id[REQUEST_ID_MAX + 1];
+    size_t request_id_len;
+    struct obsreq *obs; /* other calls: the call's observer, NULL once ended */
+    bool obs_begun;     /* call->obs was decided */
+    int http_status;    /* HTTP equivalent of the status the call ended with */
+    uint64_t bytes_out; /* response message bytes sent */
+    struct grpc_call *prev, *next; /* api->calls */
+    struct grpc_call *next_free;
+};
+
+
+/* ---- grpc_transport.c ---- */
+
+void grpc_call_hold(struct grpc_call *call);
+void grpc_call_drop(struct grpc_call *call);
+bool grpc_call_is_stream(const struct grpc_call *call);
+/* An observer for one request of the call (obs/request.h); NULL when
+ * nobody wants it or the stream is gone. */
+struct obsreq *grpc_obs_begin(struct grpc_call *call, const char *id, size_t id_len,
+                              uint64_t bytes_in, uint64_t start_ns);
+/* ModelStreamInfer: the observer of one request message (request id = its
+ * `id` when valid, else a new one). */
+struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id,
+                                      uint64_t bytes_in, uint64_t start_ns);
+/* Ends the observer *o of one message answered with a response of n bytes
+ * (n < 0: none could be sent). */
+void grpc_message_obs_end(struct grpc_call *call, struct obsreq **o, int http_status,
+                          int64_t n);
+void grpc_call_obs_end(struct grpc_call *call, int http_status);
+/* Ends the call with a gRPC status (and its HTTP equivalent for the log). */
+void grpc_call_finish(struct grpc_call *call, int code, const char *msg);
+/* Ends the call with the gRPC status matching an inferd (HTTP) error. */
+void grpc_call_fail(struct grpc_call *call, int http_status, const char *msg);
+/* Queues msg as one gRPC message; returns its size, or -1 (the call was
+ * ended: response too large, or the client does not read). */
+int64_t grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg);
+/* A unary response: the message, then status OK. */
+void grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg);
+/* Unpacks a request message into the api's scratch arena; answers the call
+ * itself on failure (NULL). */
+void *grpc_call_unpack(struct grpc_call *call, const ProtobufCMessageDescriptor *d,
+                       const uint8_t *data, size_t len);
+
+/* ---- grpc_infer.c ---- */
+
+/* Starts ModelInfer (the call's one message) or one request message of a
+ * ModelStreamInfer stream. */
+void grpc_infer_start(struct grpc_call *call, const uint8_t *data, size_t len);
+/* ModelStreamInfer: a failed request is one response with error_message
+ * (and its id), and the stream goes on. Ends *o with http_status. */
+void grpc_stream_error(struct grpc_call *call, struct obsreq **o, int http_status,
+                       const char *model, const char *version, const char *id, const char *msg);
+/* A stream ends with OK once the client half-closed and every request was
+ * answered; when the server drains, with UNAVAILABLE. */
+void grpc_stream_maybe_end(struct grpc_call *call);
+/* The stream closed: work still in flight for it is cancelled. */
+void grpc_infer_cancel_all(struct grpc_call *call);
+
+/* ---- grpc_admin.c ---- */
+
+void grpc_admin_dispatch(struct grpc_call *call, const uint8_t *data, size_t len);
+/* Health/Watch: sends the watched service's status if it changed. */
+void grpc_watch_update(struct grpc_call *call);
+/* Runs the Watch poll timer only while some stream watches. */
+void grpc_watch_timer_update(struct grpc_api *api);
+void grpc_watch_on_timer(struct loop_watch *w, uint32_t events);
+
+#endif

@@ -1,0 +1,684 @@
+#include "api/grpc_call.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "api/infer_pb.h"
+#include "base/clock.h"
+#include "base/mem.h"
+
+/* Call objects kept per I/O thread for reuse. */
+#define POOL_MAX 256
+/* A reused call keeps a message buffer up to this size. */
+#define CALL_KEEP_BUFFER (64 * 1024)
+/* Largest response message (the output queue of a stream is bounded too). */
+#define MAX_RESPONSE_BYTES ((size_t)1 << 30)
+
+#define SVC "/inference.GRPCInferenceService/"
+const struct method grpc_methods[] = {
+    {SVC "ServerLive", M_SERVER_LIVE, false},
+    {SVC "ServerReady", M_SERVER_READY, false},
+    {SVC "ModelReady", M_MODEL_READY, false},
+    {SVC "ServerMetadata", M_SERVER_METADATA, false},
+    {SVC "ModelMetadata", M_MODEL_METADATA, false},
+    {SVC "ModelInfer", M_MODEL_INFER, false},
+    {SVC "ModelStreamInfer", M_MODEL_STREAM_INFER, true},
+    {SVC "ModelConfig", M_MODEL_CONFIG, false},
+    {SVC "ModelStatistics", M_MODEL_STATISTICS, false},
+    {SVC "RepositoryIndex", M_REPOSITORY_INDEX, false},
+    {SVC "RepositoryModelLoad", M_REPOSITORY_LOAD, false},
+    {SVC "RepositoryModelUnload", M_REPOSITORY_UNLOAD, false},
+    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false},
+    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false},
+};
+#undef SVC
+const size_t grpc_nmethods = sizeof grpc_methods / sizeof grpc_methods[0];
+
+/* ---- helpers ------------------------------------------------------------ */
+
+int grpc_status_from_http(int status)
+{
+    switch (status) {
+    case 0:
+    case 200:
+        return GRPC_OK;
+    case 400:
+        return GRPC_INVALID_ARGUMENT;
+    case 404:
+        return GRPC_NOT_FOUND;
+    case 409:
+        return GRPC_FAILED_PRECONDITION;
+    case 413:
+    case 429:
+        return GRPC_RESOURCE_EXHAUSTED;
+    case 499:
+        return GRPC_CANCELLED;
+    case 501:
+        return GRPC_UNIMPLEMENTED;
+    case 503:
+        return GRPC_UNAVAILABLE;
+    case 504:
+        return GRPC_DEADLINE_EXCEEDED;
+    default:
+        return status >= 400 && status < 500 ? GRPC_INVALID_ARGUMENT
+               : status >= 500               ? GRPC_INTERNAL
+                                             : GRPC_UNKNOWN;
+    }
+}
+
+/* The HTTP status the access log shows for a gRPC status code (the inverse
+ * of grpc_status_from_http() for the codes inferd sends). */
+static int http_status_from_grpc(int code)
+{
+    switch (code) {
+    case GRPC_OK:
+        return 200;
+    case GRPC_CANCELLED:
+        return 499;
+    case GRPC_INVALID_ARGUMENT:
+        return 400;
+    case GRPC_DEADLINE_EXCEEDED:
+        return 504;
+    case GRPC_NOT_FOUND:
+        return 404;
+    case GRPC_RESOURCE_EXHAUSTED:
+        return 429;
+    case GRPC_FAILED_PRECONDITION:
+        return 409;
+    case GRPC_UNIMPLEMENTED:
+        return 501;
+    case GRPC_UNAVAILABLE:
+        return 503;
+    default:
+        return 500;
+    }
+}
+
+int grpc_timeout_parse(const char *value, size_t len, uint64_t *out_ns)
+{
+    /* gRPC over HTTP/2: TimeoutValue is 1 to 8 ASCII digits. */
+    if (len < 2 || len > 9)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (value[i] < '0' || value[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(value[i] - '0');
+    }
+    uint64_t unit;
+    switch (value[len - 1]) {
+    case 'H':
+        unit = 3600ull * 1000000000ull;
+        break;
+    case 'M':
+        unit = 60ull * 1000000000ull;
+        break;
+    case 'S':
+        unit = 1000000000ull;
+        break;
+    case 'm':
+        unit = 1000000ull;
+        break;
+    case 'u':
+        unit = 1000ull;
+        break;
+    case 'n':
+        unit = 1;
+        break;
+    default:
+        return -1;
+    }
+    *out_ns = v > UINT64_MAX / unit ? UINT64_MAX : v * unit;
+    return 0;
+}
+
+void grpc_message_encode(const char *msg, char *out, size_t size)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && o + 1 < size; p++) {
+        if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
+            out[o++] = (char)*p;
+            continue;
+        }
+        if (o + 4 > size)
+            break;
+        out[o++] = '%';
+        out[o++] = hex[*p >> 4];
+        out[o++] = hex[*p & 15];
+    }
+    out[o] = '\0';
+}
+
+static struct h2_header hdr(const char *name, const char *value)
+{
+    return (struct h2_header){name, strlen(name), value, strlen(value)};
+}
+
+/* ---- call objects ------------------------------------------------------- */
+
+static struct grpc_call *call_get(struct grpc_api *api)
+{
+    struct grpc_call *call = api->free_calls;
+    if (call) {
+        api->free_calls = call->next_free;
+        api->nfree_calls--;
+        pool_use_take(&api->call_use);
+        struct buf msg = call->msg;
+        memset(call, 0, sizeof *call);
+        call->msg = msg;
+        call->msg.max = api->max_message_bytes;
+    } else {
+        call = mem_calloc(1, sizeof *call);
+        if (!call)
+            return NULL;
+        buf_init(&call->msg, api->max_message_bytes);
+        pool_use_take(&api->call_use);
+    }
+    call->api = api;
+    call->refs = 1;
+    call->watch_status = -1;
+    return call;
+}
+
+static void call_free(struct grpc_call *call)
+{
+    buf_free(&call->msg);
+    mem_free(call);
+}
+
+static void call_put(struct grpc_call *call)
+{
+    struct grpc_api *api = call->api;
+    pool_use_give(&api->call_use);
+    if (api->nfree_calls >= POOL_MAX) {
+        call_free(call);
+        return;
+    }
+    if (call->msg.cap > CALL_KEEP_BUFFER)
+        buf_free(&call->msg);
+    buf_reset(&call->msg);
+    call->next_free = api->free_calls;
+    api->free_calls = call;
+    api->nfree_calls++;
+}
+
+void grpc_call_hold(struct grpc_call *call)
+{
+    call->refs++;
+}
+
+void grpc_call_drop(struct grpc_call *call)
+{
+    if (--call->refs == 0)
+        call_put(call);
+}
+
+bool grpc_call_is_stream(const struct grpc_call *call)
+{
+    return call->method && call->method->id == M_MODEL_STREAM_INFER;
+}
+
+/* ---- access log and tracing ----------------------------------------------- */
+
+static size_t call_peer(const void *ctx, char *out, size_t cap)
+{
+    const struct grpc_call *call = ctx;
+    return call->st ? h2_stream_peer(call->st, out, cap) : 0;
+}
+
+/* An observer for one request of the call (obs/request.h): NULL when
+ * neither the access log nor the tracer wants it, or the stream is gone. */
+struct obsreq *grpc_obs_begin(struct grpc_call *call, const char *id, size_t id_len,
+                                uint64_t bytes_in, uint64_t start_ns)
+{
+    if (!call->st)
+        return NULL;
+    struct obsreq_start s = {
+        .proto = OBS_PROTO_GRPC,
+        .method = "POST",
+        .method_len = 4,
+        .request_id = id,
+        .request_id_len = id_len,
+        .bytes_in = bytes_in,
+        .start_ns = start_ns,
+        .peer = call_peer,
+        .peer_ctx = call,
+    };
+    s.endpoint = h2_stream_path(call->st, &s.endpoint_len);
+    s.traceparent = h2_stream_header(call->st, "traceparent", &s.traceparent_len);
+    s.tracestate = h2_stream_header(call->st, "tracestate", &s.tracestate_len);
+    return obsreq_begin(&s);
+}
+
+/* The observer of a call other than ModelStreamInfer, decided once: when
+ * its request message is complete, or when the call ends before that. */
+static void call_obs_begin(struct grpc_call *call)
+{
+    if (call->obs_begun)
+        return;
+    call->obs_begun = true;
+    call->obs = grpc_obs_begin(call, call->request_id, call->request_id_len, call->msg.len,
+                          call->received_ns);
+}
+
+void grpc_call_obs_end(struct grpc_call *call, int http_status)
+{
+    obsreq_end(call->obs, http_status, call->bytes_out);
+    call->obs = NULL;
+}
+
+/* ModelStreamInfer: the observer of one request message; its request id is
+ * the message's `id` when that is a valid request id, else a new one. */
+struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id,
+                                        uint64_t bytes_in, uint64_t start_ns)
+{
+    char id[REQUEST_ID_MAX + 1];
+    size_t n = request_id_resolve(msg_id, msg_id ? strlen(msg_id) : 0, id);
+    return grpc_obs_begin(call, id, n, bytes_in, start_ns);
+}
+
+/* ---- responding --------------------------------------------------------- */
+
+/* The response's initial metadata: content-type, x-request-id and, when
+ * the call is traced, traceparent. Writes up to 3 headers; returns how many. */
+static size_t initial_metadata(const struct grpc_call *call, struct h2_header *h,
+                               char tp[TRACEPARENT_LEN + 1])
+{
+    size_t n = 0;
+    h[n++] = hdr("content-type", "application/grpc");
+    h[n++] = (struct h2_header){"x-request-id", 12, call->request_id, call->request_id_len};
+    if (obsreq_traceparent(call->obs, tp))
+        h[n++] = (struct h2_header){"traceparent", 11, tp, TRACEPARENT_LEN};
+    return n;
+}
+
+static int send_headers(struct grpc_call *call)
+{
+    if (call->headers_sent)
+        return 0;
+    struct h2_header h[3];
+    char tp[TRACEPARENT_LEN + 1];
+    size_t n = initial_metadata(call, h, tp);
+    if (h2_stream_respond_headers(call->st, 200, h, n) != 0)
+        return -1;
+    call->headers_sent = true;
+    return 0;
+}
+
+/* Ends the call with a gRPC status (trailers-only when no message was
+ * sent); http_status is its HTTP equivalent for the access log and the
+ * request span. A call other than ModelStreamInfer is logged here; a
+ * ModelStreamInfer stream only when it ends with an error (its messages
+ * are logged one by one). */
+static void call_end(struct grpc_call *call, int code, int http_status, const char *msg)
+{
+    if (!call->st || call->finished)
+        return;
+    call->finished = true;
+    call->http_status = http_status;
+    if (!grpc_call_is_stream(call))
+        call_obs_begin(call);
+    else if (code != GRPC_OK)
+        obsreq_end(grpc_obs_begin(call, call->request_id, call->request_id_len, call->msg.len,
+                             call->received_ns),
+                   http_status, 0);
+    char status[8], encoded[3 * ERROR_MSG_MAX + 1], tp[TRACEPARENT_LEN + 1];
+    snprintf(status, sizeof status, "%d", code);
+    struct h2_header t[5];
+    size_t n = 0;
+    if (!call->headers_sent)
+        n = initial_metadata(call, t, tp);
+    t[n++] = hdr("grpc-status", status);
+    if (code != GRPC_OK && msg && msg[0]) {
+        grpc_message_encode(msg, encoded, sizeof encoded);
+        t[n++] = hdr("grpc-message", encoded);
+    }
+    bool sent = h2_stream_finish(call->st, t, n) == 0;
+    if (!sent && call->st)
+        h2_stream_reset(call->st, H2_INTERNAL_ERROR);
+    grpc_call_obs_end(call, sent ? http_status : 0);
+}
+
+void grpc_call_finish(struct grpc_call *call, int code, const char *msg)
+{
+    call_end(call, code, http_status_from_grpc(code), msg);
+}
+
+/* Ends the call with the gRPC status matching an inferd error. */
+void grpc_call_fail(struct grpc_call *call, int http_status, const char *msg)
+{
+    call_end(call, grpc_status_from_http(http_status), http_status, msg);
+}
+
+/* Serializes msg as one gRPC message and queues it on the stream; returns
+ * its size. On failure the call is ended (RESOURCE_EXHAUSTED); returns -1. */
+int64_t grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
+{
+    struct grpc_api *api = call->api;
+    if (!call->st || call->finished)
+        return -1;
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    buf_reset(&api->out);
+    if (n > MAX_RESPONSE_BYTES - FRAME_HEADER || buf_reserve(&api->out, FRAME_HEADER + n) != 0) {
+        call_end(call, GRPC_RESOURCE_EXHAUSTED, 500, "response message too large");
+        return -1;
+    }
+    uint8_t *p = (uint8_t *)api->out.data;
+    p[0] = 0;
+    p[1] = (uint8_t)(n >> 24);
+    p[2] = (uint8_t)(n >> 16);
+    p[3] = (uint8_t)(n >> 8);
+    p[4] = (uint8_t)n;
+    protobuf_c_message_pack(msg, p + FRAME_HEADER);
+    api->out.len = FRAME_HEADER + n;
+    int rc = send_headers(call);
+    if (rc == 0)
+        rc = h2_stream_write(call->st, p, api->out.len);
+    if (api->out.cap > CALL_KEEP_BUFFER * 16)
+        buf_free(&api->out);
+    if (rc != 0) {
+        /* The client does not read what it asked for (output queue full). */
+        grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "response queue of the stream is full");
+        return -1;
+    }
+    call->bytes_out += n;
+    return (int64_t)n;
+}
+
+/* A unary response: the message, then status OK. */
+void grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
+{
+    if (grpc_call_send(call, msg) >= 0)
+        grpc_call_finish(call, GRPC_OK, NULL);
+}
+
+/* Unpacks a request message into the api's scratch arena; answers the
+ * call itself on failure (NULL). */
+void *grpc_call_unpack(struct grpc_call *call, const ProtobufCMessageDescriptor *d,
+                         const uint8_t *data, size_t len)
+{
+    struct infer_pb_allocator a;
+    infer_pb_allocator_init(&a, &call->api->scratch);
+    ProtobufCMessage *msg = protobuf_c_message_unpack(d, &a.base, len, data);
+    if (!msg) {
+        char text[ERROR_MSG_MAX];
+        snprintf(text, sizeof text, "malformed %s message", d->short_name);
+        grpc_call_fail(call, a.failed ? 413 : 400, text);
+    }
+    return msg;
+}
+
+/* ---- stream callbacks ----------------------------------------------------- */
+
+static const struct method *find_method(const char *path, size_t len)
+{
+    for (size_t i = 0; i < grpc_nmethods; i++)
+        if (strlen(grpc_methods[i].path) == len && memcmp(grpc_methods[i].path, path, len) == 0)
+            return &grpc_methods[i];
+    return NULL;
+}
+
+static void on_headers(void *app, struct h2_stream *st)
+{
+    struct grpc_api *api = app;
+    struct grpc_call *call = call_get(api);
+    if (!call) {
+        h2_stream_reset(st, H2_REFUSED_STREAM);
+        return;
+    }
+    call->st = st;
+    call->received_ns = clock_now_ns();
+    size_t id_len = 0;
+    const char *id = h2_stream_header(st, "x-request-id", &id_len);
+    call->request_id_len = request_id_resolve(id, id_len, call->request_id);
+    h2_stream_set_user(st, call);
+    call->next = api->calls;
+    if (api->calls)
+        api->calls->prev = call;
+    api->calls = call;
+    grpc_call_hold(call);
+
+    size_t plen = 0, mlen = 0;
+    const char *path = h2_stream_path(st, &plen);
+    const char *method = h2_stream_method(st, &mlen);
+    call->method = path ? find_method(path, plen) : NULL;
+    const char *timeout;
+    size_t tlen = 0;
+    if (!call->method) {
+        char msg[ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "unknown method %.*s", (int)(plen < 200 ? plen : 200),
+                 path ? path : "");
+        grpc_call_finish(call, GRPC_UNIMPLEMENTED, msg);
+    } else if (!method || mlen != 4 || memcmp(method, "POST", 4) != 0) {
+        grpc_call_finish(call, GRPC_UNIMPLEMENTED, "gRPC calls use POST");
+    } else if ((timeout = h2_stream_header(st, "grpc-timeout", &tlen)) != NULL) {
+        uint64_t ns;
+        if (grpc_timeout_parse(timeout, tlen, &ns) != 0)
+            grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "malformed grpc-timeout header");
+        else
+            call->deadline_ns =
+                ns > UINT64_MAX - call->received_ns ? UINT64_MAX : call->received_ns + ns;
+    }
+    grpc_call_drop(call);
+}
+
+/* Handles the request message of a unary (or server-streaming) call, or one
+ * message of a ModelStreamInfer stream. */
+static void dispatch(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    if (!call->method->client_stream)
+        call_obs_begin(call);
+    if (call->method->id == M_MODEL_INFER || call->method->id == M_MODEL_STREAM_INFER)
+        grpc_infer_start(call, data, len);
+    else
+        grpc_admin_dispatch(call, data, len);
+    arena_reset(&call->api->scratch);
+}
+
+static void message_complete(struct grpc_call *call)
+{
+    call->hdr_got = 0;
+    call->nmessages++;
+    if (call->method->client_stream) {
+        if (call->api->draining) {
+            struct obsreq *o = grpc_message_obs_begin(call, NULL, call->msg.len, clock_now_ns());
+            grpc_stream_error(call, &o, 503, "", "", "", "server is shutting down");
+        } else
+            dispatch(call, (const uint8_t *)call->msg.data, call->msg.len);
+        buf_reset(&call->msg);
+    } else if (call->nmessages > 1) {
+        grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "more than one request message for a unary call");
+    }
+}
+
+static void on_data(void *app, struct h2_stream *st, const uint8_t *data, size_t len)
+{
+    (void)app;
+    struct grpc_call *call = h2_stream_user(st);
+    if (!call)
+        return;
+    grpc_call_hold(call);
+    while (len && !call->finished) {
+        if (call->hdr_got < FRAME_HEADER) {
+            size_t take = FRAME_HEADER - call->hdr_got;
+            take = take < len ? take : len;
+            memcpy(call->hdr + call->hdr_got, data, take);
+            call->hdr_got += (uint32_t)take;
+            data += take;
+            len -= take;
+            if (call->hdr_got < FRAME_HEADER)
+                break;
+            uint32_t n = (uint32_t)call->hdr[1] << 24 | (uint32_t)call->hdr[2] << 16 |
+                         (uint32_t)call->hdr[3] << 8 | call->hdr[4];
+            if (call->hdr[0] & 1) {
+                grpc_call_finish(call, GRPC_UNIMPLEMENTED, "compression not supported");
+                break;
+            }
+            if (call->hdr[0] != 0) {
+                grpc_call_finish(call, GRPC_INTERNAL, "invalid gRPC message flags");
+                break;
+            }
+            if (n > call->api->max_message_bytes) {
+                char msg[ERROR_MSG_MAX];
+                snprintf(msg, sizeof msg,
+                         "request message of %" PRIu32 " bytes exceeds the limit of %" PRIu64
+                         " bytes (--grpc-max-message-bytes)",
+                         n, call->api->max_message_bytes);
+                call_end(call, GRPC_RESOURCE_EXHAUSTED, 413, msg);
+                break;
+            }
+            call->msg_len = n;
+            buf_reset(&call->msg);
+            if (n == 0)
+                message_complete(call);
+            continue;
+        }
+        size_t want = call->msg_len - call->msg.len;
+        size_t take = want < len ? want : len;
+        if (buf_append(&call->msg, data, take) != 0) {
+            grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "out of memory for the request message");
+            break;
+        }
+        data += take;
+        len -= take;
+        if (call->msg.len == call->msg_len)
+            message_complete(call);
+    }
+    grpc_call_drop(call);
+}
+
+static void on_end(void *app, struct h2_stream *st)
+{
+    (void)app;
+    struct grpc_call *call = h2_stream_user(st);
+    if (!call)
+        return;
+    grpc_call_hold(call);
+    call->client_ended = true;
+    if (call->finished) {
+    } else if (call->hdr_got) {
+        grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "the request ended inside a message");
+    } else if (call->method->client_stream) {
+        grpc_stream_maybe_end(call);
+    } else if (call->nmessages == 0) {
+        grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "no request message");
+    } else {
+        dispatch(call, (const uint8_t *)call->msg.data, call->msg.len);
+    }
+    grpc_call_drop(call);
+}
+
+static void on_close(void *app, struct h2_stream *st, uint32_t error_code)
+{
+    struct grpc_api *api = app;
+    (void)error_code;
+    struct grpc_call *call = h2_stream_user(st);
+    if (!call)
+        return;
+    h2_stream_set_user(st, NULL);
+    call->st = NULL;
+    call->finished = true;
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        api->calls = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    call->prev = call->next = NULL;
+    if (call->watching) {
+        api->nwatchers--;
+        grpc_watch_timer_update(api);
+    }
+    /* Work still queued for this call must not run (the scheduler drops
+     * cancelled requests). A request in flight logs the call when it comes
+     * back (with its timings); else the call is logged now. */
+    if (call->infers)
+        grpc_infer_cancel_all(call);
+    else
+        grpc_call_obs_end(call, 0);
+    grpc_call_drop(call);
+}
+
+/* ---- api ------------------------------------------------------------------ */
+
+int grpc_api_init(struct grpc_api *api, struct serve_thread *serve, uint64_t max_message_bytes)
+{
+    memset(api, 0, sizeof *api);
+    api->repo = serve->repo;
+    api->loop = serve->loop;
+    api->serve = serve;
+    api->max_message_bytes = max_message_bytes;
+    api->app = (struct h2_stream_app){.app = api,
+                                      .on_headers = on_headers,
+                                      .on_data = on_data,
+                                      .on_end = on_end,
+                                      .on_close = on_close};
+    size_t scratch_max = max_message_bytes < ((size_t)1 << 28)
+                             ? (size_t)max_message_bytes * 4 + (1u << 20)
+                             : (size_t)1 << 30;
+    arena_init(&api->scratch, 16 * 1024, scratch_max);
+    buf_init(&api->out, MAX_RESPONSE_BYTES);
+    api->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    api->timer.on_events = grpc_watch_on_timer;
+    if (api->timer.fd < 0)
+        return -errno;
+    int rc = loop_add(api->loop, &api->timer, EPOLLIN);
+    if (rc != 0) {
+        close(api->timer.fd);
+        api->timer.fd = -1;
+    }
+    return rc;
+}
+
+void grpc_api_drain(struct grpc_api *api)
+{
+    api->draining = true;
+    for (struct grpc_call *c = api->calls, *next; c; c = next) {
+        next = c->next;
+        grpc_call_hold(c);
+        if (c->watching) {
+            grpc_watch_update(c);
+            grpc_call_finish(c, GRPC_UNAVAILABLE, "server is shutting down");
+        } else if (c->method && grpc_call_is_stream(c)) {
+            grpc_stream_maybe_end(c);
+        }
+        grpc_call_drop(c);
+    }
+}
+
+/* Frees pooled call objects beyond keep. */
+static void trim_pool(struct grpc_api *api, uint32_t keep)
+{
+    while (api->nfree_calls > keep) {
+        struct grpc_call *c = api->free_calls;
+        api->free_calls = c->next_free;
+        api->nfree_calls--;
+        call_free(c);
+    }
+}
+
+void grpc_api_tick(struct grpc_api *api, uint64_t now_ms)
+{
+    trim_pool(api, pool_use_keep(&api->call_use, now_ms));
+}
+
+void grpc_api_free(struct grpc_api *api)
+{
+    if (!api->loop)
+        return; /* never initialized */
+    trim_pool(api, 0);
+    arena_free(&api->scratch);
+    buf_free(&api->out);
+    if (api->timer.fd >= 0) {
+        loop_del(api->loop, &api->timer);
+        close(api->timer.fd);
+        api->timer.fd = -1;
+    }
+}
+

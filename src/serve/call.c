@@ -1,0 +1,396 @@
+#include "serve/call.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/mem.h"
+#include "obs/stats.h"
+
+/* Decode memory per call: the JSON tree and typed tensors take a small
+ * multiple of the body; beyond this ceiling the request gets a 413. */
+#define CALL_ARENA_CHUNK (64 * 1024)
+#define CALL_ARENA_MAX_FACTOR 32
+#define CALL_ARENA_MAX_BYTES ((size_t)1 << 30)
+/* Calls kept per I/O thread for reuse (each keeps one arena chunk). */
+#define CALL_POOL_MAX 512
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- the thread's pool ------------------------------------------------------ */
+
+void serve_thread_init(struct serve_thread *t, struct repository *repo, struct loop *loop,
+                       const struct serve_pipeline *pipeline)
+{
+    memset(t, 0, sizeof *t);
+    t->repo = repo;
+    t->loop = loop;
+    t->pipeline = pipeline;
+}
+
+static void call_free(struct infer_call *call)
+{
+    arena_free(&call->req.arena);
+    mem_free(call);
+}
+
+static void trim_pool(struct serve_thread *t, uint32_t keep)
+{
+    while (t->nfree > keep) {
+        struct infer_call *call = t->free_calls;
+        t->free_calls = call->_next_free;
+        t->nfree--;
+        call_free(call);
+    }
+}
+
+void serve_thread_tick(struct serve_thread *t, uint64_t now_ms)
+{
+    trim_pool(t, pool_use_keep(&t->use, now_ms));
+}
+
+void serve_thread_free(struct serve_thread *t)
+{
+    trim_pool(t, 0);
+}
+
+struct infer_call *serve_call_new(struct serve_thread *t, const struct serve_frontend *fe,
+                                  void *fe_ctx, size_t body_len)
+{
+    size_t arena_max = CALL_ARENA_MAX_BYTES;
+    if (body_len < CALL_ARENA_MAX_BYTES / CALL_ARENA_MAX_FACTOR)
+        arena_max = body_len * CALL_ARENA_MAX_FACTOR + CALL_ARENA_CHUNK * 16;
+    struct infer_call *call = t->free_calls;
+    if (call) {
+        t->free_calls = call->_next_free;
+        t->nfree--;
+        struct arena arena = call->req.arena;
+        memset(call, 0, sizeof *call);
+        call->req.arena = arena;
+        call->req.arena.max = arena_max;
+    } else {
+        call = mem_calloc(1, sizeof *call);
+        if (!call)
+            return NULL;
+        arena_init(&call->req.arena, CALL_ARENA_CHUNK, arena_max);
+    }
+    pool_use_take(&t->use);
+    call->thread = t;
+    call->frontend = fe;
+    call->fe.ctx = fe_ctx;
+    call->received_ns = clock_now_ns();
+    atomic_fetch_add_explicit(&t->calls, 1, memory_order_relaxed);
+    return call;
+}
+
+static void call_put(struct infer_call *call)
+{
+    struct serve_thread *t = call->thread;
+    pool_use_give(&t->use);
+    if (t->nfree >= CALL_POOL_MAX) {
+        call_free(call);
+        return;
+    }
+    arena_reset(&call->req.arena);
+    call->_next_free = t->free_calls;
+    t->free_calls = call;
+    t->nfree++;
+}
+
+void serve_call_abandon(struct infer_call *call)
+{
+    call_put(call);
+}
+
+/* ---- ending a call -------------------------------------------------------------- */
+
+static struct stats_model *call_stats(const struct infer_call *call)
+{
+    return call->req.model ? sched_stats(call->req.model->sched) : NULL;
+}
+
+static void release_snapshot(struct infer_call *call)
+{
+    if (call->snapshot) {
+        repository_release(call->thread->repo, call->snapshot);
+        call->snapshot = NULL;
+        call->entry = NULL;
+    }
+}
+
+/* The last step of every call: the front end lets go, the outputs and the
+ * model are released, the object goes back to the pool. */
+static void call_end(struct infer_call *call)
+{
+    struct serve_thread *t = call->thread;
+    release_snapshot(call);
+    call->frontend->end(call);
+    sched_release(&call->req);
+    if (call->req.model)
+        model_unref(call->req.model);
+    call_put(call);
+    if (--t->inflight == 0 && t->on_idle)
+        t->on_idle(t->idle_arg);
+}
+
+/* Answers a call that never reached the scheduler. */
+static void call_refuse(struct infer_call *call, const struct error *err)
+{
+    stats_record_refused(call_stats(call), err->status, call->received_ns, clock_now_ns());
+    call->frontend->fail(call, err);
+    call_end(call);
+}
+
+enum stage_result serve_call_error(struct infer_call *call, int status, const char *fmt, ...)
+{
+    struct error *err = &call->req.err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->status = status;
+    call->req.rc = -1;
+    return STAGE_DONE;
+}
+
+/* ---- running the stages ------------------------------------------------------ */
+
+static void run_stages(struct infer_call *call)
+{
+    const struct serve_pipeline *p = call->thread->pipeline;
+    while (call->_next_stage < p->nstages) {
+        const struct serve_stage *st = &p->stages[call->_next_stage++];
+        enum stage_result r = st->run(call, st->cfg);
+        if (r == STAGE_DEFER)
+            return;
+        if (r == STAGE_DONE) {
+            if (call->req.rc != 0)
+                call_refuse(call, &call->req.err);
+            else
+                call_end(call); /* the stage answered through the front end */
+            return;
+        }
+    }
+    /* Past the last stage: the scheduler has it (submit), and completion
+     * arrives through the posted task. */
+    if (!call->submitted) {
+        struct error err;
+        error_set(&err, 500, "the pipeline ended without submitting the request");
+        call_refuse(call, &err);
+    }
+}
+
+void serve_call_start(struct infer_call *call)
+{
+    call->thread->inflight++;
+    call->_next_stage = 0;
+    run_stages(call);
+}
+
+static void resume_on_loop(struct loop_task *task)
+{
+    run_stages(container_of(task, struct infer_call, _task));
+}
+
+void serve_call_resume(struct infer_call *call)
+{
+    call->_task.run = resume_on_loop;
+    loop_post(call->thread->loop, &call->_task);
+}
+
+/* ---- completion ------------------------------------------------------------------ */
+
+/* One response of a decoupled model, copied out of the backend's memory on
+ * the worker thread and posted to the call's loop. */
+struct chunk {
+    struct loop_task task;
+    struct infer_call *call;
+    bool final;
+    uint32_t n;
+    struct tensor outputs[];
+};
+
+static void chunk_on_loop(struct loop_task *task)
+{
+    struct chunk *k = container_of(task, struct chunk, task);
+    struct infer_call *call = k->call;
+    if (++call->_responses > 1 && call->mode == SERVE_SINGLE_DECOUPLED) {
+        if (!call->_stream_err.status)
+            error_set(&call->_stream_err, 400,
+                      "model '%s' sent more than one response: use the streaming endpoint "
+                      "(generate_stream, or gRPC ModelStreamInfer)",
+                      call->req.model->name);
+    } else if (!call->_final_sent && !call->_stream_err.status) {
+        struct serve_response resp = {.outputs = k->outputs, .noutputs = k->n, .final = k->final};
+        call->_final_sent = k->final;
+        call->frontend->emit(call, &resp);
+    }
+    mem_free(k);
+}
+
+/* Bytes a copy of t's data takes (BYTES: the element array + contents). */
+static size_t data_size(const struct tensor *t)
+{
+    if (t->dtype != DT_BYTES)
+        return t->nbytes;
+    return (size_t)tensor_count(t, INT64_MAX) * sizeof(struct tensor_bytes) + t->nbytes;
+}
+
+/* Worker thread: on_response of a decoupled request. */
+static bool on_response(struct infer_request *req, const struct tensor *outputs, uint32_t n,
+                        bool final)
+{
+    struct infer_call *call = (struct infer_call *)req;
+    size_t size = sizeof(struct chunk) + n * sizeof(struct tensor);
+    for (uint32_t i = 0; i < n; i++)
+        size += data_size(&outputs[i]) + 16;
+    struct chunk *k = mem_alloc(size);
+    if (!k) {
+        call->_out_of_memory = true;
+        return false;
+    }
+    k->call = call;
+    k->final = final;
+    k->n = n;
+    k->task.run = chunk_on_loop;
+    char *p = (char *)&k->outputs[n];
+    for (uint32_t i = 0; i < n; i++) {
+        const struct tensor *src = &outputs[i];
+        struct tensor *dst = &k->outputs[i];
+        *dst = *src;
+        p += (16 - (uintptr_t)p % 16) % 16;
+        dst->data = p;
+        if (src->dtype != DT_BYTES) {
+            if (src->nbytes)
+                memcpy(p, src->data, src->nbytes);
+            p += src->nbytes;
+            continue;
+        }
+        int64_t count = tensor_count(src, INT64_MAX);
+        struct tensor_bytes *el = (struct tensor_bytes *)p;
+        const struct tensor_bytes *from = src->data;
+        p += (size_t)count * sizeof *el;
+        for (int64_t e = 0; e < count; e++) {
+            el[e].ptr = p;
+            el[e].len = from[e].len;
+            if (from[e].len)
+                memcpy(p, from[e].ptr, from[e].len);
+            p += from[e].len;
+        }
+    }
+    loop_post(call->thread->loop, &k->task);
+    return true;
+}
+
+static void complete_on_loop(struct loop_task *task)
+{
+    struct infer_call *call = container_of(task, struct infer_call, _task);
+    struct infer_request *req = &call->req;
+    bool cancelled = atomic_load_explicit(&req->cancelled, memory_order_relaxed);
+    stats_record_completion(call_stats(call), req, cancelled, call->received_ns, clock_now_ns());
+    if (req->rc == 0 && call->_out_of_memory)
+        req->rc = error_set(&req->err, 500, "out of memory copying a response");
+    if (req->rc == 0 && call->_stream_err.status) {
+        req->rc = -1;
+        req->err = call->_stream_err;
+    }
+    if (req->rc != 0) {
+        if (!req->err.status)
+            req->err.status = 500;
+        call->frontend->fail(call, &req->err);
+    } else if (!req->model->sched_cfg.decoupled) {
+        struct serve_response resp = {.outputs = req->outputs, .noutputs = req->noutputs,
+                                      .final = true};
+        call->frontend->emit(call, &resp);
+    } else if (!call->_final_sent) {
+        struct serve_response resp = {.outputs = NULL, .noutputs = 0, .final = true};
+        call->frontend->emit(call, &resp);
+    }
+    call_end(call);
+}
+
+/* Worker thread: the request is done; hand it back to its loop. */
+static void on_complete(struct infer_request *req)
+{
+    struct infer_call *call = (struct infer_call *)req;
+    call->_task.run = complete_on_loop;
+    loop_post(call->thread->loop, &call->_task);
+}
+
+/* ---- the stages every pipeline has ------------------------------------------ */
+
+const struct model *serve_find_model(const struct model_snapshot *s, const char *name,
+                                     size_t name_len, const char *version,
+                                     const struct model_entry **entry, struct error *err)
+{
+    const struct model *m = NULL;
+    const struct model_entry *e = snapshot_find(s, name, name_len);
+    if (entry)
+        *entry = e;
+    if (!e)
+        error_set(err, 404, "unknown model '%.*s'", (int)name_len, name);
+    else if (e->state != MODEL_READY)
+        error_set(err, 404, "model '%s' is not ready: %s", e->name, e->reason);
+    else if (version && version[0] && !(m = registry_version(e, version)))
+        error_set(err, 404, "model '%s' has no ready version '%s'", e->name, version);
+    else
+        return m ? m : e->model;
+    return NULL;
+}
+
+enum stage_result serve_stage_resolve(struct infer_call *call, const void *cfg)
+{
+    (void)cfg;
+    struct error err;
+    call->snapshot = repository_acquire(call->thread->repo);
+    const struct model *m = serve_find_model(call->snapshot, call->model_name,
+                                             strlen(call->model_name), call->version,
+                                             &call->entry, &err);
+    if (!m)
+        return serve_call_error(call, err.status, "%s", err.msg);
+    /* The call keeps the version loaded until it ends, even if a reload or
+     * unload replaces it meanwhile. */
+    call->req.model = model_ref((struct model *)m);
+    return STAGE_CONTINUE;
+}
+
+enum stage_result serve_stage_decode(struct infer_call *call, const void *cfg)
+{
+    (void)cfg;
+    struct error err;
+    error_clear(&err);
+    const struct model *m = call->req.model;
+    release_snapshot(call); /* policy stages are done with the entry */
+    if (m->sched_cfg.decoupled && call->mode == SERVE_ONE_RESPONSE)
+        return serve_call_error(call, 400,
+                                "model '%s' is decoupled (many responses per request): use gRPC "
+                                "ModelStreamInfer or POST /v2/models/%s/generate_stream",
+                                m->name, m->name);
+    if (call->frontend->decode(call, m, &err) != 0)
+        return serve_call_error(call, err.status ? err.status : 400, "%s", err.msg);
+    return STAGE_CONTINUE;
+}
+
+enum stage_result serve_stage_submit(struct infer_call *call, const void *cfg)
+{
+    (void)cfg;
+    struct infer_request *req = &call->req;
+    struct error err;
+    if (call->deadline_ns) {
+        uint64_t now = clock_now_ns();
+        if (now >= call->deadline_ns)
+            return serve_call_error(call, 504, "deadline exceeded before the request was queued");
+        uint64_t left_us = (call->deadline_ns - now) / 1000u;
+        if (left_us == 0)
+            left_us = 1;
+        if (!req->timeout_us || left_us < req->timeout_us)
+            req->timeout_us = left_us;
+    }
+    req->complete = on_complete;
+    req->on_response = req->model->sched_cfg.decoupled ? on_response : NULL;
+    if (sched_submit(req->model->sched, req, &err) != 0)
+        return serve_call_error(call, err.status, "%s", err.msg);
+    call->submitted = true;
+    return STAGE_CONTINUE;
+}

@@ -1,0 +1,218 @@
+/*
+ * call: the protocol-neutral inference call and the serving pipeline that
+ * carries it from a front end to the scheduler and back.
+ *
+ * Every front end (REST infer and generate, gRPC ModelInfer and
+ * ModelStreamInfer) decodes only its wire format and encodes what comes
+ * back; everything between is here, once:
+ *
+ *   front end                         serve_call_new(), fills the selector,
+ *                                     deadline, header accessor, then
+ *   serve_call_start()                runs the stages in order:
+ *     resolve                         model (and version) from the registry
+ *                                     snapshot; holds a model reference
+ *     policy stages                   (serve/stages.c: auth, rate limits,
+ *                                     routing, ... as they are added)
+ *     decode                          front end's decode() against the model
+ *     preprocess                      (serve/stages.c, when a model needs it)
+ *     submit                          the model's scheduler
+ *   completion events                 on the call's I/O loop: emit() for
+ *                                     each response (final flag on the
+ *                                     last), or fail() once; then end().
+ *
+ * A stage returns STAGE_CONTINUE, STAGE_DONE (it answered the call: with
+ * serve_call_error() for an error), or STAGE_DEFER (it keeps the call and
+ * resumes it later with serve_call_resume(), from any thread). The stage
+ * list is fixed at startup (struct serve_pipeline); a new stage is one
+ * file plus one line in serve/stages.c.
+ *
+ * Responses. An ordinary model answers once: emit() with the request's
+ * outputs and final = true. A decoupled model (config
+ * model_transaction_policy { decoupled: true }) answers zero or more times
+ * as it runs: emit() per response, `final` on the one the model marked
+ * last; when it ends without marking one, an empty final response
+ * (noutputs 0) follows. An error after responses were emitted ends the
+ * call with fail(). What a front end can carry is its call->mode:
+ *   SERVE_ONE_RESPONSE    one response; a decoupled model is refused (400)
+ *                         before it runs (Triton's infer and ModelInfer)
+ *   SERVE_SINGLE_DECOUPLED one response; a decoupled model may serve it,
+ *                         but a second response fails the call (400,
+ *                         "use the streaming endpoint": Triton's generate)
+ *   SERVE_MANY_RESPONSES  any number (ModelStreamInfer, generate_stream)
+ *
+ * Cancellation. A front end whose client went away stores true in
+ * call->req.cancelled: queued work is dropped (499) and a decoupled model
+ * stops at its next response. Responses that arrive afterwards are still
+ * passed to emit() (the front end drops them) so that the sequence always
+ * ends.
+ *
+ * Lifecycle and threads. A call belongs to the I/O thread (struct
+ * serve_thread) that created it: every front-end callback runs there.
+ * Created by serve_call_new(), started once, it ends with exactly one
+ * end() callback, after which it returns to the thread's pool (the front
+ * end must drop its pointers in end()). Its memory (req.arena) is freed
+ * in one step then.
+ */
+#ifndef INFERD_SERVE_CALL_H
+#define INFERD_SERVE_CALL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/pool_use.h"
+#include "core/infer.h"
+#include "model/repository.h"
+#include "net/loop.h"
+#include "obs/request.h"
+
+struct infer_call;
+struct serve_thread;
+
+enum stage_result { STAGE_CONTINUE, STAGE_DONE, STAGE_DEFER };
+
+enum serve_mode { SERVE_ONE_RESPONSE, SERVE_SINGLE_DECOUPLED, SERVE_MANY_RESPONSES };
+
+/* One stage: looks at (and may change) the call; see the top of the file. */
+struct serve_stage {
+    const char *name;
+    enum stage_result (*run)(struct infer_call *call, const void *cfg);
+    const void *cfg; /* the stage's immutable configuration */
+};
+
+#define SERVE_MAX_STAGES 16
+
+struct serve_pipeline {
+    struct serve_stage stages[SERVE_MAX_STAGES];
+    uint32_t nstages;
+};
+
+/* One response handed to emit(): outputs in the request's output order,
+ * valid during the call only. */
+struct serve_response {
+    const struct tensor *outputs;
+    uint32_t noutputs;
+    bool final;
+};
+
+/* What a front end provides (a static const table). */
+struct serve_frontend {
+    const char *name;
+    /* Fills call->req for model m: inputs (model order), requested outputs,
+     * id, parameters such as `timeout`. Returns 0 or -1 with err (4xx). */
+    int (*decode)(struct infer_call *call, const struct model *m, struct error *err);
+    void (*emit)(struct infer_call *call, const struct serve_response *resp);
+    /* The call failed (at any point); err->status is an HTTP status. */
+    void (*fail)(struct infer_call *call, const struct error *err);
+    /* Last callback of every call. */
+    void (*end)(struct infer_call *call);
+};
+
+/* Reads a request header (HTTP) or metadata entry (gRPC), case-insensitive;
+ * NULL if absent. The value is not NUL-terminated. */
+typedef const char *(*serve_header_fn)(const struct infer_call *call, const char *name,
+                                       size_t *len);
+
+struct infer_call {
+    struct infer_request req; /* first: what the scheduler sees */
+    struct serve_thread *thread;
+    const struct serve_frontend *frontend;
+    /* The front end's own, free for its use. */
+    struct {
+        void *ctx;           /* its object for this call (txn, gRPC call) */
+        void *owner;         /* its per-thread object */
+        const void *request; /* its decoded envelope (the unpacked message) */
+        struct obsreq *obs;  /* its access-log and trace observer */
+        struct infer_call *prev, *next;
+        uint64_t seq, time_ns;
+        bool started, flag;
+    } fe;
+
+    /* Set by the front end before serve_call_start(). */
+    const char *model_name; /* NUL-terminated */
+    const char *version;    /* "" or NULL: chosen by policy (the newest) */
+    serve_header_fn header;
+    uint64_t received_ns;
+    uint64_t deadline_ns;  /* absolute (clock_now_ns); 0 = none */
+    enum serve_mode mode;  /* how many responses the protocol carries */
+
+    /* Set by the stages. */
+    const struct model_entry *entry; /* during the stages only (snapshot held) */
+    struct model_snapshot *snapshot; /* released before submit */
+    const char *tenant;              /* authenticated tenant, or NULL */
+    uint32_t priority;               /* 0 = the model's default */
+
+    /* Read-only for the front end: the scheduler took the request (so its
+     * timings mean something). */
+    bool submitted;
+
+    /* Progress (private to the pipeline). */
+    uint32_t _next_stage;
+    bool _final_sent;
+    bool _out_of_memory; /* a response could not be copied (worker thread) */
+    uint32_t _responses;
+    struct error _stream_err; /* why the responses were cut short, or none */
+    struct loop_task _task; /* completion or resume, posted to the loop */
+    struct infer_call *_next_free;
+};
+
+/* The pipeline state of one I/O thread. */
+struct serve_thread {
+    struct repository *repo;
+    struct loop *loop;
+    const struct serve_pipeline *pipeline;
+    uint32_t inflight; /* calls started and not yet ended */
+    /* Called when inflight drops to 0 (shutdown waits for it). */
+    void (*on_idle)(void *arg);
+    void *idle_arg;
+    /* Infer calls started; read by other threads for the stats line. */
+    atomic_uint_fast64_t calls;
+    struct infer_call *free_calls; /* reusable, trimmed by serve_thread_tick */
+    uint32_t nfree;
+    struct pool_use use;
+};
+
+/* The production stage list: resolve, (policy), decode, (preprocess), submit. */
+const struct serve_pipeline *serve_default_pipeline(void);
+
+void serve_thread_init(struct serve_thread *t, struct repository *repo, struct loop *loop,
+                       const struct serve_pipeline *pipeline);
+/* About once a second on the loop thread: frees pooled calls the last
+ * period did not need (base/pool_use.h). */
+void serve_thread_tick(struct serve_thread *t, uint64_t now_ms);
+/* Frees the pool; after the loop stopped. */
+void serve_thread_free(struct serve_thread *t);
+
+/* A new call for a request of `body_len` bytes (its decode memory ceiling
+ * follows from it), or NULL when out of memory. Loop thread. */
+struct infer_call *serve_call_new(struct serve_thread *t, const struct serve_frontend *fe,
+                                  void *fe_ctx, size_t body_len);
+/* Returns a call that was never started to the pool (the front end could
+ * not even read the request's envelope and answered itself). */
+void serve_call_abandon(struct infer_call *call);
+/* Runs the stages. Every outcome, even an immediate error, reaches the
+ * front end through its callbacks, ending with end(). */
+void serve_call_start(struct infer_call *call);
+/* A deferred stage is done with the call (any thread): the stages go on,
+ * from the next one, on the call's loop. */
+void serve_call_resume(struct infer_call *call);
+/* For stages: answer the call with an error; returns STAGE_DONE. */
+enum stage_result serve_call_error(struct infer_call *call, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The model `name` (version "" or NULL: the newest loaded) in snapshot s,
+ * or NULL with a 404 in err. *entry (if not NULL) gets the model's entry
+ * even when the version is missing. */
+const struct model *serve_find_model(const struct model_snapshot *s, const char *name,
+                                     size_t name_len, const char *version,
+                                     const struct model_entry **entry, struct error *err);
+
+/* Stage functions of the default pipeline, for tests that build their own
+ * pipelines around them. */
+enum stage_result serve_stage_resolve(struct infer_call *call, const void *cfg);
+enum stage_result serve_stage_decode(struct infer_call *call, const void *cfg);
+enum stage_result serve_stage_submit(struct infer_call *call, const void *cfg);
+
+#endif

@@ -1,0 +1,76 @@
+#include "serve/repo_call.h"
+
+#include <string.h>
+
+#include "base/mem.h"
+
+struct repo_call {
+    struct repo_cmd cmd;
+    struct serve_thread *thread;
+    struct loop_task task;
+    char *config; /* override text, owned */
+    serve_repo_done_fn done;
+    void *ctx;
+};
+
+static void call_free(struct repo_call *rc)
+{
+    mem_free(rc->config);
+    mem_free(rc);
+}
+
+static void done_on_loop(struct loop_task *task)
+{
+    struct repo_call *rc = (struct repo_call *)((char *)task - offsetof(struct repo_call, task));
+    struct serve_thread *t = rc->thread;
+    rc->done(rc->ctx, rc->cmd.status, rc->cmd.msg);
+    call_free(rc);
+    if (--t->inflight == 0 && t->on_idle)
+        t->on_idle(t->idle_arg);
+}
+
+/* Manager thread: bring the answer back to the caller's loop. */
+static void done_on_manager(struct repo_cmd *cmd)
+{
+    struct repo_call *rc = (struct repo_call *)cmd;
+    loop_post(rc->thread->loop, &rc->task);
+}
+
+static bool name_valid(const char *name, size_t len)
+{
+    return len > 0 && len < sizeof(((struct repo_cmd *)0)->name) && !memchr(name, '/', len) &&
+           !memchr(name, '\0', len) && name[0] != '.';
+}
+
+int serve_repo_call(struct serve_thread *t, bool load, const char *name, size_t name_len,
+                    const char *config_json, size_t config_len, serve_repo_done_fn done,
+                    void *ctx, struct error *err)
+{
+    if (!name_valid(name, name_len))
+        return error_set(err, 400,
+                         "invalid model name: 1 to 255 bytes, no '/', not starting with '.'");
+    if (config_json && !load)
+        return error_set(err, 400, "'config' is only accepted by load");
+    struct repo_call *rc = mem_calloc(1, sizeof *rc);
+    if (!rc)
+        return error_set(err, 503, "out of memory");
+    if (config_json &&
+        model_config_text_from_json(config_json, config_len, &rc->config, err) != 0)
+        goto out_free;
+    rc->cmd.kind = load ? REPO_LOAD : REPO_UNLOAD;
+    memcpy(rc->cmd.name, name, name_len);
+    rc->cmd.name[name_len] = '\0';
+    rc->cmd.config = rc->config;
+    rc->cmd.done = done_on_manager;
+    rc->thread = t;
+    rc->task.run = done_on_loop;
+    rc->done = done;
+    rc->ctx = ctx;
+    if (repository_submit(t->repo, &rc->cmd, err) != 0)
+        goto out_free;
+    t->inflight++;
+    return 0;
+out_free:
+    call_free(rc);
+    return -1;
+}

@@ -1,0 +1,377 @@
+"""Decoupled models: many responses per request, streamed as the model makes
+them. The model is the example plugin examples/backends/repeat (one response
+per element of IN, after DELAY[i] ms), served
+
+  - over gRPC ModelStreamInfer (Debian's python3-grpcio),
+  - over Triton's generate_stream as Server-Sent Events, read with curl over
+    HTTP/1.1 (chunked) and HTTP/2, and with the SSE reader below, written from
+    the WHATWG grammar (fields, multi-line data, comments, ids),
+  - over Triton's generate (one JSON response).
+
+A client that goes away mid-stream stops the model at its next response: the
+statistics show the request ending long before the model would have run
+its course."""
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import grpc
+import pytest
+import requests
+
+from conftest import INFERD_BIN, assert_error_response, ok_json
+from grpc_client import Client, generate
+
+PLUGIN = INFERD_BIN.parent / "libinferd_repeat.so"
+
+REPEAT_CONFIG = """
+backend: "repeat"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [
+  { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] },
+  { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] }
+]
+output [
+  { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] },
+  { name: "IDX" data_type: TYPE_UINT32 dims: [ 1 ] }
+]
+"""
+
+CURL = shutil.which("curl")
+
+
+def repeat_repo(tmp_path, config=REPEAT_CONFIG):
+    if not PLUGIN.exists():
+        pytest.fail("example plugin not built: %s" % PLUGIN)
+    root = tmp_path / "models"
+    mdir = root / "repeat"
+    (mdir / "1").mkdir(parents=True)
+    (mdir / "1" / "model.onnx").write_bytes(b"")
+    (mdir / "config.pbtxt").write_text(config)
+    shutil.copy(PLUGIN, mdir / PLUGIN.name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def srv(module_server_factory, tmp_path_factory):
+    repo = repeat_repo(tmp_path_factory.mktemp("repeat"))
+    return module_server_factory.start("--model-repository", str(repo),
+                                       "--sse-keepalive-ms", "300")
+
+
+@pytest.fixture(scope="module")
+def pbs(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("proto_py"))
+
+
+def body(values, delay_ms=0):
+    return {"IN": values, "DELAY": [delay_ms] * len(values)}
+
+
+# ---- an SSE reader (WHATWG HTML "server-sent events", event stream parsing) ----
+
+class SSEReader:
+    """Reads events from a byte stream as they arrive: `next_event()` returns
+    (id, data, comments_seen_before) or None at the end of the stream."""
+
+    def __init__(self, chunks):
+        self.chunks = chunks
+        self.buf = b""
+        self.last_id = None
+        self.comments = []
+
+    def _line(self):
+        while True:
+            for sep in (b"\r\n", b"\n", b"\r"):
+                i = self.buf.find(sep)
+                if i >= 0 and not (sep == b"\r" and i + 1 == len(self.buf)):
+                    line, self.buf = self.buf[:i], self.buf[i + len(sep):]
+                    return line.decode("utf-8")
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                return None
+            self.buf += chunk
+
+    def next_event(self):
+        data, have_data, comments = [], False, []
+        while True:
+            line = self._line()
+            if line is None:
+                return None
+            if line == "":
+                if have_data:
+                    self.comments += comments
+                    return self.last_id, "\n".join(data)
+                continue
+            if line.startswith(":"):
+                comments.append(line[1:].strip())
+                continue
+            field, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if field == "data":
+                data.append(value)
+                have_data = True
+            elif field == "id" and "\0" not in value:
+                self.last_id = value
+
+
+def sse_post(url, payload, **kw):
+    r = requests.post(url, json=payload, stream=True, timeout=60, **kw)
+    return r, SSEReader(r.iter_content(chunk_size=None))
+
+
+def stats_of(srv, model="repeat"):
+    doc = ok_json(requests.get(srv.url + "/v2/models/%s/stats" % model, timeout=10))
+    return doc["model_stats"][0]
+
+
+def wait_stats(srv, cond, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        s = stats_of(srv)
+        if cond(s):
+            return s
+        if time.monotonic() > deadline:
+            pytest.fail("statistics never met the condition: %s" % json.dumps(s))
+        time.sleep(0.05)
+
+
+def finished_requests(s):
+    return s["inference_stats"]["success"]["count"] + s["inference_stats"]["fail"]["count"]
+
+
+# ---- SSE: generate_stream ----
+
+def test_generate_stream_sends_one_event_per_response(srv):
+    r, reader = sse_post(srv.url + "/v2/models/repeat/generate_stream", body([4, 5, 6], 20))
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "text/event-stream; charset=utf-8"
+    assert r.headers["Cache-Control"] == "no-cache"
+    assert r.headers["X-Accel-Buffering"] == "no"
+    assert r.headers["Transfer-Encoding"] == "chunked"
+    events = []
+    while (ev := reader.next_event()) is not None:
+        events.append(ev)
+    assert [e[0] for e in events] == ["1", "2", "3"]
+    docs = [json.loads(e[1]) for e in events]
+    assert docs == [{"model_name": "repeat", "model_version": "1", "OUT": v, "IDX": i}
+                    for i, v in enumerate([4, 5, 6])]
+
+
+def test_generate_stream_events_arrive_before_the_model_finishes(srv):
+    """The first event is read while the model still sleeps before the
+    second (2 s): the response is streamed, not buffered."""
+    before = finished_requests(stats_of(srv))
+    r, reader = sse_post(srv.url + "/v2/models/repeat/generate_stream",
+                         {"IN": [1, 2], "DELAY": [0, 2000]})
+    first = reader.next_event()
+    assert json.loads(first[1])["OUT"] == 1
+    # The request is still running: the statistics have not counted it.
+    assert finished_requests(stats_of(srv)) == before
+    second = reader.next_event()
+    assert json.loads(second[1])["OUT"] == 2
+    assert reader.next_event() is None
+
+
+def test_generate_stream_keepalive_comments_while_idle(srv):
+    """With --sse-keepalive-ms 300, a 1.5 s wait for the model's response
+    carries ': keep-alive' comments, and the event still comes through."""
+    r, reader = sse_post(srv.url + "/v2/models/repeat/generate_stream",
+                         {"IN": [9, 10], "DELAY": [0, 1500]})
+    assert json.loads(reader.next_event()[1])["OUT"] == 9
+    assert json.loads(reader.next_event()[1])["OUT"] == 10
+    assert "keep-alive" in reader.comments
+    assert reader.next_event() is None
+
+
+@pytest.mark.skipif(CURL is None, reason="curl not installed")
+@pytest.mark.parametrize("http", ["--http1.1", "--http2-prior-knowledge"])
+def test_generate_stream_with_curl(srv, http):
+    out = subprocess.run(
+        [CURL, "-sS", "-N", "-i", http, "-H", "Content-Type: application/json",
+         "-d", json.dumps(body([7, 8], 10)),
+         srv.url + "/v2/models/repeat/generate_stream"],
+        capture_output=True, timeout=60, check=True).stdout.decode()
+    head, _, stream = out.replace("\r\n", "\n").partition("\n\n")
+    assert head.split("\n")[0].split()[1] == "200", head
+    if http == "--http1.1":
+        assert "transfer-encoding: chunked" in head.lower()
+    else:
+        assert head.startswith("HTTP/2 200")
+    assert "content-type: text/event-stream; charset=utf-8" in head.lower()
+    events = [e for e in stream.split("\n\n") if e]
+    assert events == [
+        'id: 1\ndata: {"model_name":"repeat","model_version":"1","OUT":7,"IDX":0}',
+        'id: 2\ndata: {"model_name":"repeat","model_version":"1","OUT":8,"IDX":1}',
+    ]
+
+
+def test_generate_stream_errors_before_the_stream_are_plain_json(srv):
+    r = requests.post(srv.url + "/v2/models/repeat/generate_stream",
+                      json={"IN": [1], "DELAY": [1], "EXTRA": 1}, timeout=30)
+    assert_error_response(r, 400)
+    assert "unknown field 'EXTRA'" in r.json()["error"]
+    r = requests.post(srv.url + "/v2/models/repeat/generate_stream", json={"IN": [1]},
+                      timeout=30)
+    assert_error_response(r, 400)
+    assert r.json()["error"] == "missing field 'DELAY' (an input of model 'repeat')"
+    r = requests.post(srv.url + "/v2/models/nope/generate_stream", json={}, timeout=30)
+    assert_error_response(r, 404)
+
+
+def test_generate_stream_error_from_the_model_is_a_json_response(srv):
+    """The model refuses IN and DELAY of different lengths before any
+    response: a plain 400."""
+    r = requests.post(srv.url + "/v2/models/repeat/generate_stream",
+                      json={"IN": [1, 2], "DELAY": [1]}, timeout=30)
+    assert_error_response(r, 400)
+    assert r.json()["error"] == "IN has 2 elements, DELAY 1: they must match"
+
+
+def test_client_leaving_a_stream_stops_the_model(srv):
+    """100 responses 100 ms apart would take 10 s; the client reads two and
+    closes its connection. The request ends (cancelled) within a few
+    responses, and the single instance is free for the next request."""
+    before = stats_of(srv)
+    r, reader = sse_post(srv.url + "/v2/models/repeat/generate_stream",
+                         body(list(range(100)), 100))
+    assert json.loads(reader.next_event()[1])["IDX"] == 0
+    assert json.loads(reader.next_event()[1])["IDX"] == 1
+    r.raw._fp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
+    r.close()
+    s = wait_stats(srv, lambda s: finished_requests(s) > finished_requests(before),
+                   timeout=8.0)
+    assert s["inference_stats"]["fail"]["count"] == before["inference_stats"]["fail"]["count"] + 1
+    ran_ns = (s["inference_stats"]["compute_infer"]["ns"]
+              - before["inference_stats"]["compute_infer"]["ns"])
+    assert ran_ns < 5e9, ran_ns  # the whole stream would take 10 s
+    r = requests.post(srv.url + "/v2/models/repeat/generate", json=body([3]), timeout=30)
+    assert ok_json(r)["OUT"] == 3
+
+
+# ---- generate: one JSON response ----
+
+def test_generate_returns_the_one_response(srv):
+    r = requests.post(srv.url + "/v2/models/repeat/generate", json=body([42]), timeout=30)
+    assert ok_json(r) == {"model_name": "repeat", "model_version": "1", "OUT": 42, "IDX": 0}
+    assert r.headers["Content-Type"] == "application/json"
+
+
+def test_generate_refuses_a_second_response(srv):
+    r = requests.post(srv.url + "/v2/models/repeat/generate", json=body([1, 2]), timeout=30)
+    assert_error_response(r, 400)
+    assert "sent more than one response" in r.json()["error"]
+    assert "generate_stream" in r.json()["error"]
+
+
+def test_infer_refuses_a_decoupled_model(srv):
+    r = requests.post(srv.url + "/v2/models/repeat/infer", json={"inputs": [
+        {"name": "IN", "shape": [1], "datatype": "INT32", "data": [1]},
+        {"name": "DELAY", "shape": [1], "datatype": "UINT32", "data": [0]}]}, timeout=30)
+    assert_error_response(r, 400)
+    assert "decoupled" in r.json()["error"] and "generate_stream" in r.json()["error"]
+
+
+def test_generate_on_an_ordinary_model(server):
+    """simple adds and subtracts; generate fills its [1,16] inputs from flat
+    arrays (batch dim 1 added) and answers flat arrays."""
+    a, b = list(range(16)), [2] * 16
+    r = requests.post(server.url + "/v2/models/simple/generate",
+                      json={"INPUT0": a, "INPUT1": b}, timeout=30)
+    doc = ok_json(r)
+    assert doc["OUTPUT0"] == [x + 2 for x in a] and doc["OUTPUT1"] == [x - 2 for x in a]
+    r, reader = sse_post(server.url + "/v2/models/simple/generate_stream",
+                         {"INPUT0": a, "INPUT1": b})
+    ev = reader.next_event()
+    assert ev[0] == "1" and json.loads(ev[1])["OUTPUT0"] == [x + 2 for x in a]
+    assert reader.next_event() is None
+
+
+# ---- gRPC ModelStreamInfer ----
+
+def repeat_request(pb, values, delay_ms=0, id="", empty_final=None):
+    req = pb.ModelInferRequest(model_name="repeat", id=id)
+    t = req.inputs.add(name="IN", datatype="INT32", shape=[len(values)])
+    t.contents.int_contents.extend(values)
+    t = req.inputs.add(name="DELAY", datatype="UINT32", shape=[len(values)])
+    t.contents.uint_contents.extend([delay_ms] * len(values))
+    if empty_final is not None:
+        req.parameters["triton_enable_empty_final_response"].bool_param = empty_final
+    return req
+
+
+def out_of(resp):
+    import numpy as np
+    r = resp.infer_response
+    names = [o.name for o in r.outputs]
+    vals = {n: np.frombuffer(raw, dtype="<i4" if n == "OUT" else "<u4").tolist()
+            for n, raw in zip(names, r.raw_output_contents)}
+    return vals["OUT"][0], vals["IDX"][0], r.parameters["triton_final_response"].bool_param
+
+
+def test_grpc_stream_infer_streams_every_response(srv, pbs):
+    pb, hpb = pbs
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    try:
+        responses = list(c.stream_infer()(iter([repeat_request(pb, [4, 5, 6], 10, id="r1")]),
+                                          timeout=30))
+    finally:
+        c.close()
+    assert [r.error_message for r in responses] == ["", "", ""]
+    assert [r.infer_response.id for r in responses] == ["r1"] * 3
+    assert [out_of(r) for r in responses] == [(4, 0, False), (5, 1, False), (6, 2, True)]
+
+
+def test_grpc_empty_final_response_only_when_asked(srv, pbs):
+    pb, hpb = pbs
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    try:
+        asked = list(c.stream_infer()(iter([repeat_request(pb, [], id="e", empty_final=True)]),
+                                      timeout=30))
+        silent = list(c.stream_infer()(iter([repeat_request(pb, [], id="s")]), timeout=30))
+    finally:
+        c.close()
+    assert len(asked) == 1
+    r = asked[0].infer_response
+    assert r.id == "e" and len(r.outputs) == 0
+    assert r.parameters["triton_final_response"].bool_param is True
+    assert silent == []
+
+
+def test_grpc_model_infer_refuses_a_decoupled_model(srv, pbs):
+    pb, hpb = pbs
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            c.infer(repeat_request(pb, [1]))
+    finally:
+        c.close()
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ModelStreamInfer" in e.value.details()
+
+
+def test_grpc_cancelled_stream_stops_the_model(srv, pbs):
+    pb, hpb = pbs
+    before = stats_of(srv)
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    hold = threading.Event()
+
+    def requests_then_wait():
+        yield repeat_request(pb, list(range(100)), 100, id="long")
+        hold.wait(30)
+
+    call = c.stream_infer()(requests_then_wait(), timeout=60)
+    got = [out_of(next(call))[1], out_of(next(call))[1]]
+    call.cancel()
+    hold.set()
+    c.close()
+    assert got == [0, 1]
+    s = wait_stats(srv, lambda s: finished_requests(s) > finished_requests(before), timeout=8.0)
+    ran_ns = (s["inference_stats"]["compute_infer"]["ns"]
+              - before["inference_stats"]["compute_infer"]["ns"])
+    assert ran_ns < 5e9, ran_ns
