@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -42,6 +43,22 @@ struct call {
     uint64_t start_ns;
 };
 
+struct harness;
+
+struct treq {
+    struct infer_request req; /* first: on_complete() casts back */
+    struct harness *h;
+    struct tensor in;
+    int32_t data[MAX_ROWS * MAX_WIDTH];
+    int32_t tag;
+    /* Set by on_complete(), under h->mu. */
+    bool done;
+    int status;
+    bool outputs_ok; /* got back exactly its own rows */
+};
+
+#define MAX_REQS 16
+
 struct harness {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
@@ -54,18 +71,9 @@ struct harness {
     struct model_io in_io, out_io;
     const char *out_names[1];
     struct sched *sched;
-};
-
-struct treq {
-    struct infer_request req; /* first: on_complete() casts back */
-    struct harness *h;
-    struct tensor in;
-    int32_t data[MAX_ROWS * MAX_WIDTH];
-    int32_t tag;
-    /* Set by on_complete(), under h->mu. */
-    bool done;
-    int status;
-    bool outputs_ok; /* got back exactly its own rows */
+    /* On the heap with the harness: a test that fails half-way leaves them
+     * (and a worker waiting at the gate) to a later test's stack otherwise. */
+    struct treq reqs[MAX_REQS];
 };
 
 static char model_name[] = "sched_test", in_name[] = "IN", out_name[] = "OUT";
@@ -129,9 +137,10 @@ static const struct backend_ops test_backend = {
 
 /* allowed: how many execute() calls may return before allow() (0: the
  * first one already waits at the gate). */
-static void harness_start(struct harness *h, const struct sched_config *cfg, uint32_t allowed)
+static struct harness *harness_new(const struct sched_config *cfg, uint32_t allowed)
 {
-    memset(h, 0, sizeof *h);
+    struct harness *h = calloc(1, sizeof *h);
+    assert_non_null(h);
     pthread_mutex_init(&h->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -159,21 +168,25 @@ static void harness_start(struct harness *h, const struct sched_config *cfg, uin
     m->batched = true;
     m->sched_cfg = *cfg;
     assert_int_equal(sched_start(m, cfg, &h->sched), 0);
+    return h;
 }
 
 /* Opens the gate for every execute() call, lets the workers drain the
- * queue and stop, and frees the requests' arenas. */
-static void harness_finish(struct harness *h, struct treq *reqs, size_t n)
+ * queue and stop, and frees everything. (A failed test leaves its harness
+ * and threads as they are.) */
+static void harness_finish(struct harness *h)
 {
     pthread_mutex_lock(&h->mu);
     h->allowed = ALL;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
     sched_stop(h->sched);
-    for (size_t i = 0; i < n; i++)
-        arena_free(&reqs[i].req.arena);
+    for (size_t i = 0; i < MAX_REQS; i++)
+        if (h->reqs[i].h)
+            arena_free(&h->reqs[i].req.arena);
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
+    free(h);
 }
 
 static void allow(struct harness *h, uint32_t calls)
@@ -320,40 +333,39 @@ static void test_preferred_size_dispatches_and_max_caps(void **state)
     struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = true,
                                .preferred_batch_sizes = {3}, .npreferred = 1,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 64};
-    struct harness h;
-    harness_start(&h, &cfg, 1); /* the first call returns, the second waits */
-    struct treq r[15];
+    struct harness *h = harness_new(&cfg, 1); /* the first call returns, the second waits */
+    struct treq *r = h->reqs;
     /* 1, 2 wait for a third; the third makes a preferred batch. */
     for (int i = 0; i < 3; i++) {
-        treq_init(&r[i], &h, i + 1, 1, 4);
-        submit_ok(&h, &r[i]);
+        treq_init(&r[i], h, i + 1, 1, 4);
+        submit_ok(h, &r[i]);
     }
-    wait_completed(&h, 3);
-    CHECK_CALL(&h, 0, 4, 1, 2, 3);
+    wait_completed(h, 3);
+    CHECK_CALL(h, 0, 4, 1, 2, 3);
     /* Request 10 (3 rows, a preferred size) runs at once and holds the
      * instance while 11..20 queue up. */
-    treq_init(&r[3], &h, 10, 3, 4);
-    submit_ok(&h, &r[3]);
-    wait_calls(&h, 2);
+    treq_init(&r[3], h, 10, 3, 4);
+    submit_ok(h, &r[3]);
+    wait_calls(h, 2);
     for (int i = 0; i < 10; i++) {
-        treq_init(&r[4 + i], &h, 11 + i, 1, 4);
-        submit_ok(&h, &r[4 + i]);
+        treq_init(&r[4 + i], h, 11 + i, 1, 4);
+        submit_ok(h, &r[4 + i]);
     }
-    assert_int_equal(sched_queue_depth(h.sched), 10);
-    allow(&h, ALL);
+    assert_int_equal(sched_queue_depth(h->sched), 10);
+    allow(h, ALL);
     /* 11..18 fill max_batch_size; 19 and 20 wait for a third. */
-    wait_completed(&h, 12);
-    assert_int_equal(sched_queue_depth(h.sched), 2);
-    treq_init(&r[14], &h, 21, 1, 4);
-    submit_ok(&h, &r[14]);
-    wait_completed(&h, 15);
-    assert_int_equal(ncalls(&h), 4);
-    CHECK_CALL(&h, 1, 4, 10, 10, 10);
-    CHECK_CALL(&h, 2, 4, 11, 12, 13, 14, 15, 16, 17, 18);
-    CHECK_CALL(&h, 3, 4, 19, 20, 21);
+    wait_completed(h, 12);
+    assert_int_equal(sched_queue_depth(h->sched), 2);
+    treq_init(&r[14], h, 21, 1, 4);
+    submit_ok(h, &r[14]);
+    wait_completed(h, 15);
+    assert_int_equal(ncalls(h), 4);
+    CHECK_CALL(h, 1, 4, 10, 10, 10);
+    CHECK_CALL(h, 2, 4, 11, 12, 13, 14, 15, 16, 17, 18);
+    CHECK_CALL(h, 3, 4, 19, 20, 21);
     for (int i = 0; i < 15; i++)
-        check_answer(&h, &r[i], 200);
-    harness_finish(&h, r, 15);
+        check_answer(h, &r[i], 200);
+    harness_finish(h);
 }
 
 /* Preferred sizes {2, 4}: a worker already waiting for the delay with one
@@ -364,24 +376,23 @@ static void test_smaller_preferred_size_wakes_waiting_worker(void **state)
     struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = true,
                                .preferred_batch_sizes = {4, 2}, .npreferred = 2,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 64};
-    struct harness h;
-    harness_start(&h, &cfg, ALL);
-    struct treq r[2];
-    treq_init(&r[0], &h, 1, 1, 4);
-    submit_ok(&h, &r[0]);
+    struct harness *h = harness_new(&cfg, ALL);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 1, 4);
+    submit_ok(h, &r[0]);
     /* Give the worker time to start waiting for the delay: the case to
      * check. (Should it not be waiting yet, the batch is formed directly:
      * the assertions hold either way.) */
     sleep_ms(100);
-    assert_int_equal(ncalls(&h), 0);
-    treq_init(&r[1], &h, 2, 1, 4);
-    submit_ok(&h, &r[1]);
-    wait_completed(&h, 2);
-    assert_int_equal(ncalls(&h), 1);
-    CHECK_CALL(&h, 0, 4, 1, 2);
-    check_answer(&h, &r[0], 200);
-    check_answer(&h, &r[1], 200);
-    harness_finish(&h, r, 2);
+    assert_int_equal(ncalls(h), 0);
+    treq_init(&r[1], h, 2, 1, 4);
+    submit_ok(h, &r[1]);
+    wait_completed(h, 2);
+    assert_int_equal(ncalls(h), 1);
+    CHECK_CALL(h, 0, 4, 1, 2);
+    check_answer(h, &r[0], 200);
+    check_answer(h, &r[1], 200);
+    harness_finish(h);
 }
 
 /* ---- max_queue_delay ------------------------------------------------------ */
@@ -392,20 +403,20 @@ static void test_lone_request_runs_alone_after_delay(void **state)
     const uint64_t delay_us = 50 * 1000;
     struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = true,
                                .max_queue_delay_us = delay_us, .max_queue_size = 64};
-    struct harness h;
-    harness_start(&h, &cfg, ALL);
-    struct treq r;
-    treq_init(&r, &h, 7, 1, 4);
+    struct harness *h = harness_new(&cfg, ALL);
+    struct treq *r = &h->reqs[0];
+    treq_init(r, h, 7, 1, 4);
     uint64_t t0 = clock_now_ns();
-    submit_ok(&h, &r);
-    wait_completed(&h, 1);
-    assert_int_equal(ncalls(&h), 1);
-    CHECK_CALL(&h, 0, 4, 7);
-    check_answer(&h, &r, 200);
-    assert_true(h.calls[0].start_ns - t0 >= delay_us * 1000);
-    assert_true(r.req.exec_start_ns - r.req.enqueue_ns >= delay_us * 1000);
-    assert_int_equal(r.req.batch_size, 1);
-    harness_finish(&h, &r, 1);
+    submit_ok(h, r);
+    wait_completed(h, 1);
+    assert_int_equal(ncalls(h), 1);
+    CHECK_CALL(h, 0, 4, 7);
+    check_answer(h, r, 200);
+    /* Never before the delay (no upper bound: the machine may be slow). */
+    assert_true(h->calls[0].start_ns - t0 >= delay_us * 1000);
+    assert_true(r->req.exec_start_ns - r->req.enqueue_ns >= delay_us * 1000);
+    assert_int_equal(r->req.batch_size, 1);
+    harness_finish(h);
 }
 
 /* ---- oversize requests ----------------------------------------------------- */
@@ -415,25 +426,24 @@ static void test_oversize_refused_without_allow_oversize(void **state)
     (void)state;
     struct sched_config cfg = {.max_batch_size = 4, .dynamic_batching = true,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 64};
-    struct harness h;
-    harness_start(&h, &cfg, ALL);
-    struct treq r[2];
-    treq_init(&r[0], &h, 1, 5, 2);
+    struct harness *h = harness_new(&cfg, ALL);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 5, 2);
     struct error err;
     error_clear(&err);
-    assert_int_equal(sched_submit(h.sched, &r[0].req, &err), -1);
+    assert_int_equal(sched_submit(h->sched, &r[0].req, &err), -1);
     assert_int_equal(err.status, 400);
     assert_non_null(strstr(err.msg, "max_batch_size 4"));
-    assert_int_equal(sched_queue_depth(h.sched), 0);
+    assert_int_equal(sched_queue_depth(h->sched), 0);
     /* Exactly max_batch_size is fine. */
-    treq_init(&r[1], &h, 2, 4, 2);
-    submit_ok(&h, &r[1]);
-    wait_completed(&h, 1);
-    assert_int_equal(ncalls(&h), 1);
-    CHECK_CALL(&h, 0, 2, 2, 2, 2, 2);
-    check_answer(&h, &r[1], 200);
-    harness_finish(&h, r, 2);
+    treq_init(&r[1], h, 2, 4, 2);
+    submit_ok(h, &r[1]);
+    wait_completed(h, 1);
+    assert_int_equal(ncalls(h), 1);
+    CHECK_CALL(h, 0, 2, 2, 2, 2, 2);
+    check_answer(h, &r[1], 200);
     assert_false(r[0].done); /* refused: it stayed with the caller */
+    harness_finish(h);
 }
 
 static void test_oversize_runs_alone_with_allow_oversize(void **state)
@@ -442,27 +452,26 @@ static void test_oversize_runs_alone_with_allow_oversize(void **state)
     struct sched_config cfg = {.max_batch_size = 4, .dynamic_batching = true,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 64,
                                .allow_oversize = true};
-    struct harness h;
-    harness_start(&h, &cfg, 0);
-    struct treq r[4];
-    treq_init(&r[0], &h, 1, 4, 2); /* full batch: runs at once, holds the instance */
-    submit_ok(&h, &r[0]);
-    wait_calls(&h, 1);
-    treq_init(&r[1], &h, 2, 2, 2);
-    treq_init(&r[2], &h, 3, 6, 2); /* oversize, between two that fit together */
-    treq_init(&r[3], &h, 4, 2, 2);
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 4, 2); /* full batch: runs at once, holds the instance */
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    treq_init(&r[1], h, 2, 2, 2);
+    treq_init(&r[2], h, 3, 6, 2); /* oversize, between two that fit together */
+    treq_init(&r[3], h, 4, 2, 2);
     for (int i = 1; i < 4; i++)
-        submit_ok(&h, &r[i]);
-    allow(&h, ALL);
-    wait_completed(&h, 4);
-    assert_int_equal(ncalls(&h), 3);
-    CHECK_CALL(&h, 0, 2, 1, 1, 1, 1);
-    CHECK_CALL(&h, 1, 2, 2, 2, 4, 4);
-    CHECK_CALL(&h, 2, 2, 3, 3, 3, 3, 3, 3);
+        submit_ok(h, &r[i]);
+    allow(h, ALL);
+    wait_completed(h, 4);
+    assert_int_equal(ncalls(h), 3);
+    CHECK_CALL(h, 0, 2, 1, 1, 1, 1);
+    CHECK_CALL(h, 1, 2, 2, 2, 4, 4);
+    CHECK_CALL(h, 2, 2, 3, 3, 3, 3, 3, 3);
     for (int i = 0; i < 4; i++)
-        check_answer(&h, &r[i], 200);
+        check_answer(h, &r[i], 200);
     assert_int_equal(r[2].req.batch_size, 6);
-    harness_finish(&h, r, 4);
+    harness_finish(h);
 }
 
 /* ---- queue timeouts and cancellation --------------------------------------- */
@@ -472,30 +481,29 @@ static void test_queue_timeout_504_never_executed(void **state)
     (void)state;
     struct sched_config cfg = {.max_batch_size = 4, .dynamic_batching = true,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 64};
-    struct harness h;
-    harness_start(&h, &cfg, 0);
-    struct treq r[3];
-    treq_init(&r[0], &h, 1, 4, 2);
-    submit_ok(&h, &r[0]);
-    wait_calls(&h, 1);
-    treq_init(&r[1], &h, 2, 4, 2);
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 4, 2);
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    treq_init(&r[1], h, 2, 4, 2);
     r[1].req.timeout_us = 1000;
-    submit_ok(&h, &r[1]);
-    treq_init(&r[2], &h, 3, 4, 2); /* no timeout */
-    submit_ok(&h, &r[2]);
+    submit_ok(h, &r[1]);
+    treq_init(&r[2], h, 3, 4, 2); /* no timeout */
+    submit_ok(h, &r[2]);
     /* Request 2's time in the queue runs out while the instance is held. */
     while (clock_now_ns() - r[1].req.enqueue_ns <= 2 * 1000 * 1000)
         sleep_ms(1);
-    allow(&h, ALL);
-    wait_completed(&h, 3);
-    assert_int_equal(ncalls(&h), 2);
-    CHECK_CALL(&h, 0, 2, 1, 1, 1, 1);
-    CHECK_CALL(&h, 1, 2, 3, 3, 3, 3);
-    check_answer(&h, &r[0], 200);
-    check_answer(&h, &r[1], 504);
+    allow(h, ALL);
+    wait_completed(h, 3);
+    assert_int_equal(ncalls(h), 2);
+    CHECK_CALL(h, 0, 2, 1, 1, 1, 1);
+    CHECK_CALL(h, 1, 2, 3, 3, 3, 3);
+    check_answer(h, &r[0], 200);
+    check_answer(h, &r[1], 504);
     assert_non_null(strstr(r[1].req.err.msg, "timed out"));
-    check_answer(&h, &r[2], 200);
-    harness_finish(&h, r, 3);
+    check_answer(h, &r[2], 200);
+    harness_finish(h);
 }
 
 static void test_cancelled_499_never_executed(void **state)
@@ -503,26 +511,25 @@ static void test_cancelled_499_never_executed(void **state)
     (void)state;
     struct sched_config cfg = {.max_batch_size = 4, .dynamic_batching = true,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 64};
-    struct harness h;
-    harness_start(&h, &cfg, 0);
-    struct treq r[3];
-    treq_init(&r[0], &h, 1, 4, 2);
-    submit_ok(&h, &r[0]);
-    wait_calls(&h, 1);
-    treq_init(&r[1], &h, 2, 4, 2);
-    submit_ok(&h, &r[1]);
-    treq_init(&r[2], &h, 3, 4, 2);
-    submit_ok(&h, &r[2]);
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 4, 2);
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    treq_init(&r[1], h, 2, 4, 2);
+    submit_ok(h, &r[1]);
+    treq_init(&r[2], h, 3, 4, 2);
+    submit_ok(h, &r[2]);
     atomic_store(&r[1].req.cancelled, true); /* the client went away */
-    allow(&h, ALL);
-    wait_completed(&h, 3);
-    assert_int_equal(ncalls(&h), 2);
-    CHECK_CALL(&h, 0, 2, 1, 1, 1, 1);
-    CHECK_CALL(&h, 1, 2, 3, 3, 3, 3);
-    check_answer(&h, &r[0], 200);
-    check_answer(&h, &r[1], 499);
-    check_answer(&h, &r[2], 200);
-    harness_finish(&h, r, 3);
+    allow(h, ALL);
+    wait_completed(h, 3);
+    assert_int_equal(ncalls(h), 2);
+    CHECK_CALL(h, 0, 2, 1, 1, 1, 1);
+    CHECK_CALL(h, 1, 2, 3, 3, 3, 3);
+    check_answer(h, &r[0], 200);
+    check_answer(h, &r[1], 499);
+    check_answer(h, &r[2], 200);
+    harness_finish(h);
 }
 
 /* ---- queue limit ----------------------------------------------------------- */
@@ -532,36 +539,35 @@ static void test_queue_full_429(void **state)
     (void)state;
     struct sched_config cfg = {.max_batch_size = 4, .dynamic_batching = true,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 2};
-    struct harness h;
-    harness_start(&h, &cfg, 0);
-    struct treq r[4];
-    treq_init(&r[0], &h, 1, 4, 2); /* taken by the worker: not waiting */
-    submit_ok(&h, &r[0]);
-    wait_calls(&h, 1);
-    treq_init(&r[1], &h, 2, 4, 2);
-    submit_ok(&h, &r[1]);
-    treq_init(&r[2], &h, 3, 4, 2);
-    submit_ok(&h, &r[2]);
-    assert_int_equal(sched_queue_depth(h.sched), 2);
-    treq_init(&r[3], &h, 4, 4, 2);
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 4, 2); /* taken by the worker: not waiting */
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    treq_init(&r[1], h, 2, 4, 2);
+    submit_ok(h, &r[1]);
+    treq_init(&r[2], h, 3, 4, 2);
+    submit_ok(h, &r[2]);
+    assert_int_equal(sched_queue_depth(h->sched), 2);
+    treq_init(&r[3], h, 4, 4, 2);
     struct error err;
     error_clear(&err);
-    assert_int_equal(sched_submit(h.sched, &r[3].req, &err), -1);
+    assert_int_equal(sched_submit(h->sched, &r[3].req, &err), -1);
     assert_int_equal(err.status, 429);
-    assert_int_equal(sched_queue_depth(h.sched), 2);
-    allow(&h, ALL);
-    wait_completed(&h, 3);
+    assert_int_equal(sched_queue_depth(h->sched), 2);
+    allow(h, ALL);
+    wait_completed(h, 3);
     assert_false(r[3].done); /* refused: it stayed with the caller */
     /* The limit is on waiting requests: once they ran, it is accepted. */
-    submit_ok(&h, &r[3]);
-    wait_completed(&h, 4);
-    assert_int_equal(ncalls(&h), 4);
-    CHECK_CALL(&h, 1, 2, 2, 2, 2, 2);
-    CHECK_CALL(&h, 2, 2, 3, 3, 3, 3);
-    CHECK_CALL(&h, 3, 2, 4, 4, 4, 4);
+    submit_ok(h, &r[3]);
+    wait_completed(h, 4);
+    assert_int_equal(ncalls(h), 4);
+    CHECK_CALL(h, 1, 2, 2, 2, 2, 2);
+    CHECK_CALL(h, 2, 2, 3, 3, 3, 3);
+    CHECK_CALL(h, 3, 2, 4, 4, 4, 4);
     for (int i = 0; i < 4; i++)
-        check_answer(&h, &r[i], 200);
-    harness_finish(&h, r, 4);
+        check_answer(h, &r[i], 200);
+    harness_finish(h);
 }
 
 /* ---- shapes ---------------------------------------------------------------- */
@@ -572,26 +578,25 @@ static void test_incompatible_shapes_not_batched(void **state)
     struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = true,
                                .preferred_batch_sizes = {2}, .npreferred = 1,
                                .max_queue_delay_us = HOUR_US, .max_queue_size = 64};
-    struct harness h;
-    harness_start(&h, &cfg, 0);
-    struct treq r[5];
-    treq_init(&r[0], &h, 1, 2, 4); /* a preferred batch: runs at once */
-    submit_ok(&h, &r[0]);
-    wait_calls(&h, 1);
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 2, 4); /* a preferred batch: runs at once */
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
     /* Widths 4, 3, 4, 3 in arrival order. */
     for (int i = 1; i < 5; i++) {
-        treq_init(&r[i], &h, i + 1, 1, i % 2 ? 4 : 3);
-        submit_ok(&h, &r[i]);
+        treq_init(&r[i], h, i + 1, 1, i % 2 ? 4 : 3);
+        submit_ok(h, &r[i]);
     }
-    allow(&h, ALL);
-    wait_completed(&h, 5);
-    assert_int_equal(ncalls(&h), 3);
-    CHECK_CALL(&h, 0, 4, 1, 1);
-    CHECK_CALL(&h, 1, 4, 2, 4);
-    CHECK_CALL(&h, 2, 3, 3, 5);
+    allow(h, ALL);
+    wait_completed(h, 5);
+    assert_int_equal(ncalls(h), 3);
+    CHECK_CALL(h, 0, 4, 1, 1);
+    CHECK_CALL(h, 1, 4, 2, 4);
+    CHECK_CALL(h, 2, 3, 3, 5);
     for (int i = 0; i < 5; i++)
-        check_answer(&h, &r[i], 200);
-    harness_finish(&h, r, 5);
+        check_answer(h, &r[i], 200);
+    harness_finish(h);
 }
 
 int main(void)
