@@ -186,6 +186,15 @@ static uint64_t largest_preferred(const struct sched_config *c)
     return best;
 }
 
+static uint64_t smallest_preferred(const struct sched_config *c)
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t i = 0; i < c->npreferred; i++)
+        if (c->preferred_batch_sizes[i] < best)
+            best = c->preferred_batch_sizes[i];
+    return best;
+}
+
 /* Decides what the worker does next (lock held). Returns the number of
  * requests placed in w->members (0 = wait until *wait_until_ns, or until a
  * new request if that is 0). */
@@ -612,9 +621,11 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
     s->queued++;
     s->queued_samples += (uint64_t)req->batch;
     /* Wake a worker when one is idle, or when a filling batch may now be
-     * complete; otherwise the filling worker's own timer will do. */
+     * complete (enough samples wait for a full batch or for the smallest
+     * preferred size: any preferred size dispatches); otherwise the filling
+     * worker's own timer will do. */
     bool full = !c->max_batch_size || s->queued_samples >= c->max_batch_size ||
-                (c->npreferred && s->queued_samples >= largest_preferred(c));
+                (c->npreferred && s->queued_samples >= smallest_preferred(c));
     if (s->idle_workers || (s->filling_workers && full))
         pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);

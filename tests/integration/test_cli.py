@@ -186,6 +186,14 @@ def test_sighup_is_ignored(server_factory):
     assert requests.get(srv.url + "/v2/health/ready", timeout=10).status_code == 200
 
 
+def vm_size_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize in /proc/%d/status" % pid)
+
+
 def test_sigusr1_logs_process_counters(server_factory):
     """SIGUSR1 logs one line of counters: the infer requests answered, the
     allocations made through inferd's allocator, the RSS and the C heap."""
@@ -206,4 +214,9 @@ def test_sigusr1_logs_process_counters(server_factory):
     # A loaded ONNX Runtime session alone is well over a megabyte of heap,
     # all of it resident.
     assert 1 << 20 < v["heap_in_use_bytes"] < v["rss_bytes"], fields
-    assert v["heap_free_bytes"] >= 0
+    # Loading the session freed memory, which malloc keeps (at least the top
+    # of each arena); and every heap byte, used or free, is mapped address
+    # space of the process.
+    assert v["heap_free_bytes"] > 0, fields
+    vm_size = vm_size_bytes(srv.proc.pid)
+    assert v["heap_in_use_bytes"] + v["heap_free_bytes"] <= vm_size, (fields, vm_size)
