@@ -146,7 +146,7 @@ static void test_errors(void **state)
     expect_error("{\"inputs\":[", 400, "malformed JSON");
     expect_error("[1]", 400, "must be a JSON object");
     expect_error("{}", 400, "'inputs'");
-    expect_error("{\"inputs\":[]}", 400, "'inputs'");
+    expect_error("{\"inputs\":[]}", 400, "missing input 'IN_INT32'");
     expect_error("{\"inputs\":{}}", 400, "'inputs'");
     expect_error("{\"id\":5,\"inputs\":[" ALL_INPUTS "]}", 400, "'id'");
     expect_error("{\"inputs\":[" IN_INT32 "]}", 400, "missing input 'IN_FP32'");

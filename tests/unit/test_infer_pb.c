@@ -402,7 +402,7 @@ static void test_errors(void **state)
 
     build(&b, false);
     b.msg.n_inputs = 0;
-    expect_error(&b.msg, true, 400, "at least one input");
+    expect_error(&b.msg, true, 400, "missing input 'BOOL'");
 
     build(&b, false);
     b.in[0].datatype = "INT32";
