@@ -442,8 +442,9 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
     }
 
     const struct json_value *inputs = json_get(root, "inputs");
-    if (!inputs || inputs->type != JSON_ARRAY || inputs->len == 0)
-        return error_set(err, 400, "request needs a non-empty 'inputs' array");
+    /* Empty for a model without inputs; a missing input is named below. */
+    if (!inputs || inputs->type != JSON_ARRAY)
+        return error_set(err, 400, "request needs an 'inputs' array");
     req->inputs = arena_calloc(&req->arena, m->info.ninputs, sizeof *req->inputs);
     bool *seen = arena_calloc(&req->arena, m->info.ninputs, sizeof *seen);
     if (!req->inputs || !seen)

@@ -398,8 +398,6 @@ int infer_pb_decode(struct infer_request *req, const struct model *m,
     }
     if (decode_timeout(req, msg, err) != 0)
         return -1;
-    if (msg->n_inputs == 0)
-        return error_set(err, 400, "request needs at least one input");
     if (msg->n_raw_input_contents && msg->n_raw_input_contents != msg->n_inputs)
         return error_set(err, 400,
                          "raw_input_contents has %zu entries for %zu inputs: give one per input, "

@@ -48,6 +48,8 @@ int model_io_check(const struct model_io *io, const struct tensor *t, struct err
 
 struct backend_load_args {
     const char *path;         /* model file: <repo>/<model>/<version>/model.onnx */
+    const char *log_id;       /* "<model>:<version>", names the instance in the engine's
+                               * log lines; NULL: the engine's default */
     int intra_op_threads;     /* 0 = backend default */
     int inter_op_threads;     /* 0 = backend default */
     /* The model's config.pbtxt text as the registry uses it (an override

@@ -7,7 +7,13 @@
 
 #include <onnxruntime_c_api.h>
 
+#include "base/log.h"
 #include "base/mem.h"
+
+/* ORT's log id of lines not tied to a session. */
+#define ORT_ENV_LOG_ID "env"
+/* Longest ORT message passed on (the log line has a ceiling anyway). */
+#define ORT_LOG_MSG_MAX 768
 
 /* Process-wide ORT objects: written once by ort_init_once(), read-only after.
  * `ort` stays NULL when initialization failed; ort_init_msg says why. */
@@ -16,6 +22,9 @@ static const OrtApi *ort;
 static OrtEnv *ort_env;
 static OrtMemoryInfo *ort_cpu_memory;
 static char ort_init_msg[ERROR_MSG_MAX];
+/* The environment's log threshold, updated by loads (see ort_log_sync). */
+static pthread_mutex_t ort_env_level_lock = PTHREAD_MUTEX_INITIALIZER;
+static OrtLoggingLevel ort_env_level;
 
 struct ort_instance {
     OrtSession *session;
@@ -126,6 +135,69 @@ static const char *onnx_type_name(ONNXType t)
     }
 }
 
+static enum log_level log_level_from_ort(OrtLoggingLevel severity)
+{
+    switch (severity) {
+    case ORT_LOGGING_LEVEL_VERBOSE:
+    case ORT_LOGGING_LEVEL_INFO:
+        return LOG_DEBUG;
+    case ORT_LOGGING_LEVEL_WARNING:
+        return LOG_WARN;
+    default:
+        return LOG_ERROR;
+    }
+}
+
+/* The least severe ORT level whose lines inferd's log would keep now, so
+ * that ORT does not format lines only to have them dropped. */
+static OrtLoggingLevel ort_log_threshold(void)
+{
+    if (log_enabled(LOG_DEBUG))
+        return ORT_LOGGING_LEVEL_VERBOSE;
+    if (log_enabled(LOG_WARN))
+        return ORT_LOGGING_LEVEL_WARNING;
+    if (log_enabled(LOG_ERROR))
+        return ORT_LOGGING_LEVEL_ERROR;
+    return ORT_LOGGING_LEVEL_FATAL;
+}
+
+/* ORT's logging function: its lines join inferd's log, one line each
+ * (control characters become spaces), named by the session's log id. */
+static void ORT_API_CALL ort_log(void *param, OrtLoggingLevel severity, const char *category,
+                                 const char *logid, const char *code_location,
+                                 const char *message)
+{
+    (void)param;
+    (void)category;
+    enum log_level level = log_level_from_ort(severity);
+    if (!log_enabled(level))
+        return;
+    char msg[ORT_LOG_MSG_MAX];
+    size_t n = 0;
+    for (const char *p = message ? message : ""; *p && n < sizeof msg - 1; p++)
+        msg[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+    msg[n] = '\0';
+    log_msg(level, "onnxruntime %s: %s [%s]", logid && logid[0] ? logid : ORT_ENV_LOG_ID, msg,
+            code_location ? code_location : "");
+}
+
+/* Brings the environment's threshold (lines not tied to a session) to
+ * inferd's current log level; returns that threshold for a new session. */
+static OrtLoggingLevel ort_log_sync(void)
+{
+    OrtLoggingLevel level = ort_log_threshold();
+    pthread_mutex_lock(&ort_env_level_lock);
+    if (level != ort_env_level) {
+        OrtStatus *st = ort->UpdateEnvWithCustomLogLevel(ort_env, level);
+        if (st)
+            ort->ReleaseStatus(st); /* the callback still filters by level */
+        else
+            ort_env_level = level;
+    }
+    pthread_mutex_unlock(&ort_env_level_lock);
+    return level;
+}
+
 static void ort_init_once(void)
 {
     const OrtApiBase *base = OrtGetApiBase();
@@ -138,7 +210,8 @@ static void ort_init_once(void)
                  ORT_API_VERSION);
         return;
     }
-    st = api->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "inferd", &ort_env);
+    ort_env_level = ort_log_threshold();
+    st = api->CreateEnvWithCustomLogger(ort_log, NULL, ort_env_level, ORT_ENV_LOG_ID, &ort_env);
     if (!st)
         st = api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &ort_cpu_memory);
     if (st) {
@@ -302,6 +375,10 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
     }
     pthread_mutex_init(&inst->pool_lock, NULL);
     st = ort->CreateSessionOptions(&options);
+    if (!st && args->log_id)
+        st = ort->SetSessionLogId(options, args->log_id);
+    if (!st)
+        st = ort->SetSessionLogSeverityLevel(options, (int)ort_log_sync());
     if (!st && args->intra_op_threads > 0)
         st = ort->SetIntraOpNumThreads(options, args->intra_op_threads);
     if (!st && args->inter_op_threads > 0)

@@ -6,6 +6,14 @@
  * live until the process exits; they are the only shared state and are
  * read-only afterwards. Everything else belongs to an instance.
  *
+ * ORT's own log lines go to inferd's log (base/log.h), never straight to
+ * stderr: "onnxruntime <log id>: <message> [<code location>]", where the log
+ * id is the load args' log_id ("<model>:<version>") for a session's lines
+ * and "env" for the others; ORT VERBOSE and INFO are debug lines, WARNING
+ * warn, ERROR and FATAL error. ORT's threshold is set from inferd's log
+ * level at each load(): a session keeps the threshold it was created with,
+ * and lines of levels disabled since are dropped when they arrive.
+ *
  * load()     creates one OrtSession (intra/inter-op thread counts from the
  *            args, all graph optimizations, sequential execution). Every
  *            input and output must be a tensor of a type in enum dtype

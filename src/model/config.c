@@ -1221,7 +1221,8 @@ int model_config_parse(const char *text, size_t len, struct model_config *cfg, s
 
 static bool onnx_batchable(const struct model_info *onnx)
 {
-    if (onnx->ninputs + onnx->noutputs == 0)
+    /* A request's batch size is read from its inputs. */
+    if (onnx->ninputs == 0)
         return false;
     for (uint32_t i = 0; i < onnx->ninputs; i++)
         if (onnx->inputs[i].ndim == 0 || onnx->inputs[i].dims[0] != -1)
@@ -1505,6 +1506,11 @@ int model_config_check(struct model_config *cfg, const char *model_name,
             cfg->dynamic_batching.max_queue_delay_us = MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US;
         }
     }
+    if (cfg->max_batch_size > 0 && onnx->ninputs == 0)
+        return error_set(err, 400,
+                         "max_batch_size: %d needs a model input to carry the batch size, but the "
+                         "model has no inputs (set max_batch_size: 0)",
+                         cfg->max_batch_size);
     if (cfg->max_batch_size > 0) {
         for (int side = 0; side < 2; side++) {
             const struct model_io *mios = side == 0 ? onnx->inputs : onnx->outputs;

@@ -199,7 +199,8 @@ int model_config_parse(const char *text, size_t len, struct model_config *cfg, s
  * the plugin reports that the config does not list; a configured
  * input/output the model does not have; data_type or dims that disagree
  * with the model; max_batch_size > 0 with a model tensor whose leading dim
- * is not variable; warmup samples that do not fit the inputs. `cfg` may be
+ * is not variable, or with a model without inputs (nothing would carry a
+ * request's batch size); warmup samples that do not fit the inputs. `cfg` may be
  * partly completed after an error; free it. `onnx` is only read.
  */
 int model_config_check(struct model_config *cfg, const char *model_name,
@@ -216,8 +217,8 @@ int model_config_require_complete(const struct model_config *cfg, struct error *
 
 /*
  * The configuration of a model without config.pbtxt. Every input and output
- * comes from the ONNX model. If all of them have a variable leading
- * dimension (and there is at least one), the model is batched:
+ * comes from the ONNX model. If the model has inputs and all inputs and
+ * outputs have a variable leading dimension, the model is batched:
  * max_batch_size = MODEL_CONFIG_DEFAULT_MAX_BATCH, dims exclude that
  * dimension, and dynamic batching is on with max_queue_delay_microseconds =
  * MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US; otherwise max_batch_size = 0 and dims

@@ -43,10 +43,15 @@ struct model {
     struct model_info info;     /* from the first instance, dims narrowed by the config */
     struct model_config config; /* effective configuration */
     /* max_batch_size > 0: every input and output has a leading batch
-     * dimension, so requests may carry several samples along dim 0. */
+     * dimension, so requests may carry several samples along dim 0; such a
+     * model has at least one input (a model without inputs is unbatched:
+     * model_config_check refuses max_batch_size > 0 for it). */
     bool batched;
     char sha256[65];  /* of the model file, lower-case hex */
     uint64_t load_ms, warmup_us;
+    /* The default warm-up (no model_warmup in the config) failed; the
+     * version serves anyway (logged as a warning). */
+    bool warmup_failed;
     struct sched_config sched_cfg;
     struct sched *sched;
 

@@ -285,8 +285,11 @@ static int model_load(const struct registry_options *opts, const char *name, int
     /* The first instance tells the model's inputs and outputs, which the
      * configuration is checked against; it says how many more to load. */
     uint64_t t0 = clock_now_ns();
+    char log_id[PATH_MAX_LEN];
+    snprintf(log_id, sizeof log_id, "%s:%s", m->name, m->version_str);
     struct backend_load_args args = {
         .path = m->path,
+        .log_id = log_id,
         .intra_op_threads = opts->intra_op_threads,
         .inter_op_threads = opts->inter_op_threads,
         .config_text = cfg_text,
@@ -335,10 +338,20 @@ static int model_load(const struct registry_options *opts, const char *name, int
                 m->batched);
     sched_config_from(m, opts, cfg_text != NULL);
     /* A version is ready only once warmed up: the first requests would
-     * otherwise pay for ONNX Runtime's lazy initialisation. */
+     * otherwise pay for ONNX Runtime's lazy initialisation. The default
+     * zero-filled warm-up is a courtesy that many valid models reject (zero
+     * Resize scales, zero Slice steps): its failure is a warning; a warm-up
+     * the config asks for must pass, as in Triton. */
     if (model_warmup(m, &m->warmup_us, err) != 0) {
-        model_free(m);
-        return -1;
+        if (m->config.nwarmups > 0) {
+            model_free(m);
+            return -1;
+        }
+        log_warn("model %s version %s: %s; serving it without a warm-up (model_warmup in "
+                 "config.pbtxt gives inputs the model accepts)",
+                 m->name, m->version_str, err->msg);
+        error_clear(err);
+        m->warmup_failed = true;
     }
     rc = sched_start(m, &m->sched_cfg, &m->sched);
     if (rc) {
@@ -403,17 +416,18 @@ static uint32_t select_versions(const char *model, const struct model_version_po
 
 static void log_loaded(const struct model *m)
 {
+    const char *warmup = m->warmup_failed ? "warm-up failed after" : "warmed up in";
     if (m->sched_cfg.dynamic_batching)
-        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu us "
+        log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances, batching up to %u after %llu us)",
-                 m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms,
+                 m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,
                  (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
                  m->ninstances, m->sched_cfg.max_batch_size,
                  (unsigned long long)m->sched_cfg.max_queue_delay_us);
     else
-        log_info("model %s version %s sha256 %.12s loaded in %llu ms, warmed up in %llu us "
+        log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances)",
-                 m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms,
+                 m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,
                  (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
                  m->ninstances);
 }

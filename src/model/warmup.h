@@ -39,7 +39,10 @@
  * max_batch_size (MODEL_CONFIG_DEFAULT_MAX_BATCH without a config). The
  * reason: a default warm-up at the batch sizes the batcher aims for moves
  * the first-request latency spike out of the serving path at the cost of
- * a few milliseconds of load time.
+ * a few milliseconds of load time. Zeros are not valid inputs of every
+ * model (a Resize with zero scales, a Slice with zero steps), so the caller
+ * treats a failed default warm-up as a warning and serves the version
+ * anyway, while a failed model_warmup entry fails the load (Triton's rule).
  *
  * Memory: each warm-up sample has its own arenas (input data, and the
  * backend's output memory, which is reset after every execution), freed

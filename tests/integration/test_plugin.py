@@ -92,7 +92,7 @@ def test_plugin_bytes_binary_output(server_factory, tmp_path):
 
 def test_plugin_fail_every_n_alternates(server_factory, tmp_path):
     # fail_skip spares the warm-up execution inferd runs before serving
-    # (a failed warm-up would fail the model).
+    # (a failed default warm-up would count as one of the executions).
     cfg = ECHO_CONFIG + param("fail_every_n", "2") + param("fail_skip", "1")
     srv = server_factory.start(repository=plugin_repo(tmp_path, cfg))
     statuses = []

@@ -65,6 +65,11 @@ static const struct model_info flat = {1, 1, flat_in, flat_out};
 
 static const struct model_info nothing = {0, 0, NULL, NULL};
 
+/* A graph of constants: no inputs, and an output whose leading dim is
+ * variable (so only the missing input keeps it from being batched). */
+static struct model_io constants_out[] = {IO("c", DT_FP32, -1, 3)};
+static const struct model_info constants = {0, 1, NULL, constants_out};
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static void parse_ok(const char *text, struct model_config *cfg)
@@ -955,6 +960,9 @@ static void test_check_errors(void **state)
         "output 'INPUT0': the model has no output of that name (its outputs: OUTPUT0, OUTPUT1)");
     check_fail("input { name: 'INPUT0' }", "none", &nothing,
                "input 'INPUT0': the model has no input of that name (its inputs: none)");
+    check_fail("max_batch_size: 4", "constants", &constants,
+               "max_batch_size: 4 needs a model input to carry the batch size, but the model has "
+               "no inputs (set max_batch_size: 0)");
     check_fail("max_batch_size: 8 input { name: 'INPUT0' data_type: TYPE_FP32 dims: [16] }",
                "simple", &simple,
                "input 'INPUT0': config data_type TYPE_FP32 does not match the model's TYPE_INT32");
@@ -1158,6 +1166,13 @@ static void test_from_onnx(void **state)
     assert_int_equal(model_config_from_onnx("none", &nothing, &cfg), 0);
     assert_int_equal(cfg.max_batch_size, 0);
     assert_int_equal(cfg.ninputs, 0);
+    model_config_free(&cfg);
+
+    /* no inputs: nothing carries a batch size, so not batched */
+    assert_int_equal(model_config_from_onnx("constants", &constants, &cfg), 0);
+    assert_int_equal(cfg.max_batch_size, 0);
+    assert_false(cfg.dynamic_batching.enabled);
+    assert_dims(cfg.outputs[0].dims, cfg.outputs[0].ndim, "[-1,3]");
     model_config_free(&cfg);
 
     /* a scalar output: not batched */

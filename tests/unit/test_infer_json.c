@@ -139,6 +139,26 @@ static void test_nested_and_flat_data_are_equal(void **state)
     done(&b);
 }
 
+/* A graph of constants: "inputs": [] is the whole request. */
+static void test_model_without_inputs(void **state)
+{
+    (void)state;
+    struct model constants = model;
+    constants.info.inputs = NULL;
+    constants.info.ninputs = 0;
+    struct decoded d;
+    memset(&d, 0, sizeof d);
+    arena_init(&d.req.arena, 4096, 1 << 20);
+    const char *body = "{\"inputs\":[],\"outputs\":[{\"name\":\"OUT_B\"}]}";
+    d.rc = infer_json_decode(&d.req, &constants, body, strlen(body), -1, &d.err);
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(d.req.ninputs, 0);
+    assert_int_equal(d.req.batch, 1);
+    assert_int_equal(d.req.noutputs, 1);
+    assert_string_equal(d.req.output_names[0], "OUT_B");
+    done(&d);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -146,7 +166,7 @@ static void test_errors(void **state)
     expect_error("{\"inputs\":[", 400, "malformed JSON");
     expect_error("[1]", 400, "must be a JSON object");
     expect_error("{}", 400, "'inputs'");
-    expect_error("{\"inputs\":[]}", 400, "'inputs'");
+    expect_error("{\"inputs\":[]}", 400, "missing input 'IN_INT32'");
     expect_error("{\"inputs\":{}}", 400, "'inputs'");
     expect_error("{\"id\":5,\"inputs\":[" ALL_INPUTS "]}", 400, "'id'");
     expect_error("{\"inputs\":[" IN_INT32 "]}", 400, "missing input 'IN_FP32'");
@@ -900,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_decode_every_input),
         cmocka_unit_test(test_requested_outputs_keep_request_order),
         cmocka_unit_test(test_nested_and_flat_data_are_equal),
+        cmocka_unit_test(test_model_without_inputs),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_memory_ceiling_gives_413),
         cmocka_unit_test(test_allocation_failures),

@@ -383,6 +383,26 @@ static void test_empty_tensor(void **state)
     done(&d);
 }
 
+/* A graph of constants: a request without inputs asks for its outputs. */
+static void test_model_without_inputs(void **state)
+{
+    (void)state;
+    struct model constants = model;
+    constants.info.inputs = NULL;
+    constants.info.ninputs = 0;
+    Inference__ModelInferRequest msg = INFERENCE__MODEL_INFER_REQUEST__INIT;
+    msg.model_name = "constants";
+    struct decoded d;
+    memset(&d, 0, sizeof d);
+    arena_init(&d.req.arena, 1024, 1 << 20);
+    d.rc = infer_pb_decode(&d.req, &constants, &msg, &d.err);
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(d.req.ninputs, 0);
+    assert_int_equal(d.req.batch, 1);
+    assert_int_equal(d.req.noutputs, 2);
+    done(&d);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -402,7 +422,7 @@ static void test_errors(void **state)
 
     build(&b, false);
     b.msg.n_inputs = 0;
-    expect_error(&b.msg, true, 400, "at least one input");
+    expect_error(&b.msg, true, 400, "missing input 'BOOL'");
 
     build(&b, false);
     b.in[0].datatype = "INT32";
@@ -705,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_typed_contents_every_type),
         cmocka_unit_test(test_raw_contents_every_type),
         cmocka_unit_test(test_empty_tensor),
+        cmocka_unit_test(test_model_without_inputs),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_parameters_and_outputs),
         cmocka_unit_test(test_malformed_and_limits),
