@@ -569,11 +569,11 @@ static void test_binary_bytes_errors(void **state)
     body_begin(&b, 0, S_INPUT(1, 9));
     body_add_str(&b, "abc", 3);
     body_add(&b, "yz", 2);
-    expect_body_error(&m, &b, "input 'S': 2 bytes of binary_data_size 9 are left after the 1 BYTES elements");
+    expect_body_error(&m, &b, "input 'S': 2 of the 9 bytes of binary_data_size are left after the 1 BYTES elements");
     /* Too small for the count, checked before any allocation. */
     body_begin(&b, 0, S_INPUT(1000000000, 8));
     body_add_str(&b, "abcd", 4);
-    expect_body_error(&m, &b, "binary_data_size 8 cannot hold 1000000000 BYTES elements");
+    expect_body_error(&m, &b, "binary_data_size of 8 bytes cannot hold 1000000000 BYTES elements");
     /* Empty tensor, empty data. */
     body_begin(&b, 0, S_INPUT(0, 0));
     struct decoded d;

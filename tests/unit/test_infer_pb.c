@@ -509,7 +509,7 @@ static void test_errors(void **state)
     extra[b.raw[12].len] = 0;
     b.raw[12].data = extra;
     b.raw[12].len++;
-    expect_error(&b.msg, false, 400, "1 bytes of raw_input_contents are left");
+    expect_error(&b.msg, false, 400, "1 of the 18 bytes of raw_input_contents are left");
 
     build(&b, true);
     b.raw[12].len = 8;
