@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 
 #include "backend/onnxruntime.h"
-#include "backend/plugin.h"
 #include "base/sha256.h"
+#include "model/backend_config.h"
 #include "model/config.h"
 #include "model/warmup.h"
 #include "base/clock.h"
@@ -247,9 +247,10 @@ static uint32_t planned_instances(const char *text, size_t len)
     return n;
 }
 
-static int model_load(const struct registry_options *opts, const char *name, int64_t version,
-                      const char *cfg_text, size_t cfg_len, struct model **out,
-                      struct error *err)
+static int model_load_with(const struct registry_options *opts, const char *name,
+                           int64_t version, const char *cfg_text, size_t cfg_len,
+                           const struct backend_config *backend_cfg, struct model **out,
+                           struct error *err)
 {
     struct model *m = mem_calloc(1, sizeof *m);
     if (!m)
@@ -275,8 +276,8 @@ static int model_load(const struct registry_options *opts, const char *name, int
     char model_dir[PATH_MAX_LEN], version_dir[PATH_MAX_LEN];
     path_fmt(model_dir, sizeof model_dir, "%s/%s", opts->repository, name); /* shorter than path */
     path_fmt(version_dir, sizeof version_dir, "%s/%lld", model_dir, (long long)version);
-    if (plugin_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
-                                  opts->backend_directory, &m->backend, err) != 0) {
+    if (model_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
+                                 opts->backend_directory, &m->backend, err) != 0) {
         model_free(m);
         return -1;
     }
@@ -289,8 +290,7 @@ static int model_load(const struct registry_options *opts, const char *name, int
         .path = m->path,
         .intra_op_threads = opts->intra_op_threads,
         .inter_op_threads = opts->inter_op_threads,
-        .config_text = cfg_text,
-        .config_len = cfg_len,
+        .config = backend_cfg,
     };
     void *first = NULL;
     if (!opts->intra_op_threads)
@@ -340,7 +340,12 @@ static int model_load(const struct registry_options *opts, const char *name, int
         model_free(m);
         return -1;
     }
-    rc = sched_start(m, &m->sched_cfg, &m->sched);
+    if (opts->observe_version)
+        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
+    struct sched_model sm = {.name = m->name, .version = m->version_str,
+                             .backend = m->backend, .instances = m->instances,
+                             .ninstances = m->ninstances, .info = &m->info};
+    rc = sched_start(&sm, &m->sched_cfg, &m->sched);
     if (rc) {
         model_free(m);
         return error_set(err, 500, "cannot start workers: %s", strerror(-rc));
@@ -348,6 +353,20 @@ static int model_load(const struct registry_options *opts, const char *name, int
     atomic_init(&m->refs, 1);
     *out = m;
     return 0;
+}
+
+/* Loads a version; a plugin backend's configuration is parsed once for all
+ * its instances (model/backend_config.h). */
+static int model_load(const struct registry_options *opts, const char *name, int64_t version,
+                      const char *cfg_text, size_t cfg_len, struct model **out,
+                      struct error *err)
+{
+    struct model_backend_config bc;
+    if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0)
+        return -1;
+    int rc = model_load_with(opts, name, version, cfg_text, cfg_len, bc.config, out, err);
+    model_backend_config_free(&bc);
+    return rc;
 }
 
 struct model *model_ref(struct model *m)
