@@ -10,7 +10,8 @@ What is checked, over every `#include "..."` in src/ (system and third-party
 headers use <...> and are not part of the graph):
 
 1. Upward includes: the including file's layer is below the included
-   header's layer. Reported as `file:line: upward include: a -> b`.
+   header's layer. Reported as `file:line: upward include: a -> b`. A
+   layer listed in ONLY_FROM may include only the layers listed there.
 2. Include cycles between units. A unit is a header together with the .c
    files that implement it: `x.c` implements `x.h` of its folder, and a .c
    file without a header of its own implements the own-folder header it
@@ -28,8 +29,8 @@ import sys
 
 # The layer order, bottom to top. A file in LAYERS[i] may include headers
 # from LAYERS[0..i]. serve, policy, preprocess and gen are planned layers
-# (DESIGN.md) that do not exist yet; bench is the load-generator client and
-# only needs base/core/net/http, but sits above api so that cli can use it.
+# (DESIGN.md) that do not exist yet; bench is the load-generator client: it
+# sits just below cli, which runs it, and ONLY_FROM limits what it uses.
 LAYERS = [
     "base",
     "core",
@@ -47,6 +48,12 @@ LAYERS = [
     "bench",
     "cli",
 ]
+
+# Layers that may include only some of the layers below them. bench (the
+# load generator) is a client: it must not pull in the server's layers.
+ONLY_FROM = {
+    "bench": {"base", "core", "net", "http", "bench"},
+}
 
 # Headers generated into the build directory, and the layer they belong to.
 # *.pb-c.h are protoc-c's output for proto/*.proto (the gRPC messages).
@@ -232,6 +239,10 @@ def main():
                 continue  # reported once for the folder itself
             if layer_rank(layer) > layer_rank(folder):
                 problems.append(f"src/{rel}:{lineno}: upward include: "
+                                f"{folder} -> {layer} (\"{spelled}\")")
+            elif folder in ONLY_FROM and layer not in ONLY_FROM[folder]:
+                problems.append(f"src/{rel}:{lineno}: {folder} may include only "
+                                f"{', '.join(sorted(ONLY_FROM[folder]))}: "
                                 f"{folder} -> {layer} (\"{spelled}\")")
 
     unit = units_of(files)
