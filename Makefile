@@ -2,7 +2,9 @@
 #
 #   make          build build/inferd (runs scripts/deps.sh first if needed)
 #   make run      build, then serve the bundled models on port 8000
-#   make test     build, then run the unit tests (ctest) and integration tests (pytest)
+#   make test     check the layering (scripts/check_layers.py), build, then run
+#                 the unit tests (ctest) and integration tests (pytest)
+#   make layers   only the layering check: no upward include, no include cycle
 #   make test SANITIZE=1   the same with AddressSanitizer + UBSan (build-asan/)
 #   make test     also runs every fuzz target for FUZZ_SMOKE_SECONDS (default 3) each
 #   make fuzz     run every fuzz target with libFuzzer (FUZZ_SECONDS each, default 300)
@@ -32,7 +34,7 @@ endif
 DEPS_STAMP := third_party/.deps-done
 INFERD := $(BUILD_DIR)/inferd
 
-.PHONY: all build run test unit integration fuzz fuzz-build fuzz-smoke models clean deps bench soak
+.PHONY: all build run test layers unit integration fuzz fuzz-build fuzz-smoke models clean deps bench soak
 
 all: build
 
@@ -52,9 +54,13 @@ build: $(BUILD_DIR)/Makefile
 run: build
 	scripts/run.sh $(INFERD) $(PORT)
 
-test: build unit integration fuzz-smoke
+test: layers build unit integration fuzz-smoke
 
-unit: build
+# Folders of src/ are layers; the order and the rules live in the script.
+layers:
+	$(PYTHON) scripts/check_layers.py
+
+unit: layers build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 integration: build

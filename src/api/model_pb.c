@@ -241,6 +241,11 @@ int model_pb_config(struct arena *a, const struct model_config *cfg, Inference__
         return -ENOMEM;
     if (cfg->dynamic_batching.enabled && dynamic_batching(a, &cfg->dynamic_batching, c) != 0)
         return -ENOMEM;
+    c->model_transaction_policy = arena_alloc(a, sizeof *c->model_transaction_policy);
+    if (!c->model_transaction_policy)
+        return -ENOMEM;
+    inference__model_transaction_policy__init(c->model_transaction_policy);
+    c->model_transaction_policy->decoupled = cfg->decoupled;
     return 0;
 }
 

@@ -86,18 +86,18 @@ static int string_value(struct tj_parser *t, const char **pp, struct tensor_byte
         return malformed(t, at, msg);
     *pp = s.raw + s.raw_len + 1;
     if (!dst)
-        return 0;
+        return ST_OK;
     if (!s.escaped) {
         dst->ptr = s.raw;
         dst->len = s.raw_len;
-        return 0;
+        return ST_OK;
     }
     char *copy = arena_alloc(t->arena, s.raw_len);
     if (!copy)
         return error_set(t->err, 413, "input '%s': request too large to decode", t->input);
     dst->ptr = copy;
     dst->len = (uint32_t)json_string_decode(&s, copy);
-    return 0;
+    return ST_OK;
 }
 
 /* true, false or null at p; returns the byte after it or NULL. */
@@ -141,7 +141,7 @@ static int skip_scalar(struct tj_parser *t, const char **pp)
     if (!next)
         return malformed(t, p, "invalid literal");
     *pp = next;
-    return 0;
+    return ST_OK;
 }
 
 /* `"key" :` inside an object, *pp at the key after whitespace. */
@@ -151,12 +151,12 @@ static int object_key(struct tj_parser *t, const char **pp)
     if (p == t->end || *p != '"')
         return malformed(t, p, "expected string key");
     if (string_value(t, &p, NULL) != 0)
-        return -1;
+        return ST_ERROR;
     p = skip_ws(p, t->end);
     if (p == t->end || *p != ':')
         return malformed(t, p, "expected ':'");
     *pp = p + 1;
-    return 0;
+    return ST_OK;
 }
 
 /*
@@ -180,26 +180,26 @@ static int skip_container(struct tj_parser *t, const char **pp, int depth)
             p = skip_ws(p + 1, end);
             if (p == end || *p != closer[n - 1]) {
                 if (closer[n - 1] == '}' && object_key(t, &p) != 0)
-                    return -1;
+                    return ST_ERROR;
                 p = skip_ws(p, end);
                 continue;
             }
             p++; /* an empty container */
             n--;
         } else if (skip_scalar(t, &p) != 0) {
-            return -1;
+            return ST_ERROR;
         }
         /* A value is complete: close every container that ends here. */
         for (;;) {
             if (n == 0) {
                 *pp = p;
-                return 0;
+                return ST_OK;
             }
             p = skip_ws(p, end);
             if (p < end && *p == ',') {
                 p++;
                 if (closer[n - 1] == '}' && object_key(t, &p) != 0)
-                    return -1;
+                    return ST_ERROR;
                 p = skip_ws(p, end);
                 break;
             }
@@ -323,7 +323,7 @@ static inline int number_leaf(struct tj_parser *t, const char **pp)
     else if (rc == -ERANGE)
         bad_element(t, "out of range");
     *pp = next;
-    return 0;
+    return ST_OK;
 }
 
 /* A tensor element that is not a number: string, true/false, null, object. */
@@ -337,37 +337,37 @@ static int other_leaf(struct tj_parser *t, const char **pp, int depth)
         if (store && t->dtype == DT_BYTES)
             return string_value(t, pp, &t->strs[t->index]);
         if (string_value(t, pp, NULL) != 0)
-            return -1;
+            return ST_ERROR;
         break;
     case 't':
     case 'f':
         if (skip_scalar(t, pp) != 0)
-            return -1;
+            return ST_ERROR;
         if (store && t->dtype == DT_BOOL) {
             t->out[t->index] = *p == 't';
-            return 0;
+            return ST_OK;
         }
         break;
     case '{':
         if (skip_container(t, pp, depth) != 0)
-            return -1;
+            return ST_ERROR;
         break;
     case 'N':
     case 'I':
         return number_leaf(t, pp);
     default: /* null, or not JSON */
         if (skip_scalar(t, pp) != 0)
-            return -1;
+            return ST_ERROR;
         break;
     }
     if (store)
         bad_element(t, wrong_kind(t->dtype));
-    return 0;
+    return ST_OK;
 }
 
-int tensor_json_parse(const char *text, size_t len, enum dtype dtype, const int64_t *shape,
-                      uint32_t ndim, int64_t count, void *out, struct arena *arena,
-                      const char *input_name, struct error *err)
+enum status tensor_json_parse(const char *text, size_t len, enum dtype dtype,
+                              const int64_t *shape, uint32_t ndim, int64_t count, void *out,
+                              struct arena *arena, const char *input_name, struct error *err)
 {
     struct tj_parser t = {
         .text = text,
@@ -404,7 +404,7 @@ int tensor_json_parse(const char *text, size_t len, enum dtype dtype, const int6
             int rc = (c >= '0' && c <= '9') || c == '-' ? number_leaf(&t, &p)
                                                         : other_leaf(&t, &p, depth);
             if (rc != 0)
-                return -1;
+                return ST_ERROR;
             t.index++;
         }
         /* A value is complete: close every array that ends here. */
@@ -448,7 +448,7 @@ out_done:
         return error_set(err, 400, "input '%s': element %lld is %s for datatype %s", input_name,
                          (long long)t.bad_index, t.bad_why, dtype_name(dtype));
     }
-    return 0;
+    return ST_OK;
 }
 
 /* ------------------------------------------------------------------------ */

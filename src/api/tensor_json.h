@@ -23,6 +23,7 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/status.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -49,7 +50,7 @@
  * TENSOR_JSON_MAX_DEPTH. `out` is written only for elements before the
  * first bad one; on error its content is unspecified.
  *
- * Returns 0, or -1 with *err filled: 400 for malformed JSON ("input '%s':
+ * Returns ST_OK, or ST_ERROR with *err filled: 400 for malformed JSON ("input '%s':
  * malformed JSON in 'data' at byte %zu: %s", offset from text), a count
  * mismatch ("input '%s': shape %s needs %lld elements, 'data' has %lld")
  * or a bad element ("input '%s': element %lld is out of range for datatype
@@ -58,9 +59,9 @@
  * is not supported in JSON"); 413 when the arena is exhausted.
  * Thread: any; nothing global.
  */
-int tensor_json_parse(const char *text, size_t len, enum dtype dtype, const int64_t *shape,
-                      uint32_t ndim, int64_t count, void *out, struct arena *arena,
-                      const char *input_name, struct error *err);
+enum status tensor_json_parse(const char *text, size_t len, enum dtype dtype,
+                              const int64_t *shape, uint32_t ndim, int64_t count, void *out,
+                              struct arena *arena, const char *input_name, struct error *err);
 
 /*
  * Appends the `count` elements at `data` (laid out as above) as one flat

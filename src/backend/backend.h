@@ -46,18 +46,41 @@ void model_info_free(struct model_info *info);
  * Returns 0, or -1 with a 400 naming the input in err. */
 int model_io_check(const struct model_io *io, const struct tensor *t, struct error *err);
 
+/* A tensor a model's configuration declares. */
+struct backend_tensor_decl {
+    const char *name;
+    enum dtype dtype;
+    const int64_t *dims; /* as the model sees them (a reshape applied), without
+                          * the batch dimension; -1 = variable */
+    uint32_t ndim;
+};
+
+struct backend_param {
+    const char *key;
+    const char *value;
+};
+
+/* What a model's configuration (config.pbtxt) tells its backend. The model
+ * layer parses the configuration and fills this in; backend/ never parses a
+ * configuration itself. Complete: every tensor has a data type and dims. */
+struct backend_config {
+    int64_t max_batch_size; /* > 0: every tensor has a leading batch dimension */
+    const struct backend_tensor_decl *inputs, *outputs;
+    uint32_t ninputs, noutputs;
+    const struct backend_param *parameters;
+    uint32_t nparameters;
+};
+
 struct backend_load_args {
     const char *path;         /* model file: <repo>/<model>/<version>/model.onnx */
     const char *log_id;       /* "<model>:<version>", names the instance in the engine's
                                * log lines; NULL: the engine's default */
     int intra_op_threads;     /* 0 = backend default */
     int inter_op_threads;     /* 0 = backend default */
-    /* The model's config.pbtxt text as the registry uses it (an override
-     * included), not NUL-terminated; NULL without one. Plugin backends
-     * (backend/plugin.h) take their parameters and I/O from it; ONNX
-     * Runtime ignores it. */
-    const char *config_text;
-    size_t config_len;
+    /* The model's configuration (an override included), for the duration
+     * of load(); NULL without one. Plugin backends (backend/plugin.h) take
+     * their parameters and I/O from it; ONNX Runtime ignores it. */
+    const struct backend_config *config;
 };
 
 #define BACKEND_ABI_VERSION 1

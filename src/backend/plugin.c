@@ -16,9 +16,6 @@
 
 #include "backend/onnxruntime.h"
 #include "base/mem.h"
-/* The one include from the layer above: a plugin's load arguments come
- * from the model's config, and the backend interface carries its text. */
-#include "model/config.h"
 
 /* The public types are the internal ones, so tensors cross the boundary
  * without a copy. */
@@ -154,11 +151,11 @@ static bool dir_of(const char *path, char *out, size_t size)
 
 /* The config's tensor as the model sees it: with max_batch_size > 0 a
  * leading -1 batch dim. */
-static int io_to_public(const struct model_config *cfg, const struct model_config_io *io,
+static int io_to_public(const struct backend_config *cfg, const struct backend_tensor_decl *io,
                         const char *what, struct inferd_model_io *out, struct error *err)
 {
-    const int64_t *dims = io->has_reshape ? io->reshape : io->dims;
-    uint32_t ndim = io->has_reshape ? io->reshape_ndim : io->ndim;
+    const int64_t *dims = io->dims;
+    uint32_t ndim = io->ndim;
     uint32_t off = cfg->max_batch_size > 0 ? 1 : 0;
     if (ndim + off > INFERD_MAX_DIMS)
         return error_set(err, 400, "%s '%s': more than %d dims with the batch dimension", what,
@@ -176,43 +173,36 @@ static int adapter_load(struct plugin *p, const struct backend_load_args *a, voi
                         struct model_info *info, struct error *err)
 {
     char version_dir[PATH_MAX], model_dir[PATH_MAX];
-    struct model_config cfg;
+    const struct backend_config *c = a->config;
     struct inferd_model_io *ios = NULL;
     struct inferd_parameter *params = NULL;
     struct plugin_instance *pi = NULL;
-    struct error perr;
-    int rc;
+    int rc = -1;
 
     *instance = NULL;
     memset(info, 0, sizeof *info);
-    if (!a->config_text)
+    if (!c)
         return error_set(err, 400, "backend '%s': the model needs a config.pbtxt", p->name);
     if (!dir_of(a->path, version_dir, sizeof version_dir) ||
         !dir_of(version_dir, model_dir, sizeof model_dir))
         return error_set(err, 400, "backend '%s': no model directory in '%s'", p->name, a->path);
-    if (model_config_parse(a->config_text, a->config_len, &cfg, &perr) != 0)
-        return error_set(err, perr.status, "config.pbtxt:%s", perr.msg);
 
-    rc = model_config_require_complete(&cfg, err);
-    if (rc)
-        goto out_free_cfg;
-    rc = -1;
-    ios = mem_calloc((size_t)cfg.ninputs + cfg.noutputs, sizeof *ios);
-    params = mem_calloc(cfg.nparameters ? cfg.nparameters : 1, sizeof *params);
+    ios = mem_calloc((size_t)c->ninputs + c->noutputs, sizeof *ios);
+    params = mem_calloc(c->nparameters ? c->nparameters : 1, sizeof *params);
     pi = mem_calloc(1, sizeof *pi);
     if (!ios || !params || !pi) {
         error_set(err, 500, "out of memory");
         goto out_free_args;
     }
-    for (uint32_t i = 0; i < cfg.ninputs; i++)
-        if (io_to_public(&cfg, &cfg.inputs[i], "input", &ios[i], err))
+    for (uint32_t i = 0; i < c->ninputs; i++)
+        if (io_to_public(c, &c->inputs[i], "input", &ios[i], err))
             goto out_free_args;
-    for (uint32_t i = 0; i < cfg.noutputs; i++)
-        if (io_to_public(&cfg, &cfg.outputs[i], "output", &ios[cfg.ninputs + i], err))
+    for (uint32_t i = 0; i < c->noutputs; i++)
+        if (io_to_public(c, &c->outputs[i], "output", &ios[c->ninputs + i], err))
             goto out_free_args;
-    for (uint32_t i = 0; i < cfg.nparameters; i++) {
-        params[i].key = cfg.parameters[i].key;
-        params[i].value = cfg.parameters[i].string_value;
+    for (uint32_t i = 0; i < c->nparameters; i++) {
+        params[i].key = c->parameters[i].key;
+        params[i].value = c->parameters[i].value;
     }
     const char *version = strrchr(version_dir, '/') + 1;
     struct inferd_backend_load_args pargs = {
@@ -220,12 +210,12 @@ static int adapter_load(struct plugin *p, const struct backend_load_args *a, voi
         .model_dir = model_dir,
         .version_dir = version_dir,
         .version = strtoll(version, NULL, 10),
-        .max_batch_size = cfg.max_batch_size,
-        .ninputs = cfg.ninputs,
-        .noutputs = cfg.noutputs,
+        .max_batch_size = c->max_batch_size,
+        .ninputs = c->ninputs,
+        .noutputs = c->noutputs,
         .inputs = ios,
-        .outputs = ios + cfg.ninputs,
-        .nparameters = cfg.nparameters,
+        .outputs = ios + c->ninputs,
+        .nparameters = c->nparameters,
         .parameters = params,
         .intra_op_threads = a->intra_op_threads > 0 ? a->intra_op_threads : 1,
         .inter_op_threads = a->inter_op_threads,
@@ -252,8 +242,6 @@ out_free_args:
     mem_free(pi);
     mem_free(params);
     mem_free(ios);
-out_free_cfg:
-    model_config_free(&cfg);
     return rc;
 }
 
@@ -598,22 +586,5 @@ int plugin_backend_resolve(const char *backend_name, const char *version_dir,
     *ops = &p->ops;
 out_unlock:
     pthread_mutex_unlock(&plugins_lock);
-    return rc;
-}
-
-int plugin_backend_for_config(const char *cfg_text, size_t cfg_len, const char *version_dir,
-                              const char *model_dir, const char *search_dir,
-                              const struct backend_ops **ops, struct error *err)
-{
-    struct model_config cfg;
-    struct error perr;
-
-    *ops = NULL;
-    if (!cfg_text)
-        return plugin_backend_resolve(NULL, version_dir, model_dir, search_dir, ops, err);
-    if (model_config_parse(cfg_text, cfg_len, &cfg, &perr) != 0)
-        return error_set(err, perr.status, "config.pbtxt:%s", perr.msg);
-    int rc = plugin_backend_resolve(cfg.backend, version_dir, model_dir, search_dir, ops, err);
-    model_config_free(&cfg);
     return rc;
 }

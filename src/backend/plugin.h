@@ -16,12 +16,12 @@
  * fails its checks is closed and not cached (a later load tries again).
  *
  * The adapter (the ops returned for a plugin):
- *   load()     needs args->config_text: parses it, requires it complete
- *              (model_config_require_complete), and hands the plugin the
- *              model and version directories (those of args->path: the
- *              plugin chooses which files it reads), the config's
- *              parameters and inputs/outputs (with a leading -1 batch dim
- *              when max_batch_size > 0) and the thread counts. The info the
+ *   load()     needs args->config (the model layer parses config.pbtxt and
+ *              requires it complete: model/backend_config.h), and hands the
+ *              plugin the model and version directories (those of
+ *              args->path: the plugin chooses which files it reads), the
+ *              config's parameters and inputs/outputs (with a leading -1
+ *              batch dim when max_batch_size > 0) and the thread counts. The info the
  *              plugin returns is validated and copied; load errors read
  *              "backend '<name>': <plugin message>".
  *   execute()  zero-copy: struct tensor and struct inferd_tensor have the
@@ -61,14 +61,5 @@
 int plugin_backend_resolve(const char *backend_name, const char *version_dir,
                            const char *model_dir, const char *search_dir,
                            const struct backend_ops **ops, struct error *err);
-
-/*
- * The same for a model whose config.pbtxt text is cfg_text[0..cfg_len)
- * (NULL: no config, so ONNX Runtime). The config's `backend` decides. A
- * config that does not parse fails with "config.pbtxt:<error>".
- */
-int plugin_backend_for_config(const char *cfg_text, size_t cfg_len, const char *version_dir,
-                              const char *model_dir, const char *search_dir,
-                              const struct backend_ops **ops, struct error *err);
 
 #endif

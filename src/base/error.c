@@ -2,13 +2,15 @@
 
 #include <stdio.h>
 
+#include "base/status.h"
+
 int error_vset(struct error *err, int status, const char *fmt, va_list ap)
 {
     if (err) {
         err->status = status;
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     }
-    return -1;
+    return ST_ERROR;
 }
 
 int error_set(struct error *err, int status, const char *fmt, ...)
@@ -17,5 +19,5 @@ int error_set(struct error *err, int status, const char *fmt, ...)
     va_start(ap, fmt);
     error_vset(err, status, fmt, ap);
     va_end(ap);
-    return -1;
+    return ST_ERROR;
 }

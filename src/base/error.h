@@ -1,12 +1,13 @@
 /*
- * error: the one status vocabulary and the client-facing error detail.
+ * error: the client-facing error detail that goes with the status
+ * vocabulary of base/status.h.
  *
- * Functions return 0 on success or a negative value on failure: a negated
- * errno for system failures (-ENOMEM, -EINVAL, ...). Functions that can fail
- * because of a client's input also take a `struct error *`, fill it with the
- * HTTP status the front end should answer (400, 404, 413, ...) and a message
- * for the client, and return -1. The message is copied into the fixed buffer,
- * so building an error never allocates.
+ * Functions return ST_OK (0) on success or a negative value on failure: a
+ * negated errno for system failures (-ENOMEM, -EINVAL, ...). Functions that
+ * can fail because of a client's input also take a `struct error *`, fill it
+ * with the HTTP status the front end should answer (400, 404, 413, ...) and
+ * a message for the client, and return ST_ERROR (-1). The message is copied
+ * into the fixed buffer, so building an error never allocates.
  */
 #ifndef INFERD_BASE_ERROR_H
 #define INFERD_BASE_ERROR_H
@@ -20,7 +21,7 @@ struct error {
     char msg[ERROR_MSG_MAX]; /* NUL-terminated, truncated to fit */
 };
 
-/* Fills *err (if not NULL) and returns -1, so callers can write
+/* Fills *err (if not NULL) and returns ST_ERROR (-1), so callers can write
  * `return error_set(err, 400, "bad %s", x);`. */
 int error_set(struct error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -48,10 +48,10 @@ static int hex4(const unsigned char *s, uint32_t *out)
         else if (c >= 'A' && c <= 'F')
             v |= (uint32_t)(c - 'A' + 10);
         else
-            return -1;
+            return ST_ERROR;
     }
     *out = v;
-    return 0;
+    return ST_OK;
 }
 
 static char *put_utf8(char *d, uint32_t cp)
@@ -118,7 +118,7 @@ static int string_fail(const char *why, const char *at, const char **err_msg, co
 {
     *err_msg = why;
     *err_at = at;
-    return -1;
+    return ST_ERROR;
 }
 
 /*
@@ -156,8 +156,8 @@ static inline bool string_maybe_special(uint64_t v)
     return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b) | v) & highs;
 }
 
-int json_string_scan(const char *p, const char *end, struct json_string *out,
-                     const char **err_msg, const char **err_at)
+enum status json_string_scan(const char *p, const char *end, struct json_string *out,
+                             const char **err_msg, const char **err_at)
 {
     const unsigned char *start = (const unsigned char *)p + 1, *s = start;
     const unsigned char *e = (const unsigned char *)end;
@@ -199,7 +199,7 @@ int json_string_scan(const char *p, const char *end, struct json_string *out,
     out->raw = (const char *)start;
     out->raw_len = (uint32_t)(s - start);
     out->escaped = escaped;
-    return 0;
+    return ST_OK;
 }
 
 size_t json_string_decode(const struct json_string *s, char *dst)
@@ -265,7 +265,7 @@ static int fail_at(struct json_parser *ps, const char *at, const char *msg)
 {
     ps->err_msg = msg;
     ps->err_at = at;
-    return -1;
+    return ST_ERROR;
 }
 
 static void skip_ws(struct json_parser *ps)
@@ -282,15 +282,15 @@ static int grow(struct arena *arena, void **array, size_t *cap, size_t first, si
 {
     size_t ncap = *cap ? *cap * 2 : first;
     if (ncap > SIZE_MAX / size)
-        return -1;
+        return ST_ERROR;
     void *p = arena_alloc(arena, ncap * size);
     if (!p)
-        return -1;
+        return ST_ERROR;
     if (*cap)
         memcpy(p, *array, *cap * size);
     *array = p;
     *cap = ncap;
-    return 0;
+    return ST_OK;
 }
 
 static struct json_member *push_slot(struct json_parser *ps)
@@ -318,7 +318,7 @@ static int parse_string(struct json_parser *ps, const char **out, uint32_t *out_
     *out = copy;
     *out_len = (uint32_t)n;
     ps->p = str.raw + str.raw_len + 1;
-    return 0;
+    return ST_OK;
 }
 
 /*
@@ -358,7 +358,7 @@ static int scan_number(struct json_parser *ps, const char *s, const char **out_e
             q++;
     }
     *out_end = q;
-    return 0;
+    return ST_OK;
 }
 
 /* Parses a number (or Infinity/-Infinity when allowed) and keeps an arena
@@ -373,7 +373,7 @@ static int parse_number(struct json_parser *ps, struct json_value *v)
             return fail_at(ps, s, "invalid literal");
         end = digits + 8;
     } else if (scan_number(ps, s, &end) != 0) {
-        return -1;
+        return ST_ERROR;
     }
     if ((size_t)(end - s) >= UINT32_MAX)
         return fail_at(ps, s, "number too long");
@@ -383,7 +383,7 @@ static int parse_number(struct json_parser *ps, struct json_value *v)
     if (!v->u.num)
         return fail_at(ps, s, "out of memory");
     ps->p = end;
-    return 0;
+    return ST_OK;
 }
 
 /* Parses one of the bare words true, false, null. */
@@ -397,7 +397,7 @@ static int parse_word(struct json_parser *ps, struct json_value *v, const char *
     v->len = 0;
     v->u.str = NULL;
     ps->p += n;
-    return 0;
+    return ST_OK;
 }
 
 /* Parses a value that is not an array or object. */
@@ -437,10 +437,10 @@ static int parse_scalar(struct json_parser *ps, struct json_value *v)
         if (!ps->allow_nonfinite)
             break;
         if (parse_word(ps, v, "NaN", JSON_NUMBER) != 0)
-            return -1;
+            return ST_ERROR;
         v->len = 3;
         v->u.num = "NaN"; /* static text outlives any arena */
-        return 0;
+        return ST_OK;
     }
     return fail_at(ps, at, "unexpected character");
 }
@@ -457,7 +457,7 @@ static int open_container(struct json_parser *ps)
     f->base = ps->nslots;
     f->is_object = *ps->p == '{';
     ps->p++;
-    return 0;
+    return ST_OK;
 }
 
 /* Consumes the closing bracket of the innermost container and turns its
@@ -490,7 +490,7 @@ static int close_container(struct json_parser *ps, struct json_value *v)
     ps->nslots = f->base;
     ps->nframes--;
     ps->p++;
-    return 0;
+    return ST_OK;
 }
 
 /* Parses `"key" :` into a new slot whose value is filled in later. */
@@ -503,12 +503,12 @@ static int parse_key(struct json_parser *ps)
     if (!m)
         return fail_at(ps, ps->p, "out of memory");
     if (parse_string(ps, &m->key, &m->key_len) != 0)
-        return -1;
+        return ST_ERROR;
     skip_ws(ps);
     if (ps->p == ps->end || *ps->p != ':')
         return fail_at(ps, ps->p, "expected ':'");
     ps->p++;
-    return 0;
+    return ST_OK;
 }
 
 static bool in_object(const struct json_parser *ps)
@@ -527,7 +527,7 @@ static int add_child(struct json_parser *ps, const struct json_value *v)
 {
     if (in_object(ps)) {
         ps->slots[ps->nslots - 1].value = *v; /* the slot parse_key pushed */
-        return 0;
+        return ST_OK;
     }
     struct json_member *m = push_slot(ps);
     if (!m)
@@ -535,7 +535,7 @@ static int add_child(struct json_parser *ps, const struct json_value *v)
     m->key = NULL;
     m->key_len = 0;
     m->value = *v;
-    return 0;
+    return ST_OK;
 }
 
 /* Whether the value about to be parsed is a member named by raw_array_key
@@ -631,7 +631,7 @@ static int scan_raw_array(struct json_parser *ps, struct json_value *v)
     v->len = (uint32_t)(p - start);
     v->u.raw = start;
     ps->p = p;
-    return 0;
+    return ST_OK;
 }
 
 static int parse_document(struct json_parser *ps, struct json_value *out)
@@ -647,21 +647,21 @@ static int parse_document(struct json_parser *ps, struct json_value *out)
         skip_ws(ps);
         if (ps->p < ps->end && *ps->p == '[' && at_raw_key(ps)) {
             if (scan_raw_array(ps, &v) != 0)
-                return -1;
+                return ST_ERROR;
         } else if (ps->p < ps->end && (*ps->p == '[' || *ps->p == '{')) {
             if (open_container(ps) != 0)
-                return -1;
+                return ST_ERROR;
             skip_ws(ps);
             if (!at_close(ps)) {
                 /* The first child follows (after its key, in an object). */
                 if (in_object(ps) && parse_key(ps) != 0)
-                    return -1;
+                    return ST_ERROR;
                 continue;
             }
             if (close_container(ps, &v) != 0) /* an empty container */
-                return -1;
+                return ST_ERROR;
         } else if (parse_scalar(ps, &v) != 0) {
-            return -1;
+            return ST_ERROR;
         }
 
         /* v is complete. Hand it to its container; every container that
@@ -672,20 +672,20 @@ static int parse_document(struct json_parser *ps, struct json_value *out)
                 if (ps->p != ps->end)
                     return fail_at(ps, ps->p, "trailing characters after value");
                 *out = v;
-                return 0;
+                return ST_OK;
             }
             if (add_child(ps, &v) != 0)
-                return -1;
+                return ST_ERROR;
             skip_ws(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
                 if (in_object(ps) && parse_key(ps) != 0)
-                    return -1;
+                    return ST_ERROR;
                 break; /* on to the next value */
             }
             if (at_close(ps)) {
                 if (close_container(ps, &v) != 0)
-                    return -1;
+                    return ST_ERROR;
                 continue;
             }
             if (ps->p == ps->end)
@@ -696,8 +696,9 @@ static int parse_document(struct json_parser *ps, struct json_value *out)
     }
 }
 
-int json_parse(struct arena *arena, const char *text, size_t len, const struct json_limits *limits,
-               struct json_value **out, const char **err_msg, size_t *err_off)
+enum status json_parse(struct arena *arena, const char *text, size_t len,
+                       const struct json_limits *limits, struct json_value **out,
+                       const char **err_msg, size_t *err_off)
 {
     struct json_parser ps = {
         .p = text,
@@ -709,7 +710,7 @@ int json_parse(struct arena *arena, const char *text, size_t len, const struct j
         .raw_key_len = limits && limits->raw_array_key ? strlen(limits->raw_array_key) : 0,
     };
     struct json_value *root = NULL;
-    int rc = -1;
+    enum status rc = ST_ERROR;
 
     *out = NULL;
     root = arena_alloc(arena, sizeof *root);
@@ -720,10 +721,10 @@ int json_parse(struct arena *arena, const char *text, size_t len, const struct j
     if (parse_document(&ps, root) != 0)
         goto out_free_stacks;
     *out = root;
-    rc = 0;
+    rc = ST_OK;
 
 out_free_stacks:
-    if (rc != 0) {
+    if (rc != ST_OK) {
         if (err_msg)
             *err_msg = ps.err_msg;
         if (err_off)

@@ -29,8 +29,9 @@
  *   '[' ... ']' bytes, len of them). Unlike everything else in the tree,
  *   such a span is valid only as long as `text` is; whoever consumes it
  *   must validate it (api/tensor_json.h does, for KServe's "data").
- *   On error returns -1 and sets *err_msg to a static string and *err_off to
- *   the byte offset where the error was detected.
+ *   Returns ST_OK (base/status.h) with *out set; on error ST_ERROR, with
+ *   *err_msg set to a static string and *err_off to the byte offset where
+ *   the error was detected.
  *
  * Writer contract:
  *   The writer appends to a struct buf and inserts commas and colons itself;
@@ -50,6 +51,7 @@
 
 #include "base/arena.h"
 #include "base/buf.h"
+#include "base/status.h"
 
 enum json_type {
     JSON_NULL,
@@ -91,8 +93,9 @@ struct json_limits {
     const char *raw_array_key; /* NULL, or: keep arrays under this key as JSON_RAW */
 };
 
-int json_parse(struct arena *arena, const char *text, size_t len, const struct json_limits *limits,
-               struct json_value **out, const char **err_msg, size_t *err_off);
+enum status json_parse(struct arena *arena, const char *text, size_t len,
+                       const struct json_limits *limits, struct json_value **out,
+                       const char **err_msg, size_t *err_off);
 
 /* First member named key in an OBJECT; NULL if absent or v is not an object. */
 const struct json_value *json_get(const struct json_value *v, const char *key);
@@ -116,8 +119,8 @@ int json_num_f32(const struct json_value *v, float *out);
  * and validates all of it, never reading at or past end: escapes (\uXXXX
  * high surrogates must be followed by an escaped low one), no raw control
  * characters, well-formed UTF-8 (no overlong forms, surrogates or code
- * points above U+10FFFF). On success it returns 0 and fills *out; the
- * closing quote is at out->raw + out->raw_len. On error it returns -1 with
+ * points above U+10FFFF). On success it returns ST_OK and fills *out; the
+ * closing quote is at out->raw + out->raw_len. On error it returns ST_ERROR with
  * *err_msg a static string and *err_at the byte it is about:
  *   "unterminated string"          end (no closing quote)
  *   "string too long"              p (UINT32_MAX or more bytes inside)
@@ -139,8 +142,8 @@ struct json_string {
     bool escaped;     /* raw contains a backslash escape */
 };
 
-int json_string_scan(const char *p, const char *end, struct json_string *out,
-                     const char **err_msg, const char **err_at);
+enum status json_string_scan(const char *p, const char *end, struct json_string *out,
+                             const char **err_msg, const char **err_at);
 size_t json_string_decode(const struct json_string *s, char *dst);
 
 /*

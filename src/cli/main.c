@@ -25,6 +25,7 @@
 #include "net/loop.h"
 #include "net/tls.h"
 #include "obs/accesslog.h"
+#include "obs/batch_obs.h"
 #include "obs/otlp.h"
 #include "obs/request.h"
 #include "obs/sysinfo.h"
@@ -700,6 +701,8 @@ static int serve(int argc, char **argv)
     struct repository *repo;
     struct error err;
     error_clear(&err);
+    /* Every version's backend runs feed its statistics and batch spans. */
+    o.repo.load.observe_version = batch_obs_attach;
     if (repository_open(&o.repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
         return 1;

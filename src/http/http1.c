@@ -17,20 +17,23 @@
  */
 
 enum parser_state {
-    ST_REQUEST_LINE,
-    ST_HEADERS,
-    ST_BODY,       /* Content-Length body */
-    ST_CHUNK_SIZE, /* chunk-size [ chunk-ext ] CRLF */
-    ST_CHUNK_DATA, /* the chunk's data */
-    ST_CHUNK_CRLF, /* CRLF after the data */
-    ST_TRAILERS,   /* trailer fields up to the final CRLF */
-    ST_DONE,
-    ST_ERROR,
+    PS_REQUEST_LINE,
+    PS_HEADERS,
+    PS_BODY,       /* Content-Length body */
+    PS_CHUNK_SIZE, /* chunk-size [ chunk-ext ] CRLF */
+    PS_CHUNK_DATA, /* the chunk's data */
+    PS_CHUNK_CRLF, /* CRLF after the data */
+    PS_TRAILERS,   /* trailer fields up to the final CRLF */
+    PS_DONE,
+    PS_ERROR,
 };
 
 /* A state function's result when it finished its state and the next one
- * should run on the same bytes. */
+ * should run on the same bytes (distinct from every enum status value). */
 #define STEP_NEXT 2
+_Static_assert(STEP_NEXT != ST_OK && STEP_NEXT != ST_DONE && STEP_NEXT != ST_AGAIN &&
+                   STEP_NEXT != ST_ERROR,
+               "STEP_NEXT is not a status");
 
 /* A chunk-size line carries only a size and extensions nobody here gives a
  * meaning to; the longest real extensions (AWS chunk signatures) are under
@@ -115,18 +118,18 @@ static bool span_ieq(const char *buf, struct http1_span s, const char *lower)
  * close, and keep_alive says so too for callers that only look at it. */
 static int fail(struct http1_parser *p, int status, const char *msg)
 {
-    p->_state = ST_ERROR;
+    p->_state = PS_ERROR;
     p->_keep_alive = false;
     p->err_status = status;
     p->err_msg = msg;
-    return HTTP1_ERROR;
+    return ST_ERROR;
 }
 
 static int finish(struct http1_parser *p, size_t consumed)
 {
-    p->_state = ST_DONE;
+    p->_state = PS_DONE;
     p->consumed = consumed;
-    return HTTP1_DONE;
+    return ST_DONE;
 }
 
 void http1_parser_init(struct http1_parser *p, const struct http1_limits *limits)
@@ -135,7 +138,7 @@ void http1_parser_init(struct http1_parser *p, const struct http1_limits *limits
     p->limits = *limits;
     if (p->limits.max_headers > HTTP1_MAX_HEADERS_CAP)
         p->limits.max_headers = HTTP1_MAX_HEADERS_CAP;
-    p->_state = ST_REQUEST_LINE;
+    p->_state = PS_REQUEST_LINE;
 }
 
 /*
@@ -181,7 +184,7 @@ static int parse_version(struct http1_parser *p, const char *v, size_t len)
     if (v[5] != '1' || (v[7] != '0' && v[7] != '1'))
         return fail(p, 505, "HTTP version not supported");
     p->_version_minor = v[7] - '0';
-    return 0;
+    return ST_OK;
 }
 
 /* Length of an "http://" or "https://" scheme prefix (any case), or 0. */
@@ -205,9 +208,9 @@ static int check_target(struct http1_parser *p, const char *buf, size_t from, si
         if (!is_vchar((unsigned char)buf[i]))
             return fail(p, 400, "invalid character in request-target");
     if (to - from == 1 && buf[from] == '*')
-        return 0;
+        return ST_OK;
     if (buf[from] == '/')
-        return 0;
+        return ST_OK;
     size_t scheme = scheme_len(buf + from, to - from);
     if (!scheme)
         return fail(p, 400, "request-target must be an absolute path or URI");
@@ -217,7 +220,7 @@ static int check_target(struct http1_parser *p, const char *buf, size_t from, si
     if (i == from + scheme)
         return fail(p, 400, "absolute-form request-target without an authority");
     *path_from = i;
-    return 0;
+    return ST_OK;
 }
 
 static int parse_request_line(struct http1_parser *p, const char *buf, size_t from, size_t cr)
@@ -252,7 +255,7 @@ static int parse_request_line(struct http1_parser *p, const char *buf, size_t fr
         p->_has_query = true;
         p->_query = span((size_t)(q - buf) + 1, i);
     }
-    return 0;
+    return ST_OK;
 }
 
 /*
@@ -284,7 +287,7 @@ static int parse_field_line(struct http1_parser *p, const char *buf, size_t from
     while (v_end > v && is_ows((unsigned char)buf[v_end - 1]))
         v_end--;
     *value = span(v, v_end);
-    return 0;
+    return ST_OK;
 }
 
 static int finish_head(struct http1_parser *p, const char *buf);
@@ -301,13 +304,13 @@ static int parse_head(struct http1_parser *p, const char *buf, size_t len)
     size_t lf;
 
     while (find_line(p, buf, end, &lf)) {
-        bool request_line = p->_state == ST_REQUEST_LINE;
+        bool request_line = p->_state == PS_REQUEST_LINE;
         if (request_line && lf + 1 - p->_in > lim->max_request_line)
             return fail(p, 414, "request line too long");
         if (!line_ends_with_crlf(p, buf, lf))
             return fail(p, 400, "line not terminated by CRLF");
         size_t cr = lf - 1;
-        int rc = 0;
+        int rc = ST_OK;
 
         if (request_line) {
             /* RFC 9112 §2.2: a server SHOULD ignore empty lines received
@@ -315,8 +318,8 @@ static int parse_head(struct http1_parser *p, const char *buf, size_t len)
              * after a POST body). */
             if (cr > p->_in) {
                 rc = parse_request_line(p, buf, p->_in, cr);
-                if (rc == 0)
-                    p->_state = ST_HEADERS;
+                if (rc == ST_OK)
+                    p->_state = PS_HEADERS;
             }
         } else if (cr == p->_in) {
             next_line(p, lf);
@@ -327,7 +330,7 @@ static int parse_head(struct http1_parser *p, const char *buf, size_t len)
         } else {
             rc = parse_field_line(p, buf, p->_in, cr, &p->_names[p->_nheaders],
                                   &p->_values[p->_nheaders]);
-            if (rc == 0)
+            if (rc == ST_OK)
                 p->_nheaders++;
         }
         if (rc)
@@ -335,11 +338,11 @@ static int parse_head(struct http1_parser *p, const char *buf, size_t len)
         next_line(p, lf);
     }
 
-    if (p->_state == ST_REQUEST_LINE && end - p->_in >= lim->max_request_line)
+    if (p->_state == PS_REQUEST_LINE && end - p->_in >= lim->max_request_line)
         return fail(p, 414, "request line too long");
     if (len >= lim->max_header_bytes)
         return fail(p, 431, "request header section too large");
-    return HTTP1_AGAIN;
+    return ST_AGAIN;
 }
 
 /*
@@ -371,7 +374,7 @@ static int add_content_length(struct http1_parser *p, const char *v, size_t len)
         while (i < len && is_ows((unsigned char)v[i]))
             i++;
         if (i == len)
-            return 0;
+            return ST_OK;
         if (v[i] != ',')
             return fail(p, 400, "malformed Content-Length");
         for (i++; i < len && is_ows((unsigned char)v[i]); i++)
@@ -455,9 +458,9 @@ static int finish_head(struct http1_parser *p, const char *buf)
     p->head_done = true;
 
     if (p->_chunked)
-        p->_state = ST_CHUNK_SIZE;
+        p->_state = PS_CHUNK_SIZE;
     else if (p->_content_length > 0)
-        p->_state = ST_BODY;
+        p->_state = PS_BODY;
     else
         return finish(p, p->_head_len);
     return STEP_NEXT;
@@ -471,7 +474,7 @@ static size_t available(const struct http1_parser *p, size_t len)
 static int parse_body(struct http1_parser *p, size_t len)
 {
     if (available(p, len) < p->_content_length)
-        return HTTP1_AGAIN;
+        return ST_AGAIN;
     p->_body_len = p->_content_length;
     return finish(p, p->_head_len + (size_t)p->_content_length);
 }
@@ -557,7 +560,7 @@ static int parse_chunk_size(struct http1_parser *p, const char *buf, size_t len)
     if (!find_line(p, buf, end, &lf)) {
         if (end - p->_in >= CHUNK_LINE_MAX)
             return fail(p, 400, "chunk size line too long");
-        return HTTP1_AGAIN;
+        return ST_AGAIN;
     }
     if (!line_ends_with_crlf(p, buf, lf))
         return fail(p, 400, "line not terminated by CRLF");
@@ -580,10 +583,10 @@ static int parse_chunk_size(struct http1_parser *p, const char *buf, size_t len)
     next_line(p, lf);
     if (size == 0) {
         p->_trailer_start = p->_in;
-        p->_state = ST_TRAILERS;
+        p->_state = PS_TRAILERS;
     } else {
         p->_chunk_left = size;
-        p->_state = ST_CHUNK_DATA;
+        p->_state = PS_CHUNK_DATA;
     }
     return STEP_NEXT;
 }
@@ -600,8 +603,8 @@ static int parse_chunk_data(struct http1_parser *p, char *buf, size_t len)
     p->_body_len += n;
     p->_chunk_left -= n;
     if (p->_chunk_left)
-        return HTTP1_AGAIN;
-    p->_state = ST_CHUNK_CRLF;
+        return ST_AGAIN;
+    p->_state = PS_CHUNK_CRLF;
     return STEP_NEXT;
 }
 
@@ -613,9 +616,9 @@ static int parse_chunk_crlf(struct http1_parser *p, const char *buf, size_t len)
     if (n >= 2 && buf[p->_in + 1] != '\n')
         return fail(p, 400, "chunk data not followed by CRLF");
     if (n < 2)
-        return HTTP1_AGAIN;
+        return ST_AGAIN;
     p->_in = p->_scan = p->_in + 2;
-    p->_state = ST_CHUNK_SIZE;
+    p->_state = PS_CHUNK_SIZE;
     return STEP_NEXT;
 }
 
@@ -647,29 +650,29 @@ static int parse_trailers(struct http1_parser *p, const char *buf, size_t len)
     }
     if (len >= limit)
         return fail(p, 431, "request header section too large");
-    return HTTP1_AGAIN;
+    return ST_AGAIN;
 }
 
 static int parse_step(struct http1_parser *p, char *buf, size_t len)
 {
     switch (p->_state) {
-    case ST_REQUEST_LINE:
-    case ST_HEADERS:
+    case PS_REQUEST_LINE:
+    case PS_HEADERS:
         return parse_head(p, buf, len);
-    case ST_BODY:
+    case PS_BODY:
         return parse_body(p, len);
-    case ST_CHUNK_SIZE:
+    case PS_CHUNK_SIZE:
         return parse_chunk_size(p, buf, len);
-    case ST_CHUNK_DATA:
+    case PS_CHUNK_DATA:
         return parse_chunk_data(p, buf, len);
-    case ST_CHUNK_CRLF:
+    case PS_CHUNK_CRLF:
         return parse_chunk_crlf(p, buf, len);
-    case ST_TRAILERS:
+    case PS_TRAILERS:
         return parse_trailers(p, buf, len);
-    case ST_DONE:
-        return HTTP1_DONE;
+    case PS_DONE:
+        return ST_DONE;
     default:
-        return HTTP1_ERROR;
+        return ST_ERROR;
     }
 }
 
@@ -702,12 +705,12 @@ static void fill_request(const struct http1_parser *p, char *buf, struct http1_r
     req->has_content_length = p->_has_content_length;
     req->content_length = p->_content_length;
 
-    bool body = p->_state == ST_DONE && p->_body_len > 0;
+    bool body = p->_state == PS_DONE && p->_body_len > 0;
     req->body = body ? buf + p->_head_len : NULL;
     req->body_len = body ? p->_body_len : 0;
 }
 
-int http1_parse(struct http1_parser *p, char *buf, size_t len, struct http1_request *req)
+enum status http1_parse(struct http1_parser *p, char *buf, size_t len, struct http1_request *req)
 {
     int rc;
     do

@@ -13,16 +13,16 @@
  * Chunked bodies are decoded in place: on DONE the body is contiguous at
  * req->body. Trailers are parsed (bounded by the header limits) and ignored.
  *
- * Return values:
- *   HTTP1_DONE   the request is complete; *req points into buf; the request
+ * Return values (base/status.h):
+ *   ST_DONE      the request is complete; *req points into buf; the request
  *                occupied buf[0 .. p->consumed). Pipelined bytes after that
  *                belong to the next request: call http1_parser_init() and
  *                parse again from buf + consumed.
- *   HTTP1_AGAIN  more bytes are needed. Once the head is complete,
+ *   ST_AGAIN     more bytes are needed. Once the head is complete,
  *                p->head_done is true and *req has its request line and
  *                headers (body not yet), so the caller can route early and
  *                answer `Expect: 100-continue`.
- *   HTTP1_ERROR  malformed or over a limit; p->err_status is the HTTP status
+ *   ST_ERROR     malformed or over a limit; p->err_status is the HTTP status
  *                to answer (400, 413, 414, 417, 431, 501, 505) and p->err_msg a
  *                static description. The connection must be closed after
  *                the error response.
@@ -33,6 +33,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/status.h"
 
 #define HTTP1_MAX_HEADERS_CAP 256
 
@@ -71,8 +73,6 @@ struct http1_request {
     uint64_t body_len;
 };
 
-enum { HTTP1_ERROR = -1, HTTP1_AGAIN = 0, HTTP1_DONE = 1 };
-
 /* Private to the parser: where a piece of the request lies in the buffer. */
 struct http1_span {
     uint32_t off;
@@ -106,7 +106,8 @@ struct http1_parser {
 };
 
 void http1_parser_init(struct http1_parser *p, const struct http1_limits *limits);
-int http1_parse(struct http1_parser *p, char *buf, size_t len, struct http1_request *req);
+/* ST_DONE, ST_AGAIN or ST_ERROR: see the top of this file. */
+enum status http1_parse(struct http1_parser *p, char *buf, size_t len, struct http1_request *req);
 
 /* Case-insensitive lookup; NULL if absent. */
 const struct http_header *http1_header(const struct http1_request *req, const char *name);

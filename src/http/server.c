@@ -284,7 +284,7 @@ static int conn_flush_tls(struct http_conn *c)
             set_deadline(c, c->server->cfg.write_timeout_ms);
             continue;
         }
-        return w == TLS_AGAIN ? 1 : -1;
+        return w == ST_AGAIN ? 1 : -1;
     }
 }
 
@@ -361,7 +361,7 @@ static ssize_t conn_recv(struct http_conn *c, void *p, size_t len)
         ssize_t n = tls_conn_read(c->tls, p, len);
         if (n > 0)
             return n;
-        if (n == TLS_AGAIN) {
+        if (n == ST_AGAIN) {
             c->readable = false;
             return 0;
         }
@@ -515,11 +515,11 @@ static bool step_reading(struct http_conn *c)
     if (before > 0) {
         bool head_was_done = c->parser.head_done;
         int rc = http1_parse(&c->parser, c->in.data, c->in.len, &c->txn.req);
-        if (rc == HTTP1_DONE) {
+        if (rc == ST_DONE) {
             dispatch(c);
             return c->state != CONN_WAITING;
         }
-        if (rc == HTTP1_ERROR) {
+        if (rc == ST_ERROR) {
             conn_fail(c, c->parser.err_status, c->parser.err_msg);
             return true;
         }
@@ -555,9 +555,9 @@ static bool step_reading(struct http_conn *c)
 static bool step_handshake(struct http_conn *c)
 {
     int rc = tls_conn_handshake(c->tls);
-    if (rc == TLS_AGAIN)
+    if (rc == ST_AGAIN)
         return false;
-    if (rc != 1) {
+    if (rc != ST_DONE) {
         conn_close(c);
         return false;
     }

@@ -9,6 +9,10 @@
  * and instance_groups, the registry reads version_policy, and GET
  * /v2/models/{m}/config returns model_config_write_json.
  *
+ * Three files, one responsibility each, in the sections below: parsing
+ * (config_parse.c), checking and completing (config_check.c), and the JSON
+ * forms (config_json.c).
+ *
  * Lifecycle: a struct model_config is filled by model_config_parse or
  * model_config_from_onnx, completed in place by model_config_check, and
  * released by model_config_free. All its strings and arrays live in its own
@@ -151,6 +155,9 @@ struct model_config {
     uint32_t ninstance_groups;
     struct model_instance_group *instance_groups; /* >= 1 after check */
     struct model_version_policy version_policy;   /* default: latest 1 */
+    /* model_transaction_policy { decoupled: true }: the model sends zero or
+     * more responses per request (backend execute_stream). */
+    bool decoupled;
     uint32_t nwarmups;
     struct model_warmup *warmups;
     uint32_t nparameters;
@@ -161,6 +168,8 @@ struct model_config {
     bool _max_batch_size_set; /* the text set max_batch_size */
     struct arena _arena;
 };
+
+/* ==== Parsing, and the struct's lifecycle (config_parse.c) ================ */
 
 /*
  * Parses config.pbtxt text[0..len) into *cfg (which need not be
@@ -176,6 +185,26 @@ struct model_config {
  * out; cfg is then left empty (model_config_free is allowed, not needed).
  */
 int model_config_parse(const char *text, size_t len, struct model_config *cfg, struct error *err);
+
+/* Releases everything cfg owns and leaves it empty. Idempotent. */
+void model_config_free(struct model_config *cfg);
+
+/* An empty config with Triton's defaults (name, platform and backend "",
+ * version_policy latest 1), owning an empty arena: what the parser and
+ * model_config_from_onnx start from. Free with model_config_free. */
+void model_config_init(struct model_config *cfg);
+
+/* count * size zeroed bytes, or a NUL-terminated copy of s[0..n), from
+ * cfg's arena (freed with cfg). NULL with err set when that fails: 400
+ * "the model configuration is too large" at the arena's ceiling, else 500. */
+void *model_config_alloc(struct model_config *cfg, size_t count, size_t size, struct error *err);
+char *model_config_strndup(struct model_config *cfg, const char *s, size_t n, struct error *err);
+
+/* The config.pbtxt spelling of an enum value ("FORMAT_NHWC", "REJECT"). */
+const char *model_io_format_name(enum model_io_format f);
+const char *model_timeout_action_name(enum model_timeout_action a);
+
+/* ==== Checking and completing against the model (config_check.c) ======== */
 
 /*
  * Checks a parsed config against the model directory name and the ONNX
@@ -228,8 +257,11 @@ int model_config_require_complete(const struct model_config *cfg, struct error *
 int model_config_from_onnx(const char *model_name, const struct model_info *onnx,
                            struct model_config *cfg);
 
-/* Releases everything cfg owns and leaves it empty. Idempotent. */
-void model_config_free(struct model_config *cfg);
+/* Index of the config input/output named `name`, or -1. */
+int model_config_input_index(const struct model_config *cfg, const char *name);
+int model_config_output_index(const struct model_config *cfg, const char *name);
+
+/* ==== JSON (config_json.c) ================================================ */
 
 /*
  * Writes the config as JSON in the shape of Triton's GET
@@ -239,7 +271,6 @@ void model_config_free(struct model_config *cfg);
  */
 void model_config_write_json(const struct model_config *cfg, struct json_writer *w);
 
-/* Index of the config input/output named `name`, or -1. */
 /*
  * Converts the JSON form of a configuration (Triton's load API
  * `parameters.config`, protobuf JSON mapping) into config.pbtxt text for
@@ -247,8 +278,5 @@ void model_config_write_json(const struct model_config *cfg, struct json_writer 
  * caller frees it with mem_free); on error -1 with err (400).
  */
 int model_config_text_from_json(const char *json, size_t len, char **text, struct error *err);
-
-int model_config_input_index(const struct model_config *cfg, const char *name);
-int model_config_output_index(const struct model_config *cfg, const char *name);
 
 #endif

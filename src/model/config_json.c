@@ -1,12 +1,18 @@
 /*
- * The JSON form of a model configuration (what Triton's load API takes in
- * parameters.config, and what GET /v2/models/{m}/config returns) turned
- * into protobuf text format, so that one parser and one checker serve both.
+ * config_json: the JSON forms of a model configuration (see config.h,
+ * "JSON"), both in the protobuf JSON mapping:
  *
- * The protobuf JSON mapping is followed: objects are messages, arrays are
- * repeated fields, enum values are strings (the config parser accepts enum
- * names quoted), and 64-bit integers may be written as decimal strings.
+ * - model_config_write_json: the effective configuration as GET
+ *   /v2/models/{m}/config returns it.
+ * - model_config_text_from_json: what Triton's load API takes in
+ *   parameters.config, turned into protobuf text format, so that one
+ *   parser and one checker serve both. Objects are messages, arrays are
+ *   repeated fields, enum values are strings (the config parser accepts
+ *   enum names quoted), and 64-bit integers may be written as decimal
+ *   strings.
  */
+#include "model/config.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -14,7 +20,6 @@
 #include "base/buf.h"
 #include "base/json.h"
 #include "base/mem.h"
-#include "model/config.h"
 
 static bool is_integer_text(const char *s, size_t n)
 {
@@ -176,4 +181,256 @@ out:
     buf_free(&b);
     arena_free(&a);
     return rc;
+}
+
+/* ---- the effective configuration as JSON ---- */
+
+static void write_dims(struct json_writer *w, const char *key, const int64_t *dims, uint32_t ndim)
+{
+    json_w_key(w, key);
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < ndim; i++)
+        json_w_int(w, dims[i]);
+    json_w_arr_end(w);
+}
+
+static void write_io(struct json_writer *w, const struct model_config_io *io, bool input)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "name");
+    json_w_cstr(w, io->name);
+    json_w_key(w, "data_type");
+    json_w_cstr(w, dtype_config_name(io->dtype));
+    if (input) {
+        json_w_key(w, "format");
+        json_w_cstr(w, model_io_format_name(io->format));
+    }
+    write_dims(w, "dims", io->dims, io->ndim);
+    if (io->has_reshape) {
+        json_w_key(w, "reshape");
+        json_w_obj_begin(w);
+        write_dims(w, "shape", io->reshape, io->reshape_ndim);
+        json_w_obj_end(w);
+    }
+    if (!input) {
+        json_w_key(w, "label_filename");
+        json_w_cstr(w, io->label_filename);
+    }
+    json_w_key(w, "is_shape_tensor");
+    json_w_bool(w, false);
+    if (input) {
+        json_w_key(w, "allow_ragged_batch");
+        json_w_bool(w, false);
+        json_w_key(w, "optional");
+        json_w_bool(w, io->optional);
+    }
+    json_w_key(w, "is_non_linear_format_io");
+    json_w_bool(w, false);
+    json_w_obj_end(w);
+}
+
+static void write_queue_policy(struct json_writer *w, const struct model_queue_policy *qp)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "timeout_action");
+    json_w_cstr(w, model_timeout_action_name(qp->timeout_action));
+    json_w_key(w, "default_timeout_microseconds");
+    json_w_uint(w, qp->default_timeout_us);
+    json_w_key(w, "allow_timeout_override");
+    json_w_bool(w, qp->allow_timeout_override);
+    json_w_key(w, "max_queue_size");
+    json_w_uint(w, qp->max_queue_size);
+    json_w_obj_end(w);
+}
+
+static void write_dynamic_batching(struct json_writer *w, const struct model_dynamic_batching *db)
+{
+    char key[24];
+    json_w_key(w, "dynamic_batching");
+    json_w_obj_begin(w);
+    json_w_key(w, "preferred_batch_size");
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < db->npreferred; i++)
+        json_w_int(w, db->preferred_batch_size[i]);
+    json_w_arr_end(w);
+    json_w_key(w, "max_queue_delay_microseconds");
+    json_w_uint(w, db->max_queue_delay_us);
+    json_w_key(w, "preserve_ordering");
+    json_w_bool(w, db->preserve_ordering);
+    json_w_key(w, "priority_levels");
+    json_w_uint(w, db->priority_levels);
+    json_w_key(w, "default_priority_level");
+    json_w_uint(w, db->default_priority_level);
+    json_w_key(w, "default_queue_policy");
+    write_queue_policy(w, &db->default_queue_policy);
+    /* Map keys are strings in JSON, as protobuf writes them. */
+    json_w_key(w, "priority_queue_policy");
+    json_w_obj_begin(w);
+    for (uint32_t i = 0; i < db->npriority_policies; i++) {
+        snprintf(key, sizeof key, "%llu", (unsigned long long)db->priority_queue_policy[i].level);
+        json_w_key(w, key);
+        write_queue_policy(w, &db->priority_queue_policy[i].policy);
+    }
+    json_w_obj_end(w);
+    json_w_obj_end(w);
+}
+
+static void write_version_policy(struct json_writer *w, const struct model_version_policy *vp)
+{
+    json_w_key(w, "version_policy");
+    json_w_obj_begin(w);
+    switch (vp->kind) {
+    case MODEL_VERSIONS_LATEST:
+        json_w_key(w, "latest");
+        json_w_obj_begin(w);
+        json_w_key(w, "num_versions");
+        json_w_uint(w, vp->num_versions);
+        json_w_obj_end(w);
+        break;
+    case MODEL_VERSIONS_ALL:
+        json_w_key(w, "all");
+        json_w_obj_begin(w);
+        json_w_obj_end(w);
+        break;
+    case MODEL_VERSIONS_SPECIFIC:
+        json_w_key(w, "specific");
+        json_w_obj_begin(w);
+        write_dims(w, "versions", vp->versions, vp->nversions);
+        json_w_obj_end(w);
+        break;
+    }
+    json_w_obj_end(w);
+}
+
+static void write_instance_group(struct json_writer *w, const struct model_instance_group *g)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "name");
+    json_w_cstr(w, g->name);
+    json_w_key(w, "kind");
+    json_w_cstr(w, g->kind == MODEL_INSTANCE_MODEL ? "KIND_MODEL"
+                   : g->kind == MODEL_INSTANCE_CPU ? "KIND_CPU"
+                                                   : "KIND_AUTO");
+    json_w_key(w, "count");
+    json_w_int(w, g->count);
+    json_w_key(w, "gpus");
+    json_w_arr_begin(w);
+    json_w_arr_end(w);
+    json_w_key(w, "secondary_devices");
+    json_w_arr_begin(w);
+    json_w_arr_end(w);
+    json_w_key(w, "profile");
+    json_w_arr_begin(w);
+    json_w_arr_end(w);
+    json_w_key(w, "passive");
+    json_w_bool(w, false);
+    json_w_key(w, "host_policy");
+    json_w_cstr(w, "");
+    json_w_obj_end(w);
+}
+
+static void write_warmup(struct json_writer *w, const struct model_warmup *wu)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "name");
+    json_w_cstr(w, wu->name);
+    json_w_key(w, "batch_size");
+    json_w_uint(w, wu->batch_size);
+    json_w_key(w, "inputs");
+    json_w_obj_begin(w);
+    for (uint32_t i = 0; i < wu->ninputs; i++) {
+        const struct model_warmup_input *in = &wu->inputs[i];
+        json_w_key(w, in->name);
+        json_w_obj_begin(w);
+        json_w_key(w, "data_type");
+        json_w_cstr(w, dtype_config_name(in->dtype));
+        write_dims(w, "dims", in->dims, in->ndim);
+        switch (in->source) {
+        case MODEL_WARMUP_ZERO:
+            json_w_key(w, "zero_data");
+            json_w_bool(w, true);
+            break;
+        case MODEL_WARMUP_RANDOM:
+            json_w_key(w, "random_data");
+            json_w_bool(w, true);
+            break;
+        case MODEL_WARMUP_FILE:
+            json_w_key(w, "input_data_file");
+            json_w_cstr(w, in->input_data_file);
+            break;
+        }
+        json_w_obj_end(w);
+    }
+    json_w_obj_end(w);
+    json_w_key(w, "count");
+    json_w_uint(w, wu->count);
+    json_w_obj_end(w);
+}
+
+void model_config_write_json(const struct model_config *cfg, struct json_writer *w)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "name");
+    json_w_cstr(w, cfg->name);
+    json_w_key(w, "platform");
+    json_w_cstr(w, cfg->platform);
+    json_w_key(w, "backend");
+    json_w_cstr(w, cfg->backend);
+    json_w_key(w, "runtime");
+    json_w_cstr(w, "");
+    write_version_policy(w, &cfg->version_policy);
+    json_w_key(w, "max_batch_size");
+    json_w_int(w, cfg->max_batch_size);
+    json_w_key(w, "input");
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < cfg->ninputs; i++)
+        write_io(w, &cfg->inputs[i], true);
+    json_w_arr_end(w);
+    json_w_key(w, "output");
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < cfg->noutputs; i++)
+        write_io(w, &cfg->outputs[i], false);
+    json_w_arr_end(w);
+    json_w_key(w, "batch_input");
+    json_w_arr_begin(w);
+    json_w_arr_end(w);
+    json_w_key(w, "batch_output");
+    json_w_arr_begin(w);
+    json_w_arr_end(w);
+    if (cfg->dynamic_batching.enabled)
+        write_dynamic_batching(w, &cfg->dynamic_batching);
+    json_w_key(w, "model_transaction_policy");
+    json_w_obj_begin(w);
+    json_w_key(w, "decoupled");
+    json_w_bool(w, cfg->decoupled);
+    json_w_obj_end(w);
+    json_w_key(w, "instance_group");
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < cfg->ninstance_groups; i++)
+        write_instance_group(w, &cfg->instance_groups[i]);
+    json_w_arr_end(w);
+    json_w_key(w, "default_model_filename");
+    json_w_cstr(w, "model.onnx");
+    json_w_key(w, "cc_model_filenames");
+    json_w_obj_begin(w);
+    json_w_obj_end(w);
+    json_w_key(w, "metric_tags");
+    json_w_obj_begin(w);
+    json_w_obj_end(w);
+    json_w_key(w, "parameters");
+    json_w_obj_begin(w);
+    for (uint32_t i = 0; i < cfg->nparameters; i++) {
+        json_w_key(w, cfg->parameters[i].key);
+        json_w_obj_begin(w);
+        json_w_key(w, "string_value");
+        json_w_cstr(w, cfg->parameters[i].string_value);
+        json_w_obj_end(w);
+    }
+    json_w_obj_end(w);
+    json_w_key(w, "model_warmup");
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < cfg->nwarmups; i++)
+        write_warmup(w, &cfg->warmups[i]);
+    json_w_arr_end(w);
+    json_w_obj_end(w);
 }

@@ -10,14 +10,7 @@
  * configuration is the config file checked against the ONNX file, or the
  * ONNX file alone.
  *
- * Lifecycle of a version (struct model), reference counted:
- *   loaded and warmed by model_entry_load() on the repository manager
- *   thread (refs = 1, held by its entry) → published in a snapshot (see
- *   repository.h; each snapshot entry holds a reference) → every request
- *   that uses it holds a reference from lookup until its response is sent →
- *   when the last reference goes, on_last_unref hands it to the manager
- *   thread, which stops its workers and unloads it (model_free). So a
- *   version replaced by a reload keeps serving the requests it already has.
+ * Lifecycle of a version (struct model): see version.h.
  */
 #ifndef INFERD_MODEL_MODEL_H
 #define INFERD_MODEL_MODEL_H
@@ -29,38 +22,8 @@
 #include "backend/backend.h"
 #include "base/error.h"
 #include "model/config.h"
+#include "model/version.h"
 #include "sched/sched.h"
-
-struct model {
-    char *name;
-    int64_t version;
-    char version_str[24];
-    char *path; /* model file */
-    const char *platform; /* "onnxruntime_onnx" */
-    const struct backend_ops *backend;
-    void **instances; /* one backend instance per worker */
-    uint32_t ninstances;
-    struct model_info info;     /* from the first instance, dims narrowed by the config */
-    struct model_config config; /* effective configuration */
-    /* max_batch_size > 0: every input and output has a leading batch
-     * dimension, so requests may carry several samples along dim 0; such a
-     * model has at least one input (a model without inputs is unbatched:
-     * model_config_check refuses max_batch_size > 0 for it). */
-    bool batched;
-    char sha256[65];  /* of the model file, lower-case hex */
-    uint64_t load_ms, warmup_us;
-    /* The default warm-up (no model_warmup in the config) failed; the
-     * version serves anyway (logged as a warning). */
-    bool warmup_failed;
-    struct sched_config sched_cfg;
-    struct sched *sched;
-
-    atomic_uint refs;
-    /* Called (on any thread) when refs drops to 0; NULL = model_free now. */
-    void (*on_last_unref)(struct model *m);
-    void *owner; /* for on_last_unref */
-    struct model *next_dead; /* the manager's unload list */
-};
 
 enum model_state { MODEL_READY, MODEL_UNAVAILABLE };
 
@@ -82,6 +45,11 @@ struct registry_options {
     int inter_op_threads;
     uint32_t queue_limit; /* requests waiting per model (a config may ask for fewer) */
     const char *backend_directory; /* plugin libraries not in the model directory; or NULL */
+    /* Called before a version's scheduler starts, to set the observer of
+     * its backend runs (sched.h); the scheduler calls its on_stop when it
+     * is freed. Filled by the layer above (src/cli/main.c:
+     * obs/batch_obs.h's batch_obs_attach). NULL: no observer. */
+    void (*observe_version)(const char *name, int64_t version, struct sched_observer *out);
 };
 
 /* Loads model `name` of the repository into *e (never fails as a call: a

@@ -344,7 +344,7 @@ static int lex_string(struct lexer *lx, struct pbtxt_value *v)
 
     char *out = alloc(lx, total + 1);
     if (!out)
-        return -1;
+        return ST_ERROR;
     const char *p = start;
     size_t n = 0;
     for (uint32_t i = 0; i < pieces; i++) {
@@ -355,7 +355,7 @@ static int lex_string(struct lexer *lx, struct pbtxt_value *v)
     v->kind = PBTXT_STRING;
     v->u.text = out;
     v->len = (uint32_t)n;
-    return 0;
+    return ST_OK;
 }
 
 static bool word_is(const char *s, size_t n, const char *word)
@@ -429,7 +429,7 @@ static int lex_number(struct lexer *lx, const char *start, uint32_t line, uint32
     v->kind = is_float ? PBTXT_FLOAT : PBTXT_INT;
     v->u.text = text;
     v->len = (uint32_t)(p - start);
-    return 0;
+    return ST_OK;
 }
 
 static int lex_ident(struct lexer *lx, const char **out, size_t *len)
@@ -442,7 +442,7 @@ static int lex_ident(struct lexer *lx, const char **out, size_t *len)
     if (!s)
         return fail_alloc(lx, *len + 1);
     *out = s;
-    return 0;
+    return ST_OK;
 }
 
 static int lex_scalar(struct lexer *lx, struct pbtxt_value *v)
@@ -475,7 +475,7 @@ static int lex_scalar(struct lexer *lx, struct pbtxt_value *v)
         v->kind = PBTXT_IDENT;
         v->u.text = text;
         v->len = (uint32_t)(lx->p - start);
-        return 0;
+        return ST_OK;
     }
     if (negative)
         return fail_at(lx, v->line, v->col, "expected a number after '-'");
@@ -528,7 +528,7 @@ static int open_message(struct lexer *lx, struct frame *stack, uint32_t *top, ui
     fr->tail = &f->value.u.fields;
     fr->close = *lx->p == '{' ? '}' : '>';
     advance(lx);
-    return 0;
+    return ST_OK;
 }
 
 /* After a message or list closed: the frame below continues. */
@@ -542,15 +542,16 @@ static void after_close(struct lexer *lx, struct frame *stack, uint32_t top)
     }
 }
 
-/* One step inside a message: a closing bracket or one field. */
-static int step_message(struct lexer *lx, struct frame *stack, uint32_t *top, uint32_t *depth)
+/* One step inside a message: a closing bracket or one field. ST_OK to go
+ * on, ST_DONE at the end of the input, or ST_ERROR (err is set). */
+static enum status step_message(struct lexer *lx, struct frame *stack, uint32_t *top, uint32_t *depth)
 {
     struct frame *m = &stack[*top];
     char buf[16];
 
     if (lx->p >= lx->end) {
         if (*top == 0)
-            return 1; /* done */
+            return ST_DONE;
         return fail_at(lx, lx->line, lx->col,
                        "unexpected end of input: '%c' opened at %u:%u is not closed",
                        m->close == '}' ? '{' : '<', m->line, m->col);
@@ -565,7 +566,7 @@ static int step_message(struct lexer *lx, struct frame *stack, uint32_t *top, ui
         (*top)--;
         (*depth)--;
         after_close(lx, stack, *top);
-        return 0;
+        return ST_OK;
     }
     if (c == '[')
         return fail_at(lx, lx->line, lx->col, "extension and Any fields ([...]) are not supported");
@@ -577,7 +578,7 @@ static int step_message(struct lexer *lx, struct frame *stack, uint32_t *top, ui
     const char *name = NULL;
     size_t name_len;
     if (lex_ident(lx, &name, &name_len))
-        return -1;
+        return ST_ERROR;
     skip_space(lx);
     bool colon = at(lx, ':');
     if (colon) {
@@ -587,7 +588,7 @@ static int step_message(struct lexer *lx, struct frame *stack, uint32_t *top, ui
     if (at(lx, '{') || at(lx, '<')) {
         struct pbtxt_field *f = add_field(lx, m, name, line, col);
         if (!f)
-            return -1;
+            return ST_ERROR;
         return open_message(lx, stack, top, depth, f);
     }
     if (at(lx, '[')) {
@@ -603,7 +604,7 @@ static int step_message(struct lexer *lx, struct frame *stack, uint32_t *top, ui
         fr->want_value = true;
         fr->empty = true;
         advance(lx);
-        return 0;
+        return ST_OK;
     }
     if (!colon) {
         if (lx->p >= lx->end)
@@ -614,15 +615,15 @@ static int step_message(struct lexer *lx, struct frame *stack, uint32_t *top, ui
     }
     struct pbtxt_field *f = add_field(lx, m, name, line, col);
     if (!f)
-        return -1;
+        return ST_ERROR;
     if (lex_scalar(lx, &f->value))
-        return -1;
+        return ST_ERROR;
     skip_separator(lx);
-    return 0;
+    return ST_OK;
 }
 
-/* One step inside a list: an element, a ',' or the ']'. */
-static int step_list(struct lexer *lx, struct frame *stack, uint32_t *top, uint32_t *depth)
+/* One step inside a list: an element, a ',' or the ']'. ST_OK or ST_ERROR. */
+static enum status step_list(struct lexer *lx, struct frame *stack, uint32_t *top, uint32_t *depth)
 {
     struct frame *l = &stack[*top];
 
@@ -634,20 +635,20 @@ static int step_list(struct lexer *lx, struct frame *stack, uint32_t *top, uint3
         advance(lx);
         (*top)--;
         after_close(lx, stack, *top);
-        return 0;
+        return ST_OK;
     }
     if (!l->want_value) {
         if (!at(lx, ','))
             return fail_here(lx, "',' or ']'");
         advance(lx);
         l->want_value = true;
-        return 0;
+        return ST_OK;
     }
     if (at(lx, '['))
         return fail_at(lx, lx->line, lx->col, "lists cannot be nested");
     struct pbtxt_field *f = add_field(lx, &stack[*top - 1], l->name, l->name_line, l->name_col);
     if (!f)
-        return -1;
+        return ST_ERROR;
     f->in_list = true;
     if (at(lx, '{') || at(lx, '<'))
         return open_message(lx, stack, top, depth, f);
@@ -655,14 +656,15 @@ static int step_list(struct lexer *lx, struct frame *stack, uint32_t *top, uint3
         return fail_at(lx, l->name_line, l->name_col,
                        "expected ':' before a list of values for '%s'", l->name);
     if (lex_scalar(lx, &f->value))
-        return -1;
+        return ST_ERROR;
     l->want_value = false;
     l->empty = false;
-    return 0;
+    return ST_OK;
 }
 
-int pbtxt_parse(struct arena *arena, const char *text, size_t len,
-                const struct pbtxt_limits *limits, struct pbtxt_value **root, struct error *err)
+enum status pbtxt_parse(struct arena *arena, const char *text, size_t len,
+                        const struct pbtxt_limits *limits, struct pbtxt_value **root,
+                        struct error *err)
 {
     if (!text)
         text = ""; /* (NULL, 0) is an empty input */
@@ -698,7 +700,7 @@ int pbtxt_parse(struct arena *arena, const char *text, size_t len,
      * above each message frame. */
     struct frame *stack = alloc(&lx, sizeof *stack * (2 * (size_t)lx.max_depth + 2));
     if (!top_msg || !stack)
-        return -1;
+        return ST_ERROR;
     top_msg->kind = PBTXT_MESSAGE;
     top_msg->line = top_msg->col = 1;
     stack[0].kind = FRAME_MESSAGE;
@@ -709,15 +711,16 @@ int pbtxt_parse(struct arena *arena, const char *text, size_t len,
     uint32_t top = 0, depth = 0;
     for (;;) {
         skip_space(&lx);
-        int rc = stack[top].kind == FRAME_MESSAGE ? step_message(&lx, stack, &top, &depth)
-                                                  : step_list(&lx, stack, &top, &depth);
-        if (rc < 0)
-            return -1;
-        if (rc > 0)
+        enum status rc = stack[top].kind == FRAME_MESSAGE
+                             ? step_message(&lx, stack, &top, &depth)
+                             : step_list(&lx, stack, &top, &depth);
+        if (rc == ST_ERROR)
+            return ST_ERROR;
+        if (rc == ST_DONE)
             break;
     }
     *root = top_msg;
-    return 0;
+    return ST_OK;
 }
 
 /* Magnitude of an INT literal (without sign) and its sign. */

@@ -22,7 +22,8 @@
  *   call. The parser is iterative: the nesting limit does not depend on the
  *   C stack. Limits (NULL = defaults): messages nested deeper than
  *   max_depth, more than max_nodes fields in all, a string longer than
- *   max_string decoded bytes. On error returns -1 with err->status = 400
+ *   max_string decoded bytes. Returns ST_OK (base/status.h), or on error
+ *   ST_ERROR with err->status = 400
  *   and err->msg = "line:col: message" (1-based; columns count bytes), or
  *   err->status = 500 when the arena could not allocate (a ceiling of the
  *   arena is reported as 400 "input too large"). *root is set only on
@@ -38,6 +39,7 @@
 
 #include "base/arena.h"
 #include "base/error.h"
+#include "base/status.h"
 
 #define PBTXT_DEFAULT_MAX_DEPTH 32
 #define PBTXT_DEFAULT_MAX_NODES 100000
@@ -80,8 +82,9 @@ struct pbtxt_limits {
     uint32_t max_string; /* 0 = PBTXT_DEFAULT_MAX_STRING */
 };
 
-int pbtxt_parse(struct arena *arena, const char *text, size_t len,
-                const struct pbtxt_limits *limits, struct pbtxt_value **root, struct error *err);
+enum status pbtxt_parse(struct arena *arena, const char *text, size_t len,
+                        const struct pbtxt_limits *limits, struct pbtxt_value **root,
+                        struct error *err);
 
 /* Exact conversions. Return 0; -EINVAL when the kind does not fit (an
  * integer needs PBTXT_INT); -ERANGE when the value does not fit (for

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 
 #include "backend/onnxruntime.h"
-#include "backend/plugin.h"
 #include "base/sha256.h"
+#include "model/backend_config.h"
 #include "model/config.h"
 #include "model/warmup.h"
 #include "base/clock.h"
@@ -223,6 +223,11 @@ static void sched_config_from(struct model *m, const struct registry_options *op
      * batch limit it was given by default; a configured limit is Triton's
      * hard limit. */
     sc->allow_oversize = !from_file || !c->_max_batch_size_set;
+    /* A decoupled model runs one request at a time: its responses belong to
+     * one request. */
+    sc->decoupled = c->decoupled;
+    if (sc->decoupled)
+        sc->dynamic_batching = false;
 }
 
 static uint32_t instance_count(const struct model_config *c)
@@ -247,9 +252,10 @@ static uint32_t planned_instances(const char *text, size_t len)
     return n;
 }
 
-static int model_load(const struct registry_options *opts, const char *name, int64_t version,
-                      const char *cfg_text, size_t cfg_len, struct model **out,
-                      struct error *err)
+static int model_load_with(const struct registry_options *opts, const char *name,
+                           int64_t version, const char *cfg_text, size_t cfg_len,
+                           const struct backend_config *backend_cfg, struct model **out,
+                           struct error *err)
 {
     struct model *m = mem_calloc(1, sizeof *m);
     if (!m)
@@ -275,8 +281,8 @@ static int model_load(const struct registry_options *opts, const char *name, int
     char model_dir[PATH_MAX_LEN], version_dir[PATH_MAX_LEN];
     path_fmt(model_dir, sizeof model_dir, "%s/%s", opts->repository, name); /* shorter than path */
     path_fmt(version_dir, sizeof version_dir, "%s/%lld", model_dir, (long long)version);
-    if (plugin_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
-                                  opts->backend_directory, &m->backend, err) != 0) {
+    if (model_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
+                                 opts->backend_directory, &m->backend, err) != 0) {
         model_free(m);
         return -1;
     }
@@ -292,8 +298,7 @@ static int model_load(const struct registry_options *opts, const char *name, int
         .log_id = log_id,
         .intra_op_threads = opts->intra_op_threads,
         .inter_op_threads = opts->inter_op_threads,
-        .config_text = cfg_text,
-        .config_len = cfg_len,
+        .config = backend_cfg,
     };
     void *first = NULL;
     if (!opts->intra_op_threads)
@@ -337,6 +342,14 @@ static int model_load(const struct registry_options *opts, const char *name, int
     refine_dims(m->info.outputs, m->info.noutputs, m->config.outputs, m->config.noutputs,
                 m->batched);
     sched_config_from(m, opts, cfg_text != NULL);
+    if (m->config.decoupled && !m->backend->execute_stream) {
+        rc = error_set(err, 400,
+                       "model_transaction_policy { decoupled: true }: backend '%s' cannot run "
+                       "decoupled models",
+                       m->backend->name);
+        model_free(m);
+        return rc;
+    }
     /* A version is ready only once warmed up: the first requests would
      * otherwise pay for ONNX Runtime's lazy initialisation. The default
      * zero-filled warm-up is a courtesy that many valid models reject (zero
@@ -353,7 +366,12 @@ static int model_load(const struct registry_options *opts, const char *name, int
         error_clear(err);
         m->warmup_failed = true;
     }
-    rc = sched_start(m, &m->sched_cfg, &m->sched);
+    if (opts->observe_version)
+        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
+    struct sched_model sm = {.name = m->name, .version = m->version_str,
+                             .backend = m->backend, .instances = m->instances,
+                             .ninstances = m->ninstances, .info = &m->info};
+    rc = sched_start(&sm, &m->sched_cfg, &m->sched);
     if (rc) {
         model_free(m);
         return error_set(err, 500, "cannot start workers: %s", strerror(-rc));
@@ -361,6 +379,20 @@ static int model_load(const struct registry_options *opts, const char *name, int
     atomic_init(&m->refs, 1);
     *out = m;
     return 0;
+}
+
+/* Loads a version; a plugin backend's configuration is parsed once for all
+ * its instances (model/backend_config.h). */
+static int model_load(const struct registry_options *opts, const char *name, int64_t version,
+                      const char *cfg_text, size_t cfg_len, struct model **out,
+                      struct error *err)
+{
+    struct model_backend_config bc;
+    if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0)
+        return -1;
+    int rc = model_load_with(opts, name, version, cfg_text, cfg_len, bc.config, out, err);
+    model_backend_config_free(&bc);
+    return rc;
 }
 
 struct model *model_ref(struct model *m)

@@ -389,6 +389,29 @@ static int sample_begin(const struct model *m, struct sample *s, struct error *e
     return 0;
 }
 
+/* A decoupled model's warm-up responses are dropped as they come. */
+static bool discard_response(void *ctx, const struct tensor *outputs, uint32_t n, bool final)
+{
+    (void)ctx, (void)outputs, (void)n, (void)final;
+    return true;
+}
+
+/* One warm-up execution on instance i. */
+static int sample_execute(const struct model *m, uint32_t i, struct sample *s, struct arena *out,
+                          struct error *be)
+{
+    if (m->sched_cfg.decoupled)
+        return m->backend->execute_stream(m->instances[i], s->inputs, s->ninputs,
+                                          s->output_names, s->noutputs, discard_response, NULL,
+                                          be);
+    void *state = NULL;
+    if (m->backend->execute(m->instances[i], out, s->inputs, s->ninputs, s->output_names,
+                            s->noutputs, s->outputs, &state, be))
+        return -1;
+    m->backend->release(m->instances[i], state);
+    return 0;
+}
+
 /* Runs s count times on every instance. Each execution's output memory is
  * released (and its arena reset) before the next one. */
 static int sample_run(const struct model *m, struct sample *s, struct error *e)
@@ -398,14 +421,10 @@ static int sample_run(const struct model *m, struct sample *s, struct error *e)
     arena_init(&out, WARMUP_ARENA_CHUNK, WARMUP_OUTPUT_MAX);
     for (uint32_t i = 0; i < m->ninstances && !rc; i++) {
         for (uint32_t c = 0; c < s->count && !rc; c++) {
-            void *state = NULL;
             struct error be;
             error_clear(&be);
-            if (m->backend->execute(m->instances[i], &out, s->inputs, s->ninputs, s->output_names,
-                                    s->noutputs, s->outputs, &state, &be))
+            if (sample_execute(m, i, s, &out, &be) != 0)
                 rc = fail(e, "instance %u: %s", i, be.msg);
-            else
-                m->backend->release(m->instances[i], state);
             arena_reset(&out);
         }
     }

@@ -54,7 +54,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "model/model.h"
+#include "model/version.h"
 
 /* Ceiling on the input data of one warm-up sample (all inputs, whole
  * batch), and on one input data file. */

@@ -194,32 +194,33 @@ void tls_conn_free(struct tls_conn *c)
     mem_free(c);
 }
 
-/* Maps an SSL_ERROR_* after a failed call; logs handshake failures at
- * debug level (clients that are not TLS, or refused certificates). */
+/* Maps an SSL_ERROR_* after a failed call to ST_AGAIN, 0 (the peer closed)
+ * or ST_ERROR; logs failures at debug level (clients that are not TLS, or
+ * refused certificates). */
 static int conn_error(struct tls_conn *c, int ret, const char *what)
 {
     int e = SSL_get_error(c->ssl, ret);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         ERR_clear_error();
-        return TLS_AGAIN;
+        return ST_AGAIN;
     }
     if (e == SSL_ERROR_ZERO_RETURN) {
         ERR_clear_error();
-        return TLS_EOF;
+        return 0;
     }
     char msg[256];
     log_debug("TLS %s failed: %s", what, ssl_error_text(msg, sizeof msg));
     c->failed = true;
-    return TLS_ERROR;
+    return ST_ERROR;
 }
 
-int tls_conn_handshake(struct tls_conn *c)
+enum status tls_conn_handshake(struct tls_conn *c)
 {
     int ret = SSL_do_handshake(c->ssl);
     if (ret == 1)
-        return 1;
+        return ST_DONE;
     int rc = conn_error(c, ret, "handshake");
-    return rc == TLS_AGAIN ? TLS_AGAIN : TLS_ERROR;
+    return rc == ST_AGAIN ? ST_AGAIN : ST_ERROR;
 }
 
 bool tls_conn_alpn_h2(const struct tls_conn *c)
@@ -237,7 +238,7 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t len)
     if (ret == 1)
         return (ssize_t)n;
     int rc = conn_error(c, ret, "read");
-    return rc == TLS_AGAIN ? TLS_AGAIN : rc == TLS_EOF ? TLS_EOF : TLS_ERROR;
+    return rc == ST_AGAIN ? ST_AGAIN : rc == 0 ? 0 : ST_ERROR;
 }
 
 ssize_t tls_conn_write(struct tls_conn *c, const void *buf, size_t len)
@@ -247,7 +248,7 @@ ssize_t tls_conn_write(struct tls_conn *c, const void *buf, size_t len)
     if (ret == 1)
         return (ssize_t)n;
     int rc = conn_error(c, ret, "write");
-    return rc == TLS_AGAIN ? TLS_AGAIN : TLS_ERROR;
+    return rc == ST_AGAIN ? ST_AGAIN : ST_ERROR;
 }
 
 void tls_conn_shutdown(struct tls_conn *c)

@@ -13,7 +13,7 @@
  *
  * struct tls_conn is one connection's TLS state, used only by the
  * connection's I/O thread. The I/O functions never block: they return
- * TLS_AGAIN when the socket has no data or no room (the caller waits for
+ * ST_AGAIN (base/status.h) when the socket has no data or no room (the caller waits for
  * the next edge-triggered event; the socket is watched for both directions
  * so a renegotiation-free TLS 1.2/1.3 record layer cannot stall).
  */
@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "base/error.h"
+#include "base/status.h"
 
 struct tls_store;
 struct tls_conn;
@@ -41,8 +42,6 @@ enum tls_alpn {
     TLS_ALPN_H2_ONLY,  /* only "h2" (the gRPC port) */
 };
 
-enum { TLS_AGAIN = -11, TLS_ERROR = -1, TLS_EOF = 0 };
-
 /* Loads the files into a new store. The options' strings must stay valid
  * (they are read again on reload). Returns 0 or -1 with err set. */
 int tls_store_new(const struct tls_options *o, struct tls_store **out, struct error *err);
@@ -58,13 +57,15 @@ void tls_store_describe(struct tls_store *s, char *out, size_t size);
  * NULL on failure (logged). */
 struct tls_conn *tls_conn_new(struct tls_store *s, int fd, enum tls_alpn alpn);
 void tls_conn_free(struct tls_conn *c);
-/* Runs the handshake. Returns 1 when complete, TLS_AGAIN, or TLS_ERROR. */
-int tls_conn_handshake(struct tls_conn *c);
+/* Runs the handshake. Returns ST_DONE when complete, ST_AGAIN, or
+ * ST_ERROR (logged at debug level). */
+enum status tls_conn_handshake(struct tls_conn *c);
 /* After the handshake: did ALPN choose "h2"? */
 bool tls_conn_alpn_h2(const struct tls_conn *c);
-/* Returns bytes read (> 0), TLS_EOF (peer closed), TLS_AGAIN, TLS_ERROR. */
+/* Returns bytes read (> 0), 0 when the peer closed (close_notify),
+ * ST_AGAIN or ST_ERROR. */
 ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t len);
-/* Returns bytes written (> 0), TLS_AGAIN or TLS_ERROR. */
+/* Returns bytes written (> 0), ST_AGAIN or ST_ERROR. */
 ssize_t tls_conn_write(struct tls_conn *c, const void *buf, size_t len);
 /* Sends close_notify if the socket takes it at once (never waits). */
 void tls_conn_shutdown(struct tls_conn *c);

@@ -75,7 +75,7 @@ static atomic_uint_fast64_t st_exported, st_dropped, st_failed, st_exports_faile
 static void jl_hex(struct jline *l, const uint8_t *id, size_t n)
 {
     char hex[2 * TRACE_ID_BYTES + 1];
-    trace_hex(id, n, hex);
+    span_hex(id, n, hex);
     jl_lit(l, "\"");
     jl_put(l, hex, 2 * n);
     jl_lit(l, "\"");

@@ -27,7 +27,7 @@
 
 #include "base/buf.h"
 #include "base/error.h"
-#include "obs/trace.h"
+#include "obs/span.h"
 
 struct otlp_config {
     const char *endpoint;   /* http://host:port/path */

@@ -70,7 +70,7 @@ size_t request_id_resolve(const char *in, size_t len, char out[REQUEST_ID_MAX + 
     }
     uint8_t raw[16];
     trace_random(raw, sizeof raw);
-    trace_hex(raw, sizeof raw, out);
+    span_hex(raw, sizeof raw, out);
     return 32;
 }
 
@@ -490,7 +490,7 @@ void obsreq_end(struct obsreq *o, int status, uint64_t bytes_out)
         return;
     uint64_t end_ns = clock_now_ns();
     char tid[2 * TRACE_ID_BYTES + 1];
-    trace_hex(o->trace_id, TRACE_ID_BYTES, tid);
+    span_hex(o->trace_id, TRACE_ID_BYTES, tid);
     if (o->log) {
         char ts[40];
         size_t ts_len = format_time(ts, end_ns);

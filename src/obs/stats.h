@@ -32,9 +32,10 @@
  * recorded are each exact but not a single atomic cut (a success may be
  * counted before its queue time, for a moment).
  *
- * Layering: recording depends only on base/ and core/infer.h (the
- * scheduler records into it); stats_report_build() reads a repository
- * snapshot (model/), for the front ends.
+ * Layering: recording depends only on base/ and core/infer.h; the
+ * scheduler (below obs/) reaches it through its observer (batch_obs.h);
+ * stats_report_build() reads a repository snapshot (model/), for the front
+ * ends.
  */
 #ifndef INFERD_OBS_STATS_H
 #define INFERD_OBS_STATS_H
@@ -91,6 +92,14 @@ void stats_model_put(struct stats_model *s);
  * For a version the caller keeps loaded (a model held from a repository
  * snapshot): its scheduler's reference keeps the result alive. */
 struct stats_model *stats_model_find(const char *name, int64_t version);
+
+/* The statistics a running scheduler records into (through the observer
+ * batch_obs_attach gave it), where the front end records its requests'
+ * outcomes; NULL when it has none. The scheduler's reference keeps them
+ * alive while it runs. Any thread; no lock. (Defined in batch_obs.c; the
+ * name is kept from when sched.h declared it.) */
+struct sched;
+struct stats_model *sched_stats(const struct sched *s);
 
 /* Worker thread, after a successful backend run of batch_size samples:
  * the gather (input), execute (infer) and scatter (output) durations. */

@@ -11,9 +11,6 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
-#include "model/model.h"
-#include "obs/stats.h"
-#include "obs/trace.h"
 
 #define BATCH_ARENA_CHUNK (16 * 1024)
 #define BATCH_ARENA_MAX ((size_t)1 << 30)
@@ -46,7 +43,7 @@ struct worker {
 };
 
 struct sched {
-    struct model *model;
+    struct sched_model model;
     struct sched_config cfg;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -62,7 +59,6 @@ struct sched {
     uint32_t nworkers;
     pthread_mutex_t pool_lock;
     struct sched_batch *free_batches;
-    struct stats_model *stats; /* this version's statistics (obs/stats.h) */
 };
 
 /* ---- batch objects ---------------------------------------------------- */
@@ -91,7 +87,7 @@ static void batch_put(struct sched_batch *b)
 {
     struct sched *s = b->sched;
     if (b->backend_state)
-        s->model->backend->release(b->instance, b->backend_state);
+        s->model.backend->release(b->instance, b->backend_state);
     b->backend_state = NULL;
     arena_reset(&b->arena);
     pthread_mutex_lock(&s->pool_lock);
@@ -281,10 +277,10 @@ static int gather_inputs(struct worker *w, struct infer_request **members, uint3
 /* The union of the members' requested outputs, in model order. */
 static uint32_t union_outputs(struct worker *w, struct infer_request **members, uint32_t n)
 {
-    const struct model *m = w->sched->model;
+    const struct model_info *info = w->sched->model.info;
     uint32_t count = 0;
-    for (uint32_t o = 0; o < m->info.noutputs; o++) {
-        const char *name = m->info.outputs[o].name;
+    for (uint32_t o = 0; o < info->noutputs; o++) {
+        const char *name = info->outputs[o].name;
         bool wanted = false;
         for (uint32_t j = 0; j < n && !wanted; j++)
             for (uint32_t k = 0; k < members[j]->noutputs && !wanted; k++)
@@ -341,7 +337,7 @@ static int assign_outputs(struct worker *w, uint32_t nout, struct infer_request 
 static void run_batch(struct worker *w, struct infer_request **members, uint32_t n)
 {
     struct sched *s = w->sched;
-    struct model *m = s->model;
+    const struct sched_model *m = &s->model;
     struct error err;
     error_clear(&err);
     uint64_t start = clock_now_ns();
@@ -377,10 +373,13 @@ static void run_batch(struct worker *w, struct infer_request **members, uint32_t
             assign_outputs(w, nout, members, n, total, s->cfg.max_batch_size > 0, &err);
     }
     uint64_t end = clock_now_ns();
-    if (!err.status)
-        stats_record_execution(s->stats, (uint32_t)total, infer_start - start,
-                               infer_end - infer_start, end - infer_end);
-    trace_batch_span(members, n, m->name, m->version_str, total, start, end, &err);
+    if (s->cfg.observer.on_batch) {
+        struct sched_batch_report report = {
+            .members = members, .n = n, .samples = total, .start_ns = start,
+            .infer_start_ns = infer_start, .infer_end_ns = infer_end, .end_ns = end,
+            .err = &err};
+        s->cfg.observer.on_batch(s->cfg.observer.ctx, m, &report);
+    }
     log_debug("model %s: ran %u requests, %lld samples in %llu us%s%s", m->name, n,
               (long long)total, (unsigned long long)((end - start) / 1000u),
               err.status ? ": " : "", err.status ? err.msg : "");
@@ -424,7 +423,7 @@ static bool stream_send(void *ctx, const struct tensor *outputs, uint32_t n, boo
 static void run_decoupled(struct worker *w, struct infer_request *r)
 {
     struct sched *s = w->sched;
-    struct model *m = s->model;
+    const struct sched_model *m = &s->model;
     struct error err;
     error_clear(&err);
     uint64_t start = clock_now_ns();
@@ -444,9 +443,12 @@ static void run_decoupled(struct worker *w, struct infer_request *r)
     } else {
         r->rc = 0;
     }
-    if (!err.status)
-        stats_record_execution(s->stats, (uint32_t)r->batch, 0, end - start, 0);
-    trace_batch_span(&r, 1, m->name, m->version_str, r->batch, start, end, &err);
+    if (s->cfg.observer.on_batch) {
+        struct sched_batch_report report = {
+            .members = &r, .n = 1, .samples = r->batch, .start_ns = start,
+            .infer_start_ns = start, .infer_end_ns = end, .end_ns = end, .err = &err};
+        s->cfg.observer.on_batch(s->cfg.observer.ctx, m, &report);
+    }
     r->complete(r);
 }
 
@@ -525,32 +527,34 @@ static void worker_free(struct worker *w, uint32_t ninputs)
 
 static int worker_init(struct worker *w, struct sched *s, void *instance)
 {
-    const struct model *m = s->model;
+    const struct model_info *info = s->model.info;
     w->sched = s;
     w->instance = instance;
     /* A batch holds at most max_batch_size requests (each has >= 1 sample,
      * or 0 samples: bound those by the same number). */
     w->capacity = s->cfg.max_batch_size > 1 && s->cfg.dynamic_batching ? s->cfg.max_batch_size : 1;
-    w->gather = mem_calloc(m->info.ninputs, sizeof *w->gather);
-    w->inputs = mem_calloc(m->info.ninputs, sizeof *w->inputs);
-    w->names = mem_calloc(m->info.noutputs, sizeof *w->names);
-    w->outs = mem_calloc(m->info.noutputs, sizeof *w->outs);
+    w->gather = mem_calloc(info->ninputs, sizeof *w->gather);
+    w->inputs = mem_calloc(info->ninputs, sizeof *w->inputs);
+    w->names = mem_calloc(info->noutputs, sizeof *w->names);
+    w->outs = mem_calloc(info->noutputs, sizeof *w->outs);
     w->members = mem_calloc(w->capacity, sizeof *w->members);
     if (!w->gather || !w->inputs || !w->names || !w->outs || !w->members)
         return -ENOMEM;
-    for (uint32_t i = 0; i < m->info.ninputs; i++)
+    for (uint32_t i = 0; i < info->ninputs; i++)
         buf_init(&w->gather[i], SIZE_MAX);
     return 0;
 }
 
-int sched_start(struct model *m, const struct sched_config *cfg, struct sched **out)
+int sched_start(const struct sched_model *m, const struct sched_config *cfg, struct sched **out)
 {
     struct sched *s = mem_calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        if (cfg->observer.on_stop)
+            cfg->observer.on_stop(cfg->observer.ctx);
         return -ENOMEM;
-    s->model = m;
+    }
+    s->model = *m;
     s->cfg = *cfg;
-    s->stats = stats_model_get(m->name, m->version);
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_condattr_t ca;
@@ -595,7 +599,7 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
     const struct sched_config *c = &s->cfg;
     if (c->max_batch_size && (uint64_t)req->batch > c->max_batch_size && !c->allow_oversize)
         return error_set(err, 400, "batch of %lld exceeds model '%s' max_batch_size %u",
-                         (long long)req->batch, s->model->name, c->max_batch_size);
+                         (long long)req->batch, s->model.name, c->max_batch_size);
     if (c->default_timeout_us) {
         bool shorter = req->timeout_us && req->timeout_us < c->default_timeout_us;
         if (!(c->allow_timeout_override && shorter))
@@ -609,9 +613,9 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
         bool stopping = s->stopping;
         pthread_mutex_unlock(&s->lock);
         if (stopping)
-            return error_set(err, 503, "model '%s' is shutting down", s->model->name);
+            return error_set(err, 503, "model '%s' is shutting down", s->model.name);
         return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
-                         s->model->name, c->max_queue_size);
+                         s->model.name, c->max_queue_size);
     }
     if (s->tail)
         s->tail->next = req;
@@ -632,9 +636,9 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
     return 0;
 }
 
-struct stats_model *sched_stats(const struct sched *s)
+const struct sched_observer *sched_get_observer(const struct sched *s)
 {
-    return s->stats;
+    return &s->cfg.observer;
 }
 
 uint32_t sched_queue_depth(struct sched *s)
@@ -656,7 +660,7 @@ void sched_stop(struct sched *s)
     for (uint32_t i = 0; i < s->nworkers; i++) {
         if (s->workers[i].started)
             pthread_join(s->workers[i].tid, NULL);
-        worker_free(&s->workers[i], s->model->info.ninputs);
+        worker_free(&s->workers[i], s->model.info->ninputs);
     }
     mem_free(s->workers);
     while (s->free_batches) {
@@ -668,6 +672,7 @@ void sched_stop(struct sched *s)
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->pool_lock);
-    stats_model_put(s->stats); /* the workers are joined: nothing records any more */
+    if (s->cfg.observer.on_stop) /* the workers are joined: nothing reports any more */
+        s->cfg.observer.on_stop(s->cfg.observer.ctx);
     mem_free(s);
 }

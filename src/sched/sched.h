@@ -29,6 +29,11 @@
  * Lifecycle: sched_start() once the model's instances are loaded;
  * sched_stop() once nothing more will be submitted: the workers finish
  * every queued request, then stop.
+ *
+ * Layering: sched sits below model/ and obs/. It knows the version it
+ * serves only through struct sched_model, and tells the layers above about
+ * each backend run through the optional struct sched_observer of its
+ * config (obs/ records statistics and trace spans there).
  */
 #ifndef INFERD_SCHED_SCHED_H
 #define INFERD_SCHED_SCHED_H
@@ -36,11 +41,47 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "base/error.h"
 #include "core/infer.h"
 
-struct model;
 struct sched;
+
+/* What the scheduler needs of the model version it serves. sched_start
+ * copies the struct; what it points to must outlive the scheduler (the
+ * model layer's struct model owns it). */
+struct sched_model {
+    const char *name;                  /* for error messages and logs */
+    const char *version;               /* decimal text, for the observer */
+    const struct backend_ops *backend;
+    void *const *instances;            /* one backend instance per worker */
+    uint32_t ninstances;
+    const struct model_info *info;     /* inputs and outputs, in model order */
+};
+
+/* One backend run of a batch, as the observer sees it. */
+struct sched_batch_report {
+    struct infer_request *const *members; /* the batch's requests */
+    uint32_t n;
+    int64_t samples;          /* the members' samples (sum of req->batch) */
+    uint64_t start_ns;        /* batch taken by the worker (clock_now_ns) */
+    uint64_t infer_start_ns;  /* backend execute() call; both 0 if it never ran */
+    uint64_t infer_end_ns;
+    uint64_t end_ns;          /* outputs assigned to the members */
+    const struct error *err;  /* status 0: the run succeeded */
+};
+
+/* Set by the layer above (e.g. obs/batch_obs.h) to learn about every
+ * backend run. All members optional; a zeroed struct observes nothing. */
+struct sched_observer {
+    /* Worker thread, after each backend run (success or failure), before
+     * the members' complete() callbacks. Must not block. */
+    void (*on_batch)(void *ctx, const struct sched_model *m, const struct sched_batch_report *b);
+    /* Once, when the scheduler is freed (sched_stop after its workers are
+     * joined, or a failed sched_start): nothing reports to ctx any more. */
+    void (*on_stop)(void *ctx);
+    void *ctx;
+};
 
 #define SCHED_MAX_PREFERRED 8
 
@@ -60,10 +101,12 @@ struct sched_config {
      * and may get many responses through req->on_response before
      * complete(); a cancelled request stops at its next response. */
     bool decoupled;
+    struct sched_observer observer; /* zero = none */
 };
 
-/* Starts one worker per instance of m (m->instances). */
-int sched_start(struct model *m, const struct sched_config *cfg, struct sched **out);
+/* Starts one worker per instance of m (m->instances). Takes over
+ * cfg->observer: its on_stop runs exactly once, also when this fails. */
+int sched_start(const struct sched_model *m, const struct sched_config *cfg, struct sched **out);
 
 /* Queues req. Returns 0, or -1 with err: 429 when the queue is full (the
  * caller adds Retry-After), 400 for a batch larger than allowed, 503 when
@@ -76,10 +119,8 @@ void sched_release(struct infer_request *req);
 /* Requests queued and not yet taken by a worker. */
 uint32_t sched_queue_depth(struct sched *s);
 
-/* The version's statistics (obs/stats.h), where the front end records its
- * requests' outcomes; NULL if they could not be allocated. */
-struct stats_model;
-struct stats_model *sched_stats(const struct sched *s);
+/* The observer given to sched_start (never NULL; may be all zero). */
+const struct sched_observer *sched_get_observer(const struct sched *s);
 
 void sched_stop(struct sched *s);
 

@@ -60,12 +60,12 @@ static void record(struct outcome *o, const struct http1_parser *p, const struct
 {
     o->n = 0;
     put(o, rc);
-    if (rc == HTTP1_ERROR) {
+    if (rc == ST_ERROR) {
         put(o, p->err_status);
         put(o, (int64_t)(intptr_t)p->err_msg);
         return;
     }
-    put(o, rc == HTTP1_DONE ? (int64_t)p->consumed : -1);
+    put(o, rc == ST_DONE ? (int64_t)p->consumed : -1);
     put(o, p->head_done);
     put(o, offset(req->method, buf));
     put(o, req->method_len);
@@ -112,15 +112,15 @@ static void check_span(const char *p, uint32_t len, const char *buf, size_t end)
 static void check_result(const struct http1_parser *p, const struct http1_request *req,
                          const char *buf, size_t len, int rc)
 {
-    CHECK(rc == HTTP1_DONE || rc == HTTP1_AGAIN || rc == HTTP1_ERROR);
-    if (rc == HTTP1_ERROR) {
+    CHECK(rc == ST_DONE || rc == ST_AGAIN || rc == ST_ERROR);
+    if (rc == ST_ERROR) {
         int s = p->err_status;
         CHECK(s == 400 || s == 413 || s == 414 || s == 417 || s == 431 || s == 501 || s == 505);
         CHECK(p->err_msg != NULL);
         CHECK(!req->keep_alive);
         return;
     }
-    size_t end = rc == HTTP1_DONE ? p->consumed : len;
+    size_t end = rc == ST_DONE ? p->consumed : len;
     CHECK(end <= len);
     CHECK(req->nheaders <= p->limits.max_headers && req->nheaders <= HTTP1_MAX_HEADERS_CAP);
     for (uint32_t i = 0; i < req->nheaders; i++) {
@@ -159,7 +159,7 @@ static void check_result(const struct http1_parser *p, const struct http1_reques
             CHECK(path_off + req->path_len == req->target_len);
         CHECK(req->version_minor == 0 || req->version_minor == 1);
     }
-    if (rc != HTTP1_DONE) {
+    if (rc != ST_DONE) {
         CHECK(req->body == NULL && req->body_len == 0);
         return;
     }
@@ -219,14 +219,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = http1_parse(&p, whole, n, &req);
     check_result(&p, &req, whole, n, rc);
     record(&once, &p, &req, whole, rc);
-    size_t once_consumed = rc == HTTP1_DONE ? p.consumed : 0;
+    size_t once_consumed = rc == ST_DONE ? p.consumed : 0;
     char *once_body = req.body;
     uint64_t once_body_len = req.body_len;
-    if (rc == HTTP1_DONE)
+    if (rc == ST_DONE)
         check_untouched(whole, input, once_consumed, n);
 
     size_t off = 0;
-    while (rc == HTTP1_DONE && off + p.consumed < n) {
+    while (rc == ST_DONE && off + p.consumed < n) {
         off += p.consumed;
         http1_parser_init(&p, limits);
         rc = http1_parse(&p, whole + off, n - off, &req);
@@ -253,7 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         len = grown;
         rc = http1_parse(&p, buf, len, &req);
         check_result(&p, &req, buf, len, rc);
-    } while (rc == HTTP1_AGAIN && len < n);
+    } while (rc == ST_AGAIN && len < n);
     record(&split, &p, &req, buf, rc);
 
     if (!same_outcome(&once, &split)) {
@@ -264,7 +264,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     i < split.n ? (long long)split.v[i] : 0);
         abort();
     }
-    if (rc == HTTP1_DONE) {
+    if (rc == ST_DONE) {
         CHECK(p.consumed == once_consumed);
         check_untouched(buf, input, p.consumed, len);
         CHECK(req.body_len == once_body_len);

@@ -47,7 +47,7 @@ static void check_response(const struct buf *out, size_t json_len)
     arena_init(&a, 4096, 256u << 20);
     struct json_limits limits = {.max_depth = 16, .allow_nonfinite = true};
     struct json_value *root;
-    if (json_parse(&a, out->data, doc_len, &limits, &root, NULL, NULL) != 0)
+    if (json_parse(&a, out->data, doc_len, &limits, &root, NULL, NULL) != ST_OK)
         __builtin_trap();
     const struct json_value *outs = json_get(root, "outputs");
     uint64_t total = 0;

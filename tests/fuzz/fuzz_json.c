@@ -244,16 +244,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     arena_init(&again_arena, 4096, 4 * ARENA_MAX);
     buf_init(&out, 16 * size + 1024);
 
-    int strict_rc = json_parse(&strict_arena, text, size, NULL, &strict, &msg, &off);
-    if (strict_rc != 0)
+    enum status strict_rc = json_parse(&strict_arena, text, size, NULL, &strict, &msg, &off);
+    if (strict_rc != ST_OK)
         check(msg && off <= size && !strict, "bad error report");
-    int lenient_rc = json_parse(&lenient_arena, text, size, &lenient_limits, &lenient, &msg, &off);
-    if (lenient_rc != 0) {
+    enum status lenient_rc = json_parse(&lenient_arena, text, size, &lenient_limits, &lenient, &msg, &off);
+    if (lenient_rc != ST_OK) {
         check(msg && off <= size && !lenient, "bad error report");
-        check(strict_rc != 0, "strict parse accepts what lenient rejects");
+        check(strict_rc != ST_OK, "strict parse accepts what lenient rejects");
         goto out;
     }
-    if (strict_rc == 0)
+    if (strict_rc == ST_OK)
         check(tree_equal(strict, lenient), "strict and lenient trees differ");
     check_tree(lenient);
 
@@ -265,10 +265,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         goto out;
     }
     check(out.err == 0 && w.depth == 0, "writer failed");
-    int rc = json_parse(&again_arena, out.data, out.len, &lenient_limits, &again, &msg, &off);
-    if (rc != 0)
+    enum status rc = json_parse(&again_arena, out.data, out.len, &lenient_limits, &again, &msg, &off);
+    if (rc != ST_OK)
         fprintf(stderr, "re-parse: %s at %zu in %.*s\n", msg, off, (int)out.len, out.data);
-    check(rc == 0, "writer output does not parse");
+    check(rc == ST_OK, "writer output does not parse");
     check(tree_equal(lenient, again), "round trip changed the tree");
 
 out:

@@ -143,11 +143,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     copy[size] = '\0';
 
     arena_init(&arena, 4096, ARENA_MAX);
-    int rc = json_parse(&arena, text, size, &limits, &ours, &msg, &off);
+    enum status rc = json_parse(&arena, text, size, &limits, &ours, &msg, &off);
     cJSON *theirs = cJSON_ParseWithLengthOpts(copy, size, &cend, 0);
     bool cjson_ok = theirs && only_space(cend, copy + size);
 
-    if (rc == 0) {
+    if (rc == ST_OK) {
         check(cjson_ok, "we accept what cJSON rejects");
         check(same(ours, theirs), "trees differ");
     } else if (cjson_ok) {

@@ -156,7 +156,7 @@ static void write_json(const struct model_config *cfg, struct buf *b)
     struct json_value *v;
     const char *msg;
     size_t off;
-    check(json_parse(&a, b->data, b->len, NULL, &v, &msg, &off) == 0, "config JSON does not parse");
+    check(json_parse(&a, b->data, b->len, NULL, &v, &msg, &off) == ST_OK, "config JSON does not parse");
     check(v->type == JSON_OBJECT, "config JSON is not an object");
     arena_free(&a);
 }
@@ -169,8 +169,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct pbtxt_value *root = NULL;
 
     arena_init(&tree, 16384, 32u << 20);
-    int prc = pbtxt_parse(&tree, text, size, NULL, &root, &perr);
-    if (prc == 0) {
+    enum status prc = pbtxt_parse(&tree, text, size, NULL, &root, &perr);
+    if (prc == ST_OK) {
         uint32_t nodes = 0;
         check_tree(root, 0, &nodes);
         check(nodes <= PBTXT_DEFAULT_MAX_NODES, "more nodes than the limit");
@@ -186,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (crc != 0) {
         check(cerr.status == 400 || cerr.status == 500, "bad config error status");
         check(cerr.msg[0] != '\0', "config error without a message");
-        if (prc != 0 && perr.status == 400 && size <= MODEL_CONFIG_MAX_TEXT)
+        if (prc != ST_OK && perr.status == 400 && size <= MODEL_CONFIG_MAX_TEXT)
             check(!strcmp(perr.msg, cerr.msg), "config and pbtxt disagree on a syntax error");
         if (cerr.status == 400 && size <= MODEL_CONFIG_MAX_TEXT &&
             strcmp(cerr.msg, "the model configuration is too large"))
@@ -195,7 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         model_config_free(&cfg);
         return 0;
     }
-    check(prc == 0, "config parsed what pbtxt rejected");
+    check(prc == ST_OK, "config parsed what pbtxt rejected");
     check_strings(&cfg);
 
     struct buf before, after;

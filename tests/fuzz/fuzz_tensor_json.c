@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct error ea = {0}, eb = {0};
     int ra; /* 0 ok, -1 error (ea), 1 malformed */
     int64_t count = (data[0] >> 4) & 7;
-    if (json_parse(&arena, text, len, &lim, &root, &msg, &off) != 0) {
+    if (json_parse(&arena, text, len, &lim, &root, &msg, &off) != ST_OK) {
         if (strcmp(msg, "out of memory") == 0)
             goto out_free_arena;
         ra = 1;
@@ -90,17 +90,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     int64_t shape[1] = {count};
-    int rb = tensor_json_parse(text, len, dt, shape, 1, count, out_b, &arena, "x", &eb);
-    if (rb != 0 && eb.status == 413)
+    enum status rb = tensor_json_parse(text, len, dt, shape, 1, count, out_b, &arena, "x", &eb);
+    if (rb != ST_OK && eb.status == 413)
         goto out_free_arena; /* arena ceiling: the paths use different amounts */
     if (ra == 1) {
-        if (rb == 0 || eb.status != 400)
+        if (rb == ST_OK || eb.status != 400)
             __builtin_trap();
     } else if (ra != 0) {
-        if (rb == 0 || eb.status != ea.status || strcmp(ea.msg, eb.msg) != 0)
+        if (rb == ST_OK || eb.status != ea.status || strcmp(ea.msg, eb.msg) != 0)
             __builtin_trap();
     } else {
-        if (rb != 0 || !same_output(dt, count, out_a, out_b))
+        if (rb != ST_OK || !same_output(dt, count, out_a, out_b))
             __builtin_trap();
         /* Written back, the elements parse to the same bytes (NaN payloads
          * aside, which text does not carry). */
@@ -146,8 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                    .allow_nonfinite = true,
                                    .raw_array_key = "data"};
         struct json_value *rroot = NULL;
-        int rr = json_parse(&arena, doc, wlen, &rlim, &rroot, &msg, &off);
-        const struct json_value *raw = rr == 0 ? json_get(rroot, "data") : NULL;
+        enum status rr = json_parse(&arena, doc, wlen, &rlim, &rroot, &msg, &off);
+        const struct json_value *raw = rr == ST_OK ? json_get(rroot, "data") : NULL;
         if (ra != 1 && root && root->type == JSON_ARRAY) {
             /* A valid array: the scan must accept it and keep its bytes. */
             const char *lb = memchr(text, '[', len);
@@ -162,10 +162,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             trimmed--;
         if (raw && raw->type == JSON_RAW && raw->u.raw + raw->len == doc + 8 + trimmed) {
             struct error ec = {0};
-            int rc = tensor_json_parse(raw->u.raw, raw->len, dt, shape, 1, count, out_a, &arena,
+            enum status rc = tensor_json_parse(raw->u.raw, raw->len, dt, shape, 1, count, out_a, &arena,
                                        "x", &ec);
-            if (!(rc != 0 && ec.status == 413) &&
-                ((rc == 0) != (rb == 0) || (rb != 0 && ra != 1 && strcmp(ec.msg, eb.msg) != 0)))
+            if (!(rc != ST_OK && ec.status == 413) &&
+                ((rc == ST_OK) != (rb == ST_OK) || (rb != ST_OK && ra != 1 && strcmp(ec.msg, eb.msg) != 0)))
                 __builtin_trap();
         }
         free(doc);

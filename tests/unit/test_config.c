@@ -239,6 +239,7 @@ static void test_simple_example(void **state)
         "{\"name\":\"OUTPUT1\",\"data_type\":\"TYPE_INT32\",\"dims\":[16],\"label_filename\":\"\","
         "\"is_shape_tensor\":false,\"is_non_linear_format_io\":false}],"
         "\"batch_input\":[],\"batch_output\":[],"
+        "\"model_transaction_policy\":{\"decoupled\":false},"
         "\"instance_group\":[{\"name\":\"simple\",\"kind\":\"KIND_CPU\",\"count\":1,\"gpus\":[],"
         "\"secondary_devices\":[],\"profile\":[],\"passive\":false,\"host_policy\":\"\"}],"
         "\"default_model_filename\":\"model.onnx\",\"cc_model_filenames\":{},\"metric_tags\":{},"
@@ -768,7 +769,6 @@ static void test_ignored_fields(void **state)
                            "input.allow_ragged_batch",
                            "sequence_batching",
                            "response_cache",
-                           "model_transaction_policy",
                            "default_model_filename",
                            "cc_model_filenames",
                            "metric_tags",
@@ -785,8 +785,9 @@ static void test_ignored_fields(void **state)
     assert_int_equal(cfg.ignored[0].col, 1);
     assert_int_equal(cfg.ignored[1].line, 3);
     assert_int_equal(cfg.ignored[1].col, 21);
-    assert_int_equal(cfg.ignored[10].line, 12); /* the first batch_input */
+    assert_int_equal(cfg.ignored[9].line, 12); /* the first batch_input */
     assert_int_equal(cfg.ninputs, 2);
+    assert_false(cfg.decoupled); /* model_transaction_policy is read, not ignored */
     model_config_free(&cfg);
 
     /* ensemble_scheduling is known (ignored) but an ensemble is not ONNX */

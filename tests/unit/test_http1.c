@@ -81,7 +81,7 @@ static void assert_header(const struct http1_request *req, const char *name, con
 static struct parse *parse_done(const char *raw)
 {
     struct parse *ps = parse_str(raw);
-    if (ps->rc != HTTP1_DONE)
+    if (ps->rc != ST_DONE)
         fail_msg("rc %d, status %d (%s) for:\n%s", ps->rc, ps->p.err_status,
                  ps->p.err_msg ? ps->p.err_msg : "", raw);
     assert_int_equal(ps->p.consumed, strlen(raw));
@@ -282,7 +282,7 @@ static void test_expect_continue_head_before_body(void **state)
     struct http1_parser p;
     struct http1_request req;
     http1_parser_init(&p, &default_limits);
-    assert_int_equal(http1_parse(&p, buf, head_len, &req), HTTP1_AGAIN);
+    assert_int_equal(http1_parse(&p, buf, head_len, &req), ST_AGAIN);
     assert_true(p.head_done);
     assert_true(req.expect_continue);
     assert_span(req.path, req.path_len, "/v2/models/m/infer");
@@ -295,7 +295,7 @@ static void test_expect_continue_head_before_body(void **state)
     memcpy(moved, buf, head_len);
     memcpy(moved + head_len, "hello", 5);
     free(buf);
-    assert_int_equal(http1_parse(&p, moved, head_len + 5, &req), HTTP1_DONE);
+    assert_int_equal(http1_parse(&p, moved, head_len + 5, &req), ST_DONE);
     assert_int_equal(p.consumed, head_len + 5);
     assert_ptr_equal(req.method, moved);
     assert_header(&req, "host", "a");
@@ -308,7 +308,7 @@ static void test_fields_known_so_far(void **state)
     (void)state;
     const char *raw = "PUT /a?q HTTP/1.1\r\nHost: h\r\nX-Partial: val";
     struct parse *ps = parse_str(raw);
-    assert_int_equal(ps->rc, HTTP1_AGAIN);
+    assert_int_equal(ps->rc, ST_AGAIN);
     assert_false(ps->p.head_done);
     assert_span(ps->req.method, ps->req.method_len, "PUT");
     assert_span(ps->req.query, ps->req.query_len, "q");
@@ -317,7 +317,7 @@ static void test_fields_known_so_far(void **state)
     parse_free(ps);
 
     ps = parse_str("PUT /a?q HTT");
-    assert_int_equal(ps->rc, HTTP1_AGAIN);
+    assert_int_equal(ps->rc, ST_AGAIN);
     assert_null(ps->req.method);
     assert_null(ps->req.target);
     assert_null(ps->req.query);
@@ -375,7 +375,7 @@ static void test_limits_are_inclusive(void **state)
     struct http1_limits lim = {
         .max_request_line = 20, .max_header_bytes = 56, .max_headers = 3, .max_body = 4};
     struct parse *ps = parse_bytes(raw, strlen(raw), &lim);
-    assert_int_equal(ps->rc, HTTP1_DONE);
+    assert_int_equal(ps->rc, ST_DONE);
     parse_free(ps);
 
     raw = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -383,7 +383,7 @@ static void test_limits_are_inclusive(void **state)
     lim = default_limits;
     lim.max_body = 4;
     ps = parse_bytes(raw, strlen(raw), &lim);
-    assert_int_equal(ps->rc, HTTP1_DONE);
+    assert_int_equal(ps->rc, ST_DONE);
     assert_span(ps->req.body, (uint32_t)ps->req.body_len, "abcd");
     parse_free(ps);
 }
@@ -400,11 +400,11 @@ static void describe(const struct http1_parser *p, const struct http1_request *r
     size_t n = 0;
 #define PUT(...) (n += (size_t)snprintf(out + n, n < size ? size - n : 0, __VA_ARGS__))
     PUT("rc=%d", rc);
-    if (rc == HTTP1_ERROR) {
+    if (rc == ST_ERROR) {
         PUT(" status=%d msg=%s", p->err_status, p->err_msg);
         return;
     }
-    PUT(" consumed=%zu head_done=%d", rc == HTTP1_DONE ? p->consumed : 0, p->head_done);
+    PUT(" consumed=%zu head_done=%d", rc == ST_DONE ? p->consumed : 0, p->head_done);
     PUT(" method=%.*s target=%.*s path=%.*s", (int)req->method_len, req->method ? req->method : "",
         (int)req->target_len, req->target ? req->target : "", (int)req->path_len,
         req->path ? req->path : "");
@@ -454,7 +454,7 @@ static void test_split_at_every_boundary(void **state)
             struct http1_parser p;
             http1_parser_init(&p, &default_limits);
             int rc = http1_parse(&p, buf, k, &req);
-            if (rc != HTTP1_AGAIN) {
+            if (rc != ST_AGAIN) {
                 /* Finished early: only possible with the same outcome. */
                 describe(&p, &req, rc, got, sizeof got);
                 if (strcmp(want, got) != 0)
@@ -485,9 +485,9 @@ static void test_grow_one_byte_per_call(void **state)
         struct http1_parser p;
         http1_parser_init(&p, &default_limits);
         char *buf = NULL;
-        int rc = HTTP1_AGAIN;
+        int rc = ST_AGAIN;
         size_t len = 0;
-        while (rc == HTTP1_AGAIN && len < n) {
+        while (rc == ST_AGAIN && len < n) {
             char *moved = malloc(len + 1);
             assert_non_null(moved);
             if (len)
@@ -501,7 +501,7 @@ static void test_grow_one_byte_per_call(void **state)
         if (strcmp(want, got) != 0)
             fail_msg("request %zu byte by byte:\nwant %s\ngot  %s", r, want, got);
         /* DONE exactly when the last byte of the request arrived. */
-        if (rc == HTTP1_DONE)
+        if (rc == ST_DONE)
             assert_int_equal(p.consumed, len);
         free(buf);
     }
@@ -530,7 +530,7 @@ static void test_pipelining(void **state)
     for (int i = 0; i < 4; i++) {
         struct http1_parser p;
         http1_parser_init(&p, &default_limits);
-        assert_int_equal(http1_parse(&p, buf + off, n - off, &req), HTTP1_DONE);
+        assert_int_equal(http1_parse(&p, buf + off, n - off, &req), ST_DONE);
         assert_span(req.path, req.path_len, paths[i]);
         if (bodies[i])
             assert_span(req.body, (uint32_t)req.body_len, bodies[i]);
@@ -563,13 +563,13 @@ static void expect_errors(const struct error_case *cases, size_t n,
 {
     for (size_t i = 0; i < n; i++) {
         struct parse *ps = parse_bytes(cases[i].raw, cases[i].len, limits);
-        if (ps->rc != HTTP1_ERROR || ps->p.err_status != cases[i].status)
+        if (ps->rc != ST_ERROR || ps->p.err_status != cases[i].status)
             fail_msg("%s: want error %d, got rc %d status %d", cases[i].what, cases[i].status,
                      ps->rc, ps->p.err_status);
         assert_non_null(ps->p.err_msg);
         assert_false(ps->req.keep_alive);
         /* Errors are final. */
-        assert_int_equal(http1_parse(&ps->p, ps->buf, ps->len, &ps->req), HTTP1_ERROR);
+        assert_int_equal(http1_parse(&ps->p, ps->buf, ps->len, &ps->req), ST_ERROR);
         assert_int_equal(ps->p.err_status, cases[i].status);
         parse_free(ps);
     }
@@ -827,7 +827,7 @@ static void test_regress_chunk_size_overflow(void **state)
 
     /* The largest 16-digit size is accepted when max_body allows it. */
     struct parse *ps = parse_bytes(CHUNKED "FFFFFFFFFFFFFFFF\r\nabc", sizeof(CHUNKED) + 20, &lim);
-    assert_int_equal(ps->rc, HTTP1_AGAIN);
+    assert_int_equal(ps->rc, ST_AGAIN);
     parse_free(ps);
 }
 
@@ -839,7 +839,7 @@ static void test_regress_chunk_extension_too_long(void **state)
     memset(raw + n, 'a', sizeof raw - (size_t)n);
     /* No LF anywhere: the line is rejected once its bound is reached. */
     struct parse *ps = parse_bytes(raw, sizeof raw, &default_limits);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 400);
     parse_free(ps);
 }
@@ -854,10 +854,10 @@ static void test_regress_long_request_line(void **state)
 
     /* 63 bytes without CRLF may still end in time, 64 cannot. */
     struct parse *ps = parse_bytes(raw, 63, &lim);
-    assert_int_equal(ps->rc, HTTP1_AGAIN);
+    assert_int_equal(ps->rc, ST_AGAIN);
     parse_free(ps);
     ps = parse_bytes(raw, 64, &lim);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 414);
     parse_free(ps);
 
@@ -878,10 +878,10 @@ static void test_regress_header_bytes(void **state)
     memset(raw + n, 'a', sizeof raw - (size_t)n);
 
     struct parse *ps = parse_bytes(raw, 255, &lim);
-    assert_int_equal(ps->rc, HTTP1_AGAIN);
+    assert_int_equal(ps->rc, ST_AGAIN);
     parse_free(ps);
     ps = parse_bytes(raw, 256, &lim);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 431);
     parse_free(ps);
 }
@@ -896,7 +896,7 @@ static void test_regress_empty_line_flood(void **state)
     for (size_t i = 0; i < sizeof raw; i += 2)
         memcpy(raw + i, "\r\n", 2);
     struct parse *ps = parse_bytes(raw, 64, &lim);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 431);
     parse_free(ps);
 }
@@ -909,14 +909,14 @@ static void test_regress_header_count(void **state)
     /* The fifth field fails as soon as its line is complete. */
     static const char raw[] = H11 "A: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n";
     struct parse *ps = parse_bytes(raw, sizeof raw - 1, &lim);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 431);
     parse_free(ps);
 
     /* Trailers count toward the same limit. */
     static const char chunked[] = CHUNKED "0\r\nA: 1\r\nB: 2\r\nC: 3\r\n";
     ps = parse_bytes(chunked, sizeof chunked - 1, &lim);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 431);
     parse_free(ps);
 
@@ -927,7 +927,7 @@ static void test_regress_header_count(void **state)
     for (int i = 0; i < HTTP1_MAX_HEADERS_CAP; i++)
         n += snprintf(big + n, sizeof big - (size_t)n, "X%d: %d\r\n", i, i);
     ps = parse_bytes(big, (size_t)n, &lim);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 431);
     parse_free(ps);
 }
@@ -945,10 +945,10 @@ static void test_regress_trailer_bytes(void **state)
     raw[sizeof head - 1 + 1] = ':';
 
     struct parse *ps = parse_bytes(raw, sizeof head - 1 + 31, &lim);
-    assert_int_equal(ps->rc, HTTP1_AGAIN);
+    assert_int_equal(ps->rc, ST_AGAIN);
     parse_free(ps);
     ps = parse_bytes(raw, sizeof head - 1 + 32, &lim);
-    assert_int_equal(ps->rc, HTTP1_ERROR);
+    assert_int_equal(ps->rc, ST_ERROR);
     assert_int_equal(ps->p.err_status, 431);
     parse_free(ps);
 }
@@ -997,12 +997,12 @@ static double feed_byte_by_byte(char *buf, size_t n, const struct http1_limits *
 {
     http1_parser_init(p, lim);
     double start = now();
-    int rc = HTTP1_AGAIN;
+    int rc = ST_AGAIN;
     size_t len = 0;
-    while (rc == HTTP1_AGAIN && len < n)
+    while (rc == ST_AGAIN && len < n)
         rc = http1_parse(p, buf, ++len, req);
     double took = now() - start;
-    assert_int_equal(rc, HTTP1_DONE);
+    assert_int_equal(rc, ST_DONE);
     assert_int_equal(p->consumed, n);
     return took;
 }

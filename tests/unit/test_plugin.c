@@ -24,6 +24,7 @@
 #include "backend/onnxruntime.h"
 #include "backend/plugin.h"
 #include "base/arena.h"
+#include "model/backend_config.h"
 #include "model/config.h"
 
 #ifndef INFERD_PLUGIN_DIR
@@ -63,17 +64,24 @@ static struct error resolve_fail(const char *name, const char *model_dir, const 
     return err;
 }
 
+/* Loads as the registry does: the model layer parses the config for the
+ * plugin (model/backend_config.h), then the backend loads. */
 static int load(const struct backend_ops *ops, const char *cfg, void **inst,
                 struct model_info *info, struct error *err)
 {
+    struct model_backend_config bc;
+    error_clear(err);
+    *inst = NULL;
+    if (model_backend_config_prepare(cfg, cfg ? strlen(cfg) : 0, &bc, err) != 0)
+        return -1;
     struct backend_load_args args = {
         .path = MODEL_FILE,
         .intra_op_threads = 1,
-        .config_text = cfg,
-        .config_len = cfg ? strlen(cfg) : 0,
+        .config = bc.config,
     };
-    error_clear(err);
-    return ops->load(&args, inst, info, err);
+    int rc = ops->load(&args, inst, info, err);
+    model_backend_config_free(&bc);
+    return rc;
 }
 
 static void load_ok(const struct backend_ops *ops, const char *cfg, void **inst,
@@ -112,16 +120,16 @@ static void test_builtin(void **state)
 
     const struct backend_ops *ops = NULL;
     struct error err = {0};
-    assert_int_equal(plugin_backend_for_config(NULL, 0, NULL, "/nonexistent", NULL, &ops, &err), 0);
+    assert_int_equal(model_backend_for_config(NULL, 0, NULL, "/nonexistent", NULL, &ops, &err), 0);
     assert_ptr_equal(ops, &backend_onnxruntime);
     const char *cfg = "platform: 'onnxruntime_onnx' max_batch_size: 4";
-    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), 0);
+    assert_int_equal(model_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), 0);
     assert_ptr_equal(ops, &backend_onnxruntime);
     cfg = "backend: 'onnxruntime'";
-    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), 0);
+    assert_int_equal(model_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), 0);
     assert_ptr_equal(ops, &backend_onnxruntime);
     cfg = "max_batch_size: [";
-    assert_int_equal(plugin_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), -1);
+    assert_int_equal(model_backend_for_config(cfg, strlen(cfg), NULL, "/x", NULL, &ops, &err), -1);
     assert_int_equal(err.status, 400);
     assert_contains(err.msg, "config.pbtxt:1:");
 }
@@ -142,7 +150,7 @@ static void test_resolve_plugin(void **state)
     struct error err = {0};
     const char *cfg = "backend: \"identity_stall\"";
     assert_int_equal(
-        plugin_backend_for_config(cfg, strlen(cfg), NULL, INFERD_PLUGIN_DIR, NULL, &via_cfg, &err), 0);
+        model_backend_for_config(cfg, strlen(cfg), NULL, INFERD_PLUGIN_DIR, NULL, &via_cfg, &err), 0);
     assert_ptr_equal(via_cfg, ops);
 }
 

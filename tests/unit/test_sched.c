@@ -67,6 +67,7 @@ struct harness {
     uint32_t ncalls;
     uint32_t completed;
     struct model model;
+    struct sched_model smodel; /* what the scheduler sees of `model` */
     void *instances[1];
     struct model_io in_io, out_io;
     const char *out_names[1];
@@ -167,7 +168,10 @@ static struct harness *harness_new(const struct sched_config *cfg, uint32_t allo
     m->info.outputs = &h->out_io;
     m->batched = true;
     m->sched_cfg = *cfg;
-    assert_int_equal(sched_start(m, cfg, &h->sched), 0);
+    h->smodel = (struct sched_model){.name = m->name, .version = m->version_str,
+                                     .backend = m->backend, .instances = m->instances,
+                                     .ninstances = m->ninstances, .info = &m->info};
+    assert_int_equal(sched_start(&h->smodel, cfg, &h->sched), 0);
     return h;
 }
 

@@ -180,7 +180,7 @@ static void test_ids(void **state)
     trace_new_span_id(s);
     assert_false(trace_id_is_zero(s, sizeof s));
     char hex[2 * TRACE_ID_BYTES + 1];
-    trace_hex(a, sizeof a, hex);
+    span_hex(a, sizeof a, hex);
     assert_int_equal(strlen(hex), 32);
     for (int i = 0; i < 32; i++)
         assert_non_null(strchr("0123456789abcdef", hex[i]));

@@ -1,3 +1,7 @@
+/*
+ * config_parse: config.pbtxt text -> struct model_config (model_config_parse),
+ * and the struct's lifecycle and arena (see config.h, "Parsing").
+ */
 #include "model/config.h"
 
 #include <errno.h>
@@ -20,8 +24,6 @@
 #define CONFIG_IGNORED_MAX 64
 
 static char empty_string[] = "";
-static char onnx_platform[] = "onnxruntime_onnx";
-static char onnx_backend[] = "onnxruntime";
 
 static const char *const datatype_names[] = {
     "TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
@@ -50,7 +52,7 @@ struct mark {
     size_t plen, splen;
 };
 
-static void config_init(struct model_config *cfg)
+void model_config_init(struct model_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     arena_init(&cfg->_arena, CONFIG_ARENA_CHUNK, CONFIG_ARENA_MAX);
@@ -62,7 +64,17 @@ static void config_init(struct model_config *cfg)
 void model_config_free(struct model_config *cfg)
 {
     arena_free(&cfg->_arena);
-    config_init(cfg);
+    model_config_init(cfg);
+}
+
+const char *model_io_format_name(enum model_io_format f)
+{
+    return (size_t)f < COUNT_OF(format_names) ? format_names[f] : "FORMAT_NONE";
+}
+
+const char *model_timeout_action_name(enum model_timeout_action a)
+{
+    return (size_t)a < COUNT_OF(timeout_action_names) ? timeout_action_names[a] : "REJECT";
 }
 
 /* ---- paths and errors ---- */
@@ -122,15 +134,6 @@ static int fail_at(struct ctx *c, uint32_t line, uint32_t col, const char *fmt, 
 #define FAIL_V(c, v, ...) fail_at((c), (v)->line, (v)->col, __VA_ARGS__)
 #define FAIL_F(c, f, ...) fail_at((c), (f)->line, (f)->col, __VA_ARGS__)
 
-/* An allocation of n bytes failed: the arena's ceiling (a client-side
- * problem, 400) or the heap (500). */
-static int fail_alloc(struct ctx *c, size_t n)
-{
-    const struct arena *a = &c->cfg->_arena;
-    if (a->max - a->used < n + 16)
-        return error_set(c->err, 400, "the model configuration is too large");
-    return error_set(c->err, 500, "out of memory while reading the model configuration");
-}
 
 /* "a message", "a string", or the literal itself. */
 static const char *describe(const struct pbtxt_value *v, char *buf, size_t size)
@@ -149,20 +152,40 @@ static const char *describe(const struct pbtxt_value *v, char *buf, size_t size)
 
 /* ---- allocation from the config's arena ---- */
 
+/* An allocation of n bytes failed: the arena's ceiling (a client-side
+ * problem, 400) or the heap (500). */
+static int fail_alloc(const struct model_config *cfg, size_t n, struct error *err)
+{
+    const struct arena *a = &cfg->_arena;
+    if (a->max - a->used < n + 16)
+        return error_set(err, 400, "the model configuration is too large");
+    return error_set(err, 500, "out of memory while reading the model configuration");
+}
+
+void *model_config_alloc(struct model_config *cfg, size_t count, size_t size, struct error *err)
+{
+    void *p = arena_calloc(&cfg->_arena, count ? count : 1, size);
+    if (!p)
+        fail_alloc(cfg, count * size, err);
+    return p;
+}
+
+char *model_config_strndup(struct model_config *cfg, const char *s, size_t n, struct error *err)
+{
+    char *d = arena_strndup(&cfg->_arena, s, n);
+    if (!d)
+        fail_alloc(cfg, n + 1, err);
+    return d;
+}
+
 static void *cfg_calloc(struct ctx *c, size_t count, size_t size)
 {
-    void *p = arena_calloc(&c->cfg->_arena, count ? count : 1, size);
-    if (!p)
-        fail_alloc(c, count * size);
-    return p;
+    return model_config_alloc(c->cfg, count, size, c->err);
 }
 
 static char *cfg_strdup(struct ctx *c, const char *s, size_t n)
 {
-    char *d = arena_strndup(&c->cfg->_arena, s, n);
-    if (!d)
-        fail_alloc(c, n + 1);
-    return d;
+    return model_config_strndup(c->cfg, s, n, c->err);
 }
 
 /* ---- field kinds ---- */
@@ -1068,7 +1091,6 @@ static const char *const ignored_top[] = {
     "cc_model_filenames",
     "metric_tags",
     "model_operations",
-    "model_transaction_policy",
     "model_repository_agents",
     "response_cache",
     "model_metrics",
@@ -1081,7 +1103,26 @@ enum top_bits {
     TOP_MAX_BATCH = 8,
     TOP_DYNAMIC = 16,
     TOP_VERSION = 32,
+    TOP_TRANSACTION = 64,
 };
+
+/* model_transaction_policy { decoupled: <bool> } */
+static int parse_transaction_policy(struct ctx *c, const struct pbtxt_field *f)
+{
+    uint32_t seen = 0;
+    if (want_message(c, f))
+        return -1;
+    for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
+        struct mark m = path_push(c, e->name);
+        int rc = !strcmp(e->name, "decoupled")
+                     ? once(c, e, &seen, 1) || get_bool(c, e, &c->cfg->decoupled)
+                     : unknown(c, e, "ModelTransactionPolicy");
+        path_pop(c, m);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
 
 static bool is_ignored_top(const char *name)
 {
@@ -1160,6 +1201,8 @@ static int parse_root(struct ctx *c, const struct pbtxt_value *root)
             }
         } else if (!strcmp(name, "version_policy")) {
             rc = once(c, f, &seen, TOP_VERSION) || parse_version_policy(c, f);
+        } else if (!strcmp(name, "model_transaction_policy")) {
+            rc = once(c, f, &seen, TOP_TRANSACTION) || parse_transaction_policy(c, f);
         } else if (!strcmp(name, "model_warmup")) {
             path_index(c, cfg->nwarmups);
             rc = parse_warmup(c, f, &cfg->warmups[cfg->nwarmups]);
@@ -1199,7 +1242,7 @@ int model_config_parse(const char *text, size_t len, struct model_config *cfg, s
     struct ctx c = {.cfg = cfg, .err = err};
     int rc;
 
-    config_init(cfg);
+    model_config_init(cfg);
     if (len > MODEL_CONFIG_MAX_TEXT)
         return error_set(err, 400, "the model configuration is larger than %u bytes",
                          MODEL_CONFIG_MAX_TEXT);
@@ -1215,604 +1258,4 @@ int model_config_parse(const char *text, size_t len, struct model_config *cfg, s
         return -1;
     }
     return 0;
-}
-
-/* ---- checking against the ONNX model ---- */
-
-static bool onnx_batchable(const struct model_info *onnx)
-{
-    /* A request's batch size is read from its inputs. */
-    if (onnx->ninputs == 0)
-        return false;
-    for (uint32_t i = 0; i < onnx->ninputs; i++)
-        if (onnx->inputs[i].ndim == 0 || onnx->inputs[i].dims[0] != -1)
-            return false;
-    for (uint32_t i = 0; i < onnx->noutputs; i++)
-        if (onnx->outputs[i].ndim == 0 || onnx->outputs[i].dims[0] != -1)
-            return false;
-    return true;
-}
-
-static int find_io(const struct model_io *ios, uint32_t n, const char *name)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (!strcmp(ios[i].name, name))
-            return (int)i;
-    return -1;
-}
-
-/* "a, b, c" (truncated) for error messages. */
-static void list_names(const struct model_io *ios, uint32_t n, char *out, size_t size)
-{
-    size_t len = 0;
-    out[0] = '\0';
-    for (uint32_t i = 0; i < n && len + 1 < size; i++) {
-        int w = snprintf(out + len, size - len, "%s%s", i ? ", " : "", ios[i].name);
-        if (w < 0)
-            break;
-        len += (size_t)w;
-    }
-    if (n == 0)
-        snprintf(out, size, "none");
-}
-
-/* The ONNX shape as the config sees it (batch dimension removed). */
-static void model_view(const struct model_io *mio, int32_t max_batch, const int64_t **dims,
-                       uint32_t *ndim)
-{
-    uint32_t skip = max_batch > 0 ? 1 : 0;
-    *dims = mio->dims + skip;
-    *ndim = mio->ndim - skip;
-}
-
-static int check_io(struct model_config *cfg, struct model_config_io *io,
-                    const struct model_io *mio, bool input, struct error *err)
-{
-    const char *what = input ? "input" : "output";
-    char a[128], b[128];
-    const int64_t *mdims;
-    uint32_t mndim;
-
-    model_view(mio, cfg->max_batch_size, &mdims, &mndim);
-    if (io->dtype == DT_INVALID)
-        io->dtype = mio->dtype;
-    else if (io->dtype != mio->dtype)
-        return error_set(err, 400, "%s '%s': config data_type %s does not match the model's %s",
-                         what, io->name, dtype_config_name(io->dtype),
-                         dtype_config_name(mio->dtype));
-    if (!io->has_dims) {
-        io->has_dims = true;
-        io->ndim = mndim;
-        memcpy(io->dims, mdims, sizeof *mdims * mndim);
-    }
-    if (cfg->max_batch_size > 0 && io->ndim >= TENSOR_MAX_DIMS)
-        return error_set(err, 400, "%s '%s': dims with the batch dimension exceed %d dimensions",
-                         what, io->name, TENSOR_MAX_DIMS);
-    /* What the model itself receives: reshape when present, else dims. */
-    const int64_t *cdims = io->has_reshape ? io->reshape : io->dims;
-    uint32_t cndim = io->has_reshape ? io->reshape_ndim : io->ndim;
-    bool ok = cndim == mndim;
-    for (uint32_t i = 0; ok && i < cndim; i++)
-        ok = mdims[i] == -1 || cdims[i] == mdims[i];
-    if (!ok) {
-        shape_format(cdims, cndim, a, sizeof a);
-        shape_format(mio->dims, mio->ndim, b, sizeof b);
-        return error_set(err, 400, "%s '%s': config %s %s%s do not match the model's shape %s",
-                         what, io->name, io->has_reshape ? "reshape" : "dims", a,
-                         cfg->max_batch_size > 0 ? " (plus the batch dimension)" : "", b);
-    }
-    return 0;
-}
-
-static int config_index(const struct model_config *cfg, bool input, const char *name)
-{
-    return input ? model_config_input_index(cfg, name) : model_config_output_index(cfg, name);
-}
-
-static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
-{
-    struct model_config *cfg = c->cfg;
-    struct model_config_io **ios = input ? &cfg->inputs : &cfg->outputs;
-    uint32_t *n = input ? &cfg->ninputs : &cfg->noutputs;
-    const struct model_io *mios = input ? onnx->inputs : onnx->outputs;
-    uint32_t mn = input ? onnx->ninputs : onnx->noutputs;
-    const char *what = input ? "input" : "output";
-    char names[160];
-
-    for (uint32_t i = 0; i < *n; i++) {
-        struct model_config_io *io = &(*ios)[i];
-        int k = find_io(mios, mn, io->name);
-        if (k < 0) {
-            list_names(mios, mn, names, sizeof names);
-            return error_set(c->err, 400, "%s '%s': the model has no %s of that name (its %ss: %s)",
-                             what, io->name, what, what, names);
-        }
-        if (check_io(cfg, io, &mios[k], input, c->err))
-            return -1;
-    }
-
-    /* Autocomplete: the model's tensors the config does not mention. */
-    uint32_t missing = 0;
-    for (uint32_t k = 0; k < mn; k++)
-        missing += config_index(cfg, input, mios[k].name) < 0;
-    if (missing == 0)
-        return 0;
-    for (uint32_t k = 0; k < mn && model_config_plugin_backend(cfg); k++)
-        if (config_index(cfg, input, mios[k].name) < 0)
-            return error_set(c->err, 400,
-                             "%s '%s': backend '%s' reports it, but config.pbtxt does not list it",
-                             what, mios[k].name, cfg->backend);
-    struct model_config_io *all = cfg_calloc(c, *n + missing, sizeof *all);
-    if (!all)
-        return -1;
-    if (*n)
-        memcpy(all, *ios, sizeof *all * *n);
-    uint32_t count = *n;
-    for (uint32_t k = 0; k < mn; k++) {
-        if (config_index(cfg, input, mios[k].name) >= 0)
-            continue;
-        struct model_config_io *io = &all[count++];
-        io->name = cfg_strdup(c, mios[k].name, strlen(mios[k].name));
-        if (!io->name)
-            return -1;
-        io->dtype = DT_INVALID;
-        io->label_filename = empty_string;
-        io->autocompleted = true;
-        if (check_io(cfg, io, &mios[k], input, c->err))
-            return -1;
-    }
-    *ios = all;
-    *n = count;
-    return 0;
-}
-
-static int check_warmups(struct ctx *c)
-{
-    struct model_config *cfg = c->cfg;
-    char a[128], b[128];
-
-    for (uint32_t w = 0; w < cfg->nwarmups; w++) {
-        const struct model_warmup *wu = &cfg->warmups[w];
-        for (uint32_t i = 0; i < wu->ninputs; i++) {
-            const struct model_warmup_input *in = &wu->inputs[i];
-            int k = model_config_input_index(cfg, in->name);
-            if (k < 0)
-                return error_set(c->err, 400, "model_warmup[%u] '%s': the model has no input '%s'",
-                                 w, wu->name, in->name);
-            const struct model_config_io *io = &cfg->inputs[k];
-            if (in->dtype != io->dtype)
-                return error_set(c->err, 400,
-                                 "model_warmup[%u] '%s': input '%s' has data_type %s, the model %s",
-                                 w, wu->name, in->name, dtype_config_name(in->dtype),
-                                 dtype_config_name(io->dtype));
-            bool ok = in->ndim == io->ndim;
-            for (uint32_t d = 0; ok && d < in->ndim; d++)
-                ok = io->dims[d] == -1 || io->dims[d] == in->dims[d];
-            if (!ok) {
-                shape_format(in->dims, in->ndim, a, sizeof a);
-                shape_format(io->dims, io->ndim, b, sizeof b);
-                return error_set(c->err, 400,
-                                 "model_warmup[%u] '%s': input '%s' has dims %s, the model %s", w,
-                                 wu->name, in->name, a, b);
-            }
-        }
-        for (uint32_t k = 0; k < cfg->ninputs; k++) {
-            bool found = false;
-            for (uint32_t i = 0; i < wu->ninputs && !found; i++)
-                found = !strcmp(wu->inputs[i].name, cfg->inputs[k].name);
-            if (!found && !cfg->inputs[k].optional)
-                return error_set(c->err, 400, "model_warmup[%u] '%s': input '%s' is missing", w,
-                                 wu->name, cfg->inputs[k].name);
-        }
-    }
-    return 0;
-}
-
-static int check_groups(struct ctx *c, const char *model_name)
-{
-    struct model_config *cfg = c->cfg;
-    char name[256];
-
-    if (cfg->ninstance_groups == 0) {
-        cfg->instance_groups = cfg_calloc(c, 1, sizeof *cfg->instance_groups);
-        if (!cfg->instance_groups)
-            return -1;
-        cfg->instance_groups[0].name = cfg_strdup(c, model_name, strlen(model_name));
-        if (!cfg->instance_groups[0].name)
-            return -1;
-        cfg->instance_groups[0].kind = MODEL_INSTANCE_CPU;
-        cfg->instance_groups[0].count = 1;
-        cfg->ninstance_groups = 1;
-        return 0;
-    }
-    for (uint32_t i = 0; i < cfg->ninstance_groups; i++) {
-        struct model_instance_group *g = &cfg->instance_groups[i];
-        if (!g->name[0]) {
-            int n = snprintf(name, sizeof name, "%s_%u", cfg->name, i);
-            g->name = cfg_strdup(c, name, n < (int)sizeof name ? (size_t)n : sizeof name - 1);
-            if (!g->name)
-                return -1;
-        }
-        if (g->kind == MODEL_INSTANCE_AUTO)
-            g->kind = MODEL_INSTANCE_CPU;
-    }
-    return 0;
-}
-
-bool model_config_plugin_backend(const struct model_config *cfg)
-{
-    return cfg->backend[0] && strcmp(cfg->backend, onnx_backend) != 0;
-}
-
-int model_config_require_complete(const struct model_config *cfg, struct error *err)
-{
-    if (cfg->noutputs == 0)
-        return error_set(err, 400,
-                         "backend: '%s' models need their inputs and outputs in config.pbtxt "
-                         "(there is no model file to take them from)",
-                         cfg->backend);
-    for (int side = 0; side < 2; side++) {
-        const struct model_config_io *ios = side == 0 ? cfg->inputs : cfg->outputs;
-        uint32_t n = side == 0 ? cfg->ninputs : cfg->noutputs;
-        const char *what = side == 0 ? "input" : "output";
-        for (uint32_t i = 0; i < n; i++) {
-            if (ios[i].dtype == DT_INVALID)
-                return error_set(err, 400,
-                                 "%s '%s': data_type is required (backend '%s' cannot fill it in)",
-                                 what, ios[i].name, cfg->backend);
-            if (!ios[i].has_dims)
-                return error_set(err, 400,
-                                 "%s '%s': dims are required (backend '%s' cannot fill them in)",
-                                 what, ios[i].name, cfg->backend);
-        }
-    }
-    return 0;
-}
-
-int model_config_check(struct model_config *cfg, const char *model_name,
-                       const struct model_info *onnx, struct error *err)
-{
-    struct ctx c = {.cfg = cfg, .err = err};
-    char names[160];
-
-    if (cfg->name[0] && strcmp(cfg->name, model_name))
-        return error_set(err, 400, "name: config name '%s' does not match the model directory '%s'",
-                         cfg->name, model_name);
-    bool plugin = model_config_plugin_backend(cfg);
-    if (plugin && cfg->platform[0])
-        return error_set(err, 400,
-                         "platform: '%s' cannot be combined with backend '%s' (a plugin backend's "
-                         "models have no platform)",
-                         cfg->platform, cfg->backend);
-    if (cfg->platform[0] && strcmp(cfg->platform, "onnxruntime_onnx"))
-        return error_set(
-            err, 400, "platform: '%s' is not supported (inferd serves \"onnxruntime_onnx\" models)",
-            cfg->platform);
-    if (plugin && model_config_require_complete(cfg, err))
-        return -1;
-    if (!cfg->name[0] && !(cfg->name = cfg_strdup(&c, model_name, strlen(model_name))))
-        return -1;
-    if (!plugin) {
-        cfg->platform = onnx_platform;
-        cfg->backend = onnx_backend;
-    }
-
-    /* Nothing about batching or tensors in the text: as without a config. */
-    if (!cfg->_max_batch_size_set && cfg->ninputs == 0 && cfg->noutputs == 0 &&
-        onnx_batchable(onnx)) {
-        cfg->max_batch_size = MODEL_CONFIG_DEFAULT_MAX_BATCH;
-        if (!cfg->dynamic_batching.enabled) {
-            cfg->dynamic_batching.enabled = true;
-            cfg->dynamic_batching.max_queue_delay_us = MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US;
-        }
-    }
-    if (cfg->max_batch_size > 0 && onnx->ninputs == 0)
-        return error_set(err, 400,
-                         "max_batch_size: %d needs a model input to carry the batch size, but the "
-                         "model has no inputs (set max_batch_size: 0)",
-                         cfg->max_batch_size);
-    if (cfg->max_batch_size > 0) {
-        for (int side = 0; side < 2; side++) {
-            const struct model_io *mios = side == 0 ? onnx->inputs : onnx->outputs;
-            uint32_t mn = side == 0 ? onnx->ninputs : onnx->noutputs;
-            for (uint32_t k = 0; k < mn; k++) {
-                if (mios[k].ndim > 0 && mios[k].dims[0] == -1)
-                    continue;
-                shape_format(mios[k].dims, mios[k].ndim, names, sizeof names);
-                return error_set(
-                    err, 400,
-                    "max_batch_size: %d needs a variable first dimension in every model input and "
-                    "output, but %s '%s' has shape %s",
-                    cfg->max_batch_size, side == 0 ? "input" : "output", mios[k].name, names);
-            }
-        }
-    }
-    if (check_ios(&c, true, onnx) || check_ios(&c, false, onnx) || check_groups(&c, model_name) ||
-        check_warmups(&c))
-        return -1;
-
-    struct model_dynamic_batching *db = &cfg->dynamic_batching;
-    if (db->enabled && db->npreferred == 0 && cfg->max_batch_size > 0) {
-        db->preferred_batch_size = cfg_calloc(&c, 1, sizeof *db->preferred_batch_size);
-        if (!db->preferred_batch_size)
-            return -1;
-        db->preferred_batch_size[0] = cfg->max_batch_size;
-        db->npreferred = 1;
-    }
-    return 0;
-}
-
-int model_config_from_onnx(const char *model_name, const struct model_info *onnx,
-                           struct model_config *cfg)
-{
-    struct error err;
-    config_init(cfg);
-    if (model_config_check(cfg, model_name, onnx, &err) == 0)
-        return 0;
-    int rc = err.status == 500 ? -ENOMEM : -EINVAL;
-    model_config_free(cfg);
-    return rc;
-}
-
-int model_config_input_index(const struct model_config *cfg, const char *name)
-{
-    for (uint32_t i = 0; i < cfg->ninputs; i++)
-        if (!strcmp(cfg->inputs[i].name, name))
-            return (int)i;
-    return -1;
-}
-
-int model_config_output_index(const struct model_config *cfg, const char *name)
-{
-    for (uint32_t i = 0; i < cfg->noutputs; i++)
-        if (!strcmp(cfg->outputs[i].name, name))
-            return (int)i;
-    return -1;
-}
-
-/* ---- JSON ---- */
-
-static void write_dims(struct json_writer *w, const char *key, const int64_t *dims, uint32_t ndim)
-{
-    json_w_key(w, key);
-    json_w_arr_begin(w);
-    for (uint32_t i = 0; i < ndim; i++)
-        json_w_int(w, dims[i]);
-    json_w_arr_end(w);
-}
-
-static void write_io(struct json_writer *w, const struct model_config_io *io, bool input)
-{
-    json_w_obj_begin(w);
-    json_w_key(w, "name");
-    json_w_cstr(w, io->name);
-    json_w_key(w, "data_type");
-    json_w_cstr(w, dtype_config_name(io->dtype));
-    if (input) {
-        json_w_key(w, "format");
-        json_w_cstr(w, format_names[io->format]);
-    }
-    write_dims(w, "dims", io->dims, io->ndim);
-    if (io->has_reshape) {
-        json_w_key(w, "reshape");
-        json_w_obj_begin(w);
-        write_dims(w, "shape", io->reshape, io->reshape_ndim);
-        json_w_obj_end(w);
-    }
-    if (!input) {
-        json_w_key(w, "label_filename");
-        json_w_cstr(w, io->label_filename);
-    }
-    json_w_key(w, "is_shape_tensor");
-    json_w_bool(w, false);
-    if (input) {
-        json_w_key(w, "allow_ragged_batch");
-        json_w_bool(w, false);
-        json_w_key(w, "optional");
-        json_w_bool(w, io->optional);
-    }
-    json_w_key(w, "is_non_linear_format_io");
-    json_w_bool(w, false);
-    json_w_obj_end(w);
-}
-
-static void write_queue_policy(struct json_writer *w, const struct model_queue_policy *qp)
-{
-    json_w_obj_begin(w);
-    json_w_key(w, "timeout_action");
-    json_w_cstr(w, timeout_action_names[qp->timeout_action]);
-    json_w_key(w, "default_timeout_microseconds");
-    json_w_uint(w, qp->default_timeout_us);
-    json_w_key(w, "allow_timeout_override");
-    json_w_bool(w, qp->allow_timeout_override);
-    json_w_key(w, "max_queue_size");
-    json_w_uint(w, qp->max_queue_size);
-    json_w_obj_end(w);
-}
-
-static void write_dynamic_batching(struct json_writer *w, const struct model_dynamic_batching *db)
-{
-    char key[24];
-    json_w_key(w, "dynamic_batching");
-    json_w_obj_begin(w);
-    json_w_key(w, "preferred_batch_size");
-    json_w_arr_begin(w);
-    for (uint32_t i = 0; i < db->npreferred; i++)
-        json_w_int(w, db->preferred_batch_size[i]);
-    json_w_arr_end(w);
-    json_w_key(w, "max_queue_delay_microseconds");
-    json_w_uint(w, db->max_queue_delay_us);
-    json_w_key(w, "preserve_ordering");
-    json_w_bool(w, db->preserve_ordering);
-    json_w_key(w, "priority_levels");
-    json_w_uint(w, db->priority_levels);
-    json_w_key(w, "default_priority_level");
-    json_w_uint(w, db->default_priority_level);
-    json_w_key(w, "default_queue_policy");
-    write_queue_policy(w, &db->default_queue_policy);
-    /* Map keys are strings in JSON, as protobuf writes them. */
-    json_w_key(w, "priority_queue_policy");
-    json_w_obj_begin(w);
-    for (uint32_t i = 0; i < db->npriority_policies; i++) {
-        snprintf(key, sizeof key, "%llu", (unsigned long long)db->priority_queue_policy[i].level);
-        json_w_key(w, key);
-        write_queue_policy(w, &db->priority_queue_policy[i].policy);
-    }
-    json_w_obj_end(w);
-    json_w_obj_end(w);
-}
-
-static void write_version_policy(struct json_writer *w, const struct model_version_policy *vp)
-{
-    json_w_key(w, "version_policy");
-    json_w_obj_begin(w);
-    switch (vp->kind) {
-    case MODEL_VERSIONS_LATEST:
-        json_w_key(w, "latest");
-        json_w_obj_begin(w);
-        json_w_key(w, "num_versions");
-        json_w_uint(w, vp->num_versions);
-        json_w_obj_end(w);
-        break;
-    case MODEL_VERSIONS_ALL:
-        json_w_key(w, "all");
-        json_w_obj_begin(w);
-        json_w_obj_end(w);
-        break;
-    case MODEL_VERSIONS_SPECIFIC:
-        json_w_key(w, "specific");
-        json_w_obj_begin(w);
-        write_dims(w, "versions", vp->versions, vp->nversions);
-        json_w_obj_end(w);
-        break;
-    }
-    json_w_obj_end(w);
-}
-
-static void write_instance_group(struct json_writer *w, const struct model_instance_group *g)
-{
-    json_w_obj_begin(w);
-    json_w_key(w, "name");
-    json_w_cstr(w, g->name);
-    json_w_key(w, "kind");
-    json_w_cstr(w, g->kind == MODEL_INSTANCE_MODEL ? "KIND_MODEL"
-                   : g->kind == MODEL_INSTANCE_CPU ? "KIND_CPU"
-                                                   : "KIND_AUTO");
-    json_w_key(w, "count");
-    json_w_int(w, g->count);
-    json_w_key(w, "gpus");
-    json_w_arr_begin(w);
-    json_w_arr_end(w);
-    json_w_key(w, "secondary_devices");
-    json_w_arr_begin(w);
-    json_w_arr_end(w);
-    json_w_key(w, "profile");
-    json_w_arr_begin(w);
-    json_w_arr_end(w);
-    json_w_key(w, "passive");
-    json_w_bool(w, false);
-    json_w_key(w, "host_policy");
-    json_w_cstr(w, "");
-    json_w_obj_end(w);
-}
-
-static void write_warmup(struct json_writer *w, const struct model_warmup *wu)
-{
-    json_w_obj_begin(w);
-    json_w_key(w, "name");
-    json_w_cstr(w, wu->name);
-    json_w_key(w, "batch_size");
-    json_w_uint(w, wu->batch_size);
-    json_w_key(w, "inputs");
-    json_w_obj_begin(w);
-    for (uint32_t i = 0; i < wu->ninputs; i++) {
-        const struct model_warmup_input *in = &wu->inputs[i];
-        json_w_key(w, in->name);
-        json_w_obj_begin(w);
-        json_w_key(w, "data_type");
-        json_w_cstr(w, dtype_config_name(in->dtype));
-        write_dims(w, "dims", in->dims, in->ndim);
-        switch (in->source) {
-        case MODEL_WARMUP_ZERO:
-            json_w_key(w, "zero_data");
-            json_w_bool(w, true);
-            break;
-        case MODEL_WARMUP_RANDOM:
-            json_w_key(w, "random_data");
-            json_w_bool(w, true);
-            break;
-        case MODEL_WARMUP_FILE:
-            json_w_key(w, "input_data_file");
-            json_w_cstr(w, in->input_data_file);
-            break;
-        }
-        json_w_obj_end(w);
-    }
-    json_w_obj_end(w);
-    json_w_key(w, "count");
-    json_w_uint(w, wu->count);
-    json_w_obj_end(w);
-}
-
-void model_config_write_json(const struct model_config *cfg, struct json_writer *w)
-{
-    json_w_obj_begin(w);
-    json_w_key(w, "name");
-    json_w_cstr(w, cfg->name);
-    json_w_key(w, "platform");
-    json_w_cstr(w, cfg->platform);
-    json_w_key(w, "backend");
-    json_w_cstr(w, cfg->backend);
-    json_w_key(w, "runtime");
-    json_w_cstr(w, "");
-    write_version_policy(w, &cfg->version_policy);
-    json_w_key(w, "max_batch_size");
-    json_w_int(w, cfg->max_batch_size);
-    json_w_key(w, "input");
-    json_w_arr_begin(w);
-    for (uint32_t i = 0; i < cfg->ninputs; i++)
-        write_io(w, &cfg->inputs[i], true);
-    json_w_arr_end(w);
-    json_w_key(w, "output");
-    json_w_arr_begin(w);
-    for (uint32_t i = 0; i < cfg->noutputs; i++)
-        write_io(w, &cfg->outputs[i], false);
-    json_w_arr_end(w);
-    json_w_key(w, "batch_input");
-    json_w_arr_begin(w);
-    json_w_arr_end(w);
-    json_w_key(w, "batch_output");
-    json_w_arr_begin(w);
-    json_w_arr_end(w);
-    if (cfg->dynamic_batching.enabled)
-        write_dynamic_batching(w, &cfg->dynamic_batching);
-    json_w_key(w, "instance_group");
-    json_w_arr_begin(w);
-    for (uint32_t i = 0; i < cfg->ninstance_groups; i++)
-        write_instance_group(w, &cfg->instance_groups[i]);
-    json_w_arr_end(w);
-    json_w_key(w, "default_model_filename");
-    json_w_cstr(w, "model.onnx");
-    json_w_key(w, "cc_model_filenames");
-    json_w_obj_begin(w);
-    json_w_obj_end(w);
-    json_w_key(w, "metric_tags");
-    json_w_obj_begin(w);
-    json_w_obj_end(w);
-    json_w_key(w, "parameters");
-    json_w_obj_begin(w);
-    for (uint32_t i = 0; i < cfg->nparameters; i++) {
-        json_w_key(w, cfg->parameters[i].key);
-        json_w_obj_begin(w);
-        json_w_key(w, "string_value");
-        json_w_cstr(w, cfg->parameters[i].string_value);
-        json_w_obj_end(w);
-    }
-    json_w_obj_end(w);
-    json_w_key(w, "model_warmup");
-    json_w_arr_begin(w);
-    for (uint32_t i = 0; i < cfg->nwarmups; i++)
-        write_warmup(w, &cfg->warmups[i]);
-    json_w_arr_end(w);
-    json_w_obj_end(w);
 }

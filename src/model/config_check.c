@@ -1,0 +1,382 @@
+/*
+ * config_check: a parsed configuration checked against the model's own
+ * inputs and outputs and completed in place (model_config_check), or
+ * derived from them alone (model_config_from_onnx); see config.h,
+ * "Checking and completing".
+ */
+#include "model/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static char empty_string[] = "";
+static char onnx_platform[] = "onnxruntime_onnx";
+static char onnx_backend[] = "onnxruntime";
+
+/* The config being completed and where its errors go. */
+struct ctx {
+    struct model_config *cfg;
+    struct error *err;
+};
+
+static void *cfg_calloc(struct ctx *c, size_t count, size_t size)
+{
+    return model_config_alloc(c->cfg, count, size, c->err);
+}
+
+static char *cfg_strdup(struct ctx *c, const char *s, size_t n)
+{
+    return model_config_strndup(c->cfg, s, n, c->err);
+}
+
+static bool onnx_batchable(const struct model_info *onnx)
+{
+    /* A request's batch size is read from its inputs. */
+    if (onnx->ninputs == 0)
+        return false;
+    for (uint32_t i = 0; i < onnx->ninputs; i++)
+        if (onnx->inputs[i].ndim == 0 || onnx->inputs[i].dims[0] != -1)
+            return false;
+    for (uint32_t i = 0; i < onnx->noutputs; i++)
+        if (onnx->outputs[i].ndim == 0 || onnx->outputs[i].dims[0] != -1)
+            return false;
+    return true;
+}
+
+static int find_io(const struct model_io *ios, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(ios[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+/* "a, b, c" (truncated) for error messages. */
+static void list_names(const struct model_io *ios, uint32_t n, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < n && len + 1 < size; i++) {
+        int w = snprintf(out + len, size - len, "%s%s", i ? ", " : "", ios[i].name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    if (n == 0)
+        snprintf(out, size, "none");
+}
+
+/* The ONNX shape as the config sees it (batch dimension removed). */
+static void model_view(const struct model_io *mio, int32_t max_batch, const int64_t **dims,
+                       uint32_t *ndim)
+{
+    uint32_t skip = max_batch > 0 ? 1 : 0;
+    *dims = mio->dims + skip;
+    *ndim = mio->ndim - skip;
+}
+
+static int check_io(struct model_config *cfg, struct model_config_io *io,
+                    const struct model_io *mio, bool input, struct error *err)
+{
+    const char *what = input ? "input" : "output";
+    char a[128], b[128];
+    const int64_t *mdims;
+    uint32_t mndim;
+
+    model_view(mio, cfg->max_batch_size, &mdims, &mndim);
+    if (io->dtype == DT_INVALID)
+        io->dtype = mio->dtype;
+    else if (io->dtype != mio->dtype)
+        return error_set(err, 400, "%s '%s': config data_type %s does not match the model's %s",
+                         what, io->name, dtype_config_name(io->dtype),
+                         dtype_config_name(mio->dtype));
+    if (!io->has_dims) {
+        io->has_dims = true;
+        io->ndim = mndim;
+        memcpy(io->dims, mdims, sizeof *mdims * mndim);
+    }
+    if (cfg->max_batch_size > 0 && io->ndim >= TENSOR_MAX_DIMS)
+        return error_set(err, 400, "%s '%s': dims with the batch dimension exceed %d dimensions",
+                         what, io->name, TENSOR_MAX_DIMS);
+    /* What the model itself receives: reshape when present, else dims. */
+    const int64_t *cdims = io->has_reshape ? io->reshape : io->dims;
+    uint32_t cndim = io->has_reshape ? io->reshape_ndim : io->ndim;
+    bool ok = cndim == mndim;
+    for (uint32_t i = 0; ok && i < cndim; i++)
+        ok = mdims[i] == -1 || cdims[i] == mdims[i];
+    if (!ok) {
+        shape_format(cdims, cndim, a, sizeof a);
+        shape_format(mio->dims, mio->ndim, b, sizeof b);
+        return error_set(err, 400, "%s '%s': config %s %s%s do not match the model's shape %s",
+                         what, io->name, io->has_reshape ? "reshape" : "dims", a,
+                         cfg->max_batch_size > 0 ? " (plus the batch dimension)" : "", b);
+    }
+    return 0;
+}
+
+static int config_index(const struct model_config *cfg, bool input, const char *name)
+{
+    return input ? model_config_input_index(cfg, name) : model_config_output_index(cfg, name);
+}
+
+static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
+{
+    struct model_config *cfg = c->cfg;
+    struct model_config_io **ios = input ? &cfg->inputs : &cfg->outputs;
+    uint32_t *n = input ? &cfg->ninputs : &cfg->noutputs;
+    const struct model_io *mios = input ? onnx->inputs : onnx->outputs;
+    uint32_t mn = input ? onnx->ninputs : onnx->noutputs;
+    const char *what = input ? "input" : "output";
+    char names[160];
+
+    for (uint32_t i = 0; i < *n; i++) {
+        struct model_config_io *io = &(*ios)[i];
+        int k = find_io(mios, mn, io->name);
+        if (k < 0) {
+            list_names(mios, mn, names, sizeof names);
+            return error_set(c->err, 400, "%s '%s': the model has no %s of that name (its %ss: %s)",
+                             what, io->name, what, what, names);
+        }
+        if (check_io(cfg, io, &mios[k], input, c->err))
+            return -1;
+    }
+
+    /* Autocomplete: the model's tensors the config does not mention. */
+    uint32_t missing = 0;
+    for (uint32_t k = 0; k < mn; k++)
+        missing += config_index(cfg, input, mios[k].name) < 0;
+    if (missing == 0)
+        return 0;
+    for (uint32_t k = 0; k < mn && model_config_plugin_backend(cfg); k++)
+        if (config_index(cfg, input, mios[k].name) < 0)
+            return error_set(c->err, 400,
+                             "%s '%s': backend '%s' reports it, but config.pbtxt does not list it",
+                             what, mios[k].name, cfg->backend);
+    struct model_config_io *all = cfg_calloc(c, *n + missing, sizeof *all);
+    if (!all)
+        return -1;
+    if (*n)
+        memcpy(all, *ios, sizeof *all * *n);
+    uint32_t count = *n;
+    for (uint32_t k = 0; k < mn; k++) {
+        if (config_index(cfg, input, mios[k].name) >= 0)
+            continue;
+        struct model_config_io *io = &all[count++];
+        io->name = cfg_strdup(c, mios[k].name, strlen(mios[k].name));
+        if (!io->name)
+            return -1;
+        io->dtype = DT_INVALID;
+        io->label_filename = empty_string;
+        io->autocompleted = true;
+        if (check_io(cfg, io, &mios[k], input, c->err))
+            return -1;
+    }
+    *ios = all;
+    *n = count;
+    return 0;
+}
+
+static int check_warmups(struct ctx *c)
+{
+    struct model_config *cfg = c->cfg;
+    char a[128], b[128];
+
+    for (uint32_t w = 0; w < cfg->nwarmups; w++) {
+        const struct model_warmup *wu = &cfg->warmups[w];
+        for (uint32_t i = 0; i < wu->ninputs; i++) {
+            const struct model_warmup_input *in = &wu->inputs[i];
+            int k = model_config_input_index(cfg, in->name);
+            if (k < 0)
+                return error_set(c->err, 400, "model_warmup[%u] '%s': the model has no input '%s'",
+                                 w, wu->name, in->name);
+            const struct model_config_io *io = &cfg->inputs[k];
+            if (in->dtype != io->dtype)
+                return error_set(c->err, 400,
+                                 "model_warmup[%u] '%s': input '%s' has data_type %s, the model %s",
+                                 w, wu->name, in->name, dtype_config_name(in->dtype),
+                                 dtype_config_name(io->dtype));
+            bool ok = in->ndim == io->ndim;
+            for (uint32_t d = 0; ok && d < in->ndim; d++)
+                ok = io->dims[d] == -1 || io->dims[d] == in->dims[d];
+            if (!ok) {
+                shape_format(in->dims, in->ndim, a, sizeof a);
+                shape_format(io->dims, io->ndim, b, sizeof b);
+                return error_set(c->err, 400,
+                                 "model_warmup[%u] '%s': input '%s' has dims %s, the model %s", w,
+                                 wu->name, in->name, a, b);
+            }
+        }
+        for (uint32_t k = 0; k < cfg->ninputs; k++) {
+            bool found = false;
+            for (uint32_t i = 0; i < wu->ninputs && !found; i++)
+                found = !strcmp(wu->inputs[i].name, cfg->inputs[k].name);
+            if (!found && !cfg->inputs[k].optional)
+                return error_set(c->err, 400, "model_warmup[%u] '%s': input '%s' is missing", w,
+                                 wu->name, cfg->inputs[k].name);
+        }
+    }
+    return 0;
+}
+
+static int check_groups(struct ctx *c, const char *model_name)
+{
+    struct model_config *cfg = c->cfg;
+    char name[256];
+
+    if (cfg->ninstance_groups == 0) {
+        cfg->instance_groups = cfg_calloc(c, 1, sizeof *cfg->instance_groups);
+        if (!cfg->instance_groups)
+            return -1;
+        cfg->instance_groups[0].name = cfg_strdup(c, model_name, strlen(model_name));
+        if (!cfg->instance_groups[0].name)
+            return -1;
+        cfg->instance_groups[0].kind = MODEL_INSTANCE_CPU;
+        cfg->instance_groups[0].count = 1;
+        cfg->ninstance_groups = 1;
+        return 0;
+    }
+    for (uint32_t i = 0; i < cfg->ninstance_groups; i++) {
+        struct model_instance_group *g = &cfg->instance_groups[i];
+        if (!g->name[0]) {
+            int n = snprintf(name, sizeof name, "%s_%u", cfg->name, i);
+            g->name = cfg_strdup(c, name, n < (int)sizeof name ? (size_t)n : sizeof name - 1);
+            if (!g->name)
+                return -1;
+        }
+        if (g->kind == MODEL_INSTANCE_AUTO)
+            g->kind = MODEL_INSTANCE_CPU;
+    }
+    return 0;
+}
+
+bool model_config_plugin_backend(const struct model_config *cfg)
+{
+    return cfg->backend[0] && strcmp(cfg->backend, onnx_backend) != 0;
+}
+
+int model_config_require_complete(const struct model_config *cfg, struct error *err)
+{
+    if (cfg->noutputs == 0)
+        return error_set(err, 400,
+                         "backend: '%s' models need their inputs and outputs in config.pbtxt "
+                         "(there is no model file to take them from)",
+                         cfg->backend);
+    for (int side = 0; side < 2; side++) {
+        const struct model_config_io *ios = side == 0 ? cfg->inputs : cfg->outputs;
+        uint32_t n = side == 0 ? cfg->ninputs : cfg->noutputs;
+        const char *what = side == 0 ? "input" : "output";
+        for (uint32_t i = 0; i < n; i++) {
+            if (ios[i].dtype == DT_INVALID)
+                return error_set(err, 400,
+                                 "%s '%s': data_type is required (backend '%s' cannot fill it in)",
+                                 what, ios[i].name, cfg->backend);
+            if (!ios[i].has_dims)
+                return error_set(err, 400,
+                                 "%s '%s': dims are required (backend '%s' cannot fill them in)",
+                                 what, ios[i].name, cfg->backend);
+        }
+    }
+    return 0;
+}
+
+int model_config_check(struct model_config *cfg, const char *model_name,
+                       const struct model_info *onnx, struct error *err)
+{
+    struct ctx c = {.cfg = cfg, .err = err};
+    char names[160];
+
+    if (cfg->name[0] && strcmp(cfg->name, model_name))
+        return error_set(err, 400, "name: config name '%s' does not match the model directory '%s'",
+                         cfg->name, model_name);
+    bool plugin = model_config_plugin_backend(cfg);
+    if (plugin && cfg->platform[0])
+        return error_set(err, 400,
+                         "platform: '%s' cannot be combined with backend '%s' (a plugin backend's "
+                         "models have no platform)",
+                         cfg->platform, cfg->backend);
+    if (cfg->platform[0] && strcmp(cfg->platform, "onnxruntime_onnx"))
+        return error_set(
+            err, 400, "platform: '%s' is not supported (inferd serves \"onnxruntime_onnx\" models)",
+            cfg->platform);
+    if (plugin && model_config_require_complete(cfg, err))
+        return -1;
+    if (!cfg->name[0] && !(cfg->name = cfg_strdup(&c, model_name, strlen(model_name))))
+        return -1;
+    if (!plugin) {
+        cfg->platform = onnx_platform;
+        cfg->backend = onnx_backend;
+    }
+
+    /* Nothing about batching or tensors in the text: as without a config. */
+    if (!cfg->_max_batch_size_set && cfg->ninputs == 0 && cfg->noutputs == 0 &&
+        onnx_batchable(onnx)) {
+        cfg->max_batch_size = MODEL_CONFIG_DEFAULT_MAX_BATCH;
+        if (!cfg->dynamic_batching.enabled) {
+            cfg->dynamic_batching.enabled = true;
+            cfg->dynamic_batching.max_queue_delay_us = MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US;
+        }
+    }
+    if (cfg->max_batch_size > 0 && onnx->ninputs == 0)
+        return error_set(err, 400,
+                         "max_batch_size: %d needs a model input to carry the batch size, but the "
+                         "model has no inputs (set max_batch_size: 0)",
+                         cfg->max_batch_size);
+    if (cfg->max_batch_size > 0) {
+        for (int side = 0; side < 2; side++) {
+            const struct model_io *mios = side == 0 ? onnx->inputs : onnx->outputs;
+            uint32_t mn = side == 0 ? onnx->ninputs : onnx->noutputs;
+            for (uint32_t k = 0; k < mn; k++) {
+                if (mios[k].ndim > 0 && mios[k].dims[0] == -1)
+                    continue;
+                shape_format(mios[k].dims, mios[k].ndim, names, sizeof names);
+                return error_set(
+                    err, 400,
+                    "max_batch_size: %d needs a variable first dimension in every model input and "
+                    "output, but %s '%s' has shape %s",
+                    cfg->max_batch_size, side == 0 ? "input" : "output", mios[k].name, names);
+            }
+        }
+    }
+    if (check_ios(&c, true, onnx) || check_ios(&c, false, onnx) || check_groups(&c, model_name) ||
+        check_warmups(&c))
+        return -1;
+
+    struct model_dynamic_batching *db = &cfg->dynamic_batching;
+    if (db->enabled && db->npreferred == 0 && cfg->max_batch_size > 0) {
+        db->preferred_batch_size = cfg_calloc(&c, 1, sizeof *db->preferred_batch_size);
+        if (!db->preferred_batch_size)
+            return -1;
+        db->preferred_batch_size[0] = cfg->max_batch_size;
+        db->npreferred = 1;
+    }
+    return 0;
+}
+
+int model_config_from_onnx(const char *model_name, const struct model_info *onnx,
+                           struct model_config *cfg)
+{
+    struct error err;
+    model_config_init(cfg);
+    if (model_config_check(cfg, model_name, onnx, &err) == 0)
+        return 0;
+    int rc = err.status == 500 ? -ENOMEM : -EINVAL;
+    model_config_free(cfg);
+    return rc;
+}
+
+int model_config_input_index(const struct model_config *cfg, const char *name)
+{
+    for (uint32_t i = 0; i < cfg->ninputs; i++)
+        if (!strcmp(cfg->inputs[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+int model_config_output_index(const struct model_config *cfg, const char *name)
+{
+    for (uint32_t i = 0; i < cfg->noutputs; i++)
+        if (!strcmp(cfg->outputs[i].name, name))
+            return (int)i;
+    return -1;
+}

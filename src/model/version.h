@@ -1,0 +1,58 @@
+/*
+ * version: struct model, one loaded model version (backend instances + I/O
+ * description + configuration + scheduler), as a type only. The functions
+ * that load, reference and free it are the registry's (model.h); code that
+ * only reads a version (warm-up) includes this header, not model.h.
+ *
+ * Lifecycle of a version (struct model), reference counted:
+ *   loaded and warmed by model_entry_load() on the repository manager
+ *   thread (refs = 1, held by its entry) → published in a snapshot (see
+ *   repository.h; each snapshot entry holds a reference) → every request
+ *   that uses it holds a reference from lookup until its response is sent →
+ *   when the last reference goes, on_last_unref hands it to the manager
+ *   thread, which stops its workers and unloads it (model_free). So a
+ *   version replaced by a reload keeps serving the requests it already has.
+ */
+#ifndef INFERD_MODEL_VERSION_H
+#define INFERD_MODEL_VERSION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "sched/sched.h"
+
+struct model {
+    char *name;
+    int64_t version;
+    char version_str[24];
+    char *path; /* model file */
+    const char *platform; /* "onnxruntime_onnx" */
+    const struct backend_ops *backend;
+    void **instances; /* one backend instance per worker */
+    uint32_t ninstances;
+    struct model_info info;     /* from the first instance, dims narrowed by the config */
+    struct model_config config; /* effective configuration */
+    /* max_batch_size > 0: every input and output has a leading batch
+     * dimension, so requests may carry several samples along dim 0; such a
+     * model has at least one input (a model without inputs is unbatched:
+     * model_config_check refuses max_batch_size > 0 for it). */
+    bool batched;
+    char sha256[65];  /* of the model file, lower-case hex */
+    uint64_t load_ms, warmup_us;
+    /* The default warm-up (no model_warmup in the config) failed; the
+     * version serves anyway (logged as a warning). */
+    bool warmup_failed;
+    struct sched_config sched_cfg;
+    struct sched *sched;
+
+    atomic_uint refs;
+    /* Called (on any thread) when refs drops to 0; NULL = model_free now. */
+    void (*on_last_unref)(struct model *m);
+    void *owner; /* for on_last_unref */
+    struct model *next_dead; /* the manager's unload list */
+};
+
+#endif

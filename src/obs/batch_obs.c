@@ -1,0 +1,33 @@
+#include "obs/batch_obs.h"
+
+#include "obs/stats.h"
+#include "obs/trace.h"
+
+static void on_batch(void *ctx, const struct sched_model *m, const struct sched_batch_report *b)
+{
+    if (!b->err->status)
+        stats_record_execution(ctx, (uint32_t)b->samples, b->infer_start_ns - b->start_ns,
+                               b->infer_end_ns - b->infer_start_ns, b->end_ns - b->infer_end_ns);
+    trace_batch_span(b->members, b->n, m->name, m->version, b->samples, b->start_ns, b->end_ns,
+                     b->err);
+}
+
+static void on_stop(void *ctx)
+{
+    stats_model_put(ctx);
+}
+
+void batch_obs_attach(const char *name, int64_t version, struct sched_observer *out)
+{
+    /* Without memory for the statistics (NULL), batch spans are still
+     * recorded: every stats_* function accepts NULL. */
+    out->on_batch = on_batch;
+    out->on_stop = on_stop;
+    out->ctx = stats_model_get(name, version);
+}
+
+struct stats_model *sched_stats(const struct sched *s)
+{
+    const struct sched_observer *o = sched_get_observer(s);
+    return o->on_batch == on_batch ? o->ctx : NULL;
+}
