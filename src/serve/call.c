@@ -142,6 +142,14 @@ static void call_refuse(struct infer_call *call, const struct error *err)
     call_end(call);
 }
 
+enum stage_result serve_call_respond(struct infer_call *call, const struct tensor *outputs,
+                                     uint32_t n)
+{
+    struct serve_response resp = {.outputs = outputs, .noutputs = n, .final = true};
+    call->frontend->emit(call, &resp);
+    return STAGE_DONE;
+}
+
 enum stage_result serve_call_error(struct infer_call *call, int status, const char *fmt, ...)
 {
     struct error *err = &call->req.err;

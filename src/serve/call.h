@@ -198,6 +198,10 @@ void serve_call_start(struct infer_call *call);
 /* A deferred stage is done with the call (any thread): the stages go on,
  * from the next one, on the call's loop. */
 void serve_call_resume(struct infer_call *call);
+/* For stages that answer the call themselves (e.g. from a cache): its one,
+ * final response; returns STAGE_DONE. */
+enum stage_result serve_call_respond(struct infer_call *call, const struct tensor *outputs,
+                                     uint32_t n);
 /* For stages: answer the call with an error; returns STAGE_DONE. */
 enum stage_result serve_call_error(struct infer_call *call, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
