@@ -408,7 +408,8 @@ static int send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
     if (buf_reserve(s->out, 9 + length) != 0)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     buf_append(s->out, framehd, 9);
-    buf_append(s->out, st->out.data + st->out_off, length);
+    if (length) /* a streamed response may end with an empty DATA frame */
+        buf_append(s->out, st->out.data + st->out_off, length);
     st->out_off += length;
     if (st->out_off == st->out.len) {
         st->out.len = 0;
