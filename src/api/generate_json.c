@@ -144,15 +144,7 @@ int generate_json_to_infer(struct arena *arena, const struct model *m, const cha
         if (rc != 0)
             break;
         json_w_obj_begin(&w);
-        json_w_key(&w, "name");
-        json_w_cstr(&w, io->name);
-        json_w_key(&w, "datatype");
-        json_w_cstr(&w, dtype_name(io->dtype));
-        json_w_key(&w, "shape");
-        json_w_arr_begin(&w);
-        for (uint32_t d = 0; d < ndim; d++)
-            json_w_int(&w, shape[d]);
-        json_w_arr_end(&w);
+        tensor_json_write_head(&w, io->name, io->dtype, shape, ndim);
         json_w_key(&w, "data");
         json_w_arr_begin(&w);
         if (!write_leaves(&w, v))

@@ -535,15 +535,7 @@ void infer_json_encode(const struct infer_request *req, struct buf *out, size_t 
         const struct tensor *t = &req->outputs[i];
         int64_t count = tensor_count(t, INT64_MAX);
         json_w_obj_begin(&w);
-        json_w_key(&w, "name");
-        json_w_cstr(&w, t->name);
-        json_w_key(&w, "datatype");
-        json_w_cstr(&w, dtype_name(t->dtype));
-        json_w_key(&w, "shape");
-        json_w_arr_begin(&w);
-        for (uint32_t d = 0; d < t->ndim; d++)
-            json_w_int(&w, t->shape[d]);
-        json_w_arr_end(&w);
+        tensor_json_write_head(&w, t->name, t->dtype, t->shape, t->ndim);
         if (output_is_binary(req, i)) {
             any_binary = true;
             json_w_key(&w, "parameters");

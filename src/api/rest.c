@@ -8,6 +8,7 @@
 
 #include "api/obs_http.h"
 #include "api/rest_obs.h"
+#include "api/tensor_json.h"
 #include "base/json.h"
 #include "serve/repo_call.h"
 
@@ -165,15 +166,7 @@ static void write_ios(struct json_writer *w, const struct model_io *ios, uint32_
     json_w_arr_begin(w);
     for (uint32_t i = 0; i < n; i++) {
         json_w_obj_begin(w);
-        json_w_key(w, "name");
-        json_w_cstr(w, ios[i].name);
-        json_w_key(w, "datatype");
-        json_w_cstr(w, dtype_name(ios[i].dtype));
-        json_w_key(w, "shape");
-        json_w_arr_begin(w);
-        for (uint32_t d = 0; d < ios[i].ndim; d++)
-            json_w_int(w, ios[i].dims[d]);
-        json_w_arr_end(w);
+        tensor_json_write_head(w, ios[i].name, ios[i].dtype, ios[i].dims, ios[i].ndim);
         json_w_obj_end(w);
     }
     json_w_arr_end(w);

@@ -530,3 +530,17 @@ void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_
     }
     buf_putc(b, ']');
 }
+
+void tensor_json_write_head(struct json_writer *w, const char *name, enum dtype dtype,
+                            const int64_t *shape, uint32_t ndim)
+{
+    json_w_key(w, "name");
+    json_w_cstr(w, name);
+    json_w_key(w, "datatype");
+    json_w_cstr(w, dtype_name(dtype));
+    json_w_key(w, "shape");
+    json_w_arr_begin(w);
+    for (uint32_t d = 0; d < ndim; d++)
+        json_w_int(w, shape[d]);
+    json_w_arr_end(w);
+}

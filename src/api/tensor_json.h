@@ -22,6 +22,7 @@
 
 #include "base/arena.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "base/error.h"
 #include "base/status.h"
 #include "core/dtype.h"
@@ -72,5 +73,12 @@ enum status tensor_json_parse(const char *text, size_t len, enum dtype dtype,
  * OOM) are sticky in b->err; nothing is appended once b->err is set.
  */
 void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_t count);
+
+/*
+ * Writes the members "name", "datatype" and "shape" of a KServe v2 tensor
+ * (metadata, infer request or response) into the object w is in.
+ */
+void tensor_json_write_head(struct json_writer *w, const char *name, enum dtype dtype,
+                            const int64_t *shape, uint32_t ndim);
 
 #endif
