@@ -4,11 +4,11 @@
  * endpoints. The protocol-independent part is obs/request.h; this file
  * only reads what it needs from a struct http_txn.
  *
- * In rest.c:
+ * In rest.c (every request) and rest_infer.c (inference):
  *   rest_obs_begin(txn)                first thing for every request: the
  *                                      x-request-id response header, and
  *                                      (when logging or tracing wants the
- *                                      request) txn->on_respond/txn->obs,
+ *                                      request) txn->on_head/on_end/obs,
  *                                      which log and record spans when the
  *                                      response is sent
  *   rest_obs_infer_begin(txn, req, m)  infer: before decode/submit

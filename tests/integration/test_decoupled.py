@@ -375,3 +375,45 @@ def test_grpc_cancelled_stream_stops_the_model(srv, pbs):
     ran_ns = (s["inference_stats"]["compute_infer"]["ns"]
               - before["inference_stats"]["compute_infer"]["ns"])
     assert ran_ns < 5e9, ran_ns
+
+
+# ---- the HTTP/1 framing of a streamed response ----
+
+def post_text(path, body, version="HTTP/1.1", extra=b""):
+    data = json.dumps(body).encode()
+    return (b"POST %s %s\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s%s" % (path.encode(), version.encode(), len(data),
+                                                  data, extra))
+
+
+def test_stream_then_pipelined_request_on_the_same_connection(srv):
+    """A chunked event stream ends with its last chunk and the connection
+    serves the next (pipelined) request."""
+    from conftest import HttpReader, connect
+    s = connect(srv.port)
+    try:
+        s.sendall(post_text("/v2/models/repeat/generate_stream", body([1, 2], 5),
+                            extra=b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"))
+        reader = HttpReader(s)
+        first = reader.read_response()
+        assert first.status == 200
+        assert first.header("transfer-encoding") == "chunked"
+        assert first.body.decode().count("data: ") == 2
+        second = reader.read_response()
+        assert second.status == 200 and second.body == b""
+    finally:
+        s.close()
+
+
+def test_stream_to_an_http10_client_ends_with_the_connection(srv):
+    """HTTP/1.0 has no chunked coding: the events come unframed and the
+    server closes the connection after the last one."""
+    from conftest import raw_http
+    out = raw_http(srv.port, post_text("/v2/models/repeat/generate_stream", body([5, 6], 5),
+                                       version="HTTP/1.0"), timeout=30).decode()
+    head, _, stream = out.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200")
+    assert "transfer-encoding" not in head.lower()
+    assert "connection: close" in head.lower()
+    assert stream == ('id: 1\ndata: {"model_name":"repeat","model_version":"1","OUT":5,"IDX":0}\n\n'
+                      'id: 2\ndata: {"model_name":"repeat","model_version":"1","OUT":6,"IDX":1}\n\n')
