@@ -417,3 +417,22 @@ def test_stream_to_an_http10_client_ends_with_the_connection(srv):
     assert "connection: close" in head.lower()
     assert stream == ('id: 1\ndata: {"model_name":"repeat","model_version":"1","OUT":5,"IDX":0}\n\n'
                       'id: 2\ndata: {"model_name":"repeat","model_version":"1","OUT":6,"IDX":1}\n\n')
+
+
+@pytest.mark.skipif(CURL is None, reason="curl not installed")
+@pytest.mark.parametrize("http", ["--http1.1", "--http2-prior-knowledge"])
+def test_curl_giving_up_stops_the_model(srv, http):
+    """curl --max-time leaves a 10 s stream after about a second (HTTP/2:
+    the whole connection goes); the model stops within a response or two."""
+    before = stats_of(srv)
+    out = subprocess.run(
+        [CURL, "-sS", "-N", http, "--max-time", "1.5", "-H", "Content-Type: application/json",
+         "-d", json.dumps(body(list(range(100)), 100)),
+         srv.url + "/v2/models/repeat/generate_stream"],
+        capture_output=True, timeout=60)
+    assert out.returncode == 28, out  # curl: operation timed out
+    assert out.stdout.decode().startswith('id: 1\ndata: {"model_name":"repeat"')
+    s = wait_stats(srv, lambda s: finished_requests(s) > finished_requests(before), timeout=8.0)
+    ran_ns = (s["inference_stats"]["compute_infer"]["ns"]
+              - before["inference_stats"]["compute_infer"]["ns"])
+    assert ran_ns < 5e9, ran_ns
