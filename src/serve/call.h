@@ -11,17 +11,19 @@
  *   serve_call_start()                runs the stages in order:
  *     resolve                         model (and version) from the registry
  *                                     snapshot; holds a model reference
- *     policy stages                   (serve/stages.c: auth, rate limits,
- *                                     routing, ... as they are added)
+ *     (policy stages)                 auth, rate limits, routing, ...: each
+ *                                     one a line in serve/stages.c, between
+ *                                     resolve and decode, as it is added
  *     decode                          front end's decode() against the model
- *     preprocess                      (serve/stages.c, when a model needs it)
+ *     (preprocessing)                 between decode and submit, once added
  *     submit                          the model's scheduler
  *   completion events                 on the call's I/O loop: emit() for
  *                                     each response (final flag on the
  *                                     last), or fail() once; then end().
  *
- * A stage returns STAGE_CONTINUE, STAGE_DONE (it answered the call: with
- * serve_call_error() for an error), or STAGE_DEFER (it keeps the call and
+ * A stage returns STAGE_CONTINUE, STAGE_DONE (it answered the call:
+ * serve_call_error() for an error, serve_call_respond() with a response),
+ * or STAGE_DEFER (it keeps the call and
  * resumes it later with serve_call_resume(), from any thread). The stage
  * list is fixed at startup (struct serve_pipeline); a new stage is one
  * file plus one line in serve/stages.c.
