@@ -9,6 +9,7 @@
 #include "api/model_pb.h"
 #include "base/json.h"
 #include "health.pb-c.h"
+#include "model/lookup.h"
 #include "obs/stats.h"
 #include "serve/repo_call.h"
 
@@ -51,7 +52,7 @@ static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size
     Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
     struct error err;
     struct model_snapshot *s = repository_acquire(api->repo);
-    const struct model *m = serve_find_model(s, q->name, strlen(q->name), q->version, NULL, &err);
+    const struct model *m = model_lookup(s, q->name, strlen(q->name), q->version, NULL, &err);
     if (m)
         obsreq_set_model(call->obs, m->name, m->version_str, m->sha256);
     r.ready = !api->draining && m != NULL;
@@ -99,7 +100,7 @@ static void handle_model_metadata(struct grpc_call *call, const uint8_t *data, s
     struct error err;
     const struct model_entry *e;
     struct model_snapshot *s = repository_acquire(api->repo);
-    const struct model *m = serve_find_model(s, q->name, strlen(q->name), q->version, &e, &err);
+    const struct model *m = model_lookup(s, q->name, strlen(q->name), q->version, &e, &err);
     if (!m) {
         grpc_call_fail(call, err.status, err.msg);
         goto out;
@@ -136,7 +137,7 @@ static void handle_model_config(struct grpc_call *call, const uint8_t *data, siz
     struct grpc_api *api = call->api;
     struct error err;
     struct model_snapshot *s = repository_acquire(api->repo);
-    const struct model *m = serve_find_model(s, q->name, strlen(q->name), q->version, NULL, &err);
+    const struct model *m = model_lookup(s, q->name, strlen(q->name), q->version, NULL, &err);
     if (m)
         obsreq_set_model(call->obs, m->name, m->version_str, m->sha256);
     Inference__ModelConfig config;

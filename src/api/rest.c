@@ -10,6 +10,7 @@
 #include "api/rest_obs.h"
 #include "api/tensor_json.h"
 #include "base/json.h"
+#include "model/lookup.h"
 #include "serve/repo_call.h"
 
 #define MAX_SEGMENTS 8
@@ -155,7 +156,7 @@ static const struct model *find_model(const struct model_snapshot *s, struct htt
 {
     struct error err;
     const struct model *m =
-        serve_find_model(s, name->text, name->len, version ? version->text : NULL, entry, &err);
+        model_lookup(s, name->text, name->len, version ? version->text : NULL, entry, &err);
     if (!m)
         http_txn_error(txn, err.status, err.msg);
     return m;

@@ -9,6 +9,7 @@
 #include "base/arena.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "model/lookup.h"
 #include "obs/request.h"
 #include "obs/trace.h"
 
@@ -279,14 +280,12 @@ void rest_obs_trace_setting(struct http_txn *txn, struct repository *repo, const
     if (!check_method(txn))
         return;
     if (model) {
+        struct error err;
         struct model_snapshot *snap = repository_acquire(repo);
-        bool known = snapshot_find(snap, model, model_len) != NULL;
+        bool known = model_lookup_entry(snap, model, model_len, &err) != NULL;
         repository_release(repo, snap);
-        if (!known || strlen(model) != model_len) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "unknown model '%.*s'", (int)(model_len > 256 ? 256 : model_len),
-                     model);
-            http_txn_error(txn, 404, msg);
+        if (!known) {
+            http_txn_error(txn, err.status, err.msg);
             return;
         }
     }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/mem.h"
+#include "model/lookup.h"
 #include "model/repository.h"
 
 const struct metrics_hist_spec stats_duration_buckets = {
@@ -442,20 +443,8 @@ int stats_report_build(struct repository *repo, const char *model, size_t model_
     const struct model_entry *one = NULL;
     uint32_t capacity = 0;
     if (model) {
-        one = snapshot_find(snap, model, model_len);
-        if (!one) {
-            error_set(err, 404, "unknown model '%.*s'", (int)(model_len > 200 ? 200 : model_len),
-                      model);
+        if (!model_lookup(snap, model, model_len, version, &one, err))
             goto out;
-        }
-        if (one->state != MODEL_READY) {
-            error_set(err, 404, "model '%s' is not ready: %s", one->name, one->reason);
-            goto out;
-        }
-        if (version && !registry_version(one, version)) {
-            error_set(err, 404, "model '%s' has no ready version '%s'", one->name, version);
-            goto out;
-        }
         capacity = one->nversions;
     } else {
         for (uint32_t i = 0; i < snap->count; i++)

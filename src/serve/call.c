@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "model/lookup.h"
 #include "obs/stats.h"
 
 /* Decode memory per call: the JSON tree and typed tensors take a small
@@ -328,33 +329,14 @@ static void on_complete(struct infer_request *req)
 
 /* ---- the stages every pipeline has ------------------------------------------ */
 
-const struct model *serve_find_model(const struct model_snapshot *s, const char *name,
-                                     size_t name_len, const char *version,
-                                     const struct model_entry **entry, struct error *err)
-{
-    const struct model *m = NULL;
-    const struct model_entry *e = snapshot_find(s, name, name_len);
-    if (entry)
-        *entry = e;
-    if (!e)
-        error_set(err, 404, "unknown model '%.*s'", (int)name_len, name);
-    else if (e->state != MODEL_READY)
-        error_set(err, 404, "model '%s' is not ready: %s", e->name, e->reason);
-    else if (version && version[0] && !(m = registry_version(e, version)))
-        error_set(err, 404, "model '%s' has no ready version '%s'", e->name, version);
-    else
-        return m ? m : e->model;
-    return NULL;
-}
-
 enum stage_result serve_stage_resolve(struct infer_call *call, const void *cfg)
 {
     (void)cfg;
     struct error err;
     call->snapshot = repository_acquire(call->thread->repo);
-    const struct model *m = serve_find_model(call->snapshot, call->model_name,
-                                             strlen(call->model_name), call->version,
-                                             &call->entry, &err);
+    const struct model *m = model_lookup(call->snapshot, call->model_name,
+                                         strlen(call->model_name), call->version, &call->entry,
+                                         &err);
     if (!m)
         return serve_call_error(call, err.status, "%s", err.msg);
     /* The call keeps the version loaded until it ends, even if a reload or

@@ -208,13 +208,6 @@ enum stage_result serve_call_respond(struct infer_call *call, const struct tenso
 enum stage_result serve_call_error(struct infer_call *call, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The model `name` (version "" or NULL: the newest loaded) in snapshot s,
- * or NULL with a 404 in err. *entry (if not NULL) gets the model's entry
- * even when the version is missing. */
-const struct model *serve_find_model(const struct model_snapshot *s, const char *name,
-                                     size_t name_len, const char *version,
-                                     const struct model_entry **entry, struct error *err);
-
 /* Stage functions of the default pipeline, for tests that build their own
  * pipelines around them. */
 enum stage_result serve_stage_resolve(struct infer_call *call, const void *cfg);

@@ -194,7 +194,7 @@ def test_unknown_model_infer(infer):
 @pytest.mark.parametrize("path", [
     "/v2/models/nosuchmodel", "/v2/models/nosuchmodel/ready",
     "/v2/models/simple/versions/7", "/v2/models/simple/versions/7/ready",
-    "/v2/models/simple/versions/0/ready", "/v2/models/simple/versions/abc",
+    "/v2/models/simple/versions/0/ready",
     "/v2/foo", "/foo", "/v2/models", "/v2/models/simple/foo", "/v2/health/foo",
     "/v2/models/simple/versions/1/foo",
 ])
@@ -204,6 +204,33 @@ def test_not_found_get(base_url, path):
 
 def test_unknown_version_infer(infer):
     assert_error_response(infer("simple", good_inputs(), version="7"), 404)
+
+
+# Triton's wording, which clients (Triton's own examples among them) match on.
+@pytest.mark.parametrize("path,status,message", [
+    ("/v2/models/nosuchmodel", 404, "Request for unknown model: 'nosuchmodel' is not found"),
+    ("/v2/models/simple/versions/7/ready", 404,
+     "Request for unknown model: 'simple' version 7 is not found (loaded versions: 1)"),
+    ("/v2/models/simple/versions/abc", 400,
+     "failed to get model version from specified version string 'abc'"),
+    ("/v2/models/simple/versions/-1/config", 400,
+     "failed to get model version from specified version string '-1'"),
+    ("/v2/models/nosuchmodel/stats", 404, "Request for unknown model: 'nosuchmodel' is not found"),
+    ("/v2/models/nosuchmodel/trace/setting", 404,
+     "Request for unknown model: 'nosuchmodel' is not found"),
+])
+def test_regress_lookup_errors_use_tritons_wording(base_url, path, status, message):
+    r = requests.get(base_url + path, timeout=10)
+    assert_error_response(r, status)
+    assert r.json()["error"] == message
+
+
+def test_regress_lookup_errors_use_tritons_wording_on_infer(infer):
+    r = infer("nosuchmodel", good_inputs())
+    assert r.json()["error"] == "Request for unknown model: 'nosuchmodel' is not found"
+    r = infer("simple", good_inputs(), version="x1")
+    assert_error_response(r, 400)
+    assert r.json()["error"] == "failed to get model version from specified version string 'x1'"
 
 
 # ---------------------------------------------------------------- 405

@@ -118,10 +118,11 @@ def test_unavailable_model_stats_is_404(server_factory):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         r = requests.get(srv.url + "/v2/models/broken/stats")
-        if r.status_code == 404 and "not ready" in r.text:
+        if r.status_code == 404 and "has no available versions" in r.text:
             break
         time.sleep(0.05)
-    assert "not ready" in assert_error_response(r, 404)
+    assert assert_error_response(r, 404).startswith(
+        "Request for unknown model: 'broken' has no available versions: version 1: ")
     # The list holds only what is loaded.
     doc = ok_json(requests.get(srv.url + "/v2/models/stats"))
     assert [s["name"] for s in doc["model_stats"]] == ["simple"]
