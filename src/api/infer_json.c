@@ -430,7 +430,7 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
     if (json_parse(&req->arena, body, json_len, &limits, &root, &msg, &off) != 0) {
         if (strcmp(msg, "out of memory") == 0)
             return error_set(err, 413, "request too large to decode");
-        if (msg == JSON_ERR_TRAILING && !bin.present)
+        if (msg == json_err_trailing && !bin.present)
             return unannounced_binary(body, off, len, err);
         return error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
     }

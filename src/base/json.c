@@ -9,7 +9,7 @@
 
 #define JSON_DEFAULT_MAX_DEPTH 64
 
-const char JSON_ERR_TRAILING[] = "trailing characters after value";
+const char json_err_trailing[] = "trailing characters after value";
 
 /* ------------------------------------------------------------------------ */
 /* Shared by the reader and the writer                                      */
@@ -672,7 +672,7 @@ static int parse_document(struct json_parser *ps, struct json_value *out)
             if (ps->nframes == 0) {
                 skip_ws(ps);
                 if (ps->p != ps->end)
-                    return fail_at(ps, ps->p, JSON_ERR_TRAILING);
+                    return fail_at(ps, ps->p, json_err_trailing);
                 *out = v;
                 return ST_OK;
             }

@@ -32,7 +32,7 @@
  *   Returns ST_OK (base/status.h) with *out set; on error ST_ERROR, with
  *   *err_msg set to a static string and *err_off to the byte offset where
  *   the error was detected. A complete value followed by more than
- *   whitespace fails with JSON_ERR_TRAILING (that very pointer, so callers
+ *   whitespace fails with json_err_trailing (that very pointer, so callers
  *   may compare it) at the first byte after the whitespace.
  *
  * Writer contract:
@@ -87,7 +87,7 @@ struct json_member {
 };
 
 /* The error of a complete value followed by more bytes (see json_parse). */
-extern const char JSON_ERR_TRAILING[];
+extern const char json_err_trailing[];
 
 /* Nesting inside one raw array (its own '[' included) is also bounded by this. */
 #define JSON_RAW_MAX_DEPTH 64
