@@ -56,6 +56,7 @@ void grpc_stream_error(struct grpc_call *call, struct obsreq **o, int http_statu
     Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
     r.error_message = (char *)msg;
     r.infer_response = &ir;
+    obsreq_set_error(*o, msg);
     grpc_message_obs_end(call, o, http_status, grpc_call_send(call, &r.base));
 }
 

@@ -322,12 +322,16 @@ static void call_end(struct grpc_call *call, int code, int http_status, const ch
         return;
     call->finished = true;
     call->http_status = http_status;
-    if (!grpc_call_is_stream(call))
+    if (!grpc_call_is_stream(call)) {
         call_obs_begin(call);
-    else if (code != GRPC_OK)
-        obsreq_end(grpc_obs_begin(call, call->request_id, call->request_id_len, call->msg.len,
-                             call->received_ns),
-                   http_status, 0);
+        if (code != GRPC_OK)
+            obsreq_set_error(call->obs, msg);
+    } else if (code != GRPC_OK) {
+        struct obsreq *o = grpc_obs_begin(call, call->request_id, call->request_id_len,
+                                          call->msg.len, call->received_ns);
+        obsreq_set_error(o, msg);
+        obsreq_end(o, http_status, 0);
+    }
     char status[8], encoded[3 * ERROR_MSG_MAX + 1], tp[TRACEPARENT_LEN + 1];
     snprintf(status, sizeof status, "%d", code);
     struct h2_header t[5];

@@ -142,7 +142,7 @@ static int decode_input(struct infer_request *req, const struct model *m,
         return error_set(err, 400, "input without a 'name' string");
     int idx = model_input_index(m, name->u.str);
     if (idx < 0 || strlen(name->u.str) != name->len)
-        return error_set(err, 400, "unknown input '%s' for model '%s'", name->u.str, m->name);
+        return model_io_unknown(&m->info, true, name->u.str, m->name, err);
     if (seen[idx])
         return error_set(err, 400, "duplicate input '%s'", name->u.str);
     seen[idx] = true;
@@ -237,8 +237,7 @@ static int decode_outputs(struct infer_request *req, const struct model *m,
             return error_set(err, 400, "each element of 'outputs' needs a 'name' string");
         int idx = model_output_index(m, name->u.str);
         if (idx < 0 || strlen(name->u.str) != name->len)
-            return error_set(err, 400, "unknown output '%s' for model '%s'", name->u.str,
-                             m->name);
+            return model_io_unknown(&m->info, false, name->u.str, m->name, err);
         for (uint32_t j = 0; j < i; j++)
             if (names[j] == m->info.outputs[idx].name)
                 return error_set(err, 400, "duplicate output '%s'", name->u.str);
@@ -388,6 +387,23 @@ int infer_json_header_length(const char *value, size_t n, size_t body_len, int64
     return 0;
 }
 
+/* A whole JSON request with more bytes after it, `off` being the first of
+ * them that is not whitespace: binary tensor data sent without the header
+ * that says where the JSON ends. The JSON part ends where its whitespace
+ * before `off` begins (a value never ends in whitespace). */
+static int unannounced_binary(const char *body, size_t off, size_t len, struct error *err)
+{
+    size_t json_len = off;
+    while (json_len > 0 && (body[json_len - 1] == ' ' || body[json_len - 1] == '\t' ||
+                            body[json_len - 1] == '\n' || body[json_len - 1] == '\r'))
+        json_len--;
+    return error_set(err, 400,
+                     "%zu bytes follow the %zu-byte JSON request: binary tensor data after the "
+                     "JSON needs the header Inference-Header-Content-Length: %zu (the length of "
+                     "the JSON part)",
+                     len - json_len, json_len, json_len);
+}
+
 int infer_json_decode(struct infer_request *req, const struct model *m, const char *body,
                       size_t len, int64_t header_len, struct error *err)
 {
@@ -414,6 +430,8 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
     if (json_parse(&req->arena, body, json_len, &limits, &root, &msg, &off) != 0) {
         if (strcmp(msg, "out of memory") == 0)
             return error_set(err, 413, "request too large to decode");
+        if (msg == json_err_trailing && !bin.present)
+            return unannounced_binary(body, off, len, err);
         return error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
     }
     if (root->type != JSON_OBJECT)

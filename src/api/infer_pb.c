@@ -296,7 +296,7 @@ static int decode_input(struct infer_request *req, const struct model *m,
     const Inference__ModelInferRequest__InferInputTensor *in = msg->inputs[k];
     int idx = model_input_index(m, in->name);
     if (idx < 0)
-        return error_set(err, 400, "unknown input '%s' for model '%s'", in->name, m->name);
+        return model_io_unknown(&m->info, true, in->name, m->name, err);
     if (seen[idx])
         return error_set(err, 400, "duplicate input '%s'", in->name);
     seen[idx] = true;
@@ -352,7 +352,7 @@ static int decode_outputs(struct infer_request *req, const struct model *m,
         const Inference__ModelInferRequest__InferRequestedOutputTensor *o = msg->outputs[i];
         int idx = model_output_index(m, o->name);
         if (idx < 0)
-            return error_set(err, 400, "unknown output '%s' for model '%s'", o->name, m->name);
+            return model_io_unknown(&m->info, false, o->name, m->name, err);
         for (size_t j = 0; j < i; j++)
             if (names[j] == m->info.outputs[idx].name)
                 return error_set(err, 400, "duplicate output '%s'", o->name);

@@ -43,6 +43,8 @@ static void on_end(struct http_txn *txn, int status, uint64_t body_bytes)
 {
     struct obsreq *o = txn->obs;
     txn->obs = NULL;
+    if (txn->error)
+        obsreq_set_error(o, txn->error);
     obsreq_end(o, status, body_bytes);
 }
 

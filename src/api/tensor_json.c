@@ -434,7 +434,7 @@ enum status tensor_json_parse(const char *text, size_t len, enum dtype dtype,
 out_done:
     p = skip_ws(p, end);
     if (p != end)
-        return malformed(&t, p, "trailing characters after value");
+        return malformed(&t, p, json_err_trailing);
     if (t.index != count) {
         char shape_text[128];
         shape_format(shape, ndim, shape_text, sizeof shape_text);

@@ -46,6 +46,20 @@ void model_info_free(struct model_info *info);
  * Returns 0, or -1 with a 400 naming the input in err. */
 int model_io_check(const struct model_io *io, const struct tensor *t, struct error *err);
 
+/* Writes the n tensors ios as "'x' (FP32 [-1,4]), 'y' (INT64 [-1])" into
+ * out (size > 0 bytes, NUL-terminated), "none" when n is 0. Tensors that do
+ * not fit are left out whole and the list ends in "..." (room for it is
+ * kept). Thread: any. */
+void model_io_list(const struct model_io *ios, uint32_t n, char *out, size_t size);
+
+/* The 400 for a request that names a tensor model `model_name` does not
+ * have, listing what it has (truncated as model_io_list does):
+ * "unknown input 'in' for model 'm', which has inputs: 'x' (FP32 [-1,4])"
+ * (or "..., which has no inputs").
+ * `input` chooses the inputs or the outputs of info. Returns -1. */
+int model_io_unknown(const struct model_info *info, bool input, const char *name,
+                     const char *model_name, struct error *err);
+
 /* A tensor a model's configuration declares. */
 struct backend_tensor_decl {
     const char *name;

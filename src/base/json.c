@@ -9,6 +9,8 @@
 
 #define JSON_DEFAULT_MAX_DEPTH 64
 
+const char json_err_trailing[] = "trailing characters after value";
+
 /* ------------------------------------------------------------------------ */
 /* Shared by the reader and the writer                                      */
 /* ------------------------------------------------------------------------ */
@@ -670,7 +672,7 @@ static int parse_document(struct json_parser *ps, struct json_value *out)
             if (ps->nframes == 0) {
                 skip_ws(ps);
                 if (ps->p != ps->end)
-                    return fail_at(ps, ps->p, "trailing characters after value");
+                    return fail_at(ps, ps->p, json_err_trailing);
                 *out = v;
                 return ST_OK;
             }

@@ -31,7 +31,9 @@
  *   must validate it (api/tensor_json.h does, for KServe's "data").
  *   Returns ST_OK (base/status.h) with *out set; on error ST_ERROR, with
  *   *err_msg set to a static string and *err_off to the byte offset where
- *   the error was detected.
+ *   the error was detected. A complete value followed by more than
+ *   whitespace fails with json_err_trailing (that very pointer, so callers
+ *   may compare it) at the first byte after the whitespace.
  *
  * Writer contract:
  *   The writer appends to a struct buf and inserts commas and colons itself;
@@ -83,6 +85,9 @@ struct json_member {
     uint32_t key_len;
     struct json_value value;
 };
+
+/* The error of a complete value followed by more bytes (see json_parse). */
+extern const char json_err_trailing[];
 
 /* Nesting inside one raw array (its own '[' included) is also bounded by this. */
 #define JSON_RAW_MAX_DEPTH 64

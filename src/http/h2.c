@@ -701,7 +701,8 @@ static void head_complete(struct h2_stream *st)
             return;
         }
         if (v > st->sess->limits.max_body) {
-            stream_fail(st, 413, "request body too large");
+            char msg[HTTP_BODY_TOO_LARGE_MAX];
+            stream_fail(st, 413, http_body_too_large(msg, v, false, st->sess->limits.max_body));
             return;
         }
     }
@@ -836,9 +837,11 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
             if (st->app && st->app->on_data)
                 st->app->on_data(st->app->app, st, data, len);
         } else if (!st->responded) {
-            if (st->body.len + len > s->limits.max_body)
-                stream_fail(st, 413, "request body too large");
-            else if (buf_append(&st->body, data, len) != 0)
+            if (st->body.len + len > s->limits.max_body) {
+                char msg[HTTP_BODY_TOO_LARGE_MAX];
+                stream_fail(st, 413,
+                            http_body_too_large(msg, st->body.len + len, true, s->limits.max_body));
+            } else if (buf_append(&st->body, data, len) != 0)
                 stream_fail(st, 503, "out of memory for the request body");
         } else if ((st->discarded += len) > H2_DISCARD_MAX && !st->reset_sent) {
             st->reset_sent = true;

@@ -1,5 +1,7 @@
 #include "http/http1.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -123,6 +125,20 @@ static int fail(struct http1_parser *p, int status, const char *msg)
     p->err_status = status;
     p->err_msg = msg;
     return ST_ERROR;
+}
+
+const char *http_body_too_large(char *out, uint64_t len, bool at_least, uint64_t max_body)
+{
+    snprintf(out, HTTP_BODY_TOO_LARGE_MAX,
+             "request body of %s%" PRIu64 " bytes exceeds the limit of %" PRIu64
+             " bytes (--max-body-bytes)",
+             at_least ? "at least " : "", len, max_body);
+    return out;
+}
+
+static int body_too_large(struct http1_parser *p, uint64_t len, bool at_least)
+{
+    return fail(p, 413, http_body_too_large(p->err_buf, len, at_least, p->limits.max_body));
 }
 
 static int finish(struct http1_parser *p, size_t consumed)
@@ -450,7 +466,7 @@ static int finish_head(struct http1_parser *p, const char *buf)
     if (unknown_expectation)
         return fail(p, 417, "unsupported expectation");
     if (p->_content_length > p->limits.max_body)
-        return fail(p, 413, "request body too large");
+        return body_too_large(p, p->_content_length, false);
 
     /* RFC 9110 §10.1.1: a server MUST ignore 100-continue from HTTP/1.0. */
     p->_expect_continue = expect_continue && p->_version_minor == 1;
@@ -578,7 +594,8 @@ static int parse_chunk_size(struct http1_parser *p, const char *buf, size_t len)
     if (!skip_chunk_extensions(s, cr))
         return fail(p, 400, "malformed chunk extension");
     if (size > p->limits.max_body - p->_body_len)
-        return fail(p, 413, "request body too large");
+        return body_too_large(
+            p, size > UINT64_MAX - p->_body_len ? UINT64_MAX : p->_body_len + size, true);
 
     next_line(p, lf);
     if (size == 0) {

@@ -24,8 +24,9 @@
  *                answer `Expect: 100-continue`.
  *   ST_ERROR     malformed or over a limit; p->err_status is the HTTP status
  *                to answer (400, 413, 414, 417, 431, 501, 505) and p->err_msg a
- *                static description. The connection must be closed after
- *                the error response.
+ *                description: a static string, or for a 413 p->err_buf
+ *                (valid until the parser is initialized again). The
+ *                connection must be closed after the error response.
  */
 #ifndef INFERD_HTTP_HTTP1_H
 #define INFERD_HTTP_HTTP1_H
@@ -37,6 +38,9 @@
 #include "base/status.h"
 
 #define HTTP1_MAX_HEADERS_CAP 256
+
+/* Room for the message of http_body_too_large(). */
+#define HTTP_BODY_TOO_LARGE_MAX 128
 
 struct http1_limits {
     uint32_t max_request_line; /* bytes incl. CRLF; over → 414 */
@@ -84,7 +88,8 @@ struct http1_parser {
     bool head_done;
     size_t consumed;     /* on DONE: bytes of this request */
     int err_status;      /* on ERROR */
-    const char *err_msg; /* on ERROR: static string */
+    const char *err_msg; /* on ERROR: static string or err_buf */
+    char err_buf[HTTP_BODY_TOO_LARGE_MAX];
     /* Private state: offsets into the buffer (so that it may move); see
      * http1.c. */
     int _state;
@@ -108,6 +113,14 @@ struct http1_parser {
 void http1_parser_init(struct http1_parser *p, const struct http1_limits *limits);
 /* ST_DONE, ST_AGAIN or ST_ERROR: see the top of this file. */
 enum status http1_parse(struct http1_parser *p, char *buf, size_t len, struct http1_request *req);
+
+/* The message of a 413 for a request body over max_body bytes (the
+ * server's --max-body-bytes), into out (HTTP_BODY_TOO_LARGE_MAX bytes):
+ * "request body of N bytes exceeds the limit of M bytes (--max-body-bytes)",
+ * "of at least N bytes" when `at_least` (a body whose length is not
+ * announced: chunked, or HTTP/2 without content-length). Shared by HTTP/1.1
+ * and HTTP/2; returns out. */
+const char *http_body_too_large(char *out, uint64_t len, bool at_least, uint64_t max_body);
 
 /* Case-insensitive lookup; NULL if absent. */
 const struct http_header *http1_header(const struct http1_request *req, const char *name);

@@ -55,6 +55,7 @@ void http_txn_reset(struct http_txn *txn, const struct http_txn_ops *ops, void *
     txn->on_head = NULL;
     txn->on_end = NULL;
     txn->obs = NULL;
+    txn->error = NULL;
     txn->on_response = on_response;
     txn->head_only = txn->req.method_len == 4 && memcmp(txn->req.method, "HEAD", 4) == 0;
     txn->extra_headers[0] = '\0';
@@ -75,7 +76,8 @@ void http_txn_notify_end(struct http_txn *txn, int status, uint64_t body_bytes)
 void http_txn_respond(struct http_txn *txn, int status, const char *content_type)
 {
     if (txn->body.err && !txn->aborted) {
-        http_error_body(&txn->body, "response too large");
+        txn->error = "response too large";
+        http_error_body(&txn->body, txn->error);
         status = 500;
         content_type = "application/json";
     }
@@ -89,6 +91,7 @@ void http_txn_respond(struct http_txn *txn, int status, const char *content_type
 void http_txn_error(struct http_txn *txn, int status, const char *msg)
 {
     http_error_body(&txn->body, msg);
+    txn->error = msg;
     http_txn_respond(txn, status, "application/json");
 }
 

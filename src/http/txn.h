@@ -24,7 +24,9 @@
  * Observers: on_head runs before the response head is formatted (it may
  * still add headers); on_end once the exchange is over, with the status
  * (0 = the peer is gone) and the body bytes sent. Both are reset for every
- * request by the transport.
+ * request by the transport. When the answer is an error body
+ * (http_txn_error, or a response too large to send), txn->error is its
+ * message while the observers run; else NULL.
  */
 #ifndef INFERD_HTTP_TXN_H
 #define INFERD_HTTP_TXN_H
@@ -75,6 +77,7 @@ struct http_txn {
     void (*on_head)(struct http_txn *txn, int status);
     void (*on_end)(struct http_txn *txn, int status, uint64_t body_bytes);
     void *obs;
+    const char *error;            /* the error answer's message, for the observers */
     http_response_fn on_response; /* set by the transport from its config */
     /* Set by a handler whose work can be dropped (e.g. an infer request's
      * `cancelled` flag): stored true when the txn is aborted, from the loop

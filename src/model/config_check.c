@@ -52,21 +52,6 @@ static int find_io(const struct model_io *ios, uint32_t n, const char *name)
     return -1;
 }
 
-/* "a, b, c" (truncated) for error messages. */
-static void list_names(const struct model_io *ios, uint32_t n, char *out, size_t size)
-{
-    size_t len = 0;
-    out[0] = '\0';
-    for (uint32_t i = 0; i < n && len + 1 < size; i++) {
-        int w = snprintf(out + len, size - len, "%s%s", i ? ", " : "", ios[i].name);
-        if (w < 0)
-            break;
-        len += (size_t)w;
-    }
-    if (n == 0)
-        snprintf(out, size, "none");
-}
-
 /* The ONNX shape as the config sees it (batch dimension removed). */
 static void model_view(const struct model_io *mio, int32_t max_batch, const int64_t **dims,
                        uint32_t *ndim)
@@ -76,11 +61,73 @@ static void model_view(const struct model_io *mio, int32_t max_batch, const int6
     *ndim = mio->ndim - skip;
 }
 
+/* Whether config dims c fit model dims m (-1 in m takes any size). */
+static bool dims_fit(const int64_t *c, uint32_t cn, const int64_t *m, uint32_t mn)
+{
+    if (cn != mn)
+        return false;
+    for (uint32_t i = 0; i < cn; i++)
+        if (m[i] != -1 && c[i] != m[i])
+            return false;
+    return true;
+}
+
+/* The error for config dims (or reshape) cdims that do not fit the model's
+ * shape. With max_batch_size > 0 the model sees them behind the batch
+ * dimension, so that is the shape shown beside the model's; the two usual
+ * mistakes, the batch dimension written into dims or left out of them, are
+ * named with their fix. */
+static int shape_mismatch(const struct model_config *cfg, const struct model_config_io *io,
+                          const struct model_io *mio, const char *what, struct error *err)
+{
+    const char *field = io->has_reshape ? "reshape" : "dims";
+    const int64_t *cdims = io->has_reshape ? io->reshape : io->dims;
+    uint32_t cndim = io->has_reshape ? io->reshape_ndim : io->ndim;
+    char conf[128], model[128];
+    shape_format(cdims, cndim, conf, sizeof conf);
+    shape_format(mio->dims, mio->ndim, model, sizeof model);
+    if (cfg->max_batch_size <= 0) {
+        if (mio->ndim > 0 && mio->dims[0] == -1 &&
+            dims_fit(cdims, cndim, mio->dims + 1, mio->ndim - 1))
+            return error_set(err, 400,
+                             "%s '%s': config %s %s do not match the model's shape %s: with "
+                             "max_batch_size 0, %s include the model's first (batch) dimension "
+                             "(%s: %s), or set max_batch_size > 0 to batch requests",
+                             what, io->name, field, conf, model, field, field, model);
+        return error_set(err, 400, "%s '%s': config %s %s do not match the model's shape %s", what,
+                         io->name, field, conf, model);
+    }
+    int64_t batched[TENSOR_MAX_DIMS];
+    batched[0] = -1;
+    memcpy(batched + 1, cdims, sizeof *cdims * cndim);
+    char with_batch[128];
+    shape_format(batched, cndim + 1, with_batch, sizeof with_batch);
+    if (cndim > 0 && dims_fit(cdims, cndim, mio->dims, mio->ndim)) {
+        /* What to write instead; a model tensor of shape [-1] is a scalar
+         * per batch row, which config.pbtxt spells as an empty reshape. */
+        char rest[128], fix[160];
+        shape_format(cdims + 1, cndim - 1, rest, sizeof rest);
+        if (cndim > 1)
+            snprintf(fix, sizeof fix, "%s: %s", field, rest);
+        else
+            snprintf(fix, sizeof fix, "%sreshape: { shape: [ ] }",
+                     io->has_reshape ? "" : "dims: [1] with ");
+        return error_set(err, 400,
+                         "%s '%s': config %s %s plus the batch dimension make %s, the model's "
+                         "shape is %s: leave the batch dimension out of %s when max_batch_size "
+                         "> 0 (%s)",
+                         what, io->name, field, conf, with_batch, model, field, fix);
+    }
+    return error_set(err, 400,
+                     "%s '%s': config %s %s plus the batch dimension make %s, which does not "
+                     "match the model's shape %s",
+                     what, io->name, field, conf, with_batch, model);
+}
+
 static int check_io(struct model_config *cfg, struct model_config_io *io,
                     const struct model_io *mio, bool input, struct error *err)
 {
     const char *what = input ? "input" : "output";
-    char a[128], b[128];
     const int64_t *mdims;
     uint32_t mndim;
 
@@ -96,22 +143,15 @@ static int check_io(struct model_config *cfg, struct model_config_io *io,
         io->ndim = mndim;
         memcpy(io->dims, mdims, sizeof *mdims * mndim);
     }
-    if (cfg->max_batch_size > 0 && io->ndim >= TENSOR_MAX_DIMS)
-        return error_set(err, 400, "%s '%s': dims with the batch dimension exceed %d dimensions",
-                         what, io->name, TENSOR_MAX_DIMS);
+    if (cfg->max_batch_size > 0 &&
+        (io->ndim >= TENSOR_MAX_DIMS || (io->has_reshape && io->reshape_ndim >= TENSOR_MAX_DIMS)))
+        return error_set(err, 400, "%s '%s': %s with the batch dimension exceed %d dimensions",
+                         what, io->name, io->ndim >= TENSOR_MAX_DIMS ? "dims" : "reshape",
+                         TENSOR_MAX_DIMS);
     /* What the model itself receives: reshape when present, else dims. */
-    const int64_t *cdims = io->has_reshape ? io->reshape : io->dims;
-    uint32_t cndim = io->has_reshape ? io->reshape_ndim : io->ndim;
-    bool ok = cndim == mndim;
-    for (uint32_t i = 0; ok && i < cndim; i++)
-        ok = mdims[i] == -1 || cdims[i] == mdims[i];
-    if (!ok) {
-        shape_format(cdims, cndim, a, sizeof a);
-        shape_format(mio->dims, mio->ndim, b, sizeof b);
-        return error_set(err, 400, "%s '%s': config %s %s%s do not match the model's shape %s",
-                         what, io->name, io->has_reshape ? "reshape" : "dims", a,
-                         cfg->max_batch_size > 0 ? " (plus the batch dimension)" : "", b);
-    }
+    if (io->has_reshape ? !dims_fit(io->reshape, io->reshape_ndim, mdims, mndim)
+                        : !dims_fit(io->dims, io->ndim, mdims, mndim))
+        return shape_mismatch(cfg, io, mio, what, err);
     return 0;
 }
 
@@ -134,7 +174,7 @@ static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
         struct model_config_io *io = &(*ios)[i];
         int k = find_io(mios, mn, io->name);
         if (k < 0) {
-            list_names(mios, mn, names, sizeof names);
+            model_io_list(mios, mn, names, sizeof names);
             return error_set(c->err, 400, "%s '%s': the model has no %s of that name (its %ss: %s)",
                              what, io->name, what, what, names);
         }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/error.h"
 #include "base/json.h"
 #include "base/mem.h"
 #include "base/numfmt.h"
@@ -37,7 +38,7 @@ struct obsreq {
     struct infer_trace req_trace; /* batch link, copied from the request */
     /* Text fields, NUL-terminated, with their lengths (no strlen per use). */
     uint16_t request_id_len, method_len, endpoint_len, peer_len;
-    uint16_t model_len, version_len, sha12_len, inputs_len;
+    uint16_t model_len, version_len, sha12_len, inputs_len, error_len;
     char request_id[REQUEST_ID_MAX + 1];
     char method[16];
     char endpoint[256];
@@ -47,6 +48,7 @@ struct obsreq {
     char sha12[13];
     char tracestate[TRACESTATE_MAX + 1];
     char inputs[INPUTS_MAX]; /* formatted for the access log's format */
+    char error[ERROR_MSG_MAX]; /* the error answer's message; error_len 0: none */
 };
 
 /* The access log line being formatted (copied out by accesslog_write). */
@@ -178,7 +180,7 @@ struct obsreq *obsreq_begin(const struct obsreq_start *s)
     if (log && s->peer)
         o->peer_len = (uint16_t)s->peer(s->peer_ctx, o->peer, sizeof o->peer);
     o->model[0] = o->version[0] = o->sha12[0] = '\0';
-    o->model_len = o->version_len = o->sha12_len = o->inputs_len = 0;
+    o->model_len = o->version_len = o->sha12_len = o->inputs_len = o->error_len = 0;
     return o;
 }
 
@@ -271,6 +273,13 @@ void obsreq_infer_done(struct obsreq *o, const struct infer_request *req)
     o->req_trace = req->trace;
     if (o->log)
         format_inputs(o, req, accesslog_format() == LOG_LINE_JSON);
+}
+
+void obsreq_set_error(struct obsreq *o, const char *msg)
+{
+    if (!o || !msg || !o->log)
+        return;
+    o->error_len = copy_str(o->error, sizeof o->error, msg, strnlen(msg, sizeof o->error));
 }
 
 bool obsreq_traceparent(const struct obsreq *o, char out[TRACEPARENT_LEN + 1])
@@ -374,6 +383,8 @@ static void write_json_line(struct obsreq *o, struct jline *l, const char *ts, s
     jl_u64(l, bytes_out);
     jl_lit(l, ",\"client\":");
     jl_qraw(l, o->peer, o->peer_len);
+    jl_lit(l, ",\"error\":");
+    jl_str_or_null(l, o->error, o->error_len);
     jl_lit(l, "}");
 }
 
@@ -423,6 +434,7 @@ static void write_text_line(struct obsreq *o, struct jline *l, const char *ts, s
     put_number(l, "bytes_in", o->bytes_in);
     put_number(l, "bytes_out", bytes_out);
     put_token(l, "client", o->peer, o->peer_len);
+    put_token(l, "error", o->error, o->error_len);
 }
 
 /* ---- spans ------------------------------------------------------------------- */

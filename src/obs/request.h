@@ -18,10 +18,12 @@
  *      before sched_release() and before the model reference is dropped:
  *      copies timings, batch size and the input summary, and starts the
  *      response-encode span.
- *   5. obsreq_traceparent() for the response header (when sampled), then
- *      obsreq_end(o, status, bytes_out) once the response is committed:
- *      writes the access log line, submits the spans and returns o to the
- *      pool. Exactly once per obsreq_begin() that returned non-NULL.
+ *   5. obsreq_traceparent() for the response header (when sampled);
+ *      for an error answer, obsreq_set_error(o, msg) with the message the
+ *      client gets (error body, grpc-message); then obsreq_end(o, status,
+ *      bytes_out) once the response is committed: writes the access log
+ *      line, submits the spans and returns o to the pool. Exactly once per
+ *      obsreq_begin() that returned non-NULL.
  *
  * Not thread-safe per object: begin/attach/done/end on the owning thread
  * (the worker only reads req->trace, filled before submit).
@@ -81,6 +83,9 @@ void obsreq_infer_done(struct obsreq *o, const struct infer_request *req);
 /* The response's traceparent value (our server span) when the request is
  * traced: writes TRACEPARENT_LEN chars + NUL into out and returns true. */
 bool obsreq_traceparent(const struct obsreq *o, char out[TRACEPARENT_LEN + 1]);
+/* The message of an error answer, for the access log's `error` field
+ * (copied, cut to ERROR_MSG_MAX - 1 bytes); msg may be NULL (no error). */
+void obsreq_set_error(struct obsreq *o, const char *msg);
 void obsreq_end(struct obsreq *o, int status, uint64_t bytes_out);
 
 /* Frees the pooled objects of every thread (at exit, after the front ends

@@ -25,7 +25,7 @@ TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 FIELDS = ["ts", "request_id", "trace_id", "protocol", "method", "endpoint", "model", "version",
           "model_sha256", "inputs", "batch_size", "queue_us", "compute_us", "total_us", "status",
-          "bytes_in", "bytes_out", "client"]
+          "bytes_in", "bytes_out", "client", "error"]
 WAIT = 20.0
 
 
@@ -108,14 +108,17 @@ def test_fields_success_and_errors(server_factory, tmp_path):
     assert success["bytes_in"] == len(body)
     assert success["bytes_out"] == len(ok.content)
     assert success["total_us"] >= success["queue_us"] + success["compute_us"]
+    assert success["error"] is None and meta["error"] is None
 
     assert error["status"] == 400 and error["model"] == "simple"
+    assert error["error"] == bad.json()["error"] == "request needs an 'inputs' array"
     assert error["request_id"] == bad.headers["x-request-id"]
     assert error["inputs"] == [] and error["batch_size"] == 0 and error["compute_us"] == 0
     assert error["bytes_in"] == len('{"inputs": 1}') and error["bytes_out"] == len(bad.content)
     assert unknown["status"] == 404 and unknown["model"] is None
     assert unknown["bytes_in"] == 2 and unknown["bytes_out"] == len(missing.content)
     assert unknown["endpoint"] == "/v2/models/nope/infer"
+    assert unknown["error"] == missing.json()["error"] and "nope" in unknown["error"]
 
 
 def test_request_id_echo_and_generation(server_factory):
@@ -171,6 +174,7 @@ def test_stdout_and_text_format(server_factory):
     assert tokens["model"] == "simple" and tokens["version"] == "1"
     assert tokens["inputs"] == "INPUT0:INT32:[1,16];INPUT1:INT32:[1,16]"
     assert tokens["status"] == "200" and tokens["protocol"] == "http/1.1"
+    assert tokens["error"] == "-"
     # --log-format text given: server lines are text (not JSON)
     assert not srv.stderr().lstrip().startswith("{")
 
@@ -346,6 +350,7 @@ def test_rest_over_h2(server_factory, tmp_path):
     assert line["status"] == 200
     assert line["bytes_in"] == len(body) and line["bytes_out"] == int(size)
     assert CLIENT.match(line["client"]), line
+    assert line["error"] is None
 
 
 def test_grpc_fields_success_and_errors(server_factory, tmp_path, pbs):
@@ -363,6 +368,7 @@ def test_grpc_fields_success_and_errors(server_factory, tmp_path, pbs):
     with pytest.raises(grpc.RpcError) as e:
         c.unary("ModelInfer").with_call(bad, timeout=30)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    bad_message = e.value.details()
     # An error is a trailers-only response: the id is in that one header block.
     bad_id = dict(e.value.trailing_metadata())["x-request-id"]
     assert HEX32.match(bad_id)
@@ -389,14 +395,17 @@ def test_grpc_fields_success_and_errors(server_factory, tmp_path, pbs):
     assert ok["batch_size"] == 1 and ok["status"] == 200  # one sample, nothing else in flight
     assert ok["bytes_in"] == req.ByteSize() and ok["bytes_out"] == resp.ByteSize()
     assert ok["total_us"] >= ok["queue_us"] + ok["compute_us"]
+    assert ok["error"] is None
 
     err = by_id[bad_id]
+    assert err["error"] == bad_message == "missing input 'INPUT0' for model 'simple'"
     assert err["endpoint"] == GRPC_INFER and err["status"] == 400
     assert err["model"] == "simple" and err["version"] == "1"
     assert err["inputs"] == [] and err["batch_size"] == 0
     assert err["bytes_in"] == bad.ByteSize() and err["bytes_out"] == 0
     unknown = by_id["grpc-404"]
     assert unknown["status"] == 404 and unknown["model"] is None
+    assert "nope" in unknown["error"]
 
     (meta_line,) = [l for l in lines if l["endpoint"].endswith("/ModelMetadata")]
     assert meta_line["model"] == "simple" and meta_line["version"] == "1"
@@ -434,6 +443,7 @@ def test_grpc_stream_one_line_per_request(server_factory, tmp_path, pbs):
     (failed,) = [l for l in lines if l["request_id"] == "stream-8"]
     assert failed["status"] == 413 and failed["endpoint"] == GRPC_STREAM
     assert failed["model"] is None and failed["bytes_out"] == 0
+    assert failed["error"] == e.value.details() and "--grpc-max-message-bytes" in failed["error"]
     lines.remove(failed)
     assert all(l["endpoint"] == GRPC_STREAM and l["protocol"] == "grpc" for l in lines)
     by_id = {l["request_id"]: l for l in lines}
@@ -449,3 +459,5 @@ def test_grpc_stream_one_line_per_request(server_factory, tmp_path, pbs):
     assert by_id["s-1"]["bytes_out"] == answers["s-1"].ByteSize()
     assert by_id["s-bad"]["status"] == 400 and by_id["s-bad"]["inputs"] == []
     assert by_id["s-bad"]["bytes_out"] == answers["s-bad"].ByteSize()
+    assert by_id["s-bad"]["error"] == answers["s-bad"].error_message
+    assert all(by_id[rid]["error"] is None for rid in ("s-1", "s-2", generated))

@@ -2,11 +2,13 @@
  * The access log writer: lines from several threads reach the file whole,
  * reopen (logrotate) switches files, an oversized line and a full buffer
  * are dropped and counted, and a reader that stops reading (a FIFO) never
- * blocks writers or the close. Also the request-id rule, and the line
+ * blocks writers or the close. Also the request-id rule, a request's
+ * `error` field (JSON and text), and the line
  * builder's string escaping (eight bytes at a time) against a byte-by-byte
  * reference.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -227,6 +229,72 @@ static void test_request_id(void **state)
     assert_int_equal(request_id_resolve(longid, REQUEST_ID_MAX, out), REQUEST_ID_MAX);
 }
 
+/* One request's line through obsreq (obs/request.h) in `format`, with the
+ * error message `error` (NULL: a success). Returns the line, newline cut. */
+static const char *request_line(enum log_line_format format, int status, const char *error)
+{
+    char path[] = "/tmp/inferd_accesslog_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct accesslog_config cfg = {.path = path, .format = format, .sample = 1};
+    struct error err;
+    assert_int_equal(accesslog_open(&cfg, &err), 0);
+    struct obsreq_start s = {.proto = OBS_PROTO_HTTP1,
+                             .method = "POST",
+                             .method_len = 4,
+                             .endpoint = "/v2/models/mlp/infer",
+                             .endpoint_len = 20,
+                             .request_id = "r1",
+                             .request_id_len = 2};
+    struct obsreq *o = obsreq_begin(&s);
+    assert_non_null(o);
+    obsreq_set_error(o, error);
+    obsreq_end(o, status, 10);
+    accesslog_close();
+    obsreq_pool_free();
+    size_t len;
+    char *line = read_file(path, &len);
+    unlink(path);
+    assert_int_equal(count_char(line, len, '\n'), 1);
+    line[len - 1] = '\0';
+    return line;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* The last field, `error`: the message of an error answer (escaped JSON;
+ * a text token), null or "-" for a success. */
+static void test_error_field(void **state)
+{
+    (void)state;
+    const char *line = request_line(LOG_LINE_JSON, 200, NULL);
+    assert_true(ends_with(line, ",\"status\":200,\"bytes_in\":0,\"bytes_out\":10,\"client\":\"\","
+                                "\"error\":null}"));
+    line = request_line(LOG_LINE_JSON, 400, "unknown input 'in\"put' for model 'mlp'\n\xff");
+    assert_true(ends_with(line, ",\"status\":400,\"bytes_in\":0,\"bytes_out\":10,\"client\":\"\","
+                                "\"error\":\"unknown input 'in\\\"put' for model "
+                                "'mlp'\\u000a\\u00ff\"}"));
+    /* Cut to what a struct error holds. */
+    char longmsg[400];
+    memset(longmsg, 'e', sizeof longmsg - 1);
+    longmsg[sizeof longmsg - 1] = '\0';
+    line = request_line(LOG_LINE_JSON, 500, longmsg);
+    const char *e = strstr(line, "\"error\":\"");
+    assert_non_null(e);
+    assert_int_equal(strlen(e), strlen("\"error\":\"\"}") + ERROR_MSG_MAX - 1);
+
+    line = request_line(LOG_LINE_TEXT, 200, NULL);
+    assert_true(ends_with(line, " status=200 bytes_in=0 bytes_out=10 client=- error=-"));
+    line = request_line(LOG_LINE_TEXT, 413, "request body of 10 bytes exceeds the limit");
+    assert_true(ends_with(line, " status=413 bytes_in=0 bytes_out=10 client=- "
+                                "error=request_body_of_10_bytes_exceeds_the_limit"));
+}
+
 /* The reference: one byte at a time, as RFC 8259 asks (valid UTF-8 kept,
  * '"' and '\\' escaped, everything else below 0x20 or not valid UTF-8 as
  * \u00XX). */
@@ -298,9 +366,12 @@ static void test_jl_str_escapes_every_byte_anywhere(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_threads_whole_lines), cmocka_unit_test(test_reopen),
-        cmocka_unit_test(test_drops_counted),       cmocka_unit_test(test_stalled_reader),
+        cmocka_unit_test(test_threads_whole_lines),
+        cmocka_unit_test(test_reopen),
+        cmocka_unit_test(test_drops_counted),
+        cmocka_unit_test(test_stalled_reader),
         cmocka_unit_test(test_request_id),
+        cmocka_unit_test(test_error_field),
         cmocka_unit_test(test_jl_str_escapes_every_byte_anywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -933,12 +933,23 @@ static void test_reshape(void **state)
                "1:41: input[0].reshape: specified more than once");
     /* against the model: reshape is what the model sees */
     check_fail("max_batch_size: 2 input { name: 'in' dims: [16] }", "flat", &flat,
-               "input 'in': config dims [16] (plus the batch dimension) do not match the model's "
-               "shape [-1,4,4]");
+               "input 'in': config dims [16] plus the batch dimension make [-1,16], which does "
+               "not match the model's shape [-1,4,4]");
     check_fail("max_batch_size: 2 input { name: 'in' dims: [16] reshape { shape: [2, 8] } }",
                "flat", &flat,
-               "input 'in': config reshape [2,8] (plus the batch dimension) do not match the "
-               "model's shape [-1,4,4]");
+               "input 'in': config reshape [2,8] plus the batch dimension make [-1,2,8], which "
+               "does not match the model's shape [-1,4,4]");
+    /* the batch dimension written into reshape as well */
+    check_fail("max_batch_size: 2 input { name: 'in' dims: [1, 16] reshape { shape: [1, 4, 4] } }",
+               "flat", &flat,
+               "input 'in': config reshape [1,4,4] plus the batch dimension make [-1,1,4,4], the "
+               "model's shape is [-1,4,4]: leave the batch dimension out of reshape when "
+               "max_batch_size > 0 (reshape: [4,4])");
+    check_fail("max_batch_size: 2 output { name: 'out' dims: [-1] reshape { shape: [-1] } }",
+               "flat", &flat,
+               "output 'out': config reshape [-1] plus the batch dimension make [-1,-1], the "
+               "model's shape is [-1]: leave the batch dimension out of reshape when "
+               "max_batch_size > 0 (reshape: { shape: [ ] })");
 }
 
 /* ---- checks against the model ------------------------------------------ */
@@ -955,10 +966,11 @@ static void test_check_errors(void **state)
                "backend: 'python' models need their inputs and outputs in config.pbtxt (there is "
                "no model file to take them from)");
     check_fail("input { name: 'INPUT2' }", "simple", &simple,
-               "input 'INPUT2': the model has no input of that name (its inputs: INPUT0, INPUT1)");
-    check_fail(
-        "output { name: 'INPUT0' }", "simple", &simple,
-        "output 'INPUT0': the model has no output of that name (its outputs: OUTPUT0, OUTPUT1)");
+               "input 'INPUT2': the model has no input of that name (its inputs: 'INPUT0' (INT32 "
+               "[-1,16]), 'INPUT1' (INT32 [-1,16]))");
+    check_fail("output { name: 'INPUT0' }", "simple", &simple,
+               "output 'INPUT0': the model has no output of that name (its outputs: 'OUTPUT0' "
+               "(INT32 [-1,16]), 'OUTPUT1' (INT32 [-1,16]))");
     check_fail("input { name: 'INPUT0' }", "none", &nothing,
                "input 'INPUT0': the model has no input of that name (its inputs: none)");
     check_fail("max_batch_size: 4", "constants", &constants,
@@ -972,17 +984,31 @@ static void test_check_errors(void **state)
         "output 'OUTPUT1': config data_type TYPE_INT64 does not match the model's TYPE_INT32");
     check_fail("max_batch_size: 8 input { name: 'INPUT0' data_type: TYPE_INT32 dims: [8] }",
                "simple", &simple,
-               "input 'INPUT0': config dims [8] (plus the batch dimension) do not match the "
-               "model's shape [-1,16]");
-    /* forgetting that max_batch_size > 0 removes the batch dim */
+               "input 'INPUT0': config dims [8] plus the batch dimension make [-1,8], which does "
+               "not match the model's shape [-1,16]");
+    /* forgetting that max_batch_size > 0 removes the batch dim: the two
+     * shapes side by side, and the fix */
     check_fail("max_batch_size: 8 input { name: 'INPUT0' dims: [-1, 16] }", "simple", &simple,
-               "input 'INPUT0': config dims [-1,16] (plus the batch dimension) do not match the "
-               "model's shape "
-               "[-1,16]");
+               "input 'INPUT0': config dims [-1,16] plus the batch dimension make [-1,-1,16], the "
+               "model's shape is [-1,16]: leave the batch dimension out of dims when "
+               "max_batch_size > 0 (dims: [16])");
+    check_fail("max_batch_size: 8 output { name: 'OUTPUT1' dims: [8, 16] }", "simple", &simple,
+               "output 'OUTPUT1': config dims [8,16] plus the batch dimension make [-1,8,16], the "
+               "model's shape is [-1,16]: leave the batch dimension out of dims when "
+               "max_batch_size > 0 (dims: [16])");
+    check_fail("max_batch_size: 2 output { name: 'out' dims: [-1] }", "flat", &flat,
+               "output 'out': config dims [-1] plus the batch dimension make [-1,-1], the model's "
+               "shape is [-1]: leave the batch dimension out of dims when max_batch_size > 0 "
+               "(dims: [1] with reshape: { shape: [ ] })");
+    /* the other way round: without max_batch_size, dims are the whole shape */
+    check_fail("input { name: 'INPUT0' dims: [16] }", "simple", &simple,
+               "input 'INPUT0': config dims [16] do not match the model's shape [-1,16]: with "
+               "max_batch_size 0, dims include the model's first (batch) dimension (dims: "
+               "[-1,16]), or set max_batch_size > 0 to batch requests");
     /* a configured -1 does not match a fixed model dim */
     check_fail("max_batch_size: 8 input { name: 'INPUT0' dims: [-1] }", "simple", &simple,
-               "input 'INPUT0': config dims [-1] (plus the batch dimension) do not match the "
-               "model's shape [-1,16]");
+               "input 'INPUT0': config dims [-1] plus the batch dimension make [-1,-1], which "
+               "does not match the model's shape [-1,16]");
     check_fail("input { name: 'x' dims: [3, 5] }", "fixed", &fixed,
                "input 'x': config dims [3,5] do not match the model's shape [3,4]");
     check_fail("output { name: 'y' dims: [3, 1] }", "fixed", &fixed,

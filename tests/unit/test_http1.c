@@ -980,6 +980,28 @@ static void test_regress_huge_chunked_body(void **state)
     EXPECT_ERRORS(cases, &lim);
 }
 
+/* A 413 says how large the body is, the limit, and the flag that sets it. */
+static void test_body_too_large_message(void **state)
+{
+    (void)state;
+    static const char cl[] = POST11 "Content-Length: 1048577\r\n\r\n";
+    struct parse *ps = parse_bytes(cl, sizeof cl - 1, &default_limits);
+    assert_int_equal(ps->p.err_status, 413);
+    assert_string_equal(ps->p.err_msg, "request body of 1048577 bytes exceeds the limit of 1048576 "
+                                       "bytes (--max-body-bytes)");
+    parse_free(ps);
+
+    struct http1_limits lim = default_limits;
+    lim.max_body = 10;
+    static const char chunked[] = CHUNKED "8\r\n12345678\r\n3\r\n";
+    ps = parse_bytes(chunked, sizeof chunked - 1, &lim);
+    assert_int_equal(ps->p.err_status, 413);
+    assert_string_equal(ps->p.err_msg,
+                        "request body of at least 11 bytes exceeds the limit of 10 bytes "
+                        "(--max-body-bytes)");
+    parse_free(ps);
+}
+
 /* ------------------------------------------------------------------ */
 /* Cost: a slow client must not make the parser quadratic              */
 /* ------------------------------------------------------------------ */
@@ -1107,6 +1129,7 @@ int main(void)
         cmocka_unit_test(test_regress_trailer_bytes),
         cmocka_unit_test(test_regress_huge_content_length),
         cmocka_unit_test(test_regress_huge_chunked_body),
+        cmocka_unit_test(test_body_too_large_message),
         cmocka_unit_test(test_regress_slow_header_rescan),
         cmocka_unit_test(test_regress_slow_chunked_rescan),
     };

@@ -171,8 +171,11 @@ static void test_errors(void **state)
     expect_error("{\"id\":5,\"inputs\":[" ALL_INPUTS "]}", 400, "'id'");
     expect_error("{\"inputs\":[" IN_INT32 "]}", 400, "missing input 'IN_FP32'");
     expect_error("{\"inputs\":[" ALL_INPUTS "," IN_BOOL "]}", 400, "duplicate input 'IN_BOOL'");
-    expect_error("{\"inputs\":[{\"name\":\"NOPE\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}",
-                 400, "unknown input 'NOPE'");
+    expect_error(
+        "{\"inputs\":[{\"name\":\"NOPE\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", 400,
+        "unknown input 'NOPE' for model 'test', which has inputs: 'IN_INT32' (INT32 "
+        "[-1,4]), 'IN_FP32' (FP32 [-1,-1]), 'IN_BYTES' (BYTES [-1]), 'IN_BOOL' (BOOL [2]), "
+        "'IN_FP16' (FP16 [-1]), 'IN_UINT64' (UINT64 [-1])");
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"INT8\",\"shape\":[2],\"data\":[1,0]}]}",
                  400, "datatype INT8 does not match the model's BOOL");
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"BOOLEAN\",\"shape\":[2],\"data\":[1,0]}]}",
@@ -204,7 +207,7 @@ static void test_errors(void **state)
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"BOOL\",\"shape\":[2],\"data\":true}]}",
                  400, "'data' must be an array");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"NOPE\"}]}", 400,
-                 "unknown output 'NOPE'");
+                 "unknown output 'NOPE' for model 'test', which has outputs: 'OUT_A'");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"},{\"name\":\"OUT_A\"}]}",
                  400, "duplicate output");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[]}", 400, "non-empty");
@@ -625,13 +628,23 @@ static void test_binary_errors(void **state)
     body_begin(&b, 0, X_INPUT("[1]", "\"parameters\":{\"binary_data_size\":8}"));
     body_add(&b, x, 8);
     expect_decode_error(m, b.data, b.len, 20, 400, "malformed JSON");
-    char needle[128];
+    char needle[256];
     snprintf(needle, sizeof needle, "Inference-Header-Content-Length %zu exceeds the body length %zu",
              b.len + 1, b.len);
     expect_decode_error(m, b.data, b.len, (int64_t)b.len + 1, 400, needle);
     expect_decode_error(m, b.data, b.len, -2, 400, "exceeds the body length");
-    /* Without the header the whole body must be JSON. */
-    expect_decode_error(m, b.data, b.len, -1, 400, "malformed JSON");
+    /* Without the header the whole body must be JSON: bytes after it are
+     * taken for binary data sent without the header, which is named with
+     * the length it needs (the JSON's own, before the padding). */
+    size_t json_only = strlen(X_INPUT("[1]", "\"parameters\":{\"binary_data_size\":8}"));
+    snprintf(needle, sizeof needle,
+             "%zu bytes follow the %zu-byte JSON request: binary tensor data after the JSON needs "
+             "the header Inference-Header-Content-Length: %zu (the length of the JSON part)",
+             b.len - json_only, json_only, json_only);
+    expect_decode_error(m, b.data, b.len, -1, 400, needle);
+    /* With the header, bytes after the JSON inside its part are malformed JSON. */
+    expect_decode_error(m, "{\"inputs\":[]} x", 15, 15, 400,
+                        "malformed JSON at byte 14: trailing characters after value");
     /* With the header and no binary input, a pure JSON request is fine. */
     body_begin(&b, 3, X_INPUT("[1]", "\"data\":[1]"));
     struct decoded d;

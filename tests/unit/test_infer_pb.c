@@ -410,7 +410,10 @@ static void test_errors(void **state)
 
     build(&b, false);
     b.in[0].name = "NOPE";
-    expect_error(&b.msg, true, 400, "unknown input 'NOPE'");
+    expect_error(&b.msg, true, 400,
+                 "unknown input 'NOPE' for model 'pb', which has inputs: 'BOOL' (BOOL [-1]), "
+                 "'UINT8' (UINT8 [-1]), 'UINT16' (UINT16 [-1]), 'UINT32' (UINT32 [-1]), 'UINT64' "
+                 "(UINT64 [-1]), 'INT8' (INT8 [-1]), 'INT16' (INT16 [-1]), ...");
 
     build(&b, false);
     b.in[1].name = b.in[0].name;
@@ -562,7 +565,9 @@ static void test_parameters_and_outputs(void **state)
     done(&d);
 
     o[0].name = "OUT_X";
-    expect_error(&b.msg, true, 400, "unknown output 'OUT_X'");
+    expect_error(&b.msg, true, 400,
+                 "unknown output 'OUT_X' for model 'pb', which has outputs: 'OUT_FP32' "
+                 "(FP32 [-1]), 'OUT_BYTES' (BYTES [-1])");
     o[0].name = "OUT_FP32";
     o[1].name = "OUT_FP32";
     b.msg.n_outputs = 2;
