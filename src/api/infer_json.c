@@ -157,7 +157,7 @@ static int decode_input(struct infer_request *req, const struct model *m,
         return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, dt->u.str);
     if (decode_shape(json_get(in, "shape"), t->name, t, err) != 0)
         return -1;
-    if (model_io_check(&m->info.inputs[idx], t, err) != 0)
+    if (model_io_check(m->name, &m->info.inputs[idx], t, err) != 0)
         return -1;
 
     const struct json_value *params = json_get(in, "parameters");

@@ -306,7 +306,7 @@ static int decode_input(struct infer_request *req, const struct model *m,
     t->dtype = dtype_from_name(in->datatype, strlen(in->datatype));
     if (t->dtype == DT_INVALID)
         return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, in->datatype);
-    if (decode_shape(in, t, err) != 0 || model_io_check(&m->info.inputs[idx], t, err) != 0)
+    if (decode_shape(in, t, err) != 0 || model_io_check(m->name, &m->info.inputs[idx], t, err) != 0)
         return -1;
     const Inference__InferParameter *shm;
     FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_region", shm);

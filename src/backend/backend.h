@@ -42,9 +42,13 @@ struct model_info {
 
 void model_info_free(struct model_info *info);
 
-/* Whether tensor t fits input io: same datatype, rank and fixed dims.
- * Returns 0, or -1 with a 400 naming the input in err. */
-int model_io_check(const struct model_io *io, const struct tensor *t, struct error *err);
+/* Whether tensor t fits input io of model `model_name`: same datatype,
+ * rank and fixed dims. Returns 0, or -1 with a 400 in err in Triton's
+ * wording (clients match on it):
+ *   "inference input 'x' data-type is 'FP32', but model 'm' expects 'INT32'"
+ *   "unexpected shape for input 'x' for model 'm'. Expected [-1,16], got [1,15]" */
+int model_io_check(const char *model_name, const struct model_io *io, const struct tensor *t,
+                   struct error *err);
 
 /* Writes the n tensors ios as "'x' (FP32 [-1,4]), 'y' (INT64 [-1])" into
  * out (size > 0 bytes, NUL-terminated), "none" when n is 0. Tensors that do
@@ -54,7 +58,8 @@ void model_io_list(const struct model_io *ios, uint32_t n, char *out, size_t siz
 
 /* The 400 for a request that names a tensor model `model_name` does not
  * have, listing what it has (truncated as model_io_list does):
- * "unknown input 'in' for model 'm', which has inputs: 'x' (FP32 [-1,4])"
+ * "unexpected inference input 'in' for model 'm', which has inputs:
+ *  'x' (FP32 [-1,4])" (Triton's wording, then the list)
  * (or "..., which has no inputs").
  * `input` chooses the inputs or the outputs of info. Returns -1. */
 int model_io_unknown(const struct model_info *info, bool input, const char *name,

@@ -24,11 +24,13 @@ void model_info_free(struct model_info *info)
     info->ninputs = info->noutputs = 0;
 }
 
-int model_io_check(const struct model_io *io, const struct tensor *t, struct error *err)
+int model_io_check(const char *model_name, const struct model_io *io, const struct tensor *t,
+                   struct error *err)
 {
     if (t->dtype != io->dtype)
-        return error_set(err, 400, "input '%s': datatype %s does not match the model's %s",
-                         t->name, dtype_name(t->dtype), dtype_name(io->dtype));
+        return error_set(err, 400,
+                         "inference input '%s' data-type is '%s', but model '%s' expects '%s'",
+                         t->name, dtype_name(t->dtype), model_name, dtype_name(io->dtype));
     bool match = t->ndim == io->ndim;
     for (uint32_t i = 0; match && i < t->ndim; i++)
         if (io->dims[i] >= 0 && io->dims[i] != t->shape[i])
@@ -37,8 +39,9 @@ int model_io_check(const struct model_io *io, const struct tensor *t, struct err
         char got[128], want[128];
         shape_format(t->shape, t->ndim, got, sizeof got);
         shape_format(io->dims, io->ndim, want, sizeof want);
-        return error_set(err, 400, "input '%s': shape %s does not match the model's %s",
-                         t->name, got, want);
+        return error_set(err, 400,
+                         "unexpected shape for input '%s' for model '%s'. Expected %s, got %s",
+                         t->name, model_name, want, got);
     }
     return 0;
 }
@@ -79,10 +82,10 @@ int model_io_unknown(const struct model_info *info, bool input, const char *name
     const char *what = input ? "input" : "output";
     uint32_t n = input ? info->ninputs : info->noutputs;
     if (n == 0)
-        return error_set(err, 400, "unknown %s '%s' for model '%s', which has no %ss", what, name,
-                         model_name, what);
+        return error_set(err, 400, "unexpected inference %s '%s' for model '%s', which has no %ss",
+                         what, name, model_name, what);
     char list[IO_LIST_MAX];
     model_io_list(input ? info->inputs : info->outputs, n, list, sizeof list);
-    return error_set(err, 400, "unknown %s '%s' for model '%s', which has %ss: %s", what, name,
-                     model_name, what, list);
+    return error_set(err, 400, "unexpected inference %s '%s' for model '%s', which has %ss: %s",
+                     what, name, model_name, what, list);
 }

@@ -122,11 +122,11 @@ def test_regress_unknown_input_lists_inputs(server, pbs):
     doc["inputs"][0]["name"] = "input"
     r = requests.post(server.url + "/v2/models/simple/infer", json=doc, timeout=30)
     assert assert_error_response(r, 400) == (
-        "unknown input 'input' for model 'simple', which has inputs: " + SIMPLE_INPUTS_LIST)
+        "unexpected inference input 'input' for model 'simple', which has inputs: " + SIMPLE_INPUTS_LIST)
     r = requests.post(server.url + "/v2/models/simple/infer",
                       json=simple_json(outputs=[{"name": "output"}]), timeout=30)
     assert assert_error_response(r, 400) == (
-        "unknown output 'output' for model 'simple', which has outputs: " + SIMPLE_OUTPUTS_LIST)
+        "unexpected inference output 'output' for model 'simple', which has outputs: " + SIMPLE_OUTPUTS_LIST)
 
     pb, hpb = pbs
     c = Client(pb, hpb, "127.0.0.1:%d" % server.grpc_port)
@@ -136,13 +136,13 @@ def test_regress_unknown_input_lists_inputs(server, pbs):
         c.infer(req)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.value.details() == (
-        "unknown input 'x' for model 'simple', which has inputs: " + SIMPLE_INPUTS_LIST)
+        "unexpected inference input 'x' for model 'simple', which has inputs: " + SIMPLE_INPUTS_LIST)
     req = grpc_simple_request(pb)
     req.outputs.add(name="y")
     with pytest.raises(grpc.RpcError) as e:
         c.infer(req)
     assert e.value.details() == (
-        "unknown output 'y' for model 'simple', which has outputs: " + SIMPLE_OUTPUTS_LIST)
+        "unexpected inference output 'y' for model 'simple', which has outputs: " + SIMPLE_OUTPUTS_LIST)
     c.close()
 
 

@@ -213,7 +213,7 @@ def test_infer_errors(client, pbs):
     req = simple_request(pb, a, a)
     req.inputs[1].name = "INPUT9"
     e = rpc_error(client.infer, req)
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "unknown input 'INPUT9'" in e.details()
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "unexpected inference input 'INPUT9'" in e.details()
     req = simple_request(pb, a, a)
     req.inputs[0].shape[:] = [1, 15]
     e = rpc_error(client.infer, req)
@@ -224,7 +224,7 @@ def test_infer_errors(client, pbs):
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "has 15 elements" in e.details()
     req = simple_request(pb, a, a, outputs=["NOPE"])
     e = rpc_error(client.infer, req)
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "unknown output 'NOPE'" in e.details()
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "unexpected inference output 'NOPE'" in e.details()
     # Not a protobuf message at all.
     e = rpc_error(client.raw("/inference.GRPCInferenceService/ModelInfer"), b"\x0a\x05ab",
                   timeout=30)
@@ -371,7 +371,7 @@ def test_stream_infer_many_in_flight(client, pbs):
         assert r.error_message == ""
         assert raw_int32(r.infer_response.raw_output_contents[0]) == [i + k for k in range(16)]
         assert raw_int32(r.infer_response.raw_output_contents[1]) == [i - k for k in range(16)]
-    assert "unknown input 'NOPE'" in by_id["bad"].error_message
+    assert "unexpected inference input 'NOPE'" in by_id["bad"].error_message
     assert by_id["lost"].error_message == "Request for unknown model: 'no_such_model' is not found"
 
 

@@ -152,7 +152,7 @@ def test_regress_model_without_inputs_serves_over_rest(real):
     # An input the model does not have is still an error.
     r = requests.post(real.url + "/v2/models/constants/infer", timeout=30, data=json.dumps(
         {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1]}]}))
-    assert "unknown input 'X'" in assert_error_response(r, 400)
+    assert "unexpected inference input 'X'" in assert_error_response(r, 400)
 
 
 def test_regress_empty_inputs_name_the_missing_input(real):

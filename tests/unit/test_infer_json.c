@@ -173,17 +173,17 @@ static void test_errors(void **state)
     expect_error("{\"inputs\":[" ALL_INPUTS "," IN_BOOL "]}", 400, "duplicate input 'IN_BOOL'");
     expect_error(
         "{\"inputs\":[{\"name\":\"NOPE\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", 400,
-        "unknown input 'NOPE' for model 'test', which has inputs: 'IN_INT32' (INT32 "
+        "unexpected inference input 'NOPE' for model 'test', which has inputs: 'IN_INT32' (INT32 "
         "[-1,4]), 'IN_FP32' (FP32 [-1,-1]), 'IN_BYTES' (BYTES [-1]), 'IN_BOOL' (BOOL [2]), "
         "'IN_FP16' (FP16 [-1]), 'IN_UINT64' (UINT64 [-1])");
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"INT8\",\"shape\":[2],\"data\":[1,0]}]}",
-                 400, "datatype INT8 does not match the model's BOOL");
+                 400, "inference input 'IN_BOOL' data-type is 'INT8', but model 'test' expects 'BOOL'");
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"BOOLEAN\",\"shape\":[2],\"data\":[1,0]}]}",
                  400, "unknown datatype");
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"BOOL\",\"shape\":[3],\"data\":[true,true,true]}]}",
-                 400, "does not match the model's [2]");
+                 400, "unexpected shape for input 'IN_BOOL' for model 'test'. Expected [2], got [3]");
     expect_error("{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[8],\"data\":[1,2,3,4,5,6,7,8]}]}",
-                 400, "does not match the model's [-1,4]");
+                 400, "unexpected shape for input 'IN_INT32' for model 'test'. Expected [-1,4], got [8]");
     expect_error("{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,4],\"data\":[1,2,3]}]}",
                  400, "needs 4 elements, 'data' has 3");
     expect_error("{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[-1,4],\"data\":[]}]}",
@@ -207,7 +207,7 @@ static void test_errors(void **state)
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"BOOL\",\"shape\":[2],\"data\":true}]}",
                  400, "'data' must be an array");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"NOPE\"}]}", 400,
-                 "unknown output 'NOPE' for model 'test', which has outputs: 'OUT_A'");
+                 "unexpected inference output 'NOPE' for model 'test', which has outputs: 'OUT_A'");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"},{\"name\":\"OUT_A\"}]}",
                  400, "duplicate output");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[]}", 400, "non-empty");
@@ -623,7 +623,7 @@ static void test_binary_errors(void **state)
     body_begin(&b, 0, X_INPUT("[4611686018427387904]", "\"parameters\":{\"binary_data_size\":0}"));
     expect_body_error(m, &b, "input 'X': shape has too many elements");
     body_begin(&b, 0, X_INPUT("[9223372036854775807,2]", "\"parameters\":{\"binary_data_size\":0}"));
-    expect_body_error(m, &b, "does not match the model's [-1]");
+    expect_body_error(m, &b, "for model 'aux'. Expected [-1], got [9223372036854775807,2]");
     /* A header length that cuts the JSON, or exceeds the body. */
     body_begin(&b, 0, X_INPUT("[1]", "\"parameters\":{\"binary_data_size\":8}"));
     body_add(&b, x, 8);

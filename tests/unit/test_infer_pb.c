@@ -411,7 +411,7 @@ static void test_errors(void **state)
     build(&b, false);
     b.in[0].name = "NOPE";
     expect_error(&b.msg, true, 400,
-                 "unknown input 'NOPE' for model 'pb', which has inputs: 'BOOL' (BOOL [-1]), "
+                 "unexpected inference input 'NOPE' for model 'pb', which has inputs: 'BOOL' (BOOL [-1]), "
                  "'UINT8' (UINT8 [-1]), 'UINT16' (UINT16 [-1]), 'UINT32' (UINT32 [-1]), 'UINT64' "
                  "(UINT64 [-1]), 'INT8' (INT8 [-1]), 'INT16' (INT16 [-1]), ...");
 
@@ -429,7 +429,7 @@ static void test_errors(void **state)
 
     build(&b, false);
     b.in[0].datatype = "INT32";
-    expect_error(&b.msg, true, 400, "datatype INT32 does not match the model's BOOL");
+    expect_error(&b.msg, true, 400, "inference input 'BOOL' data-type is 'INT32', but model 'pb' expects 'BOOL'");
 
     build(&b, false);
     b.in[0].datatype = "FLOAT";
@@ -437,7 +437,7 @@ static void test_errors(void **state)
 
     build(&b, false);
     b.in[0].n_shape = 0;
-    expect_error(&b.msg, true, 400, "shape [] does not match");
+    expect_error(&b.msg, true, 400, "unexpected shape for input 'BOOL' for model 'pb'. Expected [-1], got []");
 
     build(&b, false);
     b.shape[0][0] = -1;
@@ -566,7 +566,7 @@ static void test_parameters_and_outputs(void **state)
 
     o[0].name = "OUT_X";
     expect_error(&b.msg, true, 400,
-                 "unknown output 'OUT_X' for model 'pb', which has outputs: 'OUT_FP32' "
+                 "unexpected inference output 'OUT_X' for model 'pb', which has outputs: 'OUT_FP32' "
                  "(FP32 [-1]), 'OUT_BYTES' (BYTES [-1])");
     o[0].name = "OUT_FP32";
     o[1].name = "OUT_FP32";

@@ -62,13 +62,13 @@ static void test_unknown(void **state)
     assert_int_equal(model_io_unknown(&mlp, true, "input", "mlp", &err), -1);
     assert_int_equal(err.status, 400);
     assert_string_equal(
-        err.msg, "unknown input 'input' for model 'mlp', which has inputs: 'x' (FP32 [-1,4])");
+        err.msg, "unexpected inference input 'input' for model 'mlp', which has inputs: 'x' (FP32 [-1,4])");
     assert_int_equal(model_io_unknown(&mlp, false, "prob", "mlp", &err), -1);
-    assert_string_equal(err.msg, "unknown output 'prob' for model 'mlp', which has outputs: "
+    assert_string_equal(err.msg, "unexpected inference output 'prob' for model 'mlp', which has outputs: "
                                  "'probs' (FP32 [-1,3]), 'label' (INT64 [-1])");
     const struct model_info none = {0, 0, NULL, NULL};
     assert_int_equal(model_io_unknown(&none, true, "x", "constants", &err), -1);
-    assert_string_equal(err.msg, "unknown input 'x' for model 'constants', which has no inputs");
+    assert_string_equal(err.msg, "unexpected inference input 'x' for model 'constants', which has no inputs");
 }
 
 int main(void)
