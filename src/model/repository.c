@@ -445,7 +445,7 @@ static void poll_dir(struct repository *r, const struct repo_dir *d, struct dir_
         }
         current = true;
     } else if (!current) {
-        if (!seen)
+        if (!seen && d->kind == MODEL_DIR_MODEL)
             log_info("model %s: %s on disk; loading once unchanged for a poll (%u s)", d->name,
                      e ? "changed" : "new", r->opts.poll_secs);
         notes_add(settling, d->name, fp, reason);
