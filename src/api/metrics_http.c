@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "obs/load_obs.h"
 #include "obs/metrics.h"
 #include "obs/stats.h"
 #include "sched/sched.h"
@@ -310,6 +311,7 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         write_model_metrics(out, &c, snap);
     repository_release(src->repo, snap);
     collected_free(&c);
+    load_obs_write(out);
     write_server_metrics(out, src, cpu);
 }
 

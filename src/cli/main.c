@@ -26,6 +26,7 @@
 #include "net/tls.h"
 #include "obs/accesslog.h"
 #include "obs/batch_obs.h"
+#include "obs/load_obs.h"
 #include "obs/otlp.h"
 #include "obs/request.h"
 #include "obs/sysinfo.h"
@@ -701,8 +702,11 @@ static int serve(int argc, char **argv)
     struct repository *repo;
     struct error err;
     error_clear(&err);
-    /* Every version's backend runs feed its statistics and batch spans. */
+    /* Every version's backend runs feed its statistics and batch spans;
+     * every load's outcome feeds the load metrics. */
     o.repo.load.observe_version = batch_obs_attach;
+    o.repo.observe_load = load_obs_record;
+    o.repo.observe_gone = load_obs_forget;
     if (repository_open(&o.repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
         return 1;

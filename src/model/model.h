@@ -27,16 +27,43 @@
 
 enum model_state { MODEL_READY, MODEL_UNAVAILABLE };
 
+/* Why a load failed, as a small fixed set (a metric label: never the free
+ * text, whose cardinality is unbounded). */
+enum model_failure_kind {
+    MODEL_FAIL_CONFIG,  /* config.pbtxt does not parse or does not fit the model */
+    MODEL_FAIL_LAYOUT,  /* the directory cannot be served (no version directory, no model.onnx) */
+    MODEL_FAIL_IO,      /* a file or directory cannot be read */
+    MODEL_FAIL_BACKEND, /* the backend (plugin) cannot be found or loaded */
+    MODEL_FAIL_LOAD,    /* the backend refused the model file, or out of resources */
+    MODEL_FAIL_WARMUP,  /* a model_warmup the config asks for failed */
+    MODEL_FAIL_KINDS
+};
+/* "config", "layout", "io", "backend", "load", "warmup". */
+const char *model_failure_kind_name(enum model_failure_kind k);
+
+/* One thing of a model directory that failed to load or cannot be served. */
+struct model_failure {
+    int64_t version; /* -1: the model as a whole (its config, its directory) */
+    enum model_failure_kind kind;
+    char reason[ERROR_MSG_MAX];
+};
+
 /* A model name and its loaded versions. Immutable once published. */
 struct model_entry {
     char *name;
     enum model_state state;       /* READY when at least one version loaded */
-    char reason[ERROR_MSG_MAX];   /* why a version (or the model) failed */
+    char reason[ERROR_MSG_MAX];   /* why a version (or the model) failed, the last one */
     struct model **versions;      /* loaded versions, ascending; one reference each */
     uint32_t nversions;
     uint32_t failed_versions;     /* selected versions that failed to load */
     struct model *model;          /* newest loaded version: the default */
     uint64_t fingerprint;         /* of the files it was loaded from */
+    /* What the last load of the model could not load or serve, ascending
+     * by version (whole-model failures first); owned, mem_alloc'd. After a
+     * reload that failed entirely these describe the attempt while
+     * `versions` are the previous ones, still serving. */
+    struct model_failure *failures;
+    uint32_t nfailures;
 };
 
 struct registry_options {
@@ -54,18 +81,30 @@ struct registry_options {
 
 /* Loads model `name` of the repository into *e (never fails as a call: a
  * model that cannot load is UNAVAILABLE with e->reason). config_override,
- * if not NULL, replaces config.pbtxt's text. Blocking; manager thread. */
+ * if not NULL, replaces config.pbtxt's text. Every failure, and every
+ * numeric version directory without a model.onnx (logged as a warning: it
+ * is never selected), is in e->failures. Blocking; manager thread. */
 void model_entry_load(const struct registry_options *opts, const char *name,
                       const char *config_override, struct model_entry *e);
 /* Drops the entry's references to its versions and frees it. */
 void model_entry_clear(struct model_entry *e);
+/* Replaces dst's failures (freed) by a copy of src's. -ENOMEM leaves dst
+ * without any. */
+int model_entry_copy_failures(struct model_entry *dst, const struct model_entry *src);
 
 /* The loaded version named `version` (decimal text) of e, or NULL. */
 const struct model *registry_version(const struct model_entry *e, const char *version);
 
-/* <repo>/<name> is a directory with at least one numeric version directory. */
-bool model_dir_is_model(const struct registry_options *opts, const char *name);
-/* Changes whenever config.pbtxt or a version's model file changes. */
+/* What a directory of the repository is: a model (at least one numeric
+ * version directory), one that cannot be served (unreadable, or model files
+ * without a version directory: *reason says what to do), or something else
+ * (hidden, not a directory, or without model files: models/build holds
+ * scripts). For UNSERVABLE, *why is filled (version -1, LAYOUT or IO). */
+enum model_dir_kind { MODEL_DIR_OTHER, MODEL_DIR_MODEL, MODEL_DIR_UNSERVABLE };
+enum model_dir_kind model_dir_check(const struct registry_options *opts, const char *name,
+                                    struct model_failure *why);
+/* Changes whenever config.pbtxt, a version's model file or the set of
+ * numeric version directories changes. */
 uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *name);
 
 struct model *model_ref(struct model *m);

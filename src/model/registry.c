@@ -54,9 +54,13 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The version directories of model_dir that hold a model file, ascending,
- * into versions[0..max); returns how many (at most max). */
-static uint32_t list_versions(const char *model_dir, int64_t *versions, uint32_t max)
+/* Which numeric version directories list_versions() returns. */
+enum version_dirs { VERSIONS_WITH_MODEL, VERSIONS_WITHOUT_MODEL, VERSIONS_ALL };
+
+/* The numeric version directories of model_dir that `which` asks for,
+ * ascending, into versions[0..max); returns how many (at most max). */
+static uint32_t list_versions(const char *model_dir, enum version_dirs which, int64_t *versions,
+                              uint32_t max)
 {
     DIR *d = opendir(model_dir);
     if (!d)
@@ -66,31 +70,18 @@ static uint32_t list_versions(const char *model_dir, int64_t *versions, uint32_t
     char path[PATH_MAX_LEN];
     while ((e = readdir(d)) != NULL && n < max) {
         int64_t v;
-        if (parse_version(e->d_name, &v) &&
-            path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name, MODEL_FILE) &&
-            is_file(path))
+        if (!parse_version(e->d_name, &v) ||
+            !path_fmt(path, sizeof path, "%s/%s", model_dir, e->d_name) || !is_dir(path))
+            continue;
+        bool has_model = path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name,
+                                  MODEL_FILE) &&
+                         is_file(path);
+        if (which == VERSIONS_ALL || has_model == (which == VERSIONS_WITH_MODEL))
             versions[n++] = v;
     }
     closedir(d);
     qsort(versions, n, sizeof *versions, cmp_i64);
     return n;
-}
-
-/* A model directory has at least one numeric version subdirectory; other
- * directories (such as models/build with the scripts that made the models)
- * are not models. */
-static bool has_version_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    bool found = false;
-    struct dirent *e;
-    int64_t v;
-    while (!found && (e = readdir(d)) != NULL)
-        found = parse_version(e->d_name, &v);
-    closedir(d);
-    return found;
 }
 
 /* The documented rule: instances x intra-op threads <= the cores this
@@ -119,9 +110,11 @@ void model_free(struct model *m)
 }
 
 /* Reads <repo>/<model>/config.pbtxt into *text (mem_alloc'd, NUL-terminated);
- * *text stays NULL when there is no such file. */
-static int read_config_text(const char *dir, char **text, size_t *len, struct error *err)
+ * *text stays NULL when there is no such file. On failure *kind says why. */
+static int read_config_text(const char *dir, char **text, size_t *len, struct error *err,
+                            enum model_failure_kind *kind)
 {
+    *kind = MODEL_FAIL_IO;
     char path[PATH_MAX_LEN];
     *text = NULL;
     *len = 0;
@@ -139,6 +132,7 @@ static int read_config_text(const char *dir, char **text, size_t *len, struct er
     fclose(f);
     if (n > MODEL_CONFIG_MAX_TEXT) {
         mem_free(buf);
+        *kind = MODEL_FAIL_CONFIG;
         return error_set(err, 400, "config.pbtxt is larger than %u bytes", MODEL_CONFIG_MAX_TEXT);
     }
     buf[n] = '\0';
@@ -252,11 +246,13 @@ static uint32_t planned_instances(const char *text, size_t len)
     return n;
 }
 
+/* On failure, *kind says why (the error path of each step sets it). */
 static int model_load_with(const struct registry_options *opts, const char *name,
                            int64_t version, const char *cfg_text, size_t cfg_len,
                            const struct backend_config *backend_cfg, struct model **out,
-                           struct error *err)
+                           struct error *err, enum model_failure_kind *kind)
 {
+    *kind = MODEL_FAIL_LOAD;
     struct model *m = mem_calloc(1, sizeof *m);
     if (!m)
         return error_set(err, 500, "out of memory");
@@ -283,6 +279,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
     path_fmt(version_dir, sizeof version_dir, "%s/%lld", model_dir, (long long)version);
     if (model_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
                                  opts->backend_directory, &m->backend, err) != 0) {
+        *kind = MODEL_FAIL_BACKEND;
         model_free(m);
         return -1;
     }
@@ -309,7 +306,9 @@ static int model_load_with(const struct registry_options *opts, const char *name
     }
     uint32_t count = 1;
     int rc = model_configure(m, cfg_text, cfg_len, err);
-    if (rc == 0) {
+    if (rc)
+        *kind = MODEL_FAIL_CONFIG;
+    else {
         count = instance_count(&m->config);
         m->instances = mem_calloc(count, sizeof *m->instances);
         if (!m->instances)
@@ -335,6 +334,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
     rc = sha256_file(m->path, digest, m->sha256);
     if (rc) {
         model_free(m);
+        *kind = MODEL_FAIL_IO;
         return error_set(err, 500, "cannot hash %s: %s", path, strerror(-rc));
     }
     m->batched = m->config.max_batch_size > 0;
@@ -348,6 +348,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
                        "decoupled models",
                        m->backend->name);
         model_free(m);
+        *kind = MODEL_FAIL_CONFIG;
         return rc;
     }
     /* A version is ready only once warmed up: the first requests would
@@ -358,6 +359,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
     if (model_warmup(m, &m->warmup_us, err) != 0) {
         if (m->config.nwarmups > 0) {
             model_free(m);
+            *kind = MODEL_FAIL_WARMUP;
             return -1;
         }
         log_warn("model %s version %s: %s; serving it without a warm-up (model_warmup in "
@@ -385,12 +387,14 @@ static int model_load_with(const struct registry_options *opts, const char *name
  * its instances (model/backend_config.h). */
 static int model_load(const struct registry_options *opts, const char *name, int64_t version,
                       const char *cfg_text, size_t cfg_len, struct model **out,
-                      struct error *err)
+                      struct error *err, enum model_failure_kind *kind)
 {
     struct model_backend_config bc;
-    if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0)
+    if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0) {
+        *kind = MODEL_FAIL_CONFIG;
         return -1;
-    int rc = model_load_with(opts, name, version, cfg_text, cfg_len, bc.config, out, err);
+    }
+    int rc = model_load_with(opts, name, version, cfg_text, cfg_len, bc.config, out, err, kind);
     model_backend_config_free(&bc);
     return rc;
 }
@@ -464,10 +468,61 @@ static void log_loaded(const struct model *m)
                  m->ninstances);
 }
 
-static void entry_fail(struct model_entry *e, const char *fmt, const char *detail)
+static const char *const failure_kind_names[MODEL_FAIL_KINDS] = {
+    [MODEL_FAIL_CONFIG] = "config", [MODEL_FAIL_LAYOUT] = "layout", [MODEL_FAIL_IO] = "io",
+    [MODEL_FAIL_BACKEND] = "backend", [MODEL_FAIL_LOAD] = "load", [MODEL_FAIL_WARMUP] = "warmup",
+};
+
+const char *model_failure_kind_name(enum model_failure_kind k)
+{
+    return (unsigned)k < MODEL_FAIL_KINDS ? failure_kind_names[k] : "load";
+}
+
+/* Appends a failure to e->failures; out of memory drops it (e->reason
+ * still says what failed last). */
+static void entry_add_failure(struct model_entry *e, int64_t version,
+                              enum model_failure_kind kind, const char *reason)
+{
+    struct model_failure *grown = mem_realloc(e->failures, (e->nfailures + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    e->failures = grown;
+    struct model_failure *f = &grown[e->nfailures++];
+    f->version = version;
+    f->kind = kind;
+    snprintf(f->reason, sizeof f->reason, "%s", reason);
+}
+
+/* The model as a whole failed to load. */
+static void entry_fail(struct model_entry *e, enum model_failure_kind kind, const char *fmt,
+                       const char *detail)
 {
     snprintf(e->reason, sizeof e->reason, fmt, detail);
     log_error("model %s: %s", e->name, e->reason);
+    entry_add_failure(e, -1, kind, e->reason);
+}
+
+/* Numeric version directories without a model file are never selected:
+ * say so, or a pushed version that is misnamed goes unnoticed. */
+static void entry_note_empty_versions(struct model_entry *e, const char *dir)
+{
+    int64_t empty[MAX_VERSIONS];
+    uint32_t n = list_versions(dir, VERSIONS_WITHOUT_MODEL, empty, MAX_VERSIONS);
+    for (uint32_t i = 0; i < n; i++) {
+        char reason[ERROR_MSG_MAX];
+        snprintf(reason, sizeof reason,
+                 "version directory %lld has no %s: put the model in %.100s/%lld/%s",
+                 (long long)empty[i], MODEL_FILE, e->name, (long long)empty[i], MODEL_FILE);
+        log_warn("model %s: %s", e->name, reason);
+        entry_add_failure(e, empty[i], MODEL_FAIL_LAYOUT, reason);
+    }
+}
+
+static int failure_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const struct model_failure *)a)->version;
+    int64_t y = ((const struct model_failure *)b)->version;
+    return (x > y) - (x < y);
 }
 
 void model_entry_load(const struct registry_options *opts, const char *name,
@@ -486,19 +541,21 @@ void model_entry_load(const struct registry_options *opts, const char *name,
         return;
     }
     if (!path_fmt(dir, sizeof dir, "%s/%s", opts->repository, e->name)) {
-        entry_fail(e, "%s", "model path too long");
+        entry_fail(e, MODEL_FAIL_LAYOUT, "%s", "model path too long");
         return;
     }
     e->fingerprint = model_dir_fingerprint(opts, name);
+    entry_note_empty_versions(e, dir);
+    enum model_failure_kind kind;
     if (config_override) {
         text = mem_strdup(config_override);
         len = text ? strlen(text) : 0;
         if (!text) {
-            entry_fail(e, "%s", "out of memory");
+            entry_fail(e, MODEL_FAIL_LOAD, "%s", "out of memory");
             return;
         }
-    } else if (read_config_text(dir, &text, &len, &err) != 0) {
-        entry_fail(e, "%s", err.msg);
+    } else if (read_config_text(dir, &text, &len, &err, &kind) != 0) {
+        entry_fail(e, kind, "%s", err.msg);
         return;
     }
     /* The version policy comes from the config file; Triton's default is
@@ -508,7 +565,7 @@ void model_entry_load(const struct registry_options *opts, const char *name,
     bool have_parsed = false;
     if (text) {
         if (model_config_parse(text, len, &parsed, &err) != 0) {
-            entry_fail(e, "config.pbtxt:%s", err.msg);
+            entry_fail(e, MODEL_FAIL_CONFIG, "config.pbtxt:%s", err.msg);
             mem_free(text);
             return;
         }
@@ -519,29 +576,33 @@ void model_entry_load(const struct registry_options *opts, const char *name,
                      parsed.ignored[i].line, parsed.ignored[i].col, parsed.ignored[i].path);
     }
     int64_t disk[MAX_VERSIONS], chosen[MAX_VERSIONS];
-    uint32_t ndisk = list_versions(dir, disk, MAX_VERSIONS);
+    uint32_t ndisk = list_versions(dir, VERSIONS_WITH_MODEL, disk, MAX_VERSIONS);
     uint32_t nchosen = select_versions(e->name, &policy, disk, ndisk, chosen);
     if (have_parsed)
         model_config_free(&parsed); /* policy pointed into it: not used past here */
-    if (nchosen == 0) {
-        entry_fail(e, "%s", ndisk ? "version_policy selects no version on disk"
-                                  : "no version directory with a model.onnx file");
-        mem_free(text);
-        return;
+    if (nchosen == 0 && ndisk) {
+        entry_fail(e, MODEL_FAIL_CONFIG, "%s", "version_policy selects no version on disk");
+    } else if (nchosen == 0) {
+        /* The version directories without a model file are failures already. */
+        snprintf(e->reason, sizeof e->reason, "no version directory with a %s file", MODEL_FILE);
+        log_error("model %s: %s", e->name, e->reason);
+        if (!e->nfailures)
+            entry_add_failure(e, -1, MODEL_FAIL_LAYOUT, e->reason);
+    } else if (!(e->versions = mem_calloc(nchosen, sizeof *e->versions))) {
+        entry_fail(e, MODEL_FAIL_LOAD, "%s", "out of memory");
     }
-    e->versions = mem_calloc(nchosen, sizeof *e->versions);
     if (!e->versions) {
-        entry_fail(e, "%s", "out of memory");
         mem_free(text);
         return;
     }
     for (uint32_t i = 0; i < nchosen; i++) {
         struct model *m = NULL;
-        if (model_load(opts, e->name, chosen[i], text, len, &m, &err) != 0) {
+        if (model_load(opts, e->name, chosen[i], text, len, &m, &err, &kind) != 0) {
             snprintf(e->reason, sizeof e->reason, "version %lld: %.200s", (long long)chosen[i],
                      err.msg);
             log_error("model %s version %lld failed to load: %s", e->name,
                       (long long)chosen[i], err.msg);
+            entry_add_failure(e, chosen[i], kind, err.msg);
             e->failed_versions++;
             continue;
         }
@@ -549,6 +610,8 @@ void model_entry_load(const struct registry_options *opts, const char *name,
         e->versions[e->nversions++] = m;
     }
     mem_free(text);
+    if (e->nfailures > 1)
+        qsort(e->failures, e->nfailures, sizeof *e->failures, failure_cmp);
     if (e->nversions > 0) {
         e->state = MODEL_READY;
         e->model = e->versions[e->nversions - 1];
@@ -560,20 +623,64 @@ void model_entry_clear(struct model_entry *e)
     for (uint32_t v = 0; v < e->nversions; v++)
         model_unref(e->versions[v]);
     mem_free(e->versions);
+    mem_free(e->failures);
     mem_free(e->name);
     memset(e, 0, sizeof *e);
 }
 
-bool model_dir_is_model(const struct registry_options *opts, const char *name)
+int model_entry_copy_failures(struct model_entry *dst, const struct model_entry *src)
 {
-    char path[PATH_MAX_LEN];
-    return name[0] != '.' && path_fmt(path, sizeof path, "%s/%s", opts->repository, name) &&
-           is_dir(path) && has_version_dir(path);
+    mem_free(dst->failures);
+    dst->failures = NULL;
+    dst->nfailures = 0;
+    if (!src->nfailures)
+        return 0;
+    dst->failures = mem_alloc(src->nfailures * sizeof *dst->failures);
+    if (!dst->failures)
+        return -ENOMEM;
+    memcpy(dst->failures, src->failures, src->nfailures * sizeof *dst->failures);
+    dst->nfailures = src->nfailures;
+    return 0;
+}
+
+enum model_dir_kind model_dir_check(const struct registry_options *opts, const char *name,
+                                    struct model_failure *why)
+{
+    char dir[PATH_MAX_LEN];
+    if (name[0] == '.' || !path_fmt(dir, sizeof dir, "%s/%s", opts->repository, name) ||
+        !is_dir(dir))
+        return MODEL_DIR_OTHER;
+    why->version = -1;
+    DIR *d = opendir(dir);
+    if (!d) {
+        why->kind = MODEL_FAIL_IO;
+        snprintf(why->reason, sizeof why->reason, "cannot read the model directory: %s",
+                 strerror(errno));
+        return MODEL_DIR_UNSERVABLE;
+    }
+    bool version_dir = false, model_files = false;
+    struct dirent *e;
+    int64_t v;
+    while (!version_dir && (e = readdir(d)) != NULL) {
+        version_dir = parse_version(e->d_name, &v);
+        model_files = model_files || strcmp(e->d_name, MODEL_FILE) == 0 ||
+                      strcmp(e->d_name, "config.pbtxt") == 0;
+    }
+    closedir(d);
+    if (version_dir)
+        return MODEL_DIR_MODEL;
+    if (!model_files)
+        return MODEL_DIR_OTHER;
+    why->kind = MODEL_FAIL_LAYOUT;
+    snprintf(why->reason, sizeof why->reason,
+             "no version directory: put the model in %.100s/1/%s", name, MODEL_FILE);
+    return MODEL_DIR_UNSERVABLE;
 }
 
 /* FNV-1a over the names, sizes and modification times of the model's
- * config.pbtxt and version files: any change of what would be loaded
- * changes it (poll mode reloads on a change). */
+ * config.pbtxt and version files, and the names of the version
+ * directories: any change of what would be loaded, or of what the load
+ * reports as unservable, changes it (poll mode reloads on a change). */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -604,10 +711,10 @@ uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *
     if (path_fmt(path, sizeof path, "%s/config.pbtxt", dir))
         h = fingerprint_file(h, path);
     int64_t versions[MAX_VERSIONS];
-    uint32_t n = list_versions(dir, versions, MAX_VERSIONS);
+    uint32_t n = list_versions(dir, VERSIONS_ALL, versions, MAX_VERSIONS);
     for (uint32_t i = 0; i < n; i++)
         if (path_fmt(path, sizeof path, "%s/%lld/%s", dir, (long long)versions[i], MODEL_FILE))
-            h = fingerprint_file(h, path);
+            h = fingerprint_file(h, path); /* hashes the path, so the version too */
     return h;
 }
 

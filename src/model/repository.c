@@ -13,6 +13,18 @@
 #include "base/log.h"
 #include "base/mem.h"
 
+/* What a poll saw of a directory of the repository. */
+struct dir_note {
+    char *name;
+    uint64_t fingerprint;
+    char reason[ERROR_MSG_MAX]; /* an unservable directory's; "" for a model */
+};
+
+struct dir_notes {
+    struct dir_note *items;
+    uint32_t count, cap;
+};
+
 struct repository {
     struct repository_options opts;
     pthread_mutex_t lock; /* guards `current` (the swap and the reader's incref) */
@@ -25,7 +37,58 @@ struct repository {
     struct repo_cmd *cmds_head, *cmds_tail;
     struct model *dead; /* versions whose last reference is gone */
     bool stopping;
+
+    /* Manager thread only. settling: the directories that changed since
+     * they were last loaded or reported, as the last poll saw them; one is
+     * acted upon when the next poll sees the same. unservable: the
+     * directories reported as cannot-be-served, as reported (so that each
+     * is logged once, not at every poll). */
+    struct dir_notes settling, unservable;
 };
+
+/* ---- notes on directories ------------------------------------------------- */
+
+static const struct dir_note *notes_find(const struct dir_notes *n, const char *name)
+{
+    for (uint32_t i = 0; i < n->count; i++)
+        if (strcmp(n->items[i].name, name) == 0)
+            return &n->items[i];
+    return NULL;
+}
+
+static bool note_is(const struct dir_note *note, uint64_t fingerprint, const char *reason)
+{
+    return note && note->fingerprint == fingerprint && strcmp(note->reason, reason) == 0;
+}
+
+/* Out of memory: the note is dropped (the directory is seen as new again
+ * at the next poll). */
+static void notes_add(struct dir_notes *n, const char *name, uint64_t fingerprint,
+                      const char *reason)
+{
+    if (n->count == n->cap) {
+        uint32_t cap = n->cap ? n->cap * 2 : 8;
+        struct dir_note *grown = mem_realloc(n->items, cap * sizeof *grown);
+        if (!grown)
+            return;
+        n->items = grown;
+        n->cap = cap;
+    }
+    struct dir_note *note = &n->items[n->count];
+    if (!(note->name = mem_strdup(name)))
+        return;
+    note->fingerprint = fingerprint;
+    snprintf(note->reason, sizeof note->reason, "%s", reason);
+    n->count++;
+}
+
+static void notes_clear(struct dir_notes *n)
+{
+    for (uint32_t i = 0; i < n->count; i++)
+        mem_free(n->items[i].name);
+    mem_free(n->items);
+    memset(n, 0, sizeof *n);
+}
 
 /* ---- snapshots ----------------------------------------------------------- */
 
@@ -95,6 +158,13 @@ static int entry_copy(struct model_entry *dst, const struct model_entry *src)
     dst->name = mem_strdup(src->name);
     dst->versions = src->nversions ? mem_calloc(src->nversions, sizeof *dst->versions) : NULL;
     if (!dst->name || (src->nversions && !dst->versions)) {
+        mem_free(dst->name);
+        mem_free(dst->versions);
+        return -ENOMEM;
+    }
+    dst->failures = NULL;
+    dst->nfailures = 0;
+    if (model_entry_copy_failures(dst, src) != 0) {
         mem_free(dst->name);
         mem_free(dst->versions);
         return -ENOMEM;
@@ -181,21 +251,60 @@ static void unload_dead(struct repository *r, struct model *dead)
 
 /* ---- loading ------------------------------------------------------------- */
 
+static void observe_load(struct repository *r, const char *name,
+                         const struct model_failure *failures, uint32_t nfailures)
+{
+    if (r->opts.observe_load)
+        r->opts.observe_load(name, failures, nfailures);
+}
+
+/* A reload failed entirely: the old versions keep serving, published with
+ * the attempt's failures (the index shows them) and fingerprint (poll mode
+ * does not try the same files again). */
+static int publish_failed_reload(struct repository *r, const char *name,
+                                 const struct model_entry *old,
+                                 const struct model_entry *attempt)
+{
+    struct model_entry kept;
+    if (entry_copy(&kept, old) != 0)
+        return -ENOMEM;
+    if (model_entry_copy_failures(&kept, attempt) != 0) {
+        model_entry_clear(&kept);
+        return -ENOMEM;
+    }
+    kept.fingerprint = attempt->fingerprint;
+    memcpy(kept.reason, attempt->reason, sizeof kept.reason);
+    int rc = publish(r, name, &kept);
+    if (rc)
+        model_entry_clear(&kept);
+    return rc;
+}
+
 /* Loads (or reloads) `name`. A model that fails to load keeps its previous
  * versions serving, when it had any; the failure is returned. */
 static int load_model(struct repository *r, const char *name, const char *config,
                       struct error *err)
 {
-    if (!model_dir_is_model(&r->opts.load, name))
+    struct model_failure why;
+    enum model_dir_kind kind = model_dir_check(&r->opts.load, name, &why);
+    if (kind == MODEL_DIR_OTHER)
         return error_set(err, 404, "no model directory '%s' in the repository", name);
+    if (kind == MODEL_DIR_UNSERVABLE) {
+        observe_load(r, name, &why, 1);
+        return error_set(err, 400, "model directory '%s' cannot be served: %s", name,
+                         why.reason);
+    }
     struct model_entry e;
     model_entry_load(&r->opts.load, name, config, &e);
     adopt(r, &e);
+    observe_load(r, name, e.failures, e.nfailures);
     const struct model_entry *old = snapshot_find(r->current, name, strlen(name));
     if (e.state != MODEL_READY && old && old->state == MODEL_READY) {
         error_set(err, 400, "failed to load '%s' (the previous versions keep serving): %s", name,
                   e.reason);
         log_warn("%s", err->msg);
+        if (publish_failed_reload(r, name, old, &e) != 0)
+            log_error("model %s: out of memory recording the failed reload", name);
         model_entry_clear(&e);
         return -1;
     }
@@ -217,47 +326,79 @@ static int unload_model(struct repository *r, const char *name, struct error *er
     if (publish(r, name, NULL) != 0)
         return error_set(err, 500, "out of memory unloading '%s'", name);
     log_info("model %s: unloading once its requests are answered", name);
+    if (r->opts.observe_gone)
+        r->opts.observe_gone(name);
     return 0;
 }
 
-/* Names of the model directories of the repository, sorted; *count set. */
-static char **list_model_dirs(const struct repository *r, uint32_t *count)
+/* A directory of the repository that is a model or cannot be served. */
+struct repo_dir {
+    char *name;
+    enum model_dir_kind kind; /* MODEL_DIR_MODEL or MODEL_DIR_UNSERVABLE */
+    struct model_failure why; /* UNSERVABLE: why */
+};
+
+static int repo_dir_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct repo_dir *)a)->name, ((const struct repo_dir *)b)->name);
+}
+
+static void free_dirs(struct repo_dir *dirs, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        mem_free(dirs[i].name);
+    mem_free(dirs);
+}
+
+/* The models and unservable directories of the repository, sorted by
+ * name; *count set. Out of memory ends the list early. */
+static struct repo_dir *scan_dirs(const struct repository *r, uint32_t *count)
 {
     *count = 0;
     DIR *d = opendir(r->opts.load.repository);
     if (!d)
         return NULL;
-    char **names = NULL;
+    struct repo_dir *dirs = NULL;
     uint32_t cap = 0;
     struct dirent *de;
+    struct model_failure why;
     while ((de = readdir(d)) != NULL) {
-        if (!model_dir_is_model(&r->opts.load, de->d_name))
+        enum model_dir_kind kind = model_dir_check(&r->opts.load, de->d_name, &why);
+        if (kind == MODEL_DIR_OTHER)
             continue;
         if (*count == cap) {
             cap = cap ? cap * 2 : 16;
-            char **grown = mem_realloc(names, cap * sizeof *names);
+            struct repo_dir *grown = mem_realloc(dirs, cap * sizeof *dirs);
             if (!grown)
                 break;
-            names = grown;
+            dirs = grown;
         }
-        if (!(names[*count] = mem_strdup(de->d_name)))
+        struct repo_dir *dir = &dirs[*count];
+        if (!(dir->name = mem_strdup(de->d_name)))
             break;
+        dir->kind = kind;
+        dir->why = why;
         (*count)++;
     }
     closedir(d);
-    return names;
+    if (*count > 1)
+        qsort(dirs, *count, sizeof *dirs, repo_dir_cmp);
+    return dirs;
 }
 
-static int strcmp_ptr(const void *a, const void *b)
+static const char *dir_reason(const struct repo_dir *d)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return d->kind == MODEL_DIR_UNSERVABLE ? d->why.reason : "";
 }
 
-static void free_names(char **names, uint32_t n)
+/* A directory that cannot be served: logged once per change (the caller
+ * notes it in r->unservable); counted as a failed load when it is one the
+ * server should load. */
+static void report_unservable(struct repository *r, const struct repo_dir *d, bool wanted)
 {
-    for (uint32_t i = 0; i < n; i++)
-        mem_free(names[i]);
-    mem_free(names);
+    log_warn("model directory %s cannot be served: %s", d->name, d->why.reason);
+    if (wanted)
+        observe_load(r, d->name, &d->why, 1);
 }
 
 static bool wanted_at_start(const struct repository *r, const char *name)
@@ -271,36 +412,88 @@ static bool wanted_at_start(const struct repository *r, const char *name)
     return false;
 }
 
-/* Poll mode: load new models, reload changed ones, unload removed ones. */
+static bool has_model_dir(const struct repo_dir *dirs, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (dirs[i].kind == MODEL_DIR_MODEL && strcmp(dirs[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Poll mode, one directory: load it, or report it as unservable, when it
+ * differs from what was last loaded or reported and the previous poll saw
+ * it exactly as now (a copy in progress keeps changing, so it is never
+ * loaded half-written). Notes it in *settling while it waits, and in
+ * *unservable as last reported. */
+static void poll_dir(struct repository *r, const struct repo_dir *d, struct dir_notes *settling,
+                     struct dir_notes *unservable)
+{
+    uint64_t fp = model_dir_fingerprint(&r->opts.load, d->name);
+    const char *reason = dir_reason(d);
+    const struct dir_note *reported = notes_find(&r->unservable, d->name);
+    const struct model_entry *e = snapshot_find(r->current, d->name, strlen(d->name));
+    bool current = d->kind == MODEL_DIR_MODEL ? e && e->fingerprint == fp
+                                              : note_is(reported, fp, reason);
+    const struct dir_note *seen = notes_find(&r->settling, d->name);
+    if (!current && note_is(seen, fp, reason)) {
+        if (d->kind == MODEL_DIR_MODEL) {
+            struct error err;
+            log_info("model %s: %s on disk, loading", d->name, e ? "changed" : "new");
+            load_model(r, d->name, NULL, &err);
+        } else {
+            report_unservable(r, d, true);
+        }
+        current = true;
+    } else if (!current) {
+        if (!seen && d->kind == MODEL_DIR_MODEL)
+            log_info("model %s: %s on disk; loading once unchanged for a poll (%u s)", d->name,
+                     e ? "changed" : "new", r->opts.poll_secs);
+        notes_add(settling, d->name, fp, reason);
+    }
+    if (d->kind == MODEL_DIR_UNSERVABLE && current)
+        notes_add(unservable, d->name, fp, reason);
+    else if (d->kind == MODEL_DIR_UNSERVABLE && reported)
+        notes_add(unservable, d->name, reported->fingerprint, reported->reason);
+}
+
+/* Poll mode: load new models, reload changed ones, unload removed ones,
+ * report directories that cannot be served. */
 static void poll_repository(struct repository *r)
 {
     uint32_t n;
-    char **names = list_model_dirs(r, &n);
-    struct error err;
-    for (uint32_t i = 0; i < n; i++) {
-        const struct model_entry *e = snapshot_find(r->current, names[i], strlen(names[i]));
-        if (e && e->fingerprint == model_dir_fingerprint(&r->opts.load, names[i]))
-            continue;
-        log_info("model %s: %s on disk, loading", names[i], e ? "changed" : "new");
-        load_model(r, names[i], NULL, &err);
+    struct repo_dir *dirs = scan_dirs(r, &n);
+    struct dir_notes settling = {0}, unservable = {0};
+    for (uint32_t i = 0; i < n; i++)
+        poll_dir(r, &dirs[i], &settling, &unservable);
+    /* A directory reported unservable that is gone now: forget it (one
+     * that became a model is told about by its load). */
+    for (uint32_t i = 0; i < r->unservable.count; i++) {
+        const char *name = r->unservable.items[i].name;
+        if (!notes_find(&unservable, name) && !has_model_dir(dirs, n, name) &&
+            r->opts.observe_gone)
+            r->opts.observe_gone(name);
     }
+    notes_clear(&r->settling);
+    notes_clear(&r->unservable);
+    r->settling = settling;
+    r->unservable = unservable;
+
     /* Walk a copy of the names: unloading publishes new snapshots. */
+    struct error err;
     uint32_t count = r->current->count;
     char **loaded = mem_calloc(count ? count : 1, sizeof *loaded);
     for (uint32_t i = 0; loaded && i < count; i++)
         loaded[i] = mem_strdup(r->current->entries[i].name);
     for (uint32_t i = 0; loaded && i < count; i++) {
-        bool present = false;
-        for (uint32_t j = 0; j < n && !present; j++)
-            present = loaded[i] && strcmp(loaded[i], names[j]) == 0;
-        if (loaded[i] && !present) {
+        if (loaded[i] && !has_model_dir(dirs, n, loaded[i])) {
             log_info("model %s: removed from the repository", loaded[i]);
             unload_model(r, loaded[i], &err);
         }
     }
-    if (loaded)
-        free_names(loaded, count);
-    free_names(names, n);
+    for (uint32_t i = 0; loaded && i < count; i++)
+        mem_free(loaded[i]);
+    mem_free(loaded);
+    free_dirs(dirs, n);
 }
 
 /* ---- the manager thread ------------------------------------------------- */
@@ -393,46 +586,83 @@ int repository_submit(struct repository *r, struct repo_cmd *cmd, struct error *
 
 /* ---- index ---------------------------------------------------------------- */
 
+static void index_row(struct json_writer *w, const char *name, const char *version,
+                      const char *state, const char *reason)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "name");
+    json_w_cstr(w, name);
+    if (version) {
+        json_w_key(w, "version");
+        json_w_cstr(w, version);
+    }
+    json_w_key(w, "state");
+    json_w_cstr(w, state);
+    json_w_key(w, "reason");
+    json_w_cstr(w, reason);
+    json_w_obj_end(w);
+}
+
+static const struct model_failure *failure_of(const struct model_entry *e, int64_t version)
+{
+    for (uint32_t i = 0; i < e->nfailures; i++)
+        if (e->failures[i].version == version)
+            return &e->failures[i];
+    return NULL;
+}
+
+static bool version_loaded(const struct model_entry *e, int64_t version)
+{
+    for (uint32_t v = 0; v < e->nversions; v++)
+        if (e->versions[v]->version == version)
+            return true;
+    return false;
+}
+
+/* The rows of a model of the snapshot: its loaded versions, then what
+ * failed (a failed reload of a loaded version is said on its READY row). */
+static void index_entry(struct json_writer *w, const struct model_entry *e, bool ready_only)
+{
+    char reason[ERROR_MSG_MAX + 64];
+    for (uint32_t v = 0; v < e->nversions; v++) {
+        const struct model *m = e->versions[v];
+        const struct model_failure *f = failure_of(e, m->version);
+        if (f)
+            snprintf(reason, sizeof reason,
+                     "reloading its files failed, the loaded ones keep serving: %s", f->reason);
+        index_row(w, e->name, m->version_str, "READY", f ? reason : "");
+    }
+    if (ready_only)
+        return;
+    for (uint32_t i = 0; i < e->nfailures; i++) {
+        const struct model_failure *f = &e->failures[i];
+        if (f->version >= 0 && version_loaded(e, f->version))
+            continue;
+        char version[24];
+        snprintf(version, sizeof version, "%lld", (long long)f->version);
+        index_row(w, e->name, f->version >= 0 ? version : NULL, "UNAVAILABLE", f->reason);
+    }
+    if (!e->nversions && !e->nfailures)
+        index_row(w, e->name, NULL, "UNAVAILABLE", e->reason);
+}
+
 void repository_index(struct repository *r, bool ready_only, struct json_writer *w)
 {
     uint32_t n;
-    char **names = list_model_dirs(r, &n);
-    if (n > 1)
-        qsort(names, n, sizeof *names, strcmp_ptr);
+    struct repo_dir *dirs = scan_dirs(r, &n);
     struct model_snapshot *s = repository_acquire(r);
     json_w_arr_begin(w);
     for (uint32_t i = 0; i < n; i++) {
-        const struct model_entry *e = snapshot_find(s, names[i], strlen(names[i]));
-        if (e && e->nversions) {
-            for (uint32_t v = 0; v < e->nversions; v++) {
-                json_w_obj_begin(w);
-                json_w_key(w, "name");
-                json_w_cstr(w, e->name);
-                json_w_key(w, "version");
-                json_w_cstr(w, e->versions[v]->version_str);
-                json_w_key(w, "state");
-                json_w_cstr(w, "READY");
-                json_w_key(w, "reason");
-                json_w_cstr(w, "");
-                json_w_obj_end(w);
-            }
-            if (!e->failed_versions)
-                continue;
-        }
-        if (ready_only)
-            continue;
-        json_w_obj_begin(w);
-        json_w_key(w, "name");
-        json_w_cstr(w, names[i]);
-        json_w_key(w, "state");
-        json_w_cstr(w, "UNAVAILABLE");
-        json_w_key(w, "reason");
-        json_w_cstr(w, e ? e->reason : "unloaded");
-        json_w_obj_end(w);
+        const struct model_entry *e = snapshot_find(s, dirs[i].name, strlen(dirs[i].name));
+        if (e)
+            index_entry(w, e, ready_only);
+        else if (!ready_only)
+            index_row(w, dirs[i].name, NULL, "UNAVAILABLE",
+                      dirs[i].kind == MODEL_DIR_UNSERVABLE ? dirs[i].why.reason : "unloaded");
     }
     json_w_arr_end(w);
     repository_release(r, s);
-    free_names(names, n);
+    free_dirs(dirs, n);
 }
 
 /* ---- open / close ------------------------------------------------------------ */
@@ -463,18 +693,29 @@ int repository_open(const struct repository_options *opts, struct repository **o
     atomic_init(&s->refs, 1);
     r->current = s;
 
+    /* At start a model loads at once: there is nothing to serve yet. */
     uint32_t n;
-    char **names = list_model_dirs(r, &n);
+    struct repo_dir *dirs = scan_dirs(r, &n);
     struct error ignored;
-    for (uint32_t i = 0; i < n; i++)
-        if (wanted_at_start(r, names[i]))
-            load_model(r, names[i], NULL, &ignored);
+    for (uint32_t i = 0; i < n; i++) {
+        bool wanted = wanted_at_start(r, dirs[i].name);
+        if (dirs[i].kind == MODEL_DIR_UNSERVABLE) {
+            report_unservable(r, &dirs[i], wanted);
+            notes_add(&r->unservable, dirs[i].name,
+                      model_dir_fingerprint(&r->opts.load, dirs[i].name), dirs[i].why.reason);
+        } else if (wanted) {
+            load_model(r, dirs[i].name, NULL, &ignored);
+        }
+    }
     for (uint32_t i = 0; i < opts->nload_models; i++) {
         const char *want = opts->load_models[i];
-        if (strcmp(want, "*") != 0 && !snapshot_find(r->current, want, strlen(want)))
+        bool found = strcmp(want, "*") == 0;
+        for (uint32_t k = 0; k < n && !found; k++)
+            found = strcmp(dirs[k].name, want) == 0;
+        if (!found)
             log_error("--load-model %s: no such model directory in the repository", want);
     }
-    free_names(names, n);
+    free_dirs(dirs, n);
 
     int rc = pthread_create(&r->manager, NULL, manager_main, r);
     if (rc) {
@@ -506,6 +747,8 @@ void repository_close(struct repository *r)
     repository_release(r, s);
     unload_dead(r, r->dead);
     r->dead = NULL;
+    notes_clear(&r->settling);
+    notes_clear(&r->unservable);
     pthread_cond_destroy(&r->qcond);
     pthread_mutex_destroy(&r->qlock);
     pthread_mutex_destroy(&r->lock);

@@ -14,7 +14,12 @@
  *             repository API cannot load or unload.
  *   poll      the same, and the manager rescans the repository every
  *             poll_secs: new models load, changed ones reload, removed ones
- *             unload. A failed reload keeps the old version serving.
+ *             unload. A new or changed model loads only once its files
+ *             are the same at two polls in a row (a copy in progress is
+ *             never loaded); the scan at start loads at once. A reload
+ *             that fails keeps the old versions serving; the entry then
+ *             carries the attempt's failures and fingerprint, so the same
+ *             files are not tried again at every poll.
  *   explicit  only the models named by load_models ("*" = all) load at
  *             start; the repository API loads, reloads and unloads.
  * A (re)load happens on the manager thread: the new versions are loaded
@@ -39,6 +44,17 @@ struct repository_options {
     uint32_t poll_secs;
     const char *const *load_models; /* explicit mode: names to load at start */
     uint32_t nload_models;
+    /* Told the outcome of every load of a model — at start, by poll mode,
+     * by the repository API — and of a model directory found unservable
+     * (one failure): failures[0..nfailures), none when every selected
+     * version loaded and nothing in the directory is unservable. Manager
+     * thread (repository_open's caller at start). Filled by the layer
+     * above (src/cli/main.c: obs/load_obs.h); NULL: nobody is told. */
+    void (*observe_load)(const char *name, const struct model_failure *failures,
+                         uint32_t nfailures);
+    /* The model left the repository (poll mode) or was unloaded: its last
+     * outcome no longer describes anything. Same thread; NULL allowed. */
+    void (*observe_gone)(const char *name);
 };
 
 struct model_snapshot {
@@ -82,9 +98,13 @@ bool snapshot_all_ready(const struct model_snapshot *s);
  * control mode does not allow it (400) or the manager is stopping (503). */
 int repository_submit(struct repository *r, struct repo_cmd *cmd, struct error *err);
 
-/* Triton's repository index: every model directory of the repository with
- * its versions and state (READY, UNAVAILABLE) and reason. ready_only keeps
- * only ready ones. */
+/* Triton's repository index, one row {name, version, state, reason} per
+ * model version: every loaded version READY (reason empty, or why a reload
+ * of its files failed while they keep serving); every version that failed
+ * to load or has no model file UNAVAILABLE with its reason; a row without
+ * a version for a model that failed as a whole, a directory that cannot be
+ * served, or (explicit mode) a model not loaded ("unloaded"). ready_only
+ * keeps only READY rows. Any thread; reads the repository directory. */
 void repository_index(struct repository *r, bool ready_only, struct json_writer *w);
 
 #endif

@@ -502,6 +502,35 @@ def test_promtool_check_rules():
     assert b"SUCCESS" in p.stdout
 
 
+def test_promtool_alert_unit_tests():
+    """deploy/prometheus/alerts_test.yml: InferdModelLoadFailed fires after
+    a minute of a failed last load and clears once a load succeeds."""
+    tests = ALERTS.parent / "alerts_test.yml"
+    p = subprocess.run([PROMTOOL, "test", "rules", str(tests)], capture_output=True,
+                       timeout=60)
+    assert p.returncode == 0, (p.stdout + p.stderr).decode()
+    assert b"SUCCESS" in p.stdout
+
+
+def test_load_failure_families_pass_promtool(server_factory, tmp_path):
+    repo = tmp_path / "models"
+    shutil.copytree(MAIN_MODELS["simple"], repo / "simple")
+    (repo / "simple" / "2").mkdir()
+    (repo / "simple" / "2" / "model.onnx").write_bytes(b"not a model")
+    # Version 2, the one selected, fails: the server is live, not ready.
+    srv = server_factory.start(repository=repo, wait=False)
+    srv.wait_ready(path="/v2/health/live")
+    text = requests.get(srv.metrics_url).text
+    s = parse(text)
+    assert s.get("inferd_model_load_failures_total", model="simple", reason="load") == 1
+    assert s.get("inferd_model_last_load_success", model="simple") == 0
+    mine = "".join(l + "\n" for l in text.splitlines()
+                   if family_of(l) in ("inferd_model_load_failures_total",
+                                       "inferd_model_last_load_success"))
+    rc, problems = promtool_problems(mine)
+    assert rc == 0, problems
+
+
 def test_prometheus_server_scrapes_inferd(msrv, tmp_path):
     if not PROMETHEUS.exists():
         pytest.fail("prometheus not installed: %s" % PROMETHEUS)

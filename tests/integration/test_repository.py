@@ -301,3 +301,220 @@ def test_readiness_turns_false_at_sigterm(server_factory, tmp_path):
         s.close()
     srv.proc.wait(timeout=30)  # the drain ends by itself
     assert not srv.stop(signal.SIGTERM, require_running=False)
+
+
+# ---- failed loads you can see, safe publishing (issue 22) --------------------
+
+POLL = ("--model-control-mode", "poll", "--repository-poll-secs", "1")
+
+
+@pytest.fixture(scope="module")
+def pbs(tmp_path_factory):
+    from grpc_client import generate
+    return generate(tmp_path_factory.mktemp("proto_py"))
+
+
+def index_rows(url):
+    r = post(url, "/v2/repository/index")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def index_row(rows, name, version=None):
+    found = [r for r in rows if r["name"] == name and r.get("version") == version]
+    assert len(found) <= 1, rows
+    return found[0] if found else None
+
+
+def infer_addv(url, seed=0):
+    a = np.arange(16, dtype=np.int32) + seed
+    body = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
+                        "data": a.tolist()}]}
+    r = requests.post(url + "/v2/models/addv/infer", data=json.dumps(body), timeout=60)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    v = int(out["model_version"])
+    assert out["outputs"][0]["data"] == (a + v).tolist()
+    return v
+
+
+def serves_version(url, version):
+    return lambda: infer_addv(url) == version
+
+
+def publish_version(repo, tmp_path, model, version, write):
+    """Stage-then-mv: write the version directory next to the repository
+    (same filesystem), then rename it into place in one step."""
+    stage = tmp_path / "stage" / str(version)
+    write(stage / "model.onnx")
+    stage.rename(repo / model / str(version))
+
+
+def load_metrics(srv):
+    from prom import scrape
+    return scrape(srv)
+
+
+def warnings_about(srv, text):
+    return [l for l in srv.stderr().splitlines() if " warn " in l and text in l]
+
+
+def test_regress_broken_version_in_poll_mode_is_visible(server_factory, tmp_path, pbs):
+    """A broken version pushed in poll mode: the index (REST and gRPC) lists it
+    UNAVAILABLE with the reason next to the version still serving, readiness
+    stays 200 and the metrics count the failure; the same broken files are
+    not tried again at every poll, and a fixed version clears the gauge."""
+    from grpc_client import Client
+    repo = tmp_path / "models"
+    write_addv(repo / "addv" / "1" / "model.onnx", 1)
+    srv = server_factory.start(*POLL, repository=repo)
+    publish_version(repo, tmp_path, "addv", 2,
+                    lambda p: (p.parent.mkdir(parents=True), p.write_bytes(b"not a model")))
+    assert wait_for(lambda: index_row(index_rows(srv.url), "addv", "2") is not None)
+    rows = index_rows(srv.url)
+    assert index_row(rows, "addv", "1") == {"name": "addv", "version": "1", "state": "READY",
+                                            "reason": ""}
+    broken = index_row(rows, "addv", "2")
+    assert broken["state"] == "UNAVAILABLE"
+    assert "addv/2/model.onnx" in broken["reason"], broken
+    assert infer_addv(srv.url) == 1
+    assert requests.get(srv.url + "/v2/health/ready").status_code == 200
+    assert requests.get(srv.url + "/v2/models/addv/ready").status_code == 200
+    assert post(srv.url, "/v2/repository/index", {"ready": True}).json() == [
+        {"name": "addv", "version": "1", "state": "READY", "reason": ""}]
+
+    c = Client(*pbs, "127.0.0.1:%d" % srv.grpc_port)
+    try:
+        grpc_rows = {(m.name, m.version, m.state, m.reason)
+                     for m in c.call("RepositoryIndex").models}
+    finally:
+        c.close()
+    assert grpc_rows == {("addv", "1", "READY", ""),
+                         ("addv", "2", "UNAVAILABLE", broken["reason"])}
+
+    s = load_metrics(srv)
+    assert s.types["inferd_model_load_failures_total"] == "counter"
+    assert s.get("inferd_model_load_failures_total", model="addv", reason="load") == 1
+    for other in ("config", "layout", "io", "backend", "warmup"):
+        assert s.get("inferd_model_load_failures_total", model="addv", reason=other) == 0
+    assert s.has("inferd_model_last_load_success", model="addv")
+    assert s.get("inferd_model_last_load_success", model="addv") == 0
+
+    # A good version 3 takes at least two polls to settle and load: the
+    # broken version 2 was not loaded again meanwhile.
+    publish_version(repo, tmp_path, "addv", 3, lambda p: write_addv(p, 3))
+    assert wait_for(serves_version(srv.url, 3), timeout=60)
+    s = load_metrics(srv)
+    assert s.get("inferd_model_load_failures_total", model="addv", reason="load") == 1
+    assert s.get("inferd_model_last_load_success", model="addv") == 1
+    assert len(re.findall(r"model addv version 2 failed to load", srv.stderr())) == 1
+    assert index_row(index_rows(srv.url), "addv", "3")["state"] == "READY"
+
+
+def test_regress_failed_explicit_load_is_counted_and_shown(server_factory, tmp_path):
+    repo = copy_models(tmp_path, ("simple",))
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "simple",
+                               repository=repo)
+    s = load_metrics(srv)
+    assert s.get("inferd_model_last_load_success", model="simple") == 1
+    assert s.get("inferd_model_load_failures_total", model="simple", reason="config") == 0
+    (repo / "simple" / "config.pbtxt").write_text("max_batch_size: [oops\n")
+    assert_error_response(post(srv.url, "/v2/repository/models/simple/load"), 400)
+    rows = index_rows(srv.url)
+    assert index_row(rows, "simple", "1")["state"] == "READY"
+    whole = index_row(rows, "simple")
+    assert whole["state"] == "UNAVAILABLE" and whole["reason"].startswith("config.pbtxt:"), rows
+    s = load_metrics(srv)
+    assert s.get("inferd_model_load_failures_total", model="simple", reason="config") == 1
+    assert s.get("inferd_model_last_load_success", model="simple") == 0
+    # Unloaded, the model has no last outcome any more; its counter stays.
+    assert post(srv.url, "/v2/repository/models/simple/unload").status_code == 200
+    s = load_metrics(srv)
+    assert not s.has("inferd_model_last_load_success", model="simple")
+    assert s.get("inferd_model_load_failures_total", model="simple", reason="config") == 1
+
+
+def test_regress_unservable_directory_shows_and_warns_once(server_factory, tmp_path):
+    """Model files without a version directory, and a version directory
+    without model.onnx, show in the index with the reason and are logged
+    once, however many polls pass; readiness does not depend on them."""
+    repo = tmp_path / "models"
+    write_addv(repo / "addv" / "1" / "model.onnx", 1)
+    (repo / "flat").mkdir()
+    shutil.copy(SIMPLE_ONNX, repo / "flat" / "model.onnx")
+    write_addv(repo / "half" / "1" / "model.onnx", 1)
+    (repo / "half" / "2").mkdir()
+    (repo / "half" / "2" / "model.pt").write_bytes(b"misnamed")
+    (repo / "scripts").mkdir()  # no model files: not a model, not reported
+    (repo / "scripts" / "build.py").write_text("print('hi')\n")
+    srv = server_factory.start(*POLL, repository=repo)
+
+    rows = index_rows(srv.url)
+    assert index_row(rows, "flat") == {
+        "name": "flat", "state": "UNAVAILABLE",
+        "reason": "no version directory: put the model in flat/1/model.onnx"}
+    assert index_row(rows, "half", "1")["state"] == "READY"
+    assert index_row(rows, "half", "2") == {
+        "name": "half", "version": "2", "state": "UNAVAILABLE",
+        "reason": "version directory 2 has no model.onnx: put the model in half/2/model.onnx"}
+    assert not [r for r in rows if r["name"] == "scripts"]
+    assert requests.get(srv.url + "/v2/health/ready").status_code == 200
+
+    # One that appears while the server runs is reported too, once settled.
+    (repo / "late").mkdir()
+    (repo / "late" / "config.pbtxt").write_text("max_batch_size: 0\n")
+    assert wait_for(lambda: warnings_about(srv, "model directory late cannot be served"))
+    # Two new versions of addv, each settling over two polls: at least four
+    # polls pass.
+    for v in (2, 3):
+        publish_version(repo, tmp_path, "addv", v, lambda p, v=v: write_addv(p, v))
+        assert wait_for(serves_version(srv.url, v), timeout=60)
+    assert len(warnings_about(srv, "model directory flat cannot be served")) == 1
+    assert len(warnings_about(srv, "model directory late cannot be served")) == 1
+    assert len(warnings_about(srv, "model half: version directory 2 has no model.onnx")) == 1
+    assert not [l for l in srv.stderr().splitlines() if "scripts" in l]
+    assert index_row(index_rows(srv.url), "late")["state"] == "UNAVAILABLE"
+
+    s = load_metrics(srv)
+    for model in ("flat", "late", "half"):
+        assert s.get("inferd_model_load_failures_total", model=model, reason="layout") == 1
+        assert s.get("inferd_model_last_load_success", model=model) == 0
+    assert s.get("inferd_model_last_load_success", model="addv") == 1
+    assert requests.get(srv.url + "/v2/health/ready").status_code == 200
+    # A directory that goes away takes its outcome with it.
+    shutil.rmtree(repo / "flat")
+    assert wait_for(lambda: not load_metrics(srv).has("inferd_model_last_load_success",
+                                                      model="flat"))
+    assert index_row(index_rows(srv.url), "flat") is None
+
+
+def test_regress_half_written_model_is_never_loaded(server_factory, tmp_path):
+    """A model file written slowly in place (half, then past a poll the
+    rest) is loaded only complete: no load error, version 2 serves."""
+    repo = tmp_path / "models"
+    write_addv(repo / "addv" / "1" / "model.onnx", 1)
+    write_addv(tmp_path / "full" / "model.onnx", 2)
+    data = (tmp_path / "full" / "model.onnx").read_bytes()
+    srv = server_factory.start(*POLL, repository=repo)
+    half = len(data) // 2
+    # The version directory appears with the first half already in it, so
+    # the first poll that sees anything sees the half-written file.
+    stage = tmp_path / "stage" / "2"
+    stage.mkdir(parents=True)
+    f = open(stage / "model.onnx", "wb")
+    try:
+        f.write(data[:half])
+        f.flush()
+        stage.rename(repo / "addv" / "2")
+        assert wait_for(lambda: "model addv: changed on disk; loading once unchanged"
+                        in srv.stderr())
+        f.write(data[half:])
+        f.flush()
+    finally:
+        f.close()
+    assert wait_for(serves_version(srv.url, 2), timeout=60)
+    err = srv.stderr()
+    assert "failed to load" not in err and "Protobuf parsing failed" not in err, err
+    assert " error " not in err, err
+    rows = index_rows(srv.url)
+    assert [r["state"] for r in rows if r["name"] == "addv"] == ["READY"]
