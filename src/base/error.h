@@ -14,7 +14,7 @@
 
 #include <stdarg.h>
 
-#define ERROR_MSG_MAX 256
+#define ERROR_MSG_MAX 512
 
 struct error {
     int status;              /* HTTP status for the client; 0 = no error */

@@ -505,7 +505,11 @@ static void run_cmd(struct repository *r, struct repo_cmd *cmd)
     int rc = cmd->kind == REPO_LOAD ? load_model(r, cmd->name, cmd->config, &err)
                                     : unload_model(r, cmd->name, &err);
     cmd->status = rc ? (err.status ? err.status : 500) : 0;
-    snprintf(cmd->msg, sizeof cmd->msg, "%s", rc ? err.msg : "");
+    /* Triton's wording first: clients match on "failed to load 'm'". */
+    cmd->msg[0] = '\0';
+    if (rc && snprintf(cmd->msg, sizeof cmd->msg, "failed to %s '%s': %s",
+                       cmd->kind == REPO_LOAD ? "load" : "unload", cmd->name, err.msg) < 0)
+        snprintf(cmd->msg, sizeof cmd->msg, "%s", err.msg);
     cmd->done(cmd);
 }
 

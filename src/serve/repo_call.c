@@ -42,21 +42,32 @@ static bool name_valid(const char *name, size_t len)
            !memchr(name, '\0', len) && name[0] != '.';
 }
 
+/* Triton's wording first ("failed to load 'm'"), then why. */
+static int refuse(struct error *err, bool load, const char *name, size_t name_len, int status,
+                  const char *why)
+{
+    return error_set(err, status, "failed to %s '%.*s': %s", load ? "load" : "unload",
+                     (int)(name_len > 200 ? 200 : name_len), name, why);
+}
+
 int serve_repo_call(struct serve_thread *t, bool load, const char *name, size_t name_len,
                     const char *config_json, size_t config_len, serve_repo_done_fn done,
                     void *ctx, struct error *err)
 {
     if (!name_valid(name, name_len))
-        return error_set(err, 400,
-                         "invalid model name: 1 to 255 bytes, no '/', not starting with '.'");
+        return refuse(err, load, name, name_len, 400,
+                      "invalid model name: 1 to 255 bytes, no '/', not starting with '.'");
     if (config_json && !load)
-        return error_set(err, 400, "'config' is only accepted by load");
+        return refuse(err, load, name, name_len, 400, "'config' is only accepted by load");
     struct repo_call *rc = mem_calloc(1, sizeof *rc);
     if (!rc)
-        return error_set(err, 503, "out of memory");
+        return refuse(err, load, name, name_len, 503, "out of memory");
+    struct error why;
     if (config_json &&
-        model_config_text_from_json(config_json, config_len, &rc->config, err) != 0)
+        model_config_text_from_json(config_json, config_len, &rc->config, &why) != 0) {
+        refuse(err, load, name, name_len, why.status, why.msg);
         goto out_free;
+    }
     rc->cmd.kind = load ? REPO_LOAD : REPO_UNLOAD;
     memcpy(rc->cmd.name, name, name_len);
     rc->cmd.name[name_len] = '\0';

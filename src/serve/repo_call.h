@@ -9,7 +9,9 @@
  * "config" parameter: the model configuration as JSON text) into
  * config.pbtxt text, and queues the command on the repository manager.
  * When the manager has carried it out, done(ctx, status, msg) is called on
- * the thread's loop (status 0, or an HTTP status with msg). While it is
+ * the thread's loop (status 0, or an HTTP status with msg). Every error
+ * message starts with Triton's wording, "failed to load 'm': " or "failed
+ * to unload 'm': ", which clients match on. While it is
  * pending the thread counts it in inflight (shutdown waits for it).
  *
  * Loop thread of `t`.

@@ -280,7 +280,7 @@ static void test_error_field(void **state)
                                 "\"error\":\"unknown input 'in\\\"put' for model "
                                 "'mlp'\\u000a\\u00ff\"}"));
     /* Cut to what a struct error holds. */
-    char longmsg[400];
+    char longmsg[ERROR_MSG_MAX + 200];
     memset(longmsg, 'e', sizeof longmsg - 1);
     longmsg[sizeof longmsg - 1] = '\0';
     line = request_line(LOG_LINE_JSON, 500, longmsg);
