@@ -9,9 +9,15 @@
 #   make test     also runs every fuzz target for FUZZ_SMOKE_SECONDS (default 3) each
 #   make fuzz     run every fuzz target with libFuzzer (FUZZ_SECONDS each, default 300)
 #   make models   regenerate the bundled models (models/build/)
+#   make install  build, then install inferd into $(PREFIX)/bin, the plugin header
+#                 into $(PREFIX)/include/inferd, ONNX Runtime into $(PREFIX)/lib/inferd
+#                 and the gRPC .proto files into $(PREFIX)/share/inferd/proto
+#                 (PREFIX=/usr/local; DESTDIR=staging root for packagers)
 #   make clean    remove build directories
 
 PYTHON ?= /usr/bin/python3
+PREFIX ?= /usr/local
+DESTDIR ?=
 PORT ?= 8000
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 3
@@ -34,7 +40,7 @@ endif
 DEPS_STAMP := third_party/.deps-done
 INFERD := $(BUILD_DIR)/inferd
 
-.PHONY: all build run test layers unit integration fuzz fuzz-build fuzz-smoke models clean deps bench soak
+.PHONY: all build install run test layers unit integration fuzz fuzz-build fuzz-smoke models clean deps bench soak
 
 all: build
 
@@ -50,6 +56,11 @@ $(BUILD_DIR)/Makefile: CMakeLists.txt $(DEPS_STAMP)
 
 build: $(BUILD_DIR)/Makefile
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The installed binary finds ONNX Runtime through its rpath
+# $ORIGIN/../lib/inferd (CMakeLists.txt), not through third_party/.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR) --prefix "$(PREFIX)"
 
 run: build
 	scripts/run.sh $(INFERD) $(PORT)

@@ -35,6 +35,8 @@ PACKAGES=(
     # integration tests and model generation (models/build/*.py)
     python3 python3-pytest python3-requests python3-numpy python3-onnx
     python3-sklearn
+    # docs/quickstart.md and its test: exporting a model from PyTorch
+    python3-torch
     # make bench: the HTTP floor (nginx returning a fixed body)
     nginx-light
     # HTTP/2, gRPC messages and TLS

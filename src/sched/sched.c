@@ -42,6 +42,15 @@ struct worker {
     bool started;
 };
 
+/* A batch that waits for more requests: its first request (still queued)
+ * and what the batch holds. Set by form_batch when a worker starts waiting,
+ * grown by sched_submit, forgotten when any request leaves the queue. */
+struct fill {
+    const struct infer_request *first;
+    uint64_t samples;
+    uint32_t n;
+};
+
 struct sched {
     struct sched_model model;
     struct sched_config cfg;
@@ -49,11 +58,12 @@ struct sched {
     pthread_cond_t cond;
     struct infer_request *head, *tail;
     uint32_t queued;
-    uint64_t queued_samples;
     /* Workers asleep with nothing to do, and workers waiting for a batch to
      * fill: a submit wakes one only when it changes what they would do (a
      * wake-up per request costs two context switches on a busy core). */
     uint32_t idle_workers, filling_workers;
+    /* The batch filling workers wait to grow (first == NULL: unknown). */
+    struct fill fill;
     bool stopping;
     struct worker *workers;
     uint32_t nworkers;
@@ -133,8 +143,8 @@ static void unlink_req(struct sched *s, struct infer_request *prev, struct infer
     if (s->tail == r)
         s->tail = prev;
     r->next = NULL;
+    s->fill.first = NULL;
     s->queued--;
-    s->queued_samples -= (uint64_t)r->batch;
 }
 
 static void fail_request(struct infer_request *r, int status, const char *msg)
@@ -173,27 +183,33 @@ static bool is_preferred(const struct sched_config *c, uint64_t samples)
     return false;
 }
 
-static uint64_t largest_preferred(const struct sched_config *c)
+/* Requests a batch may hold: max_batch_size (each request has >= 1 sample,
+ * or 0 samples: bound those by the same number), 1 without batching. */
+static uint32_t batch_capacity(const struct sched_config *c)
 {
-    uint64_t best = 0;
-    for (uint32_t i = 0; i < c->npreferred; i++)
-        if (c->preferred_batch_sizes[i] > best)
-            best = c->preferred_batch_sizes[i];
-    return best;
+    return c->max_batch_size > 1 && c->dynamic_batching ? c->max_batch_size : 1;
 }
 
-static uint64_t smallest_preferred(const struct sched_config *c)
+/* Whether r joins a batch that starts with first and holds `samples`. */
+static bool joins(const struct sched_config *c, const struct infer_request *first,
+                  const struct infer_request *r, uint64_t samples)
 {
-    uint64_t best = UINT64_MAX;
-    for (uint32_t i = 0; i < c->npreferred; i++)
-        if (c->preferred_batch_sizes[i] < best)
-            best = c->preferred_batch_sizes[i];
-    return best;
+    return samples + (uint64_t)r->batch <= c->max_batch_size && compatible(first, r);
 }
 
 /* Decides what the worker does next (lock held). Returns the number of
  * requests placed in w->members (0 = wait until *wait_until_ns, or until a
- * new request if that is 0). */
+ * new request if that is 0).
+ *
+ * The candidates are the head of the queue and, in arrival order, every
+ * later request compatible with it that still fits within max_batch_size
+ * (a request is never split; one that does not fit is passed over, and the
+ * batch then counts as full). Among the prefixes of that sequence the
+ * batch is the longest whose samples are a preferred size, dispatched at
+ * once. Without one, all the candidates go when the batch is full
+ * (max_batch_size samples, or a compatible request that does not fit) or
+ * the head has waited max_queue_delay; until then the worker waits, and
+ * records in s->fill the batch it waits to grow (for sched_submit). */
 static uint32_t form_batch(struct sched *s, struct worker *w, uint64_t now, uint64_t *wait_until_ns)
 {
     *wait_until_ns = 0;
@@ -206,34 +222,39 @@ static uint32_t form_batch(struct sched *s, struct worker *w, uint64_t now, uint
         w->members[0] = first;
         return 1;
     }
-    /* Count what a batch could hold right now. */
     uint64_t samples = (uint64_t)first->batch;
     uint32_t n = 1, scanned = 0;
-    for (struct infer_request *r = first->next; r && n < w->capacity && scanned < SCAN_LIMIT;
+    uint32_t preferred_n = is_preferred(c, samples) ? 1 : 0;
+    bool full = false;
+    for (struct infer_request *r = first->next;
+         r && scanned < SCAN_LIMIT && samples < c->max_batch_size && n < w->capacity;
          r = r->next, scanned++) {
-        if (samples + (uint64_t)r->batch <= c->max_batch_size && compatible(first, r)) {
-            samples += (uint64_t)r->batch;
-            n++;
+        if (!compatible(first, r))
+            continue;
+        if (!joins(c, first, r, samples)) {
+            full = true;
+            continue;
         }
-        if (samples == c->max_batch_size)
-            break;
+        samples += (uint64_t)r->batch;
+        n++;
+        if (is_preferred(c, samples))
+            preferred_n = n;
     }
+    full = full || samples == c->max_batch_size || n == w->capacity;
     uint64_t deadline = first->enqueue_ns + c->max_queue_delay_us * 1000u;
-    uint64_t pref = largest_preferred(c);
-    bool ready = samples >= c->max_batch_size || is_preferred(c, samples) ||
-                 (pref && samples >= pref) || now >= deadline || s->stopping;
-    if (!ready) {
+    if (!preferred_n && !full && now < deadline && !s->stopping) {
+        s->fill = (struct fill){.first = first, .samples = samples, .n = n};
         *wait_until_ns = deadline;
         return 0;
     }
-    /* Take them, in arrival order. */
+    uint32_t take = preferred_n ? preferred_n : n;
+    /* Take them, in arrival order: the same walk as above. */
     uint64_t taken_samples = 0;
     uint32_t taken = 0;
     struct infer_request *prev = NULL, *r = first;
-    while (r && taken < n) {
+    while (r && taken < take) {
         struct infer_request *next = r->next;
-        if (r == first || (taken_samples + (uint64_t)r->batch <= c->max_batch_size &&
-                           compatible(first, r))) {
+        if (r == first || joins(c, first, r, taken_samples)) {
             unlink_req(s, prev, r);
             w->members[taken++] = r;
             taken_samples += (uint64_t)r->batch;
@@ -243,6 +264,25 @@ static uint32_t form_batch(struct sched *s, struct worker *w, uint64_t now, uint
         r = next;
     }
     return taken;
+}
+
+/* sched_submit, lock held, req just queued: whether the batch a filling
+ * worker waits for may now go (see form_batch). req extends that batch
+ * when it joins; without a recorded batch, any submit may complete it. */
+static bool fill_may_dispatch(struct sched *s, const struct infer_request *req)
+{
+    const struct sched_config *c = &s->cfg;
+    struct fill *f = &s->fill;
+    if (!f->first)
+        return true;
+    if (!compatible(f->first, req))
+        return false;
+    if (!joins(c, f->first, req, f->samples))
+        return true; /* full: it does not fit */
+    f->samples += (uint64_t)req->batch;
+    f->n++;
+    return is_preferred(c, f->samples) || f->samples == c->max_batch_size ||
+           f->n >= batch_capacity(c);
 }
 
 /* ---- running a batch ---------------------------------------------------- */
@@ -530,9 +570,7 @@ static int worker_init(struct worker *w, struct sched *s, void *instance)
     const struct model_info *info = s->model.info;
     w->sched = s;
     w->instance = instance;
-    /* A batch holds at most max_batch_size requests (each has >= 1 sample,
-     * or 0 samples: bound those by the same number). */
-    w->capacity = s->cfg.max_batch_size > 1 && s->cfg.dynamic_batching ? s->cfg.max_batch_size : 1;
+    w->capacity = batch_capacity(&s->cfg);
     w->gather = mem_calloc(info->ninputs, sizeof *w->gather);
     w->inputs = mem_calloc(info->ninputs, sizeof *w->inputs);
     w->names = mem_calloc(info->noutputs, sizeof *w->names);
@@ -623,14 +661,10 @@ int sched_submit(struct sched *s, struct infer_request *req, struct error *err)
         s->head = req;
     s->tail = req;
     s->queued++;
-    s->queued_samples += (uint64_t)req->batch;
-    /* Wake a worker when one is idle, or when a filling batch may now be
-     * complete (enough samples wait for a full batch or for the smallest
-     * preferred size: any preferred size dispatches); otherwise the filling
-     * worker's own timer will do. */
-    bool full = !c->max_batch_size || s->queued_samples >= c->max_batch_size ||
-                (c->npreferred && s->queued_samples >= smallest_preferred(c));
-    if (s->idle_workers || (s->filling_workers && full))
+    /* Wake a worker when one is idle, or when the batch a worker fills may
+     * now go (a preferred size, or full); otherwise the filling worker's own
+     * timer will do (a wake-up per request costs two context switches). */
+    if (s->idle_workers || (s->filling_workers && fill_may_dispatch(s, req)))
         pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return 0;

@@ -11,9 +11,19 @@
  * Batching (when cfg->max_batch_size > 0 and dynamic batching is on):
  *   - requests are compatible when every input has the same non-batch
  *     dimensions; a request carrying n samples (dim 0 = n) counts n;
- *   - a batch is dispatched as soon as it holds max_batch_size samples, or a
- *     preferred batch size (or more than the largest one), or when its oldest
- *     request has waited max_queue_delay_us;
+ *   - a batch starts with the oldest queued request; the candidates are it
+ *     and, in arrival order, every later compatible request that still fits
+ *     within max_batch_size samples (a request is never split; one that
+ *     does not fit is passed over and makes the batch full);
+ *   - preferred sizes, as Triton's dynamic batcher: when a run of the
+ *     candidates from the first one makes a preferred batch size, the
+ *     longest such run (the largest preferred size that can be formed) is
+ *     dispatched at once, even if more candidates are queued;
+ *   - when none does, all the candidates are dispatched once the batch is
+ *     full (max_batch_size samples, or a compatible request that does not
+ *     fit) or its oldest request has waited max_queue_delay_us (or the
+ *     scheduler stops); until then the batch waits, and the submit that
+ *     makes it a preferred size or full wakes its worker;
  *   - requests whose `timeout` expired while queued are answered 504 and
  *     never run; requests whose `cancelled` flag is set before a worker
  *     takes them are answered 499 and never run;

@@ -5,6 +5,7 @@ Batching is observed without timing assertions: the tests only check
 results, and use the deliberately slow test model to make a queue form.
 """
 import json
+import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import REPO_ROOT, MAIN_MODELS, IDENTITY_MODELS
+from conftest import INFERD_BIN, REPO_ROOT, MAIN_MODELS, IDENTITY_MODELS
 
 SLOW = REPO_ROOT / "tests" / "models" / "slow"
 
@@ -174,3 +175,56 @@ def test_queue_limit_gives_429_with_retry_after(server_factory):
         if r.status_code == 429:
             assert r.headers.get("Retry-After") == "1"
             assert "queue is full" in r.json()["error"]
+
+
+def preferred_repo(tmp_path):
+    """Model `pref` on the example plugin (INT32 [4] in and out, 20 ms per
+    execution): max_batch_size 16, preferred sizes 4 and 8, and a queue
+    delay of an hour, so that only a preferred size (or a full batch) can
+    dispatch a batch."""
+    plugin = INFERD_BIN.parent / "libinferd_identity_stall.so"
+    mdir = tmp_path / "models" / "pref"
+    (mdir / "1").mkdir(parents=True)
+    (mdir / "1" / "model.onnx").write_bytes(b"")
+    (mdir / "config.pbtxt").write_text(
+        'backend: "identity_stall"\nmax_batch_size: 16\n'
+        'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+        'dynamic_batching { preferred_batch_size: [ 4, 8 ] '
+        'max_queue_delay_microseconds: 3600000000 }\n'
+        'parameters { key: "delay_us" value: { string_value: "20000" } }\n')
+    shutil.copy(plugin, mdir / plugin.name)
+    return tmp_path / "models"
+
+
+def batch_runs(url):
+    """{batch size: executions} from Triton's statistics API."""
+    r = requests.get(url + "/v2/models/pref/stats")
+    assert r.status_code == 200, r.text
+    stat = r.json()["model_stats"][0]
+    return {b["batch_size"]: b["compute_infer"]["count"] for b in stat["batch_stats"]}
+
+
+def test_preferred_batch_sizes_under_load(server_factory, tmp_path):
+    """preferred_batch_size [4, 8], max_batch_size 16: 32 concurrent
+    single-sample requests run only in batches of 4 and 8 (Triton's rule:
+    the largest preferred size that can be formed; never 9 or 16), and each
+    client gets its own row back. Whatever the timing, every batch is a
+    preferred size, so all 32 complete without waiting for the delay."""
+    srv = server_factory.start(repository=preferred_repo(tmp_path))
+    before = batch_runs(srv.url)
+
+    def one(i):
+        r = post_infer(srv.url, "pref", [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
+                                          "data": [i, i + 1, i + 2, i + 3]}])
+        assert r.status_code == 200, r.text
+        assert r.json()["outputs"][0]["data"] == [i, i + 1, i + 2, i + 3]
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        list(pool.map(one, range(32)))
+    after = batch_runs(srv.url)
+    runs = {size: after.get(size, 0) - before.get(size, 0) for size in after}
+    runs = {size: n for size, n in runs.items() if n}
+    assert set(runs) <= {4, 8}, runs
+    assert sum(size * n for size, n in runs.items()) == 32, runs
+
