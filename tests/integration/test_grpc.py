@@ -478,9 +478,14 @@ def test_repository_load_unload_and_health(server_factory, pbs):
     assert c.call("ModelReady", name="digits").ready
     e = rpc_error(c.call, "RepositoryModelLoad", model_name="../etc")
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.details().startswith("failed to load '../etc': invalid model name")
     bad = pb.ModelRepositoryParameter(string_param="{not json")
     e = rpc_error(c.call, "RepositoryModelLoad", model_name="simple", parameters={"config": bad})
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # Triton's wording first: clients match on it.
+    assert e.details().startswith("failed to load 'simple': ")
+    e = rpc_error(c.call, "RepositoryModelLoad", model_name="no_such_model")
+    assert e.details().startswith("failed to load 'no_such_model': ")
     c.close()
 
 

@@ -518,3 +518,22 @@ def test_regress_half_written_model_is_never_loaded(server_factory, tmp_path):
     assert " error " not in err, err
     rows = index_rows(srv.url)
     assert [r["state"] for r in rows if r["name"] == "addv"] == ["READY"]
+
+
+def test_regress_failed_load_uses_tritons_wording(server_factory, tmp_path):
+    """Clients (Triton's own examples among them) match on "failed to load
+    'm'": a bad configuration override, an unknown model and a bad name."""
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "simple",
+                               repository=copy_models(tmp_path, ("simple",)))
+    r = post(srv.url, "/v2/repository/models/simple/load",
+             {"parameters": {"config": "{not json"}})
+    assert_error_response(r, 400)
+    assert r.json()["error"].startswith("failed to load 'simple': ")
+    r = post(srv.url, "/v2/repository/models/nosuch/load")
+    assert r.status_code >= 400
+    assert r.json()["error"].startswith("failed to load 'nosuch': ")
+    r = post(srv.url, "/v2/repository/models/.hidden/unload")
+    assert_error_response(r, 400)
+    assert r.json()["error"].startswith("failed to unload '.hidden': invalid model name")
+    # The model that was loaded still serves.
+    assert requests.get(srv.url + "/v2/models/simple/ready").status_code == 200
