@@ -347,8 +347,8 @@ static void complete_on_loop(struct loop_task *task)
             req->err.status = 500;
         call->frontend->fail(call, &req->err);
     } else if (!req->model->sched_cfg.decoupled) {
-        struct serve_response resp = {
-            .outputs = req->outputs, .noutputs = req->noutputs, .final = true};
+        struct serve_response resp = {.outputs = req->outputs, .noutputs = req->noutputs,
+                                      .final = true};
         call->frontend->emit(call, &resp);
     } else if (!call->_final_sent) {
         struct serve_response resp = {.outputs = NULL, .noutputs = 0, .final = true};
