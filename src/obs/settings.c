@@ -13,7 +13,7 @@
 
 static void from_json_value(struct arena *a, const struct json_value *v, struct setting *s)
 {
-    uint64_t u;
+    uint64_t u = 0;
     switch (v->type) {
     case JSON_NULL:
         s->kind = SETTING_NULL;
