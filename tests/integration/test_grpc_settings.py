@@ -61,13 +61,15 @@ def test_trace_setting_read_change_read_back(srv, client):
     assert first == {k: v if isinstance(v, list) else [v] for k, v in rest.items()}
     assert first["trace_mode"] == ["opentelemetry"]
 
+    # Level OFF: no call is sampled, so nothing takes from trace_count.
     changed = trace_map(call_trace(client, trace_request(
-        pb, trace_rate=["4"], trace_level=["TIMESTAMPS"], trace_count=["7"])))
+        pb, trace_rate=["4"], trace_level=["OFF"], trace_count=["7"])))
     assert changed["trace_rate"] == ["4"] and changed["trace_count"] == ["7"]
-    assert changed["trace_level"] == ["TIMESTAMPS"]
+    assert changed["trace_level"] == ["OFF"]
     assert trace_map(call_trace(client, trace_request(pb))) == changed
     rest = ok_json(requests.get(srv.url + "/v2/trace/setting", timeout=10))
     assert rest["trace_rate"] == "4" and rest["trace_count"] == "7"
+    assert rest["trace_level"] == ["OFF"]
 
 
 def test_trace_setting_of_a_model_and_clearing_it(srv, client):
