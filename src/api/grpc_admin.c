@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "health.pb-c.h"
 #include "model/lookup.h"
+#include "obs/settings.h"
 #include "obs/stats.h"
 #include "serve/repo_call.h"
 
@@ -62,7 +63,8 @@ static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size
 
 static void handle_server_metadata(struct grpc_call *call)
 {
-    static char *extensions[] = {"model_configuration", "model_repository", "statistics"};
+    static char *extensions[] = {"model_configuration", "model_repository", "statistics", "logging",
+                                 "trace"};
     Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
     r.name = "inferd";
     r.version = INFERD_VERSION;
@@ -407,10 +409,142 @@ void grpc_watch_timer_update(struct grpc_api *api)
         its.it_value = its.it_interval;
     }
     timerfd_settime(api->timer.fd, 0, &its, NULL);
+
 }
 
-
 /* ---- dispatch ------------------------------------------------------------ */
+
+/* ---- trace and log settings (obs/settings.h, shared with REST) ------------- */
+
+static void handle_trace_setting(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__TraceSettingRequest *q =
+        grpc_call_unpack(call, &inference__trace_setting_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct grpc_api *api = call->api;
+    struct error err;
+    const char *model = q->model_name[0] ? q->model_name : NULL;
+    if (model && settings_trace_model_check(api->repo, model, strlen(model), &err) != 0) {
+        grpc_call_fail(call, err.status, err.msg);
+        return;
+    }
+    struct setting *s = arena_alloc(&api->scratch, (q->n_settings + 1) * sizeof *s);
+    if (!s) {
+        grpc_call_fail(call, 503, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < q->n_settings; i++) {
+        const Inference__TraceSettingRequest__SettingValue *v = q->settings[i]->value;
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].name = q->settings[i]->key;
+        /* No value clears the setting (Triton's TraceSettingRequest). */
+        s[i].kind = v && v->n_value ? SETTING_STRINGS : SETTING_NULL;
+        s[i].strs = v ? (const char *const *)v->value : NULL;
+        s[i].n = v ? (uint32_t)v->n_value : 0;
+    }
+    if (settings_trace_apply(model, s, (uint32_t)q->n_settings, &err) != 0) {
+        grpc_call_fail(call, err.status, err.msg);
+        return;
+    }
+    struct trace_settings_view cur;
+    settings_trace_get(model, &cur);
+    const char *keys[] = {"trace_level",   "trace_rate", "trace_count",
+                          "log_frequency", "trace_file", "trace_mode"};
+    const char *values[] = {cur.level, cur.rate, cur.count, cur.log_frequency, cur.file, cur.mode};
+    enum { N = sizeof keys / sizeof keys[0] };
+    Inference__TraceSettingResponse r = INFERENCE__TRACE_SETTING_RESPONSE__INIT;
+    Inference__TraceSettingResponse__SettingsEntry entries[N], *ptrs[N];
+    Inference__TraceSettingResponse__SettingValue vals[N];
+    for (size_t i = 0; i < N; i++) {
+        inference__trace_setting_response__settings_entry__init(&entries[i]);
+        inference__trace_setting_response__setting_value__init(&vals[i]);
+        vals[i].n_value = 1;
+        vals[i].value = (char **)&values[i];
+        entries[i].key = (char *)keys[i];
+        entries[i].value = &vals[i];
+        ptrs[i] = &entries[i];
+    }
+    r.n_settings = N;
+    r.settings = ptrs;
+    grpc_call_reply(call, &r.base);
+}
+
+static void handle_log_settings(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__LogSettingsRequest *q =
+        grpc_call_unpack(call, &inference__log_settings_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct grpc_api *api = call->api;
+    struct error err;
+    struct setting *s = arena_alloc(&api->scratch, (q->n_settings + 1) * sizeof *s);
+    if (!s) {
+        grpc_call_fail(call, 503, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < q->n_settings; i++) {
+        const Inference__LogSettingsRequest__SettingValue *v = q->settings[i]->value;
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].name = q->settings[i]->key;
+        s[i].kind = SETTING_OTHER; /* no value set */
+        switch (v ? v->parameter_choice_case
+                  : INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE__NOT_SET) {
+        case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM:
+            s[i].kind = SETTING_BOOL;
+            s[i].b = v->bool_param;
+            break;
+        case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM:
+            s[i].kind = SETTING_UINT;
+            s[i].u = v->uint32_param;
+            break;
+        case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM:
+            s[i].kind = SETTING_STRING;
+            s[i].strs = (const char *const *)&v->string_param;
+            s[i].n = 1;
+            break;
+        default:
+            break;
+        }
+    }
+    if (settings_log_apply(s, (uint32_t)q->n_settings, &err) != 0) {
+        grpc_call_fail(call, err.status, err.msg);
+        return;
+    }
+    struct log_settings_view cur;
+    settings_log_get(&cur);
+    enum { N = 6 };
+    Inference__LogSettingsResponse r = INFERENCE__LOG_SETTINGS_RESPONSE__INIT;
+    Inference__LogSettingsResponse__SettingsEntry entries[N], *ptrs[N];
+    Inference__LogSettingsResponse__SettingValue vals[N];
+    static const char *const keys[N] = {"log_file",  "log_info",          "log_warning",
+                                        "log_error", "log_verbose_level", "log_format"};
+    for (size_t i = 0; i < N; i++) {
+        inference__log_settings_response__settings_entry__init(&entries[i]);
+        inference__log_settings_response__setting_value__init(&vals[i]);
+        entries[i].key = (char *)keys[i];
+        entries[i].value = &vals[i];
+        ptrs[i] = &entries[i];
+    }
+    vals[0].parameter_choice_case =
+        INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
+    vals[0].string_param = (char *)cur.file;
+    const bool flags[] = {cur.info, cur.warning, cur.error};
+    for (size_t i = 1; i <= 3; i++) {
+        vals[i].parameter_choice_case =
+            INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM;
+        vals[i].bool_param = flags[i - 1];
+    }
+    vals[4].parameter_choice_case =
+        INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM;
+    vals[4].uint32_param = cur.verbose_level;
+    vals[5].parameter_choice_case =
+        INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
+    vals[5].string_param = (char *)cur.format;
+    r.n_settings = N;
+    r.settings = ptrs;
+    grpc_call_reply(call, &r.base);
+}
 
 void grpc_admin_dispatch(struct grpc_call *call, const uint8_t *data, size_t len)
 {
@@ -444,6 +578,12 @@ void grpc_admin_dispatch(struct grpc_call *call, const uint8_t *data, size_t len
         break;
     case M_REPOSITORY_UNLOAD:
         handle_repository_call(call, data, len, false);
+        break;
+    case M_TRACE_SETTING:
+        handle_trace_setting(call, data, len);
+        break;
+    case M_LOG_SETTINGS:
+        handle_log_settings(call, data, len);
         break;
     case M_HEALTH_CHECK:
         handle_health_check(call, data, len);

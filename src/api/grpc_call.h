@@ -6,7 +6,8 @@
  *   grpc_infer.c      ModelInfer and ModelStreamInfer on the serving
  *                     pipeline (serve/call.h)
  *   grpc_admin.c      health, metadata, configuration, statistics,
- *                     repository and grpc.health.v1 RPCs
+ *                     repository, trace and log settings, and grpc.health.v1
+ *                     RPCs
  * All on the loop thread that owns the api.
  */
 #ifndef INFERD_API_GRPC_CALL_H
@@ -52,6 +53,8 @@ enum method_id {
     M_REPOSITORY_INDEX,
     M_REPOSITORY_LOAD,
     M_REPOSITORY_UNLOAD,
+    M_TRACE_SETTING,
+    M_LOG_SETTINGS,
     M_HEALTH_CHECK,
     M_HEALTH_WATCH,
 };

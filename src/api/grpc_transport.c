@@ -33,6 +33,8 @@ const struct method grpc_methods[] = {
     {SVC "RepositoryIndex", M_REPOSITORY_INDEX, false},
     {SVC "RepositoryModelLoad", M_REPOSITORY_LOAD, false},
     {SVC "RepositoryModelUnload", M_REPOSITORY_UNLOAD, false},
+    {SVC "TraceSetting", M_TRACE_SETTING, false},
+    {SVC "LogSettings", M_LOG_SETTINGS, false},
     {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false},
     {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false},
 };
@@ -683,6 +685,6 @@ void grpc_api_free(struct grpc_api *api)
         loop_del(api->loop, &api->timer);
         close(api->timer.fd);
         api->timer.fd = -1;
+
     }
 }
-

@@ -2,6 +2,7 @@
 #include "api/obs_http.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -432,6 +433,7 @@ static void write_duration(struct json_writer *w, const char *key, const struct 
 
 static void write_model_stat(struct json_writer *w, const struct stats_version *v)
 {
+    static const struct stats_duration no_cache; /* inferd has no response cache */
     json_w_obj_begin(w);
     json_w_key(w, "name");
     json_w_cstr(w, v->name);
@@ -451,6 +453,25 @@ static void write_model_stat(struct json_writer *w, const struct stats_version *
     write_duration(w, "compute_input", &v->compute_input);
     write_duration(w, "compute_infer", &v->compute_infer);
     write_duration(w, "compute_output", &v->compute_output);
+    write_duration(w, "cache_hit", &no_cache);
+    write_duration(w, "cache_miss", &no_cache);
+    json_w_obj_end(w);
+    json_w_key(w, "response_stats");
+    json_w_obj_begin(w);
+    for (uint32_t i = 0; i < v->nresponses; i++) {
+        const struct stats_response *r = &v->responses[i];
+        char key[12];
+        snprintf(key, sizeof key, "%" PRIu32, r->index);
+        json_w_key(w, key);
+        json_w_obj_begin(w);
+        write_duration(w, "compute_infer", &r->compute_infer);
+        write_duration(w, "compute_output", &r->compute_output);
+        write_duration(w, "success", &r->success);
+        write_duration(w, "fail", &r->fail);
+        write_duration(w, "empty_response", &r->empty_response);
+        write_duration(w, "cancel", &r->cancel);
+        json_w_obj_end(w);
+    }
     json_w_obj_end(w);
     json_w_key(w, "batch_stats");
     json_w_arr_begin(w);
@@ -464,6 +485,9 @@ static void write_model_stat(struct json_writer *w, const struct stats_version *
         write_duration(w, "compute_output", &b->compute_output);
         json_w_obj_end(w);
     }
+    json_w_arr_end(w);
+    json_w_key(w, "memory_usage"); /* not measured by inferd */
+    json_w_arr_begin(w);
     json_w_arr_end(w);
     json_w_obj_end(w);
 }

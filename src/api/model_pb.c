@@ -5,6 +5,8 @@
 #include "api/model_pb.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Triton's DataType numbers are inferd's enum dtype values. */
@@ -262,6 +264,40 @@ static Inference__StatisticDuration *duration(struct arena *a, const struct stat
     return o;
 }
 
+/* Triton's response_stats map, keyed by the response index in decimal. */
+static int response_stats(struct arena *a, const struct stats_version *v,
+                          Inference__ModelStatistics *o)
+{
+    o->response_stats =
+        MODEL_PB_ALLOC(a, v->nresponses, Inference__ModelStatistics__ResponseStatsEntry,
+                       inference__model_statistics__response_stats_entry__init);
+    if (!o->response_stats)
+        return -ENOMEM;
+    o->n_response_stats = v->nresponses;
+    for (uint32_t i = 0; i < v->nresponses; i++) {
+        const struct stats_response *r = &v->responses[i];
+        Inference__ModelStatistics__ResponseStatsEntry *e = o->response_stats[i];
+        Inference__InferResponseStatistics *s = arena_alloc(a, sizeof *s);
+        char *key = arena_alloc(a, 12);
+        if (!s || !key)
+            return -ENOMEM;
+        snprintf(key, 12, "%" PRIu32, r->index);
+        inference__infer_response_statistics__init(s);
+        s->compute_infer = duration(a, &r->compute_infer);
+        s->compute_output = duration(a, &r->compute_output);
+        s->success = duration(a, &r->success);
+        s->fail = duration(a, &r->fail);
+        s->empty_response = duration(a, &r->empty_response);
+        s->cancel = duration(a, &r->cancel);
+        if (!s->compute_infer || !s->compute_output || !s->success || !s->fail ||
+            !s->empty_response || !s->cancel)
+            return -ENOMEM;
+        e->key = key;
+        e->value = s;
+    }
+    return 0;
+}
+
 int model_pb_statistics(struct arena *a, const struct stats_version *v,
                         Inference__ModelStatistics *o)
 {
@@ -302,5 +338,6 @@ int model_pb_statistics(struct arena *a, const struct stats_version *v,
         if (!b->compute_input || !b->compute_infer || !b->compute_output)
             return -ENOMEM;
     }
-    return 0;
+    /* memory_usage stays empty: inferd does not measure a model's memory. */
+    return response_stats(a, v, o);
 }

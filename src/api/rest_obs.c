@@ -1,16 +1,11 @@
 #include "api/rest_obs.h"
 
-#include <math.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/arena.h"
 #include "base/json.h"
-#include "base/log.h"
-#include "model/lookup.h"
 #include "obs/request.h"
+#include "obs/settings.h"
 #include "obs/trace.h"
 
 /* ---- per-request hooks ------------------------------------------------------ */
@@ -102,9 +97,9 @@ static bool is_get(const struct http_txn *txn)
            (txn->req.method_len == 4 && memcmp(txn->req.method, "HEAD", 4) == 0);
 }
 
-/* Parses the body as a JSON object into *root (arena-owned). */
-static int parse_object(struct http_txn *txn, struct arena *a, const struct json_value **root,
-                        struct error *err)
+/* The body's JSON object as settings (obs/settings.h), arena-owned. */
+static int parse_settings(struct http_txn *txn, struct arena *a, struct setting **out, uint32_t *n,
+                          struct error *err)
 {
     struct json_value *v;
     const char *msg;
@@ -112,10 +107,7 @@ static int parse_object(struct http_txn *txn, struct arena *a, const struct json
     const char *body = txn->req.body ? txn->req.body : "";
     if (json_parse(a, body, (size_t)txn->req.body_len, NULL, &v, &msg, &off) != 0)
         return error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
-    if (v->type != JSON_OBJECT)
-        return error_set(err, 400, "request body must be a JSON object");
-    *root = v;
-    return 0;
+    return settings_from_json(a, v, out, n, err);
 }
 
 static bool check_method(struct http_txn *txn)
@@ -129,149 +121,87 @@ static bool check_method(struct http_txn *txn)
 
 /* ---- logging --------------------------------------------------------------------- */
 
-/* "default" or "ISO8601" (both inferd's text format), or "json". */
-static _Atomic(const char *) text_format_name = "default";
-
 static void write_log_settings(struct http_txn *txn)
 {
+    struct log_settings_view v;
+    settings_log_get(&v);
     struct json_writer w;
     json_w_init(&w, &txn->body);
     json_w_obj_begin(&w);
     json_w_key(&w, "log_file");
-    json_w_cstr(&w, "");
+    json_w_cstr(&w, v.file);
     json_w_key(&w, "log_info");
-    json_w_bool(&w, log_enabled(LOG_INFO));
+    json_w_bool(&w, v.info);
     json_w_key(&w, "log_warning");
-    json_w_bool(&w, log_enabled(LOG_WARN));
+    json_w_bool(&w, v.warning);
     json_w_key(&w, "log_error");
-    json_w_bool(&w, log_enabled(LOG_ERROR));
+    json_w_bool(&w, v.error);
     json_w_key(&w, "log_verbose_level");
-    json_w_uint(&w, log_enabled(LOG_DEBUG) ? 1 : 0);
+    json_w_uint(&w, v.verbose_level);
     json_w_key(&w, "log_format");
-    json_w_cstr(&w, log_get_format() == LOG_FORMAT_JSON ? "json" : atomic_load(&text_format_name));
+    json_w_cstr(&w, v.format);
     json_w_obj_end(&w);
     http_txn_respond(txn, 200, "application/json");
 }
 
-static int apply_log_settings(const struct json_value *body, struct error *err)
+/* POST: parses the body and applies it with `apply` (model: the trace
+ * settings' model or NULL). Answers the error itself and returns false. */
+static bool post_settings(struct http_txn *txn, const char *model,
+                          int (*apply)(const char *model, const struct setting *s, uint32_t n,
+                                       struct error *err))
 {
-    /* Validate every field before changing anything. */
-    int info = -1, warn = -1, error = -1, verbose = -1, format = -1;
-    const char *format_name = NULL;
-    for (uint32_t i = 0; i < body->len; i++) {
-        const char *k = body->u.members[i].key;
-        const struct json_value *v = &body->u.members[i].value;
-        int *flag = NULL;
-        if (strcmp(k, "log_info") == 0)
-            flag = &info;
-        else if (strcmp(k, "log_warning") == 0 || strcmp(k, "log_warnings") == 0)
-            flag = &warn;
-        else if (strcmp(k, "log_error") == 0 || strcmp(k, "log_errors") == 0)
-            flag = &error;
-        if (flag) {
-            if (v->type != JSON_TRUE && v->type != JSON_FALSE)
-                return error_set(err, 400, "'%s' must be a boolean", k);
-            *flag = v->type == JSON_TRUE;
-        } else if (strcmp(k, "log_verbose_level") == 0) {
-            uint64_t level;
-            if (v->type != JSON_NUMBER || json_num_u64(v, &level) != 0 || level > UINT32_MAX)
-                return error_set(err, 400, "'log_verbose_level' must be an integer >= 0");
-            verbose = level > 0;
-        } else if (strcmp(k, "log_format") == 0) {
-            if (v->type != JSON_STRING)
-                return error_set(err, 400, "'log_format' must be a string");
-            if (strcmp(v->u.str, "default") == 0 || strcmp(v->u.str, "ISO8601") == 0) {
-                format = LOG_FORMAT_TEXT;
-                format_name = strcmp(v->u.str, "default") == 0 ? "default" : "ISO8601";
-            } else if (strcmp(v->u.str, "json") == 0) {
-                format = LOG_FORMAT_JSON;
-            } else {
-                return error_set(err, 400, "unknown log_format '%.64s' (default, ISO8601, json)",
-                                 v->u.str);
-            }
-        } else if (strcmp(k, "log_file") == 0) {
-            if (v->type != JSON_STRING)
-                return error_set(err, 400, "'log_file' must be a string");
-            if (v->len != 0)
-                return error_set(err, 400, "log_file cannot be set: inferd logs to stderr "
-                                           "(redirect it, or use --access-log for requests)");
-        } else {
-            return error_set(err, 400, "unknown log setting '%.64s'", k);
-        }
-    }
-    if (info >= 0)
-        log_set_enabled(LOG_INFO, info);
-    if (warn >= 0)
-        log_set_enabled(LOG_WARN, warn);
-    if (error >= 0)
-        log_set_enabled(LOG_ERROR, error);
-    if (verbose >= 0)
-        log_set_enabled(LOG_DEBUG, verbose);
-    if (format >= 0)
-        log_set_format((enum log_format)format);
-    if (format_name)
-        atomic_store(&text_format_name, format_name);
-    return 0;
+    struct arena a;
+    arena_init(&a, 4096, 1 << 20);
+    struct error err;
+    struct setting *s;
+    uint32_t n;
+    int rc = parse_settings(txn, &a, &s, &n, &err);
+    if (rc == 0)
+        rc = apply(model, s, n, &err);
+    arena_free(&a);
+    if (rc != 0)
+        http_txn_error(txn, err.status, err.msg);
+    return rc == 0;
+}
+
+static int apply_log(const char *model, const struct setting *s, uint32_t n, struct error *err)
+{
+    (void)model;
+    return settings_log_apply(s, n, err);
 }
 
 void rest_obs_logging(struct http_txn *txn)
 {
     if (!check_method(txn))
         return;
-    if (is_post(txn)) {
-        struct arena a;
-        arena_init(&a, 4096, 1 << 20);
-        struct error err;
-        const struct json_value *body;
-        int rc = parse_object(txn, &a, &body, &err);
-        if (rc == 0)
-            rc = apply_log_settings(body, &err);
-        arena_free(&a);
-        if (rc != 0) {
-            http_txn_error(txn, err.status, err.msg);
-            return;
-        }
-    }
+    if (is_post(txn) && !post_settings(txn, NULL, apply_log))
+        return;
     write_log_settings(txn);
 }
 
 /* ---- trace settings ------------------------------------------------------------------ */
 
-static void write_string_array(struct json_writer *w, const char *s)
-{
-    json_w_arr_begin(w);
-    json_w_cstr(w, s);
-    json_w_arr_end(w);
-}
-
 static void write_trace_settings(struct http_txn *txn, const char *model)
 {
-    struct trace_settings s;
-    trace_settings_get(model, &s);
-    char rate[32], count[24], freq[16];
-    if (s.rate <= 0)
-        snprintf(rate, sizeof rate, "0");
-    else if (fabs(1.0 / s.rate - round(1.0 / s.rate)) < 1e-9)
-        snprintf(rate, sizeof rate, "%.0f", round(1.0 / s.rate));
-    else
-        snprintf(rate, sizeof rate, "%.15g", s.rate);
-    snprintf(count, sizeof count, "%lld", (long long)s.count);
-    snprintf(freq, sizeof freq, "%u", s.log_frequency);
+    struct trace_settings_view v;
+    settings_trace_get(model, &v);
     struct json_writer w;
     json_w_init(&w, &txn->body);
     json_w_obj_begin(&w);
     json_w_key(&w, "trace_level");
-    write_string_array(&w, s.level == TRACE_LEVEL_OFF ? "OFF" : "TIMESTAMPS");
+    json_w_arr_begin(&w);
+    json_w_cstr(&w, v.level);
+    json_w_arr_end(&w);
     json_w_key(&w, "trace_rate");
-    json_w_cstr(&w, rate);
+    json_w_cstr(&w, v.rate);
     json_w_key(&w, "trace_count");
-    json_w_cstr(&w, count);
+    json_w_cstr(&w, v.count);
     json_w_key(&w, "log_frequency");
-    json_w_cstr(&w, freq);
+    json_w_cstr(&w, v.log_frequency);
     json_w_key(&w, "trace_file");
-    json_w_cstr(&w, s.file);
+    json_w_cstr(&w, v.file);
     json_w_key(&w, "trace_mode");
-    json_w_cstr(&w, "opentelemetry");
+    json_w_cstr(&w, v.mode);
     json_w_obj_end(&w);
     http_txn_respond(txn, 200, "application/json");
 }
@@ -281,29 +211,12 @@ void rest_obs_trace_setting(struct http_txn *txn, struct repository *repo, const
 {
     if (!check_method(txn))
         return;
-    if (model) {
-        struct error err;
-        struct model_snapshot *snap = repository_acquire(repo);
-        bool known = model_lookup_entry(snap, model, model_len, &err) != NULL;
-        repository_release(repo, snap);
-        if (!known) {
-            http_txn_error(txn, err.status, err.msg);
-            return;
-        }
+    struct error err;
+    if (model && settings_trace_model_check(repo, model, model_len, &err) != 0) {
+        http_txn_error(txn, err.status, err.msg);
+        return;
     }
-    if (is_post(txn)) {
-        struct arena a;
-        arena_init(&a, 4096, 1 << 20);
-        struct error err;
-        const struct json_value *body;
-        int rc = parse_object(txn, &a, &body, &err);
-        if (rc == 0)
-            rc = trace_settings_apply(model, body, &err);
-        arena_free(&a);
-        if (rc != 0) {
-            http_txn_error(txn, err.status, err.msg);
-            return;
-        }
-    }
+    if (is_post(txn) && !post_settings(txn, model, settings_trace_apply))
+        return;
     write_trace_settings(txn, model);
 }

@@ -16,7 +16,7 @@
  *                                      back, before sched_release/model_unref
  * All on the connection's I/O thread.
  *
- * Endpoints:
+ * Endpoints (their settings logic is obs/settings.h, shared with gRPC):
  *   GET/POST /v2/logging                         rest_obs_logging()
  *   GET/POST /v2[/models/{m}]/trace/setting      rest_obs_trace_setting()
  */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -32,20 +33,23 @@ const char *stats_fail_reason_name(enum stats_fail_reason r)
     return (unsigned)r < STATS_FAIL_REASONS ? names[r] : "OTHER";
 }
 
-/* Executions of one batch size in one slot. */
-struct batch_entry {
-    _Atomic uint64_t count, input_ns, infer_ns, output_ns;
+/* Counters indexed by a small number (a batch size, a response index), in
+ * entries of `width` words. A slot's array is replaced by a larger one when
+ * a larger index appears; the old one stays in the chain (a writer may
+ * still be adding to it) and readers sum the whole chain, so no value is
+ * copied and none is lost. */
+struct index_array {
+    uint32_t cap; /* entries */
+    struct index_array *older;
+    _Atomic uint64_t w[];
 };
 
-/* Entry i is batch size i + 1. A slot's array is replaced by a larger one
- * when a larger batch size appears; the old one stays in the chain (a
- * writer may still be adding to it) and readers sum the whole chain, so no
- * value is copied and none is lost. */
-struct batch_array {
-    uint32_t cap;
-    struct batch_array *older;
-    struct batch_entry e[];
-};
+/* The words of one batch size's executions. */
+enum { BATCH_COUNT, BATCH_INPUT_NS, BATCH_INFER_NS, BATCH_OUTPUT_NS, BATCH_WIDTH };
+
+/* The words of one response index: a (count, ns) pair per statistic, in
+ * the order of struct stats_response (compute_infer ... cancel). */
+enum { RESP_PAIRS = 6, RESP_WIDTH = 2 * RESP_PAIRS };
 
 /* One recording thread's numbers for one model version. The pads keep its
  * cache lines apart from neighbouring allocations (malloc does not align
@@ -57,7 +61,8 @@ struct stats_slot {
     _Atomic uint64_t inference_count, execution_count, last_inference_ms;
     _Atomic uint64_t fail_count[STATS_FAIL_REASONS], fail_ns[STATS_FAIL_REASONS];
     struct metrics_hist request_hist, queue_hist, compute_hist, batch_hist;
-    _Atomic(struct batch_array *) batches;
+    _Atomic(struct index_array *) batches;   /* entry i: batch size i + 1 */
+    _Atomic(struct index_array *) responses; /* entry i: response index i */
     char tail_pad_[METRICS_CACHE_LINE];
 };
 
@@ -121,18 +126,23 @@ struct stats_model *stats_model_find(const char *name, int64_t version)
     return s;
 }
 
+static void index_array_free(struct index_array *a)
+{
+    while (a) {
+        struct index_array *older = a->older;
+        mem_free(a);
+        a = older;
+    }
+}
+
 static void model_stats_free(struct stats_model *s)
 {
     for (int i = 0; i < METRICS_NSHARDS; i++) {
         struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_relaxed);
         if (!slot)
             continue;
-        struct batch_array *a = atomic_load_explicit(&slot->batches, memory_order_relaxed);
-        while (a) {
-            struct batch_array *older = a->older;
-            mem_free(a);
-            a = older;
-        }
+        index_array_free(atomic_load_explicit(&slot->batches, memory_order_relaxed));
+        index_array_free(atomic_load_explicit(&slot->responses, memory_order_relaxed));
         mem_free(slot);
     }
     mem_free(s->name);
@@ -207,30 +217,34 @@ static struct stats_slot *slot_get(struct stats_model *s, int *shard)
     return slot;
 }
 
-static struct batch_entry *batch_entry_get(struct stats_slot *slot, uint32_t batch_size)
+/* The `width` words of entry `index` (< limit) in the array at *head,
+ * growing it when needed; NULL when index is out of range or out of memory. */
+static _Atomic uint64_t *index_entry_get(_Atomic(struct index_array *) *head, uint32_t index,
+                                         uint32_t limit, uint32_t width)
 {
-    if (batch_size == 0 || batch_size > STATS_MAX_BATCH_SIZE)
+    if (index >= limit)
         return NULL;
-    struct batch_array *a = atomic_load_explicit(&slot->batches, memory_order_acquire);
-    if (a && batch_size <= a->cap)
-        return &a->e[batch_size - 1];
+    struct index_array *a = atomic_load_explicit(head, memory_order_acquire);
+    if (a && index < a->cap)
+        return &a->w[(size_t)index * width];
     uint32_t cap = 8;
-    while (cap < batch_size)
+    while (cap <= index)
         cap *= 2;
-    struct batch_array *bigger = mem_calloc(1, sizeof *bigger + cap * sizeof bigger->e[0]);
+    struct index_array *bigger =
+        mem_calloc(1, sizeof *bigger + (size_t)cap * width * sizeof bigger->w[0]);
     if (!bigger)
         return NULL;
     bigger->cap = cap;
     for (;;) {
         bigger->older = a;
-        if (atomic_compare_exchange_strong_explicit(&slot->batches, &a, bigger,
-                                                    memory_order_acq_rel, memory_order_acquire))
-            return &bigger->e[batch_size - 1];
+        if (atomic_compare_exchange_strong_explicit(head, &a, bigger, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return &bigger->w[(size_t)index * width];
         /* Another thread of the shared shard grew it first (a is now its
          * array): use that one if it is big enough, else chain ours on it. */
-        if (a->cap >= batch_size) {
+        if (a->cap > index) {
             mem_free(bigger);
-            return &a->e[batch_size - 1];
+            return &a->w[(size_t)index * width];
         }
     }
 }
@@ -244,13 +258,55 @@ void stats_record_execution(struct stats_model *s, uint32_t batch_size, uint64_t
         return;
     metrics_add(&slot->execution_count, 1, shard);
     metrics_hist_observe(&slot->batch_hist, &stats_batch_buckets, batch_size, shard);
-    struct batch_entry *e = batch_entry_get(slot, batch_size);
+    if (batch_size == 0)
+        return;
+    _Atomic uint64_t *e =
+        index_entry_get(&slot->batches, batch_size - 1, STATS_MAX_BATCH_SIZE, BATCH_WIDTH);
     if (!e)
         return;
-    metrics_add(&e->count, 1, shard);
-    metrics_add(&e->input_ns, input_ns, shard);
-    metrics_add(&e->infer_ns, infer_ns, shard);
-    metrics_add(&e->output_ns, output_ns, shard);
+    metrics_add(&e[BATCH_COUNT], 1, shard);
+    metrics_add(&e[BATCH_INPUT_NS], input_ns, shard);
+    metrics_add(&e[BATCH_INFER_NS], infer_ns, shard);
+    metrics_add(&e[BATCH_OUTPUT_NS], output_ns, shard);
+}
+
+void stats_record_response(struct stats_model *s, uint32_t index,
+                           enum stats_response_outcome outcome, uint64_t infer_ns,
+                           uint64_t output_ns)
+{
+    int shard;
+    struct stats_slot *slot = s ? slot_get(s, &shard) : NULL;
+    _Atomic uint64_t *e =
+        slot ? index_entry_get(&slot->responses, index, STATS_MAX_RESPONSES, RESP_WIDTH) : NULL;
+    if (!e)
+        return;
+    /* Pairs: 0 compute_infer, 1 compute_output, 2 success, 3 fail,
+     * 4 empty_response, 5 cancel (Triton's semantics, see stats.h). */
+    uint32_t pair;
+    uint64_t ns;
+    switch (outcome) {
+    case STATS_RESPONSE_SUCCESS:
+    case STATS_RESPONSE_FAIL:
+        metrics_add(&e[0], 1, shard);
+        metrics_add(&e[1], infer_ns, shard);
+        metrics_add(&e[2], 1, shard);
+        metrics_add(&e[3], output_ns, shard);
+        pair = outcome == STATS_RESPONSE_SUCCESS ? 2 : 3;
+        ns = infer_ns + output_ns;
+        break;
+    case STATS_RESPONSE_EMPTY:
+        metrics_add(&e[0], 1, shard);
+        metrics_add(&e[1], infer_ns, shard);
+        pair = 4;
+        ns = infer_ns;
+        break;
+    default:
+        pair = 5;
+        ns = infer_ns;
+        break;
+    }
+    metrics_add(&e[2 * pair], 1, shard);
+    metrics_add(&e[2 * pair + 1], ns, shard);
 }
 
 static uint64_t wall_ms(void)
@@ -327,6 +383,42 @@ static void add_duration(struct stats_duration *d, uint64_t count, uint64_t ns)
     d->ns += ns;
 }
 
+/* Sums the index arrays at `offset` in every slot of s (every chain) into
+ * one array of entries of `width` words: returns the number of entries
+ * (the largest capacity) with *out allocated (free with mem_free), or 0
+ * with *out NULL when there is nothing; *out is NULL with a non-zero
+ * return when out of memory. */
+static uint32_t sum_indexed(const struct stats_model *s, size_t offset, uint32_t width,
+                            uint64_t **out)
+{
+    *out = NULL;
+    uint32_t cap = 0;
+    for (int i = 0; i < METRICS_NSHARDS; i++) {
+        const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
+        const struct index_array *a =
+            slot ? atomic_load_explicit(
+                       (_Atomic(struct index_array *) *)((const char *)slot + offset),
+                       memory_order_acquire)
+                 : NULL;
+        if (a && a->cap > cap)
+            cap = a->cap;
+    }
+    if (!cap || !(*out = mem_calloc((size_t)cap * width, sizeof **out)))
+        return cap;
+    for (int i = 0; i < METRICS_NSHARDS; i++) {
+        const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
+        const struct index_array *a =
+            slot ? atomic_load_explicit(
+                       (_Atomic(struct index_array *) *)((const char *)slot + offset),
+                       memory_order_acquire)
+                 : NULL;
+        for (; a; a = a->older)
+            for (size_t k = 0; k < (size_t)a->cap * width; k++)
+                (*out)[k] += metrics_load(&a->w[k]);
+    }
+    return cap;
+}
+
 int stats_version_read(const struct stats_model *s, struct stats_version *out)
 {
     memset(out, 0, sizeof *out);
@@ -334,7 +426,6 @@ int stats_version_read(const struct stats_model *s, struct stats_version *out)
     if (!out->name)
         return -ENOMEM;
     snprintf(out->version, sizeof out->version, "%s", s->version);
-    uint32_t cap = 0;
     for (int i = 0; i < METRICS_NSHARDS; i++) {
         const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
         if (!slot)
@@ -359,44 +450,54 @@ int stats_version_read(const struct stats_model *s, struct stats_version *out)
         metrics_hist_accumulate(&out->queue_hist, &slot->queue_hist);
         metrics_hist_accumulate(&out->compute_hist, &slot->compute_hist);
         metrics_hist_accumulate(&out->batch_hist, &slot->batch_hist);
-        const struct batch_array *a = atomic_load_explicit(&slot->batches, memory_order_acquire);
-        if (a && a->cap > cap)
-            cap = a->cap;
     }
-    if (cap == 0)
-        return 0;
-    /* Sum every slot's chain by batch size, then keep the sizes that ran. */
-    struct stats_batch *all = mem_calloc(cap, sizeof *all);
-    if (!all) {
-        stats_version_free(out);
-        memset(out, 0, sizeof *out);
-        return -ENOMEM;
-    }
-    for (int i = 0; i < METRICS_NSHARDS; i++) {
-        const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
-        const struct batch_array *a =
-            slot ? atomic_load_explicit(&slot->batches, memory_order_acquire) : NULL;
-        for (; a; a = a->older)
-            for (uint32_t k = 0; k < a->cap; k++) {
-                uint64_t n = metrics_load(&a->e[k].count);
-                if (!n)
-                    continue;
-                add_duration(&all[k].compute_input, n, metrics_load(&a->e[k].input_ns));
-                add_duration(&all[k].compute_infer, n, metrics_load(&a->e[k].infer_ns));
-                add_duration(&all[k].compute_output, n, metrics_load(&a->e[k].output_ns));
-            }
-    }
-    uint32_t used = 0;
-    for (uint32_t k = 0; k < cap; k++) {
-        if (!all[k].compute_infer.count)
+    uint64_t *batch_words, *resp_words;
+    uint32_t nbatch =
+        sum_indexed(s, offsetof(struct stats_slot, batches), BATCH_WIDTH, &batch_words);
+    uint32_t nresp =
+        sum_indexed(s, offsetof(struct stats_slot, responses), RESP_WIDTH, &resp_words);
+    if ((nbatch && !batch_words) || (nresp && !resp_words))
+        goto out_of_memory;
+    /* Keep the batch sizes that ran and the response indexes that counted. */
+    if (nbatch && !(out->batches = mem_calloc(nbatch, sizeof *out->batches)))
+        goto out_of_memory;
+    for (uint32_t k = 0; k < nbatch; k++) {
+        const uint64_t *e = &batch_words[(size_t)k * BATCH_WIDTH];
+        uint64_t n = e[BATCH_COUNT];
+        if (!n)
             continue;
-        all[used] = all[k];
-        all[used].batch_size = k + 1;
-        used++;
+        struct stats_batch *b = &out->batches[out->nbatches++];
+        b->batch_size = k + 1;
+        add_duration(&b->compute_input, n, e[BATCH_INPUT_NS]);
+        add_duration(&b->compute_infer, n, e[BATCH_INFER_NS]);
+        add_duration(&b->compute_output, n, e[BATCH_OUTPUT_NS]);
     }
-    out->batches = all;
-    out->nbatches = used;
+    if (nresp && !(out->responses = mem_calloc(nresp, sizeof *out->responses)))
+        goto out_of_memory;
+    for (uint32_t k = 0; k < nresp; k++) {
+        const uint64_t *e = &resp_words[(size_t)k * RESP_WIDTH];
+        bool any = false;
+        for (uint32_t p = 0; p < RESP_PAIRS; p++)
+            any |= e[2 * p] != 0;
+        if (!any)
+            continue;
+        struct stats_response *r = &out->responses[out->nresponses++];
+        struct stats_duration *pairs[RESP_PAIRS] = {&r->compute_infer,  &r->compute_output,
+                                                    &r->success,        &r->fail,
+                                                    &r->empty_response, &r->cancel};
+        r->index = k;
+        for (uint32_t p = 0; p < RESP_PAIRS; p++)
+            add_duration(pairs[p], e[2 * p], e[2 * p + 1]);
+    }
+    mem_free(batch_words);
+    mem_free(resp_words);
     return 0;
+out_of_memory:
+    mem_free(batch_words);
+    mem_free(resp_words);
+    stats_version_free(out);
+    memset(out, 0, sizeof *out);
+    return -ENOMEM;
 }
 
 void stats_version_free(struct stats_version *v)
@@ -406,6 +507,9 @@ void stats_version_free(struct stats_version *v)
     mem_free(v->batches);
     v->batches = NULL;
     v->nbatches = 0;
+    mem_free(v->responses);
+    v->responses = NULL;
+    v->nresponses = 0;
 }
 
 void stats_report_free(struct stats_report *r)

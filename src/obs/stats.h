@@ -16,6 +16,10 @@
  *   - The front end calls stats_record_completion() on its I/O thread when
  *     an infer request it submitted is answered, and stats_record_refused()
  *     when the request never reached the queue (decode error, queue full).
+ *   - For a decoupled model, the serving pipeline (serve/call.c) calls
+ *     stats_record_response() on the I/O thread for each response the model
+ *     sent, and once more when the request ended without one (an empty
+ *     final response, or a cancellation).
  *
  * Lifetime: a struct stats_model is shared by every load of the same
  * (name, version) and counted: each running scheduler of that version holds
@@ -122,6 +126,33 @@ void stats_record_completion(struct stats_model *s, const struct infer_request *
 void stats_record_refused(struct stats_model *s, int status, uint64_t received_ns,
                           uint64_t now_ns);
 
+/* Response indexes of a decoupled request beyond this are counted in the
+ * request totals but get no response_stats entry. */
+#define STATS_MAX_RESPONSES 4096
+
+/* What became of response `index` of a decoupled request (Triton's
+ * InferResponseStatistics). */
+enum stats_response_outcome {
+    STATS_RESPONSE_SUCCESS, /* sent to the client */
+    STATS_RESPONSE_FAIL,    /* made by the model but not sent (the request had
+                               already failed or ended, or it could not be copied) */
+    STATS_RESPONSE_EMPTY,   /* the model ended the request without a final
+                               response; the client got an empty final one */
+    STATS_RESPONSE_CANCEL,  /* the request was cancelled before this response */
+};
+
+/* I/O thread, per response of a decoupled request, in order: index 0 is a
+ * request's first response. infer_ns: from the start of the execution (index
+ * 0) or the previous response to this one (for CANCEL: to the end of the
+ * execution, the time the model took to stop); output_ns: copying the
+ * response's outputs out of the backend. Counts as Triton does:
+ * SUCCESS/FAIL add to compute_infer (infer_ns), compute_output (output_ns)
+ * and success/fail (their sum); EMPTY to compute_infer and empty_response
+ * (infer_ns); CANCEL to cancel (infer_ns). */
+void stats_record_response(struct stats_model *s, uint32_t index,
+                           enum stats_response_outcome outcome, uint64_t infer_ns,
+                           uint64_t output_ns);
+
 /* ---- reading ------------------------------------------------------------ */
 
 struct stats_duration {
@@ -133,6 +164,12 @@ struct stats_duration {
 struct stats_batch {
     uint64_t batch_size;
     struct stats_duration compute_input, compute_infer, compute_output;
+};
+
+/* One response index of a decoupled model (Triton's $response_stats). */
+struct stats_response {
+    uint32_t index;
+    struct stats_duration compute_infer, compute_output, success, fail, empty_response, cancel;
 };
 
 /* Plain snapshot of one model version (Triton's $model_stat, plus the
@@ -154,6 +191,11 @@ struct stats_version {
     struct metrics_hist_snapshot request_hist, queue_hist, compute_hist, batch_hist;
     struct stats_batch *batches; /* ascending batch_size; owned (stats_version_free) */
     uint32_t nbatches;
+    /* Indexes with any count, ascending; owned (stats_version_free). Only
+     * decoupled models record them. Triton's memory_usage has no source
+     * here: inferd does not measure a model's memory (reported empty). */
+    struct stats_response *responses;
+    uint32_t nresponses;
 };
 
 /* Sums s's slots into *out. Returns 0, or -ENOMEM (out is then empty). */

@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "base/json.h"
 #include "obs/otlp.h"
 
 /* ---- ids ---------------------------------------------------------------- */
@@ -430,157 +429,24 @@ bool trace_has_model_settings(void)
     return atomic_load_explicit(&noverrides_hint, memory_order_relaxed) != 0;
 }
 
-/* One field of a trace-setting request, as Triton sends it: a string or an
- * array of strings; returns the string (first element) or NULL. */
-static const char *setting_string(const struct json_value *v)
+int trace_settings_update(const char *model, const struct trace_update *u, struct error *err)
 {
-    if (v->type == JSON_STRING)
-        return v->u.str;
-    if (v->type == JSON_ARRAY && v->len == 1 && v->u.items[0].type == JSON_STRING)
-        return v->u.items[0].u.str;
-    return NULL;
-}
-
-static int parse_int_string(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    if (!s || !*s)
-        return -1;
-    long long v = strtoll(s, &end, 10);
-    if (*end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_level(const struct json_value *v, enum trace_level *out, struct error *err)
-{
-    /* An array may name several levels (Triton: TIMESTAMPS and TENSORS). */
-    uint32_t n = v->type == JSON_ARRAY ? v->len : 1;
-    if ((v->type != JSON_ARRAY && v->type != JSON_STRING) || n == 0)
-        return error_set(err, 400, "trace_level must be a string or an array of strings");
-    bool off = false, on = false;
-    for (uint32_t i = 0; i < n; i++) {
-        const struct json_value *x = v->type == JSON_ARRAY ? &v->u.items[i] : v;
-        if (x->type != JSON_STRING)
-            return error_set(err, 400, "trace_level must be a string or an array of strings");
-        if (strcmp(x->u.str, "OFF") == 0)
-            off = true;
-        else if (strcmp(x->u.str, "TIMESTAMPS") == 0)
-            on = true;
-        else if (strcmp(x->u.str, "TENSORS") == 0)
-            return error_set(err, 400, "trace_level TENSORS is not supported (OFF, TIMESTAMPS)");
-        else
-            return error_set(err, 400, "unknown trace_level '%.64s' (OFF, TIMESTAMPS)", x->u.str);
-    }
-    if (off && on)
-        return error_set(err, 400, "trace_level cannot be both OFF and TIMESTAMPS");
-    *out = on ? TRACE_LEVEL_TIMESTAMPS : TRACE_LEVEL_OFF;
-    return 0;
-}
-
-/* Triton's trace_rate is "N": one of every N requests; inferd also takes a
- * probability below 1 ("0.25"), and "0" for no head sampling. */
-static int parse_rate(const char *s, double *out)
-{
-    char *end;
-    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-        return -1;
-    double v = strtod(s, &end);
-    if (*end || !isfinite(v) || v < 0)
-        return -1;
-    if (v >= 1) {
-        if (v != floor(v) || v > 1e12)
-            return -1;
-        *out = 1.0 / v;
-    } else {
-        *out = v;
-    }
-    return 0;
-}
-
-int trace_settings_apply(const char *model, const struct json_value *body, struct error *err)
-{
-    if (!body || body->type != JSON_OBJECT)
-        return error_set(err, 400, "trace settings must be a JSON object");
     if (model && strlen(model) >= MODEL_NAME_MAX)
         return error_set(err, 400, "model name too long");
-    /* Validate everything first, then apply under the lock. */
-    struct model_override next = {0};
-    struct {
-        bool set, clear;
-    } f[5] = {{0}}; /* level, rate, count, log_frequency, file */
-    for (uint32_t i = 0; i < body->len; i++) {
-        const struct json_member *mb = &body->u.members[i];
-        const struct json_value *v = &mb->value;
-        const char *k = mb->key;
-        int idx;
-        if (strcmp(k, "trace_level") == 0)
-            idx = 0;
-        else if (strcmp(k, "trace_rate") == 0)
-            idx = 1;
-        else if (strcmp(k, "trace_count") == 0)
-            idx = 2;
-        else if (strcmp(k, "log_frequency") == 0)
-            idx = 3;
-        else if (strcmp(k, "trace_file") == 0)
-            idx = 4;
-        else if (strcmp(k, "trace_mode") == 0) {
-            const char *mode = setting_string(v);
-            if (v->type != JSON_NULL && (!mode || strcmp(mode, "opentelemetry") != 0))
-                return error_set(err, 400, "trace_mode must be \"opentelemetry\"");
-            continue;
-        } else {
-            return error_set(err, 400, "unknown trace setting '%.64s'", k);
-        }
-        if (v->type == JSON_NULL) {
-            f[idx].clear = true;
-            continue;
-        }
-        f[idx].set = true;
-        const char *str = setting_string(v);
-        long long n;
-        switch (idx) {
-        case 0:
-            if (parse_level(v, &next.s.level, err) != 0)
-                return -1;
-            break;
-        case 1:
-            if (parse_rate(str, &next.s.rate) != 0)
-                return error_set(err, 400, "trace_rate must be a string: a whole number N (one "
-                                           "of every N requests), 0, or a fraction below 1");
-            break;
-        case 2:
-            if (parse_int_string(str, -1, INT64_MAX, &n) != 0)
-                return error_set(err, 400, "trace_count must be a string: -1 or a number >= 0");
-            next.s.count = n;
-            break;
-        case 3:
-            if (parse_int_string(str, 0, UINT32_MAX, &n) != 0)
-                return error_set(err, 400, "log_frequency must be a string: a number >= 0");
-            next.s.log_frequency = (uint32_t)n;
-            break;
-        default:
-            if (!str)
-                return error_set(err, 400, "trace_file must be a string");
-            if (strlen(str) >= sizeof next.s.file)
-                return error_set(err, 400, "trace_file too long");
-            snprintf(next.s.file, sizeof next.s.file, "%s", str);
-            break;
-        }
-    }
     pthread_mutex_lock(&settings_lock);
     if (!model) {
-        if (f[0].set || f[0].clear)
-            global.level = f[0].set ? next.s.level : startup.level;
-        if (f[1].set || f[1].clear)
-            global.rate = f[1].set ? next.s.rate : startup.rate;
-        if (f[2].set || f[2].clear)
-            global.count = f[2].set ? next.s.count : startup.count;
-        if (f[3].set || f[3].clear)
-            global.log_frequency = f[3].set ? next.s.log_frequency : startup.log_frequency;
-        if (f[4].set || f[4].clear)
-            memcpy(global.file, f[4].set ? next.s.file : startup.file, sizeof global.file);
+        if (u->set[TRACE_FIELD_LEVEL] || u->clear[TRACE_FIELD_LEVEL])
+            global.level = u->set[TRACE_FIELD_LEVEL] ? u->values.level : startup.level;
+        if (u->set[TRACE_FIELD_RATE] || u->clear[TRACE_FIELD_RATE])
+            global.rate = u->set[TRACE_FIELD_RATE] ? u->values.rate : startup.rate;
+        if (u->set[TRACE_FIELD_COUNT] || u->clear[TRACE_FIELD_COUNT])
+            global.count = u->set[TRACE_FIELD_COUNT] ? u->values.count : startup.count;
+        if (u->set[TRACE_FIELD_LOG_FREQUENCY] || u->clear[TRACE_FIELD_LOG_FREQUENCY])
+            global.log_frequency =
+                u->set[TRACE_FIELD_LOG_FREQUENCY] ? u->values.log_frequency : startup.log_frequency;
+        if (u->set[TRACE_FIELD_FILE] || u->clear[TRACE_FIELD_FILE])
+            memcpy(global.file, u->set[TRACE_FIELD_FILE] ? u->values.file : startup.file,
+                   sizeof global.file);
     } else {
         struct model_override *o = find_override(model);
         if (!o) {
@@ -593,23 +459,24 @@ int trace_settings_apply(const char *model, const struct json_value *body, struc
             memset(o, 0, sizeof *o);
             snprintf(o->name, sizeof o->name, "%s", model);
         }
-        bool *has[5] = {&o->has_level, &o->has_rate, &o->has_count, &o->has_freq, &o->has_file};
-        for (int i = 0; i < 5; i++) {
-            if (f[i].clear)
+        bool *has[TRACE_FIELDS] = {&o->has_level, &o->has_rate, &o->has_count, &o->has_freq,
+                                   &o->has_file};
+        for (int i = 0; i < TRACE_FIELDS; i++) {
+            if (u->clear[i])
                 *has[i] = false;
-            if (f[i].set)
+            if (u->set[i])
                 *has[i] = true;
         }
-        if (f[0].set)
-            o->s.level = next.s.level;
-        if (f[1].set)
-            o->s.rate = next.s.rate;
-        if (f[2].set)
-            o->s.count = next.s.count;
-        if (f[3].set)
-            o->s.log_frequency = next.s.log_frequency;
-        if (f[4].set)
-            memcpy(o->s.file, next.s.file, sizeof o->s.file);
+        if (u->set[TRACE_FIELD_LEVEL])
+            o->s.level = u->values.level;
+        if (u->set[TRACE_FIELD_RATE])
+            o->s.rate = u->values.rate;
+        if (u->set[TRACE_FIELD_COUNT])
+            o->s.count = u->values.count;
+        if (u->set[TRACE_FIELD_LOG_FREQUENCY])
+            o->s.log_frequency = u->values.log_frequency;
+        if (u->set[TRACE_FIELD_FILE])
+            memcpy(o->s.file, u->values.file, sizeof o->s.file);
         if (!o->has_level && !o->has_rate && !o->has_count && !o->has_freq && !o->has_file) {
             /* Nothing left to override: forget the model. */
             *o = overrides[--noverrides];

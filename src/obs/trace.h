@@ -83,17 +83,26 @@ void trace_settings_init(const struct trace_settings *global);
 /* Current settings: global, or for a model (its overrides on top of the
  * global ones; the global ones when it has none). */
 void trace_settings_get(const char *model, struct trace_settings *out);
-/* Applies a Triton trace-setting request body (a JSON object already
- * parsed by the caller) to the global settings (model NULL) or to a
- * model's overrides. Fields: trace_level (array of strings or a string:
- * OFF, TIMESTAMPS), trace_rate (string: N = one of every N requests, "0" =
- * none, or a fraction below 1), trace_count (string, -1 = unlimited),
- * log_frequency and trace_file (accepted and reported, not used), trace_mode
- * (only "opentelemetry"). JSON null clears a model's override (the global
- * value applies again) or resets a global field to its startup value.
- * Unknown fields and values: -1 with a 400 in err and nothing changed. */
-struct json_value;
-int trace_settings_apply(const char *model, const struct json_value *body, struct error *err);
+/* A change of the global settings or of a model's: the fields set take
+ * their value from `values`; the fields cleared (and not set) go back to the
+ * global value (a model's) or to the startup value (the global ones).
+ * Triton's request forms are parsed by obs/settings.h. */
+enum trace_field {
+    TRACE_FIELD_LEVEL,
+    TRACE_FIELD_RATE,
+    TRACE_FIELD_COUNT,
+    TRACE_FIELD_LOG_FREQUENCY,
+    TRACE_FIELD_FILE,
+    TRACE_FIELDS
+};
+struct trace_update {
+    bool set[TRACE_FIELDS], clear[TRACE_FIELDS];
+    struct trace_settings values;
+};
+/* Applies u to the global settings (model NULL) or to a model's overrides.
+ * -1 with a 400 in err, and nothing changed, when the model name is too
+ * long or too many models have settings of their own. */
+int trace_settings_update(const char *model, const struct trace_update *u, struct error *err);
 /* Forgets every per-model override (tests). */
 void trace_settings_reset_models(void);
 

@@ -215,16 +215,24 @@ void serve_call_resume(struct infer_call *call)
 struct chunk {
     struct loop_task task;
     struct infer_call *call;
+    uint64_t infer_ns, output_ns; /* response statistics (stats_record_response) */
     bool final;
     uint32_t n;
     struct tensor outputs[];
 };
 
+static uint64_t elapsed(uint64_t from, uint64_t to)
+{
+    return from && to > from ? to - from : 0;
+}
+
 static void chunk_on_loop(struct loop_task *task)
 {
     struct chunk *k = container_of(task, struct chunk, task);
     struct infer_call *call = k->call;
-    if (++call->_responses > 1 && call->mode == SERVE_SINGLE_DECOUPLED) {
+    uint32_t index = call->_responses++;
+    enum stats_response_outcome outcome = STATS_RESPONSE_FAIL;
+    if (index > 0 && call->mode == SERVE_SINGLE_DECOUPLED) {
         if (!call->_stream_err.status)
             error_set(&call->_stream_err, 400,
                       "model '%s' sent more than one response: use the streaming endpoint "
@@ -234,8 +242,32 @@ static void chunk_on_loop(struct loop_task *task)
         struct serve_response resp = {.outputs = k->outputs, .noutputs = k->n, .final = k->final};
         call->_final_sent = k->final;
         call->frontend->emit(call, &resp);
+        /* Only the final flag, no outputs: Triton's empty response. */
+        outcome = k->n == 0 && k->final ? STATS_RESPONSE_EMPTY : STATS_RESPONSE_SUCCESS;
     }
+    stats_record_response(call_stats(call), index, outcome, k->infer_ns, k->output_ns);
     mem_free(k);
+}
+
+/* Loop thread, when a decoupled request ends: the response that did not
+ * come (cancelled, failed, or the model ended without a final response, to
+ * which the pipeline answers an empty final one) is counted at the next
+ * index. */
+static void record_stream_end(struct infer_call *call, bool cancelled)
+{
+    const struct infer_request *req = &call->req;
+    if (call->_final_sent)
+        return;
+    uint64_t from = call->_last_response_ns ? call->_last_response_ns : req->infer_start_ns;
+    uint64_t ns = elapsed(from, req->exec_end_ns);
+    enum stats_response_outcome outcome;
+    if (cancelled || (req->rc != 0 && req->err.status == 499))
+        outcome = STATS_RESPONSE_CANCEL;
+    else if (req->rc != 0 || call->_out_of_memory || call->_stream_err.status)
+        outcome = STATS_RESPONSE_FAIL;
+    else
+        outcome = STATS_RESPONSE_EMPTY;
+    stats_record_response(call_stats(call), call->_responses, outcome, ns, 0);
 }
 
 /* Bytes a copy of t's data takes (BYTES: the element array + contents). */
@@ -251,6 +283,7 @@ static bool on_response(struct infer_request *req, const struct tensor *outputs,
                         bool final)
 {
     struct infer_call *call = (struct infer_call *)req;
+    uint64_t start = clock_now_ns();
     size_t size = sizeof(struct chunk) + n * sizeof(struct tensor);
     for (uint32_t i = 0; i < n; i++)
         size += data_size(&outputs[i]) + 16;
@@ -260,6 +293,8 @@ static bool on_response(struct infer_request *req, const struct tensor *outputs,
         return false;
     }
     k->call = call;
+    k->infer_ns =
+        elapsed(call->_last_response_ns ? call->_last_response_ns : req->infer_start_ns, start);
     k->final = final;
     k->n = n;
     k->task.run = chunk_on_loop;
@@ -288,6 +323,8 @@ static bool on_response(struct infer_request *req, const struct tensor *outputs,
             p += from[e].len;
         }
     }
+    call->_last_response_ns = clock_now_ns();
+    k->output_ns = elapsed(start, call->_last_response_ns);
     loop_post(call->thread->loop, &k->task);
     return true;
 }
@@ -298,6 +335,8 @@ static void complete_on_loop(struct loop_task *task)
     struct infer_request *req = &call->req;
     bool cancelled = atomic_load_explicit(&req->cancelled, memory_order_relaxed);
     stats_record_completion(call_stats(call), req, cancelled, call->received_ns, clock_now_ns());
+    if (req->model->sched_cfg.decoupled)
+        record_stream_end(call, cancelled);
     if (req->rc == 0 && call->_out_of_memory)
         req->rc = error_set(&req->err, 500, "out of memory copying a response");
     if (req->rc == 0 && call->_stream_err.status) {

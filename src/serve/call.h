@@ -153,10 +153,11 @@ struct infer_call {
     /* Progress (private to the pipeline). */
     uint32_t _next_stage;
     bool _final_sent;
-    bool _out_of_memory; /* a response could not be copied (worker thread) */
-    uint32_t _responses;
-    struct error _stream_err; /* why the responses were cut short, or none */
-    struct loop_task _task; /* completion or resume, posted to the loop */
+    bool _out_of_memory;        /* a response could not be copied (worker thread) */
+    uint32_t _responses;        /* responses of a decoupled model seen on the loop */
+    uint64_t _last_response_ns; /* when the worker finished copying the last one */
+    struct error _stream_err;   /* why the responses were cut short, or none */
+    struct loop_task _task;     /* completion or resume, posted to the loop */
     struct infer_call *_next_free;
 };
 

@@ -55,6 +55,8 @@ class Client:
                                     pb.RepositoryModelLoadResponse),
             "RepositoryModelUnload": (pb.RepositoryModelUnloadRequest,
                                       pb.RepositoryModelUnloadResponse),
+            "TraceSetting": (pb.TraceSettingRequest, pb.TraceSettingResponse),
+            "LogSettings": (pb.LogSettingsRequest, pb.LogSettingsResponse),
         }
 
     def close(self):

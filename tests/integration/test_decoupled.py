@@ -436,3 +436,94 @@ def test_curl_giving_up_stops_the_model(srv, http):
     ran_ns = (s["inference_stats"]["compute_infer"]["ns"]
               - before["inference_stats"]["compute_infer"]["ns"])
     assert ran_ns < 5e9, ran_ns
+
+
+# ---- response statistics (Triton's response_stats) ----
+
+@pytest.fixture
+def fresh(server_factory, tmp_path):
+    """A server of its own, so that the statistics start at zero."""
+    return server_factory.start("--model-repository", str(repeat_repo(tmp_path)))
+
+
+RESPONSE_KEYS = ["compute_infer", "compute_output", "success", "fail", "empty_response", "cancel"]
+
+
+def counts(entry):
+    return {k: entry[k]["count"] for k in RESPONSE_KEYS}
+
+
+def test_response_stats_count_each_response_of_a_stream(fresh, pbs):
+    """Three responses: indexes "0", "1", "2", each computed once and sent
+    once, over REST and gRPC alike; no empty or cancelled response."""
+    pb, hpb = pbs
+    c = Client(pb, hpb, "127.0.0.1:%d" % fresh.grpc_port)
+    try:
+        got = list(c.stream_infer()(iter([repeat_request(pb, [7, 8, 9], 5)]), timeout=30))
+        assert [out_of(r)[1] for r in got] == [0, 1, 2]
+        s = wait_stats(fresh, lambda s: finished_requests(s) == 1)
+        grpc_stats = c.call("ModelStatistics", name="repeat").model_stats[0]
+    finally:
+        c.close()
+    assert sorted(s["response_stats"]) == ["0", "1", "2"]
+    one_sent = {"compute_infer": 1, "compute_output": 1, "success": 1, "fail": 0,
+                "empty_response": 0, "cancel": 0}
+    for key in ("0", "1", "2"):
+        entry = s["response_stats"][key]
+        assert counts(entry) == one_sent, (key, entry)
+        # success is the sum of the compute_infer and compute_output times.
+        assert entry["success"]["ns"] == entry["compute_infer"]["ns"] + entry["compute_output"]["ns"]
+    assert s["memory_usage"] == []
+    assert sorted(grpc_stats.response_stats) == ["0", "1", "2"]
+    for key in ("0", "1", "2"):
+        g = grpc_stats.response_stats[key]
+        assert {k: getattr(g, k).count for k in RESPONSE_KEYS} == one_sent
+        assert g.success.ns == s["response_stats"][key]["success"]["ns"]
+    assert len(grpc_stats.memory_usage) == 0
+
+
+def test_response_stats_empty_final_response(fresh, pbs):
+    """A request whose model sends nothing: the empty final response the
+    client asked for is an empty_response at index "0"."""
+    pb, hpb = pbs
+    c = Client(pb, hpb, "127.0.0.1:%d" % fresh.grpc_port)
+    try:
+        got = list(c.stream_infer()(iter([repeat_request(pb, [], empty_final=True)]), timeout=30))
+    finally:
+        c.close()
+    assert len(got) == 1
+    s = wait_stats(fresh, lambda s: finished_requests(s) == 1)
+    assert {k: counts(v) for k, v in s["response_stats"].items()} == {
+        "0": {"compute_infer": 1, "compute_output": 0, "success": 0, "fail": 0,
+              "empty_response": 1, "cancel": 0}}
+
+
+def test_response_stats_count_a_cancelled_stream(fresh, pbs):
+    """Two responses sent at once, then the client cancels while the model
+    waits 5 s before the third (ample time for the cancellation to arrive): "0" and "1" succeeded, and the third ("2"),
+    which the model was not allowed to send, counts a cancel."""
+    pb, hpb = pbs
+    c = Client(pb, hpb, "127.0.0.1:%d" % fresh.grpc_port)
+    hold = threading.Event()
+    req = repeat_request(pb, [10, 11, 12, 13])
+    del req.inputs[1].contents.uint_contents[:]
+    req.inputs[1].contents.uint_contents.extend([0, 0, 5000, 5000])
+
+    def requests_then_wait():
+        yield req
+        hold.wait(30)
+
+    call = c.stream_infer()(requests_then_wait(), timeout=60)
+    got = [out_of(next(call))[1], out_of(next(call))[1]]
+    call.cancel()
+    hold.set()
+    c.close()
+    assert got == [0, 1]
+    s = wait_stats(fresh, lambda s: finished_requests(s) == 1, timeout=30.0)
+    assert s["inference_stats"]["fail"]["count"] == 1
+    sent = {"compute_infer": 1, "compute_output": 1, "success": 1, "fail": 0,
+            "empty_response": 0, "cancel": 0}
+    assert {k: counts(v) for k, v in s["response_stats"].items()} == {
+        "0": sent, "1": sent,
+        "2": {"compute_infer": 0, "compute_output": 0, "success": 0, "fail": 0,
+              "empty_response": 0, "cancel": 1}}

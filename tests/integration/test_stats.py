@@ -7,7 +7,8 @@ import requests
 from conftest import MAIN_MODELS, assert_error_response, infer_request, ok_json
 from prom import scrape
 
-DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
+DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output",
+             "cache_hit", "cache_miss")
 
 
 def simple_inputs(rows):
@@ -18,7 +19,8 @@ def simple_inputs(rows):
 
 def check_shape(stat):
     assert set(stat) == {"name", "version", "last_inference", "inference_count",
-                         "execution_count", "inference_stats", "batch_stats"}
+                         "execution_count", "inference_stats", "response_stats", "batch_stats",
+                         "memory_usage"}
     assert isinstance(stat["name"], str) and isinstance(stat["version"], str)
     for key in ("last_inference", "inference_count", "execution_count"):
         assert isinstance(stat[key], int) and stat[key] >= 0
@@ -30,6 +32,10 @@ def check_shape(stat):
         assert b["batch_size"] >= 1
     sizes = [b["batch_size"] for b in stat["batch_stats"]]
     assert sizes == sorted(set(sizes))
+    # Only decoupled models have response statistics (test_decoupled.py);
+    # inferd does not measure a model's memory.
+    assert stat["response_stats"] == {}
+    assert stat["memory_usage"] == []
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +99,7 @@ def test_version_path_and_untouched_model(ssrv):
     assert stat["last_inference"] == 0 and stat["inference_count"] == 0
     assert stat["batch_stats"] == []
     assert all(v == {"count": 0, "ns": 0} for v in stat["inference_stats"].values())
+    assert stat["inference_stats"]["cache_hit"] == {"count": 0, "ns": 0}
 
 
 def test_unknown_model_or_version_is_404(ssrv):

@@ -308,6 +308,48 @@ static void test_stats_batches_grow_and_sort(void **state)
     stats_version_free(&v);
 }
 
+static void test_stats_responses_by_index(void **state)
+{
+    (void)state;
+    struct stats_model *s = stats_model_get("unit_responses", 1);
+    stats_record_response(s, 0, STATS_RESPONSE_SUCCESS, 10, 1);
+    stats_record_response(s, 1, STATS_RESPONSE_SUCCESS, 20, 2);
+    stats_record_response(s, 0, STATS_RESPONSE_SUCCESS, 30, 3);
+    stats_record_response(s, 40, STATS_RESPONSE_FAIL, 5, 5); /* grows the slot's array */
+    stats_record_response(s, 2, STATS_RESPONSE_EMPTY, 7, 0);
+    stats_record_response(s, 3, STATS_RESPONSE_CANCEL, 9, 0);
+    stats_record_response(s, STATS_MAX_RESPONSES, STATS_RESPONSE_SUCCESS, 1, 1); /* dropped */
+    struct stats_version v;
+    assert_int_equal(stats_version_read(s, &v), 0);
+    assert_int_equal(v.nresponses, 5);
+    uint32_t want_index[] = {0, 1, 2, 3, 40};
+    for (uint32_t i = 0; i < 5; i++)
+        assert_int_equal(v.responses[i].index, want_index[i]);
+    const struct stats_response *r = &v.responses[0];
+    assert_int_equal(r->success.count, 2);
+    assert_int_equal(r->success.ns, 44); /* infer + output */
+    assert_int_equal(r->compute_infer.count, 2);
+    assert_int_equal(r->compute_infer.ns, 40);
+    assert_int_equal(r->compute_output.ns, 4);
+    assert_int_equal(r->fail.count + r->empty_response.count + r->cancel.count, 0);
+    r = &v.responses[2]; /* empty: compute_infer and empty_response only */
+    assert_int_equal(r->compute_infer.count, 1);
+    assert_int_equal(r->compute_output.count, 0);
+    assert_int_equal(r->empty_response.count, 1);
+    assert_int_equal(r->empty_response.ns, 7);
+    assert_int_equal(r->success.count, 0);
+    r = &v.responses[3]; /* cancel alone */
+    assert_int_equal(r->cancel.count, 1);
+    assert_int_equal(r->cancel.ns, 9);
+    assert_int_equal(r->compute_infer.count, 0);
+    r = &v.responses[4];
+    assert_int_equal(r->fail.count, 1);
+    assert_int_equal(r->fail.ns, 10);
+    assert_int_equal(r->compute_output.count, 1);
+    stats_version_free(&v);
+    stats_model_put(s);
+}
+
 /* Many threads record into one model at once; the sums are exact whether
  * a thread has its own shard or (beyond METRICS_MAX_SHARDS) the shared one. */
 #define RECORDS 2000
@@ -425,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_stats_model_get_is_stable),
         cmocka_unit_test(test_stats_retired_versions_are_bounded),
         cmocka_unit_test(test_stats_outcomes),
+        cmocka_unit_test(test_stats_responses_by_index),
         cmocka_unit_test(test_stats_batches_grow_and_sort),
         cmocka_unit_test(test_sharded_totals_exact),
         cmocka_unit_test(test_more_threads_than_shards),

@@ -25,6 +25,7 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "obs/otlp.h"
+#include "obs/settings.h"
 #include "obs/trace.h"
 
 static const char valid_tp[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -207,7 +208,11 @@ static int apply(const char *model, const char *json, struct error *err)
     struct json_value *v;
     int rc = json_parse(&a, json, strlen(json), NULL, &v, NULL, NULL);
     assert_int_equal(rc, 0);
-    rc = trace_settings_apply(model, v, err);
+    struct setting *settings;
+    uint32_t n;
+    rc = settings_from_json(&a, v, &settings, &n, err);
+    if (rc == 0)
+        rc = settings_trace_apply(model, settings, n, err);
     arena_free(&a);
     return rc;
 }
