@@ -33,6 +33,12 @@ const struct method grpc_methods[] = {
     {SVC "RepositoryIndex", M_REPOSITORY_INDEX, false},
     {SVC "RepositoryModelLoad", M_REPOSITORY_LOAD, false},
     {SVC "RepositoryModelUnload", M_REPOSITORY_UNLOAD, false},
+    {SVC "SystemSharedMemoryStatus", M_SYSTEM_SHM_STATUS, false},
+    {SVC "SystemSharedMemoryRegister", M_SYSTEM_SHM_REGISTER, false},
+    {SVC "SystemSharedMemoryUnregister", M_SYSTEM_SHM_UNREGISTER, false},
+    {SVC "CudaSharedMemoryStatus", M_CUDA_SHM_STATUS, false},
+    {SVC "CudaSharedMemoryRegister", M_CUDA_SHM_REGISTER, false},
+    {SVC "CudaSharedMemoryUnregister", M_CUDA_SHM_UNREGISTER, false},
     {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false},
     {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false},
 };

@@ -86,7 +86,7 @@ static int find(const struct shm_registry *reg, const char *name, size_t len)
     return -1;
 }
 
-static int check_names(const char *name, const char *key, struct error *err)
+static int check_args(const char *name, const char *key, uint64_t byte_size, struct error *err)
 {
     size_t n = strlen(name), k = strlen(key);
     if (n == 0 || n > SHM_NAME_MAX)
@@ -95,14 +95,6 @@ static int check_names(const char *name, const char *key, struct error *err)
     if (k == 0 || k > SHM_KEY_MAX)
         return error_set(err, 400, "region '%.64s': 'key' must have 1 to %d bytes", name,
                          SHM_KEY_MAX);
-    return 0;
-}
-
-int shm_register_fd(struct shm_registry *reg, const char *name, const char *key, int fd,
-                    uint64_t offset, uint64_t byte_size, struct error *err)
-{
-    if (check_names(name, key, err) != 0)
-        return -1;
     if (byte_size == 0)
         return error_set(err, 400, "region '%.64s': byte_size must be positive", name);
     if (byte_size > SHM_REGION_MAX_BYTES)
@@ -110,6 +102,14 @@ int shm_register_fd(struct shm_registry *reg, const char *name, const char *key,
                          "region '%.64s': byte_size %" PRIu64 " exceeds the limit of %" PRIu64
                          " bytes per region",
                          name, byte_size, SHM_REGION_MAX_BYTES);
+    return 0;
+}
+
+int shm_register_fd(struct shm_registry *reg, const char *name, const char *key, int fd,
+                    uint64_t offset, uint64_t byte_size, struct error *err)
+{
+    if (check_args(name, key, byte_size, err) != 0)
+        return -1;
     struct stat st;
     if (fstat(fd, &st) != 0)
         return error_set(err, 400, "region '%.64s': cannot stat key '%.64s': %s", name, key,
@@ -159,7 +159,7 @@ int shm_register_fd(struct shm_registry *reg, const char *name, const char *key,
 int shm_register(struct shm_registry *reg, const char *name, const char *key, uint64_t offset,
                  uint64_t byte_size, struct error *err)
 {
-    if (check_names(name, key, err) != 0)
+    if (check_args(name, key, byte_size, err) != 0)
         return -1;
     int fd = shm_open(key, O_RDWR, 0);
     if (fd < 0)

@@ -55,6 +55,12 @@ class Client:
                                     pb.RepositoryModelLoadResponse),
             "RepositoryModelUnload": (pb.RepositoryModelUnloadRequest,
                                       pb.RepositoryModelUnloadResponse),
+            "SystemSharedMemoryStatus": (pb.SystemSharedMemoryStatusRequest,
+                                         pb.SystemSharedMemoryStatusResponse),
+            "SystemSharedMemoryRegister": (pb.SystemSharedMemoryRegisterRequest,
+                                           pb.SystemSharedMemoryRegisterResponse),
+            "SystemSharedMemoryUnregister": (pb.SystemSharedMemoryUnregisterRequest,
+                                             pb.SystemSharedMemoryUnregisterResponse),
         }
 
     def close(self):
