@@ -122,7 +122,8 @@ static void infer_emit(struct infer_call *ic, const struct serve_response *resp)
                                 : resp->final ? INFER_PB_FINAL
                                               : INFER_PB_MORE;
     Inference__ModelInferResponse *r;
-    if (infer_pb_response(req, &ic->shm, resp->outputs, resp->noutputs, final, &req->arena, &r) != 0) {
+    if (infer_pb_response(req, &ic->shm, resp->outputs, resp->noutputs, final, &req->arena,
+                          &r) != 0) {
         if (grpc_call_is_stream(call))
             grpc_stream_error(call, &ic->fe.obs, 500, req->model->name, req->model->version_str,
                               req->id ? req->id : "", "out of memory encoding the response");

@@ -344,7 +344,8 @@ static bool uses_shm(const Inference__ModelInferRequest__InferInputTensor *in)
 /* `raw`: the input's raw_input_contents entry, or NULL when the request
  * has none for it. */
 static int decode_input(struct infer_request *req, struct shm_request *shm,
-                        const struct model *m, const Inference__ModelInferRequest__InferInputTensor *in,
+                        const struct model *m,
+                        const Inference__ModelInferRequest__InferInputTensor *in,
                         const ProtobufCBinaryData *raw, bool *seen, struct error *err)
 {
     int idx = model_input_index(m, in->name);

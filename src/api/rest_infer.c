@@ -52,8 +52,8 @@ static int infer_decode(struct infer_call *call, const struct model *m, struct e
     rest_obs_infer_begin(txn, &call->req, m);
     if (header_length(txn, &header_len, err) != 0)
         return -1;
-    return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len, header_len,
-                             err);
+    return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len,
+                             header_len, err);
 }
 
 static int generate_decode(struct infer_call *call, const struct model *m, struct error *err)

@@ -15,8 +15,8 @@ static bool no_registry(struct shm_registry *reg, struct http_txn *txn)
     return !reg;
 }
 
-static int u64_field(const struct json_value *body, const char *key, bool required,
-                     uint64_t *out, struct error *err)
+static int u64_field(const struct json_value *body, const char *key, bool required, uint64_t *out,
+                     struct error *err)
 {
     const struct json_value *v = json_get(body, key);
     if (!v)

@@ -741,7 +741,8 @@ static int serve(int argc, char **argv)
         log_error("out of memory");
         goto out_repository;
     }
-    if (start_io_threads(threads, o.io_threads, &o, repo, shm) == 0 && start_metrics(&o, &metrics) == 0) {
+    if (start_io_threads(threads, o.io_threads, &o, repo, shm) == 0 &&
+        start_metrics(&o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
                  snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o.http.host,

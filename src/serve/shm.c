@@ -17,9 +17,9 @@ struct shm_region {
     char name[SHM_NAME_MAX + 1];
     char key[SHM_KEY_MAX + 1];
     uint64_t offset, byte_size;
-    void *map;       /* the mapping, from the page holding `offset` */
+    void *map; /* the mapping, from the page holding `offset` */
     size_t map_len;
-    char *base;      /* map + offset's distance into its page */
+    char *base; /* map + offset's distance into its page */
 };
 
 struct shm_registry {
@@ -246,8 +246,9 @@ static struct shm_region *hold(struct shm_request *sr, struct arena *arena, cons
         return NULL;
     }
     if (!p->has_byte_size) {
-        error_set(err, 400, "%s '%s': 'shared_memory_byte_size' is required with "
-                            "'shared_memory_region'",
+        error_set(err, 400,
+                  "%s '%s': 'shared_memory_byte_size' is required with "
+                  "'shared_memory_region'",
                   what, tensor);
         return NULL;
     }

@@ -96,13 +96,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 struct tensor *t = &outs[i];
                 t->name = req.output_names[i];
                 if (strcmp(t->name, "OUT_A") == 0) {
-                    *t = (struct tensor){.name = t->name, .dtype = DT_FP32, .ndim = 2,
+                    *t = (struct tensor){.name = t->name,
+                                         .dtype = DT_FP32,
+                                         .ndim = 2,
                                          .shape = {(int64_t)(data[0] >> 1) % 9, 4}};
                     t->data = floats;
                     t->nbytes = (size_t)t->shape[0] * 4 * sizeof(float);
                 } else {
-                    *t = (struct tensor){.name = t->name, .dtype = DT_BYTES, .ndim = 1,
-                                         .shape = {3}, .data = strs, .nbytes = 5};
+                    *t = (struct tensor){.name = t->name,
+                                         .dtype = DT_BYTES,
+                                         .ndim = 1,
+                                         .shape = {3},
+                                         .data = strs,
+                                         .nbytes = 5};
                 }
             }
             req.outputs = outs;

@@ -37,8 +37,8 @@ static void test_register_status_unregister(void **state)
     assert_int_equal(shm_register_fd(reg, "a", "key-a", fd, 0, 100, &err), -1);
     assert_string_equal(err.msg, "shared-memory region 'a' is already registered");
     assert_int_equal(shm_register_fd(reg, "c", "k", fd, 5000, 3193, &err), -1);
-    assert_string_equal(err.msg,
-                        "region 'c': offset 5000 + byte_size 3193 is beyond the 8192 bytes of key 'k'");
+    assert_string_equal(
+        err.msg, "region 'c': offset 5000 + byte_size 3193 is beyond the 8192 bytes of key 'k'");
     assert_int_equal(shm_register_fd(reg, "c", "k", fd, 0, 0, &err), -1);
     assert_int_equal(shm_register_fd(reg, "c", "k", fd, 0, SHM_REGION_MAX_BYTES + 1, &err), -1);
     assert_non_null(strstr(err.msg, "exceeds the limit"));
@@ -113,18 +113,22 @@ static void test_request_inputs_outputs(void **state)
     arena_init(&arena, 4096, 1 << 20);
     struct shm_request sr = {.registry = reg};
     struct tensor t = {.name = "X", .dtype = DT_INT32, .ndim = 1, .shape = {4}};
-    struct shm_params p = {.region = "r", .region_len = 1, .offset = 16, .byte_size = 16,
-                           .has_region = true, .has_byte_size = true};
+    struct shm_params p = {.region = "r",
+                           .region_len = 1,
+                           .offset = 16,
+                           .byte_size = 16,
+                           .has_region = true,
+                           .has_byte_size = true};
     assert_int_equal(shm_request_input(&sr, &arena, &t, &p, &err), 0);
     assert_ptr_equal(t.data, base + 16); /* in place */
-    p.offset = 33; /* misaligned: copied */
+    p.offset = 33;                       /* misaligned: copied */
     assert_int_equal(shm_request_input(&sr, &arena, &t, &p, &err), 0);
     assert_ptr_not_equal(t.data, base + 33);
     assert_memory_equal(t.data, v, sizeof v);
     p.byte_size = 12;
     assert_int_equal(shm_request_input(&sr, &arena, &t, &p, &err), -1);
-    assert_string_equal(err.msg,
-                        "input 'X': shared_memory_byte_size is 12 bytes, shape [4] of INT32 needs 16");
+    assert_string_equal(
+        err.msg, "input 'X': shared_memory_byte_size is 12 bytes, shape [4] of INT32 needs 16");
     p.offset = 250;
     p.byte_size = 16;
     assert_int_equal(shm_request_input(&sr, &arena, &t, &p, &err), -1);
@@ -134,8 +138,12 @@ static void test_request_inputs_outputs(void **state)
     assert_non_null(strstr(err.msg, "'shared_memory_byte_size' is required"));
 
     struct tensor s = {.name = "S", .dtype = DT_BYTES, .ndim = 1, .shape = {2}};
-    struct shm_params ps = {.region = "r", .region_len = 1, .offset = 64, .byte_size = 10,
-                            .has_region = true, .has_byte_size = true};
+    struct shm_params ps = {.region = "r",
+                            .region_len = 1,
+                            .offset = 64,
+                            .byte_size = 10,
+                            .has_region = true,
+                            .has_byte_size = true};
     assert_int_equal(shm_request_input(&sr, &arena, &s, &ps, &err), 0);
     const struct tensor_bytes *el = s.data;
     assert_int_equal(el[0].len, 2);
@@ -143,8 +151,12 @@ static void test_request_inputs_outputs(void **state)
     assert_int_equal(el[1].len, 0);
 
     /* Output 1 of 2 goes to the region at 128, 8 bytes at most. */
-    struct shm_params po = {.region = "r", .region_len = 1, .offset = 128, .byte_size = 8,
-                            .has_region = true, .has_byte_size = true};
+    struct shm_params po = {.region = "r",
+                            .region_len = 1,
+                            .offset = 128,
+                            .byte_size = 8,
+                            .has_region = true,
+                            .has_byte_size = true};
     assert_int_equal(shm_request_output(&sr, &arena, 1, 2, "Y", &po, &err), 0);
     assert_false(shm_request_has_output(&sr, 0));
     assert_true(shm_request_has_output(&sr, 1));
