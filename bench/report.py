@@ -913,16 +913,18 @@ def md_history(results_dir):
             return fmt(t.get(name, {}).get("value"), spec)
 
         grpc = (d["experiments"].get("grpc") or {}).get("ratio")
-        rows.append("| [%s](results/%s) | %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            os.path.basename(p), os.path.basename(p), d["mode"],
-            (d.get("git_commit") or "?")[:10], v("http_floor", "%.3f"),
+        shm = (d["experiments"].get("shared_memory") or {}).get("ratio")
+        rows.append("| [%s](results/%s) | %s | `%s` |" % (
+            os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
-            fmt(grpc, "%.3f"), v("obs_overhead", "%.3f")))
+            fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f")))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
-           "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 

@@ -185,7 +185,7 @@ start_inferd() {
     SERVER_GRPC_PORT="$("${REPORT[@]}" free-port)"
     taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$repo" \
         --host 127.0.0.1 --http-port "$port" --grpc-port "$SERVER_GRPC_PORT" \
-        --io-threads "$NSERVER" \
+        --metrics-port "$("${REPORT[@]}" free-port)" --io-threads "$NSERVER" \
         --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
         2>"$RUN/${name}_server.log" &
     SERVER_PID=$!
