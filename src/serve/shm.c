@@ -141,19 +141,22 @@ int shm_register_fd(struct shm_registry *reg, const char *name, const char *key,
     memcpy(r->name, name, strlen(name) + 1);
     memcpy(r->key, key, strlen(key) + 1);
 
+    /* Mapped before the table is checked: the lock is never held across
+     * mmap, and a refused region is unmapped again. */
+    int rc = 0;
     pthread_mutex_lock(&reg->lock);
     if (find(reg, name, strlen(name)) >= 0)
-        error_set(err, 400, "shared-memory region '%.64s' is already registered", name);
+        rc = error_set(err, 400, "shared-memory region '%.64s' is already registered", name);
     else if (reg->n == SHM_MAX_REGIONS)
-        error_set(err, 400, "cannot register region '%.64s': the limit of %d regions is reached",
-                  name, SHM_MAX_REGIONS);
+        rc = error_set(err, 400,
+                       "cannot register region '%.64s': the limit of %d regions is reached", name,
+                       SHM_MAX_REGIONS);
     else
-        reg->regions[reg->n++] = r, r = NULL;
+        reg->regions[reg->n++] = r;
     pthread_mutex_unlock(&reg->lock);
-    if (!r)
-        return 0;
-    shm_release(r);
-    return -1;
+    if (rc != 0)
+        shm_release(r);
+    return rc;
 }
 
 int shm_register(struct shm_registry *reg, const char *name, const char *key, uint64_t offset,
