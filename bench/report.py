@@ -473,6 +473,18 @@ def assemble_obs(run_dir):
     }
 
 
+def assemble_shm(run_dir):
+    b, s = rounds(run_dir, "shm_binary"), rounds(run_dir, "shm_shm")
+    if not b or not s:
+        return {"error": "not measured"}
+    return {
+        "binary": {"rps": best(b), "rounds": b},
+        "shm": {"rps": best(s), "rounds": s},
+        "ratio": ratio(best(s), best(b)),
+        "valid": all(x["valid"] for x in b + s),
+    }
+
+
 def cmd_assemble(args):
     run_dir, out = args
     env = os.environ
@@ -485,6 +497,7 @@ def cmd_assemble(args):
         "memory": assemble_memory(run_dir),
         "grpc": assemble_grpc(run_dir),
         "observability": assemble_obs(run_dir),
+        "shared_memory": assemble_shm(run_dir),
     }
     lat = exps["latency"]
     http = exps["http_floor"]
@@ -853,6 +866,37 @@ def md_run(doc):
         w("")
         w("**on ÷ off = %s** (target ≥ 0.95)" % fmt(ob["ratio"], "%.3f"))
     w("")
+    sm = e.get("shared_memory") or {"error": "not measured"}
+    w("### 8. System shared memory vs binary tensor data: `identity_fp32`, 1 MiB in and out")
+    w("")
+    if sm.get("error"):
+        w("Not measured: %s" % sm["error"])
+    else:
+        w("The same server, loaded in turn (closed loop, %s requests in flight): a [1, 262144] "
+          "FP32 input sent as binary tensor data with its output returned as binary data, vs "
+          "input and output in two registered regions of one shared-memory object (the "
+          "request is a small JSON body; the input is read in place, the output written into "
+          "its region)." % cfg.get("shm_connections", 16))
+        w("")
+        w("| transport | req/s (best) | rounds (req/s) | p50 µs | p99 µs | server CPU | "
+          "load-generator CPU |")
+        w("|---|---|---|---|---|---|---|")
+        for name, key in (("binary tensor data", "binary"), ("system shared memory", "shm")):
+            x = sm[key]
+            b = best_round(x["rounds"])
+            lu = b.get("latency_us") or {}
+            w("| %s | %s | %s | %s | %s | %s | %s |" % (
+                name, fmt(x["rps"]), ", ".join(fmt(q["rps"]) for q in x["rounds"]),
+                fmt(lu.get("p50")), fmt(lu.get("p99")), pct(b.get("server_cpu_util")),
+                pct(b.get("client_cpu_util"))))
+        w("")
+        w("**shared memory ÷ binary = %s** (informative)" % fmt(sm["ratio"], "%.3f"))
+        if not sm["valid"]:
+            w("")
+            w("**Some requests failed** — binary: %s; shared memory: %s." % (
+                "; ".join(describe_failures(q) for q in sm["binary"]["rounds"]),
+                "; ".join(describe_failures(q) for q in sm["shm"]["rounds"])))
+    w("")
     return out
 
 
@@ -869,16 +913,18 @@ def md_history(results_dir):
             return fmt(t.get(name, {}).get("value"), spec)
 
         grpc = (d["experiments"].get("grpc") or {}).get("ratio")
-        rows.append("| [%s](results/%s) | %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            os.path.basename(p), os.path.basename(p), d["mode"],
-            (d.get("git_commit") or "?")[:10], v("http_floor", "%.3f"),
+        shm = (d["experiments"].get("shared_memory") or {}).get("ratio")
+        rows.append("| [%s](results/%s) | %s | `%s` |" % (
+            os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
-            fmt(grpc, "%.3f"), v("obs_overhead", "%.3f")))
+            fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f")))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
-           "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 

@@ -21,6 +21,9 @@
 #                     binary tensors, both over HTTP/2 (informative ratio)
 #   7. observability  simple with metrics + access log + 10% traces exported
 #                     vs all off; figure on req/s / off req/s
+#   8. shared memory  identity_fp32 with a 1 MiB input (and output): binary
+#                     tensor data vs Triton's system shared memory, the same
+#                     server; figure shm req/s / binary req/s (informative)
 #
 # The server (inferd, nginx, ort_floor, json_decode) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -138,8 +141,10 @@ mkdir -p "$RUN"
 
 # --- process bookkeeping: everything started here is stopped by its pid ------------
 PIDS=()
+SHM_KEY=
 cleanup() {
     local p
+    [ -z "$SHM_KEY" ] || "$PY" "$root/bench/shm_bodies.py" remove "$SHM_KEY" 2>/dev/null || true
     for p in "${PIDS[@]}"; do
         kill -TERM "$p" 2>/dev/null || true
     done
@@ -180,7 +185,7 @@ start_inferd() {
     SERVER_GRPC_PORT="$("${REPORT[@]}" free-port)"
     taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$repo" \
         --host 127.0.0.1 --http-port "$port" --grpc-port "$SERVER_GRPC_PORT" \
-        --io-threads "$NSERVER" \
+        --metrics-port "$("${REPORT[@]}" free-port)" --io-threads "$NSERVER" \
         --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
         2>"$RUN/${name}_server.log" &
     SERVER_PID=$!
@@ -266,8 +271,9 @@ if [ ! -f "$MLP_MODEL" ] || [ "$root/bench/models/build/make_mlp.py" -nt "$MLP_M
 fi
 
 # Model repositories of the run (symlinks to the real models).
-mkdir -p "$RUN/repo_simple" "$RUN/repo_compute"
+mkdir -p "$RUN/repo_simple" "$RUN/repo_compute" "$RUN/repo_shm"
 ln -s "$root/models/simple" "$RUN/repo_simple/simple"
+ln -s "$root/tests/models/identity_fp32" "$RUN/repo_shm/identity_fp32"
 ln -s "$root/bench/models/mlp" "$RUN/repo_compute/mlp"
 ln -s "$root/models/digits" "$RUN/repo_compute/digits"
 
@@ -522,13 +528,45 @@ stop_pid "$SINK_PID"
 grep -h "access log closed" "$RUN/obs_on_server.log" | sed 's/^/bench:   /' >&2 || true
 rm -f "$RUN/obs_access.log"
 
+# --- 8. system shared memory vs binary REST (same server, 1 MiB input) ---------------------------
+# identity_fp32 with one [1, 262144] FP32 input (1 MiB) and its output: sent
+# and answered as binary tensor data, vs input and output in two regions of
+# one shared-memory object (the client writes the input once; every request
+# names the same regions, so the contents are checked only before the run).
+SHM_CONNECTIONS=16
+log "8. shared memory vs binary REST: identity_fp32, 1 MiB in and out, $SHM_CONNECTIONS in flight"
+start_inferd shm "$RUN/repo_shm"
+LOAD_SERVER_PID=$SERVER_PID
+SHM_KEY="inferd_bench_$$"
+"$PY" "$root/bench/shm_bodies.py" make "$RUN" "$SHM_KEY" || die "shared-memory bodies failed"
+"$PY" "$root/bench/shm_bodies.py" check "$RUN" "$SHM_KEY" "$SERVER_URL" ||
+    die "the shared-memory or binary request was not answered right"
+shm_load() { # OUT BODY HEADERS...
+    local out="$1" body="$2"
+    shift 2
+    load "$out" --url "$SERVER_URL" --path /v2/models/identity_fp32/infer --body-file "$body" \
+        --connections "$SHM_CONNECTIONS" --concurrency "$SHM_CONNECTIONS" \
+        --duration "$DURATION" --warmup "$WARMUP" "$@"
+}
+for r in $(seq 1 "$ROUNDS"); do
+    shm_load "$RUN/shm_binary_r$r.json" "$RUN/shm_rest.bin" \
+        --header 'Content-Type: application/octet-stream' \
+        --header "Inference-Header-Content-Length: $(cat "$RUN/shm_rest.json_len")"
+    shm_load "$RUN/shm_shm_r$r.json" "$RUN/shm_shm.json" --header 'Content-Type: application/json'
+    log "  round $r: binary $(get "$RUN/shm_binary_r$r.json" rps) req/s, shared memory $(get "$RUN/shm_shm_r$r.json" rps) req/s"
+done
+curl -sf -o /dev/null -X POST "$SERVER_URL/v2/systemsharedmemory/unregister" || true
+stop_pid "$SERVER_PID"
+"$PY" "$root/bench/shm_bodies.py" remove "$SHM_KEY" || true
+SHM_KEY=
+
 # --- report -------------------------------------------------------------------------------------------
 t_end=$(date +%s)
 DATE="$(date +%Y-%m-%d)"
 OUT="$root/bench/results/$DATE.json"
 [ ! -e "$OUT" ] || OUT="$root/bench/results/$DATE-$(date +%H%M%S).json"
 
-export MODE DURATION WARMUP ROUNDS ORT_SECONDS BATCHES HTTP_CONNECTIONS COMPUTE_CONNECTIONS \
+export MODE DURATION WARMUP ROUNDS ORT_SECONDS BATCHES HTTP_CONNECTIONS COMPUTE_CONNECTIONS SHM_CONNECTIONS \
     MEM_REQUESTS MEM_DURATION MEM_WARMUP SERVER_CPUS CLIENT_CPUS NSERVER NCLIENT GIT_COMMIT \
     GIT_DIRTY RATE MAX_RPS PRIORITY
 export LOADAVG_START ELAPSED=$((t_end - t_start))
@@ -552,6 +590,7 @@ meta = {
         "intra_op_threads": int(e["NSERVER"]), "inter_op_threads": 1,
         "client_threads": int(e["NCLIENT"]), "http_connections": int(e["HTTP_CONNECTIONS"]),
         "compute_connections": int(e["COMPUTE_CONNECTIONS"]),
+        "shm_connections": int(e["SHM_CONNECTIONS"]),
         "ort_seconds_per_batch": float(e["ORT_SECONDS"]), "ort_batches": e["BATCHES"],
         "latency_rate": int(e["RATE"]), "max_rps": float(e["MAX_RPS"]),
         "memory_requests": int(e["MEM_REQUESTS"]), "memory_duration_s": float(e["MEM_DURATION"]),

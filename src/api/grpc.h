@@ -9,7 +9,10 @@
  * ModelInfer, ModelStreamInfer (bidirectional; several requests in flight
  * on one stream, each response carrying its request's id, errors per
  * request in error_message), ModelConfig, ModelStatistics, RepositoryIndex,
- * RepositoryModelLoad, RepositoryModelUnload; Health/Check and Health/Watch.
+ * RepositoryModelLoad, RepositoryModelUnload, SystemSharedMemoryStatus,
+ * SystemSharedMemoryRegister, SystemSharedMemoryUnregister (serve/shm.h;
+ * CudaSharedMemory* answer INVALID_ARGUMENT: no CUDA on this build);
+ * Health/Check and Health/Watch.
  * Anything else is UNIMPLEMENTED.
  *
  * gRPC framing: each message is a 1-byte compressed flag (set → UNIMPLEMENTED,

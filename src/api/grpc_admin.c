@@ -64,7 +64,7 @@ static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size
 static void handle_server_metadata(struct grpc_call *call)
 {
     static char *extensions[] = {"model_configuration", "model_repository", "statistics", "logging",
-                                 "trace"};
+                                 "trace", "system_shared_memory"};
     Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
     r.name = "inferd";
     r.version = INFERD_VERSION;
@@ -590,6 +590,14 @@ void grpc_admin_dispatch(struct grpc_call *call, const uint8_t *data, size_t len
         break;
     case M_HEALTH_WATCH:
         handle_health_watch(call, data, len);
+        break;
+    case M_SYSTEM_SHM_STATUS:
+    case M_SYSTEM_SHM_REGISTER:
+    case M_SYSTEM_SHM_UNREGISTER:
+    case M_CUDA_SHM_STATUS:
+    case M_CUDA_SHM_REGISTER:
+    case M_CUDA_SHM_UNREGISTER:
+        grpc_shm_dispatch(call, data, len);
         break;
     case M_MODEL_INFER:
     case M_MODEL_STREAM_INFER:

@@ -8,6 +8,7 @@
  *   grpc_admin.c      health, metadata, configuration, statistics,
  *                     repository, trace and log settings, and grpc.health.v1
  *                     RPCs
+ *   grpc_shm.c        Triton's shared-memory RPCs (serve/shm.h)
  * All on the loop thread that owns the api.
  */
 #ifndef INFERD_API_GRPC_CALL_H
@@ -57,6 +58,12 @@ enum method_id {
     M_LOG_SETTINGS,
     M_HEALTH_CHECK,
     M_HEALTH_WATCH,
+    M_SYSTEM_SHM_STATUS,
+    M_SYSTEM_SHM_REGISTER,
+    M_SYSTEM_SHM_UNREGISTER,
+    M_CUDA_SHM_STATUS,
+    M_CUDA_SHM_REGISTER,
+    M_CUDA_SHM_UNREGISTER,
 };
 
 struct method {
@@ -163,6 +170,12 @@ void grpc_admin_dispatch(struct grpc_call *call, const uint8_t *data, size_t len
 void grpc_watch_update(struct grpc_call *call);
 /* Runs the Watch poll timer only while some stream watches. */
 void grpc_watch_timer_update(struct grpc_api *api);
+
+/* ---- grpc_shm.c ---- */
+
+/* SystemSharedMemoryStatus/Register/Unregister on the thread's registry
+ * (an empty name: every region); CudaSharedMemory*: INVALID_ARGUMENT. */
+void grpc_shm_dispatch(struct grpc_call *call, const uint8_t *data, size_t len);
 void grpc_watch_on_timer(struct loop_watch *w, uint32_t events);
 
 #endif

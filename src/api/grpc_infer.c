@@ -96,7 +96,7 @@ static int infer_decode(struct infer_call *ic, const struct model *m, struct err
     const Inference__ModelInferRequest *msg = message_of(ic);
     obsreq_attach(*infer_obs(ic), &ic->req, m->name, m->version_str, m->sha256);
     ic->fe.flag = bool_parameter(msg, "triton_enable_empty_final_response");
-    return infer_pb_decode(&ic->req, m, msg, err);
+    return infer_pb_decode(&ic->req, &ic->shm, m, msg, err);
 }
 
 static bool answerable(const struct grpc_call *call)
@@ -123,7 +123,8 @@ static void infer_emit(struct infer_call *ic, const struct serve_response *resp)
                                 : resp->final ? INFER_PB_FINAL
                                               : INFER_PB_MORE;
     Inference__ModelInferResponse *r;
-    if (infer_pb_response(req, resp->outputs, resp->noutputs, final, &req->arena, &r) != 0) {
+    if (infer_pb_response(req, &ic->shm, resp->outputs, resp->noutputs, final, &req->arena,
+                          &r) != 0) {
         if (grpc_call_is_stream(call))
             grpc_stream_error(call, &ic->fe.obs, 500, req->model->name, req->model->version_str,
                               req->id ? req->id : "", "out of memory encoding the response");

@@ -35,6 +35,12 @@ const struct method grpc_methods[] = {
     {SVC "RepositoryModelUnload", M_REPOSITORY_UNLOAD, false},
     {SVC "TraceSetting", M_TRACE_SETTING, false},
     {SVC "LogSettings", M_LOG_SETTINGS, false},
+    {SVC "SystemSharedMemoryStatus", M_SYSTEM_SHM_STATUS, false},
+    {SVC "SystemSharedMemoryRegister", M_SYSTEM_SHM_REGISTER, false},
+    {SVC "SystemSharedMemoryUnregister", M_SYSTEM_SHM_UNREGISTER, false},
+    {SVC "CudaSharedMemoryStatus", M_CUDA_SHM_STATUS, false},
+    {SVC "CudaSharedMemoryRegister", M_CUDA_SHM_REGISTER, false},
+    {SVC "CudaSharedMemoryUnregister", M_CUDA_SHM_UNREGISTER, false},
     {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false},
     {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false},
 };

@@ -55,6 +55,36 @@ static int check_parameters(const struct json_value *params, const char *where,
     return 0;
 }
 
+/* Triton's shared-memory parameters of a tensor (serve/shm.h); p->has_region
+ * false when it has none. */
+static int get_shm_params(const struct json_value *params, const char *where,
+                          struct shm_params *p, struct error *err)
+{
+    memset(p, 0, sizeof *p);
+    const struct json_value *region = json_get(params, "shared_memory_region");
+    const struct json_value *size = json_get(params, "shared_memory_byte_size");
+    const struct json_value *offset = json_get(params, "shared_memory_offset");
+    if (!region) {
+        if (size || offset)
+            return error_set(err, 400, "%s: shared-memory parameters need 'shared_memory_region'",
+                             where);
+        return 0;
+    }
+    if (region->type != JSON_STRING)
+        return error_set(err, 400, "%s: 'shared_memory_region' must be a string", where);
+    if (size && json_num_u64(size, &p->byte_size) != 0)
+        return error_set(err, 400, "%s: 'shared_memory_byte_size' must be a non-negative integer",
+                         where);
+    if (offset && json_num_u64(offset, &p->offset) != 0)
+        return error_set(err, 400, "%s: 'shared_memory_offset' must be a non-negative integer",
+                         where);
+    p->region = region->u.str;
+    p->region_len = region->len;
+    p->has_region = true;
+    p->has_byte_size = size != NULL;
+    return 0;
+}
+
 static int decode_shape(const struct json_value *shape, const char *name, struct tensor *t,
                         struct error *err)
 {
@@ -131,9 +161,9 @@ static int decode_binary_input(struct infer_request *req, struct tensor *t,
     return 0;
 }
 
-static int decode_input(struct infer_request *req, const struct model *m,
-                        const struct json_value *in, bool *seen, struct binary_part *bin,
-                        struct error *err)
+static int decode_input(struct infer_request *req, struct shm_request *shm,
+                        const struct model *m, const struct json_value *in, bool *seen,
+                        struct binary_part *bin, struct error *err)
 {
     if (in->type != JSON_OBJECT)
         return error_set(err, 400, "each element of 'inputs' must be an object");
@@ -163,11 +193,23 @@ static int decode_input(struct infer_request *req, const struct model *m,
     const struct json_value *params = json_get(in, "parameters");
     if (check_parameters(params, t->name, err) != 0)
         return -1;
-    if (json_get(params, "shared_memory_region"))
-        return error_set(err, 400, "input '%s': shared memory is not supported", t->name);
+    char where[ERROR_MSG_MAX];
+    snprintf(where, sizeof where, "input '%s'", t->name);
+    struct shm_params sp;
+    if (get_shm_params(params, where, &sp, err) != 0)
+        return -1;
 
     const struct json_value *data = json_get(in, "data");
     const struct json_value *binary_size = json_get(params, "binary_data_size");
+    if (sp.has_region) {
+        if (data || binary_size)
+            return error_set(err, 400, "input '%s' has both shared memory and '%s'", t->name,
+                             data ? "data" : "binary_data_size");
+        if (!shm)
+            return error_set(err, 400, "input '%s': shared memory is not supported here",
+                             t->name);
+        return shm_request_input(shm, &req->arena, t, &sp, err);
+    }
     if (binary_size) {
         if (data)
             return error_set(err, 400, "input '%s' has both 'data' and 'binary_data_size'",
@@ -216,8 +258,9 @@ static int all_outputs(struct infer_request *req, const struct model *m, bool bi
     return 0;
 }
 
-static int decode_outputs(struct infer_request *req, const struct model *m,
-                          const struct json_value *outs, bool binary_default, struct error *err)
+static int decode_outputs(struct infer_request *req, struct shm_request *shm,
+                          const struct model *m, const struct json_value *outs,
+                          bool binary_default, struct error *err)
 {
     if (!outs)
         return all_outputs(req, m, binary_default, err);
@@ -252,10 +295,16 @@ static int decode_outputs(struct infer_request *req, const struct model *m,
         if (json_get(params, "classification"))
             return error_set(err, 400, "output '%s': classification is not supported",
                              name->u.str);
-        if (json_get(params, "shared_memory_region"))
-            return error_set(err, 400, "output '%s': shared memory is not supported",
-                             name->u.str);
         names[i] = m->info.outputs[idx].name;
+        struct shm_params sp;
+        if (get_shm_params(params, where, &sp, err) != 0)
+            return -1;
+        if (sp.has_region && !shm)
+            return error_set(err, 400, "output '%s': shared memory is not supported here",
+                             names[i]);
+        if (sp.has_region &&
+            shm_request_output(shm, &req->arena, i, outs->len, names[i], &sp, err) != 0)
+            return -1;
     }
     req->output_names = names;
     req->output_binary = flags;
@@ -404,8 +453,8 @@ static int unannounced_binary(const char *body, size_t off, size_t len, struct e
                      len - json_len, json_len, json_len);
 }
 
-int infer_json_decode(struct infer_request *req, const struct model *m, const char *body,
-                      size_t len, int64_t header_len, struct error *err)
+int infer_json_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
+                      const char *body, size_t len, int64_t header_len, struct error *err)
 {
     if (header_len < -1 || (header_len >= 0 && (uint64_t)header_len > len))
         return error_set(err, 400, "Inference-Header-Content-Length %" PRId64
@@ -469,7 +518,7 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
         return error_set(err, 413, "request too large to decode");
     req->ninputs = m->info.ninputs;
     for (uint32_t i = 0; i < inputs->len; i++)
-        if (decode_input(req, m, &inputs->u.items[i], seen, &bin, err) != 0)
+        if (decode_input(req, shm, m, &inputs->u.items[i], seen, &bin, err) != 0)
             return -1;
     for (uint32_t i = 0; i < m->info.ninputs; i++)
         if (!seen[i])
@@ -489,14 +538,31 @@ int infer_json_decode(struct infer_request *req, const struct model *m, const ch
                                  req->inputs[0].name, req->inputs[i].name,
                                  (long long)req->inputs[0].shape[0],
                                  (long long)req->inputs[i].shape[0]);
-    return decode_outputs(req, m, json_get(root, "outputs"), binary_output, err);
+    return decode_outputs(req, shm, m, json_get(root, "outputs"), binary_output, err);
 }
 
 /* ---- response --------------------------------------------------------- */
 
-static bool output_is_binary(const struct infer_request *req, uint32_t i)
+static bool output_is_binary(const struct infer_request *req, const struct shm_request *shm,
+                             uint32_t i)
 {
-    return req->output_binary && req->output_binary[i];
+    return req->output_binary && req->output_binary[i] && !shm_request_has_output(shm, i);
+}
+
+/* An output written to shared memory: where it went, as Triton says it. */
+static void write_shm_output(struct json_writer *w, const struct shm_output *o)
+{
+    json_w_key(w, "parameters");
+    json_w_obj_begin(w);
+    json_w_key(w, "shared_memory_region");
+    json_w_cstr(w, shm_region_name(o->region));
+    json_w_key(w, "shared_memory_byte_size");
+    json_w_uint(w, o->written);
+    if (o->offset) {
+        json_w_key(w, "shared_memory_offset");
+        json_w_uint(w, o->offset);
+    }
+    json_w_obj_end(w);
 }
 
 /* Bytes of an output as binary tensor data. */
@@ -531,7 +597,8 @@ static void append_binary(struct buf *out, const struct tensor *t, int64_t count
     }
 }
 
-void infer_json_encode(const struct infer_request *req, struct buf *out, size_t *json_len)
+void infer_json_encode(const struct infer_request *req, const struct shm_request *shm,
+                       struct buf *out, size_t *json_len)
 {
     const struct model *m = req->model;
     size_t start = out->len;
@@ -554,7 +621,9 @@ void infer_json_encode(const struct infer_request *req, struct buf *out, size_t 
         int64_t count = tensor_count(t, INT64_MAX);
         json_w_obj_begin(&w);
         tensor_json_write_head(&w, t->name, t->dtype, t->shape, t->ndim);
-        if (output_is_binary(req, i)) {
+        if (shm_request_has_output(shm, i)) {
+            write_shm_output(&w, &shm->outputs[i]);
+        } else if (output_is_binary(req, shm, i)) {
             any_binary = true;
             json_w_key(&w, "parameters");
             json_w_obj_begin(&w);
@@ -574,7 +643,7 @@ void infer_json_encode(const struct infer_request *req, struct buf *out, size_t 
     size_t header = out->len - start;
     if (any_binary)
         for (uint32_t i = 0; i < req->noutputs; i++)
-            if (output_is_binary(req, i)) {
+            if (output_is_binary(req, shm, i)) {
                 const struct tensor *t = &req->outputs[i];
                 int64_t count = tensor_count(t, INT64_MAX);
                 append_binary(out, t, count, binary_size(t, count));

@@ -23,6 +23,17 @@
  * Binary layout: little-endian, row-major, no padding; BOOL one byte; each
  * BYTES element a 4-byte little-endian length and that many bytes.
  *
+ * Shared memory (Triton's extension, serve/shm.h): an input whose
+ * "parameters" name a "shared_memory_region" (with "shared_memory_byte_size"
+ * and optionally "shared_memory_offset") has no "data" or binary_data_size:
+ * its bytes (laid out as binary data) are read from the region in place;
+ * `shm` takes a reference on the region for the request. An output with
+ * those parameters is written into the region by the pipeline, and the
+ * encoder gives only its name, datatype, shape and "parameters":
+ * {"shared_memory_region", "shared_memory_byte_size" (bytes written),
+ * "shared_memory_offset" (when not 0)}. shm NULL: such parameters are
+ * refused (400, not supported).
+ *
  * Memory: JSON-decoded data lives in req->arena. Binary tensors are not
  * copied: a numeric tensor's data points into `body` when that address is
  * aligned to the element size (else it is copied into req->arena), and
@@ -47,10 +58,12 @@
 #include "base/error.h"
 #include "core/infer.h"
 #include "model/model.h"
+#include "serve/shm.h"
 
-int infer_json_decode(struct infer_request *req, const struct model *m, const char *body,
-                      size_t len, int64_t header_len, struct error *err);
-void infer_json_encode(const struct infer_request *req, struct buf *out, size_t *json_len);
+int infer_json_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
+                      const char *body, size_t len, int64_t header_len, struct error *err);
+void infer_json_encode(const struct infer_request *req, const struct shm_request *shm,
+                       struct buf *out, size_t *json_len);
 
 /* Parses the value of an Inference-Header-Content-Length header (`n` bytes,
  * not NUL-terminated): decimal digits only, no sign or spaces, not above

@@ -60,6 +60,50 @@ int infer_pb_unpack(struct arena *arena, const uint8_t *data, size_t len,
             }                                                                                      \
     } while (0)
 
+/* A non-negative integer parameter (int64_param or uint64_param). */
+static bool u64_param(const Inference__InferParameter *p, uint64_t *out)
+{
+    if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM &&
+        p->int64_param >= 0)
+        *out = (uint64_t)p->int64_param;
+    else if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+        *out = p->uint64_param;
+    else
+        return false;
+    return true;
+}
+
+/* Triton's shared-memory parameters of a tensor (serve/shm.h) from its
+ * parameter values; sp->has_region false when it has none. */
+static int shm_params(const Inference__InferParameter *region,
+                      const Inference__InferParameter *size,
+                      const Inference__InferParameter *offset, const char *what, const char *name,
+                      struct shm_params *sp, struct error *err)
+{
+    memset(sp, 0, sizeof *sp);
+    if (!region) {
+        if (size || offset)
+            return error_set(err, 400,
+                             "%s '%s': shared-memory parameters need 'shared_memory_region'", what,
+                             name);
+        return 0;
+    }
+    if (region->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+        return error_set(err, 400, "%s '%s': 'shared_memory_region' must be a string", what, name);
+    if (size && !u64_param(size, &sp->byte_size))
+        return error_set(err, 400,
+                         "%s '%s': 'shared_memory_byte_size' must be a non-negative integer", what,
+                         name);
+    if (offset && !u64_param(offset, &sp->offset))
+        return error_set(err, 400, "%s '%s': 'shared_memory_offset' must be a non-negative integer",
+                         what, name);
+    sp->region = region->string_param;
+    sp->region_len = strlen(region->string_param);
+    sp->has_region = true;
+    sp->has_byte_size = size != NULL;
+    return 0;
+}
+
 static int decode_shape(const Inference__ModelInferRequest__InferInputTensor *in, struct tensor *t,
                         struct error *err)
 {
@@ -289,11 +333,21 @@ static int decode_contents(struct infer_request *req, struct tensor *t,
     }
 }
 
-static int decode_input(struct infer_request *req, const struct model *m,
-                        const Inference__ModelInferRequest *msg, size_t k, bool *seen,
-                        struct error *err)
+/* Whether an input names a shared-memory region. */
+static bool uses_shm(const Inference__ModelInferRequest__InferInputTensor *in)
 {
-    const Inference__ModelInferRequest__InferInputTensor *in = msg->inputs[k];
+    const Inference__InferParameter *region;
+    FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_region", region);
+    return region != NULL;
+}
+
+/* `raw`: the input's raw_input_contents entry, or NULL when the request
+ * has none for it. */
+static int decode_input(struct infer_request *req, struct shm_request *shm,
+                        const struct model *m,
+                        const Inference__ModelInferRequest__InferInputTensor *in,
+                        const ProtobufCBinaryData *raw, bool *seen, struct error *err)
+{
     int idx = model_input_index(m, in->name);
     if (idx < 0)
         return model_io_unknown(&m->info, true, in->name, m->name, err);
@@ -308,20 +362,32 @@ static int decode_input(struct infer_request *req, const struct model *m,
         return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, in->datatype);
     if (decode_shape(in, t, err) != 0 || model_io_check(m->name, &m->info.inputs[idx], t, err) != 0)
         return -1;
-    const Inference__InferParameter *shm;
-    FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_region", shm);
-    if (shm)
-        return error_set(err, 400, "input '%s': shared memory is not supported", t->name);
+    const Inference__InferParameter *region, *size, *offset;
+    FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_region", region);
+    FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_byte_size", size);
+    FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_offset", offset);
+    struct shm_params sp;
+    if (shm_params(region, size, offset, "input", t->name, &sp, err) != 0)
+        return -1;
     int64_t count = tensor_count(t, INT64_MAX);
     if (count < 0)
         return error_set(err, 400, "input '%s': shape has too many elements", t->name);
-    if (msg->n_raw_input_contents) {
+    if (sp.has_region) {
+        /* Triton's clients send an empty raw entry for such an input. */
+        if (in->contents || (raw && raw->len))
+            return error_set(err, 400, "input '%s' has both shared memory and contents", t->name);
+        if (!shm)
+            return error_set(err, 400, "input '%s': shared memory is not supported here",
+                             t->name);
+        return shm_request_input(shm, &req->arena, t, &sp, err);
+    }
+    if (raw) {
         if (in->contents)
             return error_set(err, 400,
                              "input '%s' has contents although the request uses "
                              "raw_input_contents",
                              t->name);
-        return decode_raw(req, t, &msg->raw_input_contents[k], count, err);
+        return decode_raw(req, t, raw, count, err);
     }
     if (!in->contents && count > 0) {
         enum contents_field f = field_of(t->dtype);
@@ -334,8 +400,9 @@ static int decode_input(struct infer_request *req, const struct model *m,
     return decode_contents(req, t, in->contents, count, err);
 }
 
-static int decode_outputs(struct infer_request *req, const struct model *m,
-                          const Inference__ModelInferRequest *msg, struct error *err)
+static int decode_outputs(struct infer_request *req, struct shm_request *shm,
+                          const struct model *m, const Inference__ModelInferRequest *msg,
+                          struct error *err)
 {
     size_t n = msg->n_outputs ? msg->n_outputs : m->info.noutputs;
     if (msg->n_outputs > m->info.noutputs)
@@ -360,10 +427,20 @@ static int decode_outputs(struct infer_request *req, const struct model *m,
         FIND_PARAM(o->parameters, o->n_parameters, "classification", p);
         if (p)
             return error_set(err, 400, "output '%s': classification is not supported", o->name);
-        FIND_PARAM(o->parameters, o->n_parameters, "shared_memory_region", p);
-        if (p)
-            return error_set(err, 400, "output '%s': shared memory is not supported", o->name);
         names[i] = m->info.outputs[idx].name;
+        const Inference__InferParameter *region, *size, *offset;
+        FIND_PARAM(o->parameters, o->n_parameters, "shared_memory_region", region);
+        FIND_PARAM(o->parameters, o->n_parameters, "shared_memory_byte_size", size);
+        FIND_PARAM(o->parameters, o->n_parameters, "shared_memory_offset", offset);
+        struct shm_params sp;
+        if (shm_params(region, size, offset, "output", names[i], &sp, err) != 0)
+            return -1;
+        if (sp.has_region && !shm)
+            return error_set(err, 400, "output '%s': shared memory is not supported here",
+                             names[i]);
+        if (sp.has_region &&
+            shm_request_output(shm, &req->arena, (uint32_t)i, (uint32_t)n, names[i], &sp, err) != 0)
+            return -1;
     }
     req->output_names = names;
     req->output_binary = NULL;
@@ -389,7 +466,7 @@ static int decode_timeout(struct infer_request *req, const Inference__ModelInfer
     return 0;
 }
 
-int infer_pb_decode(struct infer_request *req, const struct model *m,
+int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
                     const Inference__ModelInferRequest *msg, struct error *err)
 {
     if (msg->id && msg->id[0]) {
@@ -398,19 +475,32 @@ int infer_pb_decode(struct infer_request *req, const struct model *m,
     }
     if (decode_timeout(req, msg, err) != 0)
         return -1;
-    if (msg->n_raw_input_contents && msg->n_raw_input_contents != msg->n_inputs)
+    /* Inputs in shared memory may have no raw entry (Triton's clients
+     * leave them out) or an empty one. */
+    size_t nshm = 0;
+    for (size_t k = 0; k < msg->n_inputs; k++)
+        nshm += uses_shm(msg->inputs[k]);
+    bool all_raw = msg->n_raw_input_contents == msg->n_inputs;
+    if (msg->n_raw_input_contents && !all_raw && msg->n_raw_input_contents != msg->n_inputs - nshm)
         return error_set(err, 400,
-                         "raw_input_contents has %zu entries for %zu inputs: give one per input, "
-                         "in the order of 'inputs'",
+                         "raw_input_contents has %zu entries for %zu inputs: give one per input "
+                         "(inputs in shared memory may be left out), in the order of 'inputs'",
                          msg->n_raw_input_contents, msg->n_inputs);
     req->inputs = arena_calloc(&req->arena, m->info.ninputs, sizeof *req->inputs);
     bool *seen = arena_calloc(&req->arena, m->info.ninputs, sizeof *seen);
     if (!req->inputs || !seen)
         return error_set(err, 413, "request too large to decode");
     req->ninputs = m->info.ninputs;
-    for (size_t k = 0; k < msg->n_inputs; k++)
-        if (decode_input(req, m, msg, k, seen, err) != 0)
+    size_t next_raw = 0;
+    for (size_t k = 0; k < msg->n_inputs; k++) {
+        const ProtobufCBinaryData *raw = NULL;
+        if (all_raw)
+            raw = &msg->raw_input_contents[k];
+        else if (msg->n_raw_input_contents && !uses_shm(msg->inputs[k]))
+            raw = &msg->raw_input_contents[next_raw++];
+        if (decode_input(req, shm, m, msg->inputs[k], raw, seen, err) != 0)
             return -1;
+    }
     for (uint32_t i = 0; i < m->info.ninputs; i++)
         if (!seen[i])
             return error_set(err, 400, "missing input '%s' for model '%s'", m->info.inputs[i].name,
@@ -423,7 +513,7 @@ int infer_pb_decode(struct infer_request *req, const struct model *m,
                     err, 400, "inputs '%s' and '%s' have different batch sizes (%lld, %lld)",
                     req->inputs[0].name, req->inputs[i].name, (long long)req->inputs[0].shape[0],
                     (long long)req->inputs[i].shape[0]);
-    return decode_outputs(req, m, msg, err);
+    return decode_outputs(req, shm, m, msg, err);
 }
 
 /* ---- response ----------------------------------------------------------- */
@@ -485,9 +575,41 @@ static int final_parameter(struct arena *arena, bool final, Inference__ModelInfe
     return 0;
 }
 
-int infer_pb_response(const struct infer_request *req, const struct tensor *outputs, uint32_t n,
-                      enum infer_pb_final final, struct arena *arena,
-                      Inference__ModelInferResponse **out)
+/* An output written to shared memory: where it went, as Triton says it. */
+static int shm_output_parameters(struct arena *arena, const struct shm_output *o,
+                                 Inference__ModelInferResponse__InferOutputTensor *t)
+{
+    size_t n = o->offset ? 3 : 2;
+    Inference__ModelInferResponse__InferOutputTensor__ParametersEntry *e =
+        arena_alloc(arena, n * sizeof *e);
+    Inference__ModelInferResponse__InferOutputTensor__ParametersEntry **ptrs =
+        arena_alloc(arena, n * sizeof *ptrs);
+    Inference__InferParameter *v = arena_alloc(arena, n * sizeof *v);
+    if (!e || !ptrs || !v)
+        return -ENOMEM;
+    static const char *const keys[] = {"shared_memory_region", "shared_memory_byte_size",
+                                       "shared_memory_offset"};
+    for (size_t i = 0; i < n; i++) {
+        inference__model_infer_response__infer_output_tensor__parameters_entry__init(&e[i]);
+        inference__infer_parameter__init(&v[i]);
+        e[i].key = (char *)keys[i];
+        e[i].value = &v[i];
+        ptrs[i] = &e[i];
+        v[i].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+    }
+    v[0].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+    v[0].string_param = (char *)shm_region_name(o->region);
+    v[1].int64_param = (int64_t)o->written;
+    if (n == 3)
+        v[2].int64_param = (int64_t)o->offset;
+    t->n_parameters = n;
+    t->parameters = ptrs;
+    return 0;
+}
+
+int infer_pb_response(const struct infer_request *req, const struct shm_request *shm,
+                      const struct tensor *outputs, uint32_t n, enum infer_pb_final final,
+                      struct arena *arena, Inference__ModelInferResponse **out)
 {
     const struct model *m = req->model;
     Inference__ModelInferResponse *r = arena_alloc(arena, sizeof *r);
@@ -512,8 +634,15 @@ int infer_pb_response(const struct infer_request *req, const struct tensor *outp
         outs[i].n_shape = t->ndim;
         outs[i].shape = (int64_t *)t->shape;
         ptrs[i] = &outs[i];
-        if (raw_output(t, arena, &raws[i]) != 0)
+        if (shm_request_has_output(shm, i)) {
+            /* An empty entry keeps raw_output_contents aligned with outputs. */
+            raws[i].len = 0;
+            raws[i].data = NULL;
+            if (shm_output_parameters(arena, &shm->outputs[i], &outs[i]) != 0)
+                return -ENOMEM;
+        } else if (raw_output(t, arena, &raws[i]) != 0) {
             return -ENOMEM;
+        }
     }
     r->n_outputs = n;
     r->outputs = ptrs;

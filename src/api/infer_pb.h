@@ -25,6 +25,18 @@
  * unpack into req->arena); converted data goes to req->arena. Errors: -1
  * with err 400 (or 413 when req->arena's ceiling is reached).
  *
+ * Shared memory (Triton's extension, serve/shm.h): an input whose parameters
+ * name a shared_memory_region (string), shared_memory_byte_size and
+ * optionally shared_memory_offset (int64 or uint64) takes its bytes from the
+ * region in place (`shm` holds it for the request); it has no contents, and
+ * its raw_input_contents entry is empty or left out (then the entries
+ * follow the other inputs, as Triton's clients send them). A requested
+ * output with those parameters is written into the region by the pipeline;
+ * its response entry has no data (an empty raw_output_contents entry keeps
+ * the alignment) and the parameters shared_memory_region,
+ * shared_memory_byte_size (bytes written) and shared_memory_offset (when
+ * not 0). shm NULL: such parameters are refused (400).
+ *
  * infer_pb_response() builds one ModelInferResponse of a request in
  * `arena`: model name and version, the id when the request had one, each
  * of the n outputs' name, datatype and shape, and its data in
@@ -45,17 +57,18 @@
 #include "core/infer.h"
 #include "grpc_service.pb-c.h"
 #include "model/model.h"
+#include "serve/shm.h"
 
 int infer_pb_unpack(struct arena *arena, const uint8_t *data, size_t len,
                     Inference__ModelInferRequest **out, struct error *err);
 
-int infer_pb_decode(struct infer_request *req, const struct model *m,
+int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
                     const Inference__ModelInferRequest *msg, struct error *err);
 
 enum infer_pb_final { INFER_PB_NOT_DECOUPLED, INFER_PB_MORE, INFER_PB_FINAL };
-int infer_pb_response(const struct infer_request *req, const struct tensor *outputs, uint32_t n,
-                      enum infer_pb_final final, struct arena *arena,
-                      Inference__ModelInferResponse **out);
+int infer_pb_response(const struct infer_request *req, const struct shm_request *shm,
+                      const struct tensor *outputs, uint32_t n, enum infer_pb_final final,
+                      struct arena *arena, Inference__ModelInferResponse **out);
 
 /* A ProtobufCAllocator that takes memory from `arena` (free is a no-op);
  * `failed` turns true when the arena refused an allocation. Used to

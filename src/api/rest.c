@@ -8,6 +8,7 @@
 
 #include "api/obs_http.h"
 #include "api/rest_obs.h"
+#include "api/rest_shm.h"
 #include "api/tensor_json.h"
 #include "base/json.h"
 #include "model/lookup.h"
@@ -123,6 +124,7 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_cstr(&w, "statistics");
     json_w_cstr(&w, "logging");
     json_w_cstr(&w, "trace");
+    json_w_cstr(&w, "system_shared_memory");
     json_w_arr_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
@@ -371,6 +373,42 @@ static void route_repository(struct rest_api *api, struct http_txn *txn, const s
         handle_repository_call(api, txn, &r->seg[3], seg_is(r, 4, "load"));
 }
 
+/* ---- shared memory (Triton's extensions, api/rest_shm.h) ------------------ */
+
+/* /v2/systemsharedmemory[/region/{name}]/status|unregister,
+ * /v2/systemsharedmemory/region/{name}/register; /v2/cudasharedmemory/... */
+static void route_shared_memory(struct rest_api *api, struct http_txn *txn, const struct route *r)
+{
+    bool region = r->n == 5 && seg_is(r, 2, "region");
+    const char *action = r->n == 3 ? r->seg[2].text : region ? r->seg[4].text : "";
+    bool status = strcmp(action, "status") == 0, unregister = strcmp(action, "unregister") == 0,
+         reg = region && strcmp(action, "register") == 0;
+    if ((r->n != 3 && !region) || (!status && !unregister && !reg)) {
+        http_txn_error(txn, 404, "unknown path");
+        return;
+    }
+    if (status ? !is_get(txn) : !method_is(txn, "POST")) {
+        method_not_allowed(txn, status ? "GET, HEAD" : "POST");
+        return;
+    }
+    if (seg_is(r, 1, "cudasharedmemory")) {
+        http_txn_error(txn, 400, "CUDA shared memory is not supported on this build of inferd");
+        return;
+    }
+    const char *name = region ? r->seg[3].text : NULL;
+    if (name && strlen(name) != r->seg[3].len) {
+        http_txn_error(txn, 400, "a region name cannot contain NUL bytes");
+        return;
+    }
+    struct shm_registry *shm = api->serve->shm;
+    if (status)
+        rest_shm_status(shm, txn, name);
+    else if (unregister)
+        rest_shm_unregister(shm, txn, name);
+    else
+        rest_shm_register(shm, txn, name);
+}
+
 /* ---- statistics (Triton's extension) and the dashboard (api/obs_http.h) --- */
 
 /* /v2/models/stats, /v2/models/{m}/stats, /v2/models/{m}/versions/{v}/stats */
@@ -445,6 +483,8 @@ void rest_handle(void *app, struct http_txn *txn)
         return route_model(api, txn, &r);
     if (seg_is(&r, 1, "repository"))
         return route_repository(api, txn, &r);
+    if (seg_is(&r, 1, "systemsharedmemory") || seg_is(&r, 1, "cudasharedmemory"))
+        return route_shared_memory(api, txn, &r);
     http_txn_error(txn, 404, "unknown path");
 }
 

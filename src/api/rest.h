@@ -16,6 +16,9 @@
  *   GET  /v2/models[/{m}[/versions/{v}]]/stats     statistics (api/obs_http.h)
  *   GET  /dashboard, /dashboard/data               live dashboard (api/obs_http.h)
  *   GET/POST /v2/logging, /v2[/models/{m}]/trace/setting   (api/rest_obs.h)
+ *   POST /v2/systemsharedmemory/region/{n}/register, GET .../status,
+ *   POST .../unregister (with or without /region/{n})  (api/rest_shm.h);
+ *   /v2/cudasharedmemory/...: 400, not supported on this build
  * Every response carries x-request-id (api/rest_obs.h).
  * HEAD is accepted wherever GET is.
  *

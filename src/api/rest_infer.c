@@ -52,8 +52,8 @@ static int infer_decode(struct infer_call *call, const struct model *m, struct e
     rest_obs_infer_begin(txn, &call->req, m);
     if (header_length(txn, &header_len, err) != 0)
         return -1;
-    return infer_json_decode(&call->req, m, body_of(txn), (size_t)txn->req.body_len, header_len,
-                             err);
+    return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len,
+                             header_len, err);
 }
 
 static int generate_decode(struct infer_call *call, const struct model *m, struct error *err)
@@ -65,7 +65,7 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
     if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len,
                                &text, &len, err) != 0)
         return -1;
-    return infer_json_decode(&call->req, m, text, len, -1, err);
+    return infer_json_decode(&call->req, NULL, m, text, len, -1, err);
 }
 
 /* ---- answering ------------------------------------------------------------------- */
@@ -99,7 +99,7 @@ static void infer_emit(struct infer_call *call, const struct serve_response *res
     if (txn->aborted)
         return; /* the client is gone: end() only releases the txn */
     size_t json_len;
-    infer_json_encode(&call->req, &txn->body, &json_len);
+    infer_json_encode(&call->req, &call->shm, &txn->body, &json_len);
     detach(call);
     if (json_len && !txn->body.err) {
         char value[24];

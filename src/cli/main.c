@@ -31,6 +31,7 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "serve/shm.h"
 
 #define MAX_LOAD_MODELS 256
 
@@ -562,7 +563,7 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
 }
 
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
-                            struct repository *repo)
+                            struct repository *repo, struct shm_registry *shm)
 {
     static atomic_uint open_connections; /* --max-connections counts all threads */
     struct http_server_config http = o->http;
@@ -577,6 +578,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         }
         t->loop_ready = true;
         serve_thread_init(&t->serve, repo, &t->loop, serve_default_pipeline());
+        t->serve.shm = shm; /* one registry for every thread */
         t->serve.on_idle = io_on_idle;
         t->serve.idle_arg = t;
         rest_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
@@ -720,6 +722,12 @@ static int serve(int argc, char **argv)
     o.obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
+    /* Triton's system shared-memory regions, shared by every thread. */
+    struct shm_registry *shm = shm_registry_new();
+    if (!shm) {
+        log_error("out of memory");
+        goto out_repository;
+    }
     if (o.tls.cert_file) {
         if (tls_store_new(&o.tls, &tls, &err) != 0) {
             log_error("%s", err.msg);
@@ -737,7 +745,8 @@ static int serve(int argc, char **argv)
         log_error("out of memory");
         goto out_repository;
     }
-    if (start_io_threads(threads, o.io_threads, &o, repo) == 0 && start_metrics(&o, &metrics) == 0) {
+    if (start_io_threads(threads, o.io_threads, &o, repo, shm) == 0 &&
+        start_metrics(&o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
                  snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o.http.host,
@@ -760,6 +769,7 @@ static int serve(int argc, char **argv)
      * unload, and then the loops are closed. */
 out_repository:
     repository_close(repo);
+    shm_registry_free(shm); /* no request holds a region any more */
     stop_logging_tracing();
     if (threads)
         for (int i = 0; i < o.io_threads; i++)

@@ -80,6 +80,7 @@ struct infer_call *serve_call_new(struct serve_thread *t, const struct serve_fro
     call->thread = t;
     call->frontend = fe;
     call->fe.ctx = fe_ctx;
+    call->shm.registry = t->shm;
     call->received_ns = clock_now_ns();
     atomic_fetch_add_explicit(&t->calls, 1, memory_order_relaxed);
     return call;
@@ -127,6 +128,7 @@ static void call_end(struct infer_call *call)
     struct serve_thread *t = call->thread;
     release_snapshot(call);
     call->frontend->end(call);
+    shm_request_end(&call->shm); /* after the front end: its encoder read them */
     sched_release(&call->req);
     if (call->req.model)
         model_unref(call->req.model);
@@ -343,6 +345,9 @@ static void complete_on_loop(struct loop_task *task)
         req->rc = -1;
         req->err = call->_stream_err;
     }
+    if (req->rc == 0 && !req->model->sched_cfg.decoupled && call->shm.outputs &&
+        shm_request_write(&call->shm, req->outputs, req->noutputs, &req->err) != 0)
+        req->rc = -1;
     if (req->rc != 0) {
         if (!req->err.status)
             req->err.status = 500;
@@ -398,6 +403,11 @@ enum stage_result serve_stage_decode(struct infer_call *call, const void *cfg)
                                 m->name, m->name);
     if (call->frontend->decode(call, m, &err) != 0)
         return serve_call_error(call, err.status ? err.status : 400, "%s", err.msg);
+    if (call->shm.outputs && m->sched_cfg.decoupled)
+        return serve_call_error(call, 400,
+                                "model '%s' is decoupled: its outputs cannot be written to "
+                                "shared memory",
+                                m->name);
     return STAGE_CONTINUE;
 }
 

@@ -69,6 +69,7 @@
 #include "model/repository.h"
 #include "net/loop.h"
 #include "obs/request.h"
+#include "serve/shm.h"
 
 struct infer_call;
 struct serve_thread;
@@ -150,6 +151,12 @@ struct infer_call {
      * timings mean something). */
     bool submitted;
 
+    /* Shared-memory regions the request uses (serve/shm.h): the decoder
+     * takes them (registry set from the thread), the pipeline writes the
+     * outputs that go there before emit() and releases every region
+     * after end(). The encoder leaves those outputs' data out. */
+    struct shm_request shm;
+
     /* Progress (private to the pipeline). */
     uint32_t _next_stage;
     bool _final_sent;
@@ -166,6 +173,7 @@ struct serve_thread {
     struct repository *repo;
     struct loop *loop;
     const struct serve_pipeline *pipeline;
+    struct shm_registry *shm; /* process-wide; NULL: no shared memory */
     uint32_t inflight; /* calls started and not yet ended */
     /* Called when inflight drops to 0 (shutdown waits for it). */
     void (*on_idle)(void *arg);

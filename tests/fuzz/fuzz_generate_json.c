@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len;
     int rc = generate_json_to_infer(&req.arena, m, body, size, &text, &len, &err);
     if (rc == 0)
-        rc = infer_json_decode(&req, m, text, len, -1, &err);
+        rc = infer_json_decode(&req, NULL, m, text, len, -1, &err);
     if (rc == 0) {
         struct buf out;
         buf_init(&out, 64u << 20);

@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     arena_init(&req.arena, 4096, 4u << 20);
     req.model = (struct model *)m;
     struct error err;
-    if (infer_json_decode(&req, m, body, size, header_len, &err) == 0) {
+    if (infer_json_decode(&req, NULL, m, body, size, header_len, &err) == 0) {
         /* Numeric binary data must be aligned for its type wherever it is. */
         for (uint32_t i = 0; i < req.ninputs; i++) {
             const struct tensor *t = &req.inputs[i];
@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct buf out;
             buf_init(&out, 64u << 20);
             size_t json_len;
-            infer_json_encode(&req, &out, &json_len);
+            infer_json_encode(&req, NULL, &out, &json_len);
             check_response(&out, json_len);
             buf_free(&out);
         }

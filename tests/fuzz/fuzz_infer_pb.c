@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     Inference__ModelInferRequest *msg;
     int rc = infer_pb_unpack(&req.arena, data, size, &msg, &err);
     if (rc == 0)
-        rc = infer_pb_decode(&req, model, msg, &err);
+        rc = infer_pb_decode(&req, NULL, model, msg, &err);
     if (rc != 0) {
         if ((err.status != 400 && err.status != 413) || !err.msg[0])
             __builtin_trap();
@@ -68,7 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     req.outputs = req.inputs;
     req.noutputs = req.ninputs;
     Inference__ModelInferResponse *resp;
-    if (infer_pb_response(&req, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &resp) != 0)
+    if (infer_pb_response(&req, NULL, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED,
+                          &req.arena, &resp) != 0)
         goto out;
     size_t len = inference__model_infer_response__get_packed_size(resp);
     uint8_t *wire = malloc(len ? len : 1);

@@ -57,6 +57,12 @@ class Client:
                                       pb.RepositoryModelUnloadResponse),
             "TraceSetting": (pb.TraceSettingRequest, pb.TraceSettingResponse),
             "LogSettings": (pb.LogSettingsRequest, pb.LogSettingsResponse),
+            "SystemSharedMemoryStatus": (pb.SystemSharedMemoryStatusRequest,
+                                         pb.SystemSharedMemoryStatusResponse),
+            "SystemSharedMemoryRegister": (pb.SystemSharedMemoryRegisterRequest,
+                                           pb.SystemSharedMemoryRegisterResponse),
+            "SystemSharedMemoryUnregister": (pb.SystemSharedMemoryUnregisterRequest,
+                                             pb.SystemSharedMemoryUnregisterResponse),
         }
 
     def close(self):

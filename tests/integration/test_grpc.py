@@ -233,8 +233,8 @@ def test_infer_errors(client, pbs):
                   timeout=30)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "malformed ModelInferRequest" in e.details()
-    # Unknown RPCs (Triton's shared-memory RPCs included).
-    for path in ("/inference.GRPCInferenceService/SystemSharedMemoryStatus", "/x.Y/Z"):
+    # Unknown RPCs (Triton's trace RPC included).
+    for path in ("/inference.GRPCInferenceService/Trace", "/x.Y/Z"):
         e = rpc_error(client.raw(path), b"", timeout=30)
         assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "unknown method" in e.details()
     # The server keeps serving on the same channel.

@@ -418,6 +418,64 @@ MESSAGES = {
         'key': (1, 'string', 'optional', None),
         'value': (2, 'message:.inference.TraceSettingResponse.SettingValue', 'optional', None),
     },
+    # Triton's shared-memory extension (grpc_service.proto)
+    'inference.SystemSharedMemoryStatusRequest': {
+        'name': (1, 'string', 'optional', None),
+    },
+    'inference.SystemSharedMemoryStatusResponse': {
+        'regions': (1, 'message:.inference.SystemSharedMemoryStatusResponse.RegionsEntry', 'repeated', None),
+    },
+    'inference.SystemSharedMemoryStatusResponse.RegionStatus': {
+        'name': (1, 'string', 'optional', None),
+        'key': (2, 'string', 'optional', None),
+        'offset': (3, 'uint64', 'optional', None),
+        'byte_size': (4, 'uint64', 'optional', None),
+    },
+    'inference.SystemSharedMemoryStatusResponse.RegionsEntry': {
+        'key': (1, 'string', 'optional', None),
+        'value': (2, 'message:.inference.SystemSharedMemoryStatusResponse.RegionStatus', 'optional', None),
+    },
+    'inference.SystemSharedMemoryRegisterRequest': {
+        'name': (1, 'string', 'optional', None),
+        'key': (2, 'string', 'optional', None),
+        'offset': (3, 'uint64', 'optional', None),
+        'byte_size': (4, 'uint64', 'optional', None),
+    },
+    'inference.SystemSharedMemoryRegisterResponse': {
+    },
+    'inference.SystemSharedMemoryUnregisterRequest': {
+        'name': (1, 'string', 'optional', None),
+    },
+    'inference.SystemSharedMemoryUnregisterResponse': {
+    },
+    'inference.CudaSharedMemoryStatusRequest': {
+        'name': (1, 'string', 'optional', None),
+    },
+    'inference.CudaSharedMemoryStatusResponse': {
+        'regions': (1, 'message:.inference.CudaSharedMemoryStatusResponse.RegionsEntry', 'repeated', None),
+    },
+    'inference.CudaSharedMemoryStatusResponse.RegionStatus': {
+        'name': (1, 'string', 'optional', None),
+        'device_id': (2, 'uint64', 'optional', None),
+        'byte_size': (3, 'uint64', 'optional', None),
+    },
+    'inference.CudaSharedMemoryStatusResponse.RegionsEntry': {
+        'key': (1, 'string', 'optional', None),
+        'value': (2, 'message:.inference.CudaSharedMemoryStatusResponse.RegionStatus', 'optional', None),
+    },
+    'inference.CudaSharedMemoryRegisterRequest': {
+        'name': (1, 'string', 'optional', None),
+        'raw_handle': (2, 'bytes', 'optional', None),
+        'device_id': (3, 'int64', 'optional', None),
+        'byte_size': (4, 'uint64', 'optional', None),
+    },
+    'inference.CudaSharedMemoryRegisterResponse': {
+    },
+    'inference.CudaSharedMemoryUnregisterRequest': {
+        'name': (1, 'string', 'optional', None),
+    },
+    'inference.CudaSharedMemoryUnregisterResponse': {
+    },
 }
 
 ENUMS = {
@@ -445,6 +503,12 @@ RPCS = {
     'inference.GRPCInferenceService/ServerLive': ('.inference.ServerLiveRequest', '.inference.ServerLiveResponse', False, False),
     'inference.GRPCInferenceService/ServerMetadata': ('.inference.ServerMetadataRequest', '.inference.ServerMetadataResponse', False, False),
     'inference.GRPCInferenceService/ServerReady': ('.inference.ServerReadyRequest', '.inference.ServerReadyResponse', False, False),
+    'inference.GRPCInferenceService/SystemSharedMemoryStatus': ('.inference.SystemSharedMemoryStatusRequest', '.inference.SystemSharedMemoryStatusResponse', False, False),
+    'inference.GRPCInferenceService/SystemSharedMemoryRegister': ('.inference.SystemSharedMemoryRegisterRequest', '.inference.SystemSharedMemoryRegisterResponse', False, False),
+    'inference.GRPCInferenceService/SystemSharedMemoryUnregister': ('.inference.SystemSharedMemoryUnregisterRequest', '.inference.SystemSharedMemoryUnregisterResponse', False, False),
+    'inference.GRPCInferenceService/CudaSharedMemoryStatus': ('.inference.CudaSharedMemoryStatusRequest', '.inference.CudaSharedMemoryStatusResponse', False, False),
+    'inference.GRPCInferenceService/CudaSharedMemoryRegister': ('.inference.CudaSharedMemoryRegisterRequest', '.inference.CudaSharedMemoryRegisterResponse', False, False),
+    'inference.GRPCInferenceService/CudaSharedMemoryUnregister': ('.inference.CudaSharedMemoryUnregisterRequest', '.inference.CudaSharedMemoryUnregisterResponse', False, False),
     'inference.GRPCInferenceService/TraceSetting': ('.inference.TraceSettingRequest', '.inference.TraceSettingResponse', False, False),
 }
 

@@ -36,7 +36,7 @@ static void decode(struct decoded *d, const char *body)
     memset(d, 0, sizeof *d);
     arena_init(&d->req.arena, 4096, 1 << 20);
     d->req.model = &model;
-    d->rc = infer_json_decode(&d->req, &model, body, strlen(body), -1, &d->err);
+    d->rc = infer_json_decode(&d->req, NULL, &model, body, strlen(body), -1, &d->err);
 }
 
 static void done(struct decoded *d)
@@ -150,7 +150,7 @@ static void test_model_without_inputs(void **state)
     memset(&d, 0, sizeof d);
     arena_init(&d.req.arena, 4096, 1 << 20);
     const char *body = "{\"inputs\":[],\"outputs\":[{\"name\":\"OUT_B\"}]}";
-    d.rc = infer_json_decode(&d.req, &constants, body, strlen(body), -1, &d.err);
+    d.rc = infer_json_decode(&d.req, NULL, &constants, body, strlen(body), -1, &d.err);
     assert_int_equal(d.rc, 0);
     assert_int_equal(d.req.ninputs, 0);
     assert_int_equal(d.req.batch, 1);
@@ -239,7 +239,7 @@ static void test_memory_ceiling_gives_413(void **state)
     memset(&d, 0, sizeof d);
     arena_init(&d.req.arena, 256, 2048); /* far too small for this request */
     const char *body = "{\"inputs\":[" ALL_INPUTS "]}";
-    d.rc = infer_json_decode(&d.req, &model, body, strlen(body), -1, &d.err);
+    d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
     assert_int_equal(d.rc, -1);
     assert_int_equal(d.err.status, 413);
     done(&d);
@@ -255,7 +255,7 @@ static void test_allocation_failures(void **state)
         memset(&d, 0, sizeof d);
         arena_init(&d.req.arena, 512, 1 << 20);
         mem_fail_after(n);
-        d.rc = infer_json_decode(&d.req, &model, body, strlen(body), -1, &d.err);
+        d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
         mem_fail_reset();
         if (d.rc != 0)
             assert_true(d.err.status == 413 || d.err.status == 400);
@@ -284,7 +284,7 @@ static void test_encode_response(void **state)
     struct buf out;
     buf_init(&out, 1 << 20);
     size_t json_len = 99;
-    infer_json_encode(&req, &out, &json_len);
+    infer_json_encode(&req, NULL, &out, &json_len);
     assert_int_equal(out.err, 0);
     assert_int_equal(json_len, 0);
     const char *want = "{\"model_name\":\"test\",\"model_version\":\"3\",\"id\":\"x\\\"y\","
@@ -344,7 +344,7 @@ static void decode_with(struct decoded *d, const struct model *m, const char *bo
     memset(d, 0, sizeof *d);
     arena_init(&d->req.arena, 4096, 1 << 20);
     d->req.model = (struct model *)m;
-    d->rc = infer_json_decode(&d->req, m, body, len, header_len, &d->err);
+    d->rc = infer_json_decode(&d->req, NULL, m, body, len, header_len, &d->err);
 }
 
 static void decode_body(struct decoded *d, const struct model *m, const struct body *b)
@@ -843,7 +843,7 @@ static void test_binary_allocation_failures(void **state)
         memset(&d, 0, sizeof d);
         arena_init(&d.req.arena, 512, 1 << 20);
         mem_fail_after(n);
-        d.rc = infer_json_decode(&d.req, &model, b.data, b.len, (int64_t)b.json_len, &d.err);
+        d.rc = infer_json_decode(&d.req, NULL, &model, b.data, b.len, (int64_t)b.json_len, &d.err);
         mem_fail_reset();
         if (d.rc != 0)
             assert_true(d.err.status == 413 || d.err.status == 400);
@@ -879,7 +879,7 @@ static void test_encode_binary(void **state)
     struct buf out;
     buf_init(&out, 1 << 20);
     size_t json_len = 0;
-    infer_json_encode(&req, &out, &json_len);
+    infer_json_encode(&req, NULL, &out, &json_len);
     assert_int_equal(out.err, 0);
     const char *want = "{\"model_name\":\"test\",\"model_version\":\"3\",\"id\":\"7\",\"outputs\":["
                        "{\"name\":\"OUT_A\",\"datatype\":\"FP32\",\"shape\":[1,4],"
@@ -905,7 +905,7 @@ static void test_encode_binary(void **state)
     bool only_b[4] = {false, true, false, false};
     req.output_binary = only_b;
     req.noutputs = 2;
-    infer_json_encode(&req, &out, &json_len);
+    infer_json_encode(&req, NULL, &out, &json_len);
     const char *want2 = "{\"model_name\":\"test\",\"model_version\":\"3\",\"id\":\"7\",\"outputs\":["
                         "{\"name\":\"OUT_A\",\"datatype\":\"FP32\",\"shape\":[1,4],"
                         "\"data\":[0.1,-0,3.4028235e+38,1e-45]},"
@@ -919,7 +919,7 @@ static void test_encode_binary(void **state)
     /* A response too large for the buffer is a sticky error. */
     struct buf small;
     buf_init(&small, json_len + 5);
-    infer_json_encode(&req, &small, &json_len);
+    infer_json_encode(&req, NULL, &small, &json_len);
     assert_int_not_equal(small.err, 0);
     buf_free(&small);
     buf_free(&out);

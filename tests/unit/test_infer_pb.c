@@ -273,7 +273,7 @@ static void decode_with(struct decoded *d, const Inference__ModelInferRequest *m
     memset(wire, 0xaa, len);
     free(wire);
     if (d->rc == 0)
-        d->rc = infer_pb_decode(&d->req, &m, u, &d->err);
+        d->rc = infer_pb_decode(&d->req, NULL, &m, u, &d->err);
 }
 
 static void decode(struct decoded *d, const Inference__ModelInferRequest *msg, bool typed_only)
@@ -395,7 +395,7 @@ static void test_model_without_inputs(void **state)
     struct decoded d;
     memset(&d, 0, sizeof d);
     arena_init(&d.req.arena, 1024, 1 << 20);
-    d.rc = infer_pb_decode(&d.req, &constants, &msg, &d.err);
+    d.rc = infer_pb_decode(&d.req, NULL, &constants, &msg, &d.err);
     assert_int_equal(d.rc, 0);
     assert_int_equal(d.req.ninputs, 0);
     assert_int_equal(d.req.batch, 1);
@@ -652,13 +652,13 @@ static void test_allocation_failures(void **state)
             mem_fail_after(n);
             int rc = infer_pb_unpack(&req.arena, wire, len, &u, &err);
             if (rc == 0)
-                rc = infer_pb_decode(&req, &m, u, &err);
+                rc = infer_pb_decode(&req, NULL, &m, u, &err);
             Inference__ModelInferResponse *resp = NULL;
             if (rc == 0) {
                 req.outputs = req.inputs; /* any tensors will do for the encoder */
                 req.noutputs = 2;
                 req.model = &m;
-                rc = infer_pb_response(&req, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &resp) == 0 ? 0 : -1;
+                rc = infer_pb_response(&req, NULL, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &resp) == 0 ? 0 : -1;
                 if (rc != 0)
                     err.status = 413;
             }
@@ -691,7 +691,7 @@ static void test_response(void **state)
     req.outputs = outs;
     req.noutputs = 2;
     Inference__ModelInferResponse *r;
-    assert_int_equal(infer_pb_response(&req, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &r), 0);
+    assert_int_equal(infer_pb_response(&req, NULL, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &r), 0);
     size_t len = inference__model_infer_response__get_packed_size(r);
     uint8_t *wire = malloc(len);
     inference__model_infer_response__pack(r, wire);
@@ -718,7 +718,7 @@ static void test_response(void **state)
 
     /* Without an id the field is absent. */
     req.id = NULL;
-    assert_int_equal(infer_pb_response(&req, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &r), 0);
+    assert_int_equal(infer_pb_response(&req, NULL, req.outputs, req.noutputs, INFER_PB_NOT_DECOUPLED, &req.arena, &r), 0);
     assert_true(r->id == NULL || r->id[0] == '\0');
     arena_free(&req.arena);
 }
