@@ -383,6 +383,16 @@ static void add_duration(struct stats_duration *d, uint64_t count, uint64_t ns)
     d->ns += ns;
 }
 
+/* The per-index array at `offset` of shard i's slot, or NULL. */
+static const struct index_array *shard_array(const struct stats_model *s, int i, size_t offset)
+{
+    const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
+    return slot ? atomic_load_explicit(
+                      (_Atomic(struct index_array *) *)((const char *)slot + offset),
+                      memory_order_acquire)
+                : NULL;
+}
+
 /* Sums the index arrays at `offset` in every slot of s (every chain) into
  * one array of entries of `width` words: returns the number of entries
  * (the largest capacity) with *out allocated (free with mem_free), or 0
@@ -394,24 +404,14 @@ static uint32_t sum_indexed(const struct stats_model *s, size_t offset, uint32_t
     *out = NULL;
     uint32_t cap = 0;
     for (int i = 0; i < METRICS_NSHARDS; i++) {
-        const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
-        const struct index_array *a =
-            slot ? atomic_load_explicit(
-                       (_Atomic(struct index_array *) *)((const char *)slot + offset),
-                       memory_order_acquire)
-                 : NULL;
+        const struct index_array *a = shard_array(s, i, offset);
         if (a && a->cap > cap)
             cap = a->cap;
     }
     if (!cap || !(*out = mem_calloc((size_t)cap * width, sizeof **out)))
         return cap;
     for (int i = 0; i < METRICS_NSHARDS; i++) {
-        const struct stats_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
-        const struct index_array *a =
-            slot ? atomic_load_explicit(
-                       (_Atomic(struct index_array *) *)((const char *)slot + offset),
-                       memory_order_acquire)
-                 : NULL;
+        const struct index_array *a = shard_array(s, i, offset);
         for (; a; a = a->older)
             for (size_t k = 0; k < (size_t)a->cap * width; k++)
                 (*out)[k] += metrics_load(&a->w[k]);
