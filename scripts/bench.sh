@@ -391,12 +391,14 @@ log "  digits inferd: $(get "$RUN/compute_inferd_digits_r1.json" rps)/s"
 log "6. gRPC vs REST binary tensors: digits, h2load, $COMPUTE_CONNECTIONS streams in flight"
 "$PY" "$root/bench/grpc_bodies.py" "$TMP/grpc_py" "$RUN" "127.0.0.1:$SERVER_GRPC_PORT" ||
     die "gRPC bodies or the grpc-status check failed"
+# h2load takes whole seconds of warm-up (QUICK's 0.5 s is refused).
+H2LOAD_WARMUP="$("$PY" -c "import math; print(max(1, math.ceil(float('$WARMUP'))))")"
 h2_load() { # NAME URL BODY HEADERS...
     local name="$1" url="$2" body="$3" r
     shift 3
     for r in $(seq 1 "$ROUNDS"); do
         taskset -c "$CLIENT_CPUS" h2load -t "$NCLIENT" -c "$NCLIENT" \
-            -m "$((COMPUTE_CONNECTIONS / NCLIENT))" -D "$DURATION" --warm-up-time "$WARMUP" \
+            -m "$((COMPUTE_CONNECTIONS / NCLIENT))" -D "$DURATION" --warm-up-time "$H2LOAD_WARMUP" \
             -d "$body" "$@" "$url" >"$RUN/grpc_${name}_r$r.txt" 2>&1 ||
             die "h2load ($name) failed: $(tail -3 "$RUN/grpc_${name}_r$r.txt")"
         "${REPORT[@]}" h2load "$RUN/grpc_${name}_r$r.txt" "$RUN/grpc_${name}_r$r.json"
