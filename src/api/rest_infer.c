@@ -91,6 +91,15 @@ static void detach(struct infer_call *call)
     call->fe.ctx = NULL;
 }
 
+/* The event stream is over: the call lets go of it and the txn ends. */
+static void end_stream(struct infer_call *call, struct http_txn *txn)
+{
+    unlink_stream(call);
+    call->fe.started = false;
+    detach(call);
+    http_txn_stream_end(txn);
+}
+
 static void infer_emit(struct infer_call *call, const struct serve_response *resp)
 {
     (void)resp; /* an ordinary model's one response: the request's outputs */
@@ -154,10 +163,7 @@ static void stream_emit(struct infer_call *call, const struct serve_response *re
             atomic_store_explicit(&call->req.cancelled, true, memory_order_relaxed);
     }
     if (resp->final) {
-        unlink_stream(call);
-        call->fe.started = false;
-        detach(call);
-        http_txn_stream_end(txn);
+        end_stream(call, txn);
     }
 }
 
@@ -174,10 +180,7 @@ static void rest_fail(struct infer_call *call, const struct error *err)
         buf_reset(&api->scratch);
         http_error_body(&api->scratch, err->msg);
         sse_event(txn, 0, api->scratch.data, api->scratch.len);
-        unlink_stream(call);
-        call->fe.started = false;
-        detach(call);
-        http_txn_stream_end(txn);
+        end_stream(call, txn);
         return;
     }
     if (err->status == 429 || err->status == 503)
