@@ -183,8 +183,11 @@ static void rest_fail(struct infer_call *call, const struct error *err)
         end_stream(call, txn);
         return;
     }
-    if (err->status == 429 || err->status == 503)
-        http_txn_add_header(txn, "Retry-After", "1");
+    if (err->status == 429 || err->status == 503) {
+        char secs[16];
+        snprintf(secs, sizeof secs, "%u", err->retry_after_s ? err->retry_after_s : 1);
+        http_txn_add_header(txn, "Retry-After", secs);
+    }
     detach(call);
     http_txn_error(txn, err->status, err->msg);
 }

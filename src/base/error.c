@@ -8,6 +8,7 @@ int error_vset(struct error *err, int status, const char *fmt, va_list ap)
 {
     if (err) {
         err->status = status;
+        err->retry_after_s = 0;
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     }
     return ST_ERROR;

@@ -18,6 +18,9 @@
 
 struct error {
     int status;              /* HTTP status for the client; 0 = no error */
+    /* 429 and 503: when the client may try again, in seconds; 0 = the
+     * front end's default. error_set() clears it. */
+    unsigned retry_after_s;
     char msg[ERROR_MSG_MAX]; /* NUL-terminated, truncated to fit */
 };
 
@@ -30,6 +33,7 @@ int error_vset(struct error *err, int status, const char *fmt, va_list ap);
 static inline void error_clear(struct error *err)
 {
     err->status = 0;
+    err->retry_after_s = 0;
     err->msg[0] = '\0';
 }
 

@@ -31,15 +31,20 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "sched/pool.h"
 #include "serve/shm.h"
 
 #define MAX_LOAD_MODELS 256
+/* See docs/execution.md, "Choosing the inline budget". */
+#define DEFAULT_INLINE_BUDGET_US 2000
 
 struct serve_options {
     struct repository_options repo;
     const char *load_models[MAX_LOAD_MODELS];
     struct http_server_config http;
     int io_threads;
+    int worker_threads;          /* default: one per usable CPU */
+    uint64_t inline_budget_us;   /* run to completion under this estimate */
     uint32_t exit_timeout_secs;
     struct tls_options tls; /* cert_file NULL: plaintext */
     int metrics_port; /* -1 = --no-metrics */
@@ -81,6 +86,12 @@ static const char serve_usage_text[] =
     "  --backend-directory DIR    where backend plugins libinferd_<name>.so are looked for\n"
     "                             after the model's own directory\n"
     "  --queue-limit N            requests waiting per model, more get 429 (default: 1024)\n"
+    "  --inline-budget-us N       an I/O thread runs a model's batch itself when the model's\n"
+    "                             recent run time is at most N us and an instance is free\n"
+    "                             (run to completion, no thread hand-off); slower models run\n"
+    "                             on the worker pool (default: 2000; 0 = always the pool)\n"
+    "  --worker-threads N         worker pool threads shared by all models (default: one per\n"
+    "                             usable CPU)\n"
     "  --ort-intra-op-threads N   ONNX Runtime threads per operator and instance (default: 1;\n"
     "                             0 = max(1, cores / instances))\n"
     "  --ort-inter-op-threads N   ONNX Runtime threads across operators (default: 1)\n"
@@ -141,6 +152,8 @@ enum {
     OPT_HOST,
     OPT_PORT,
     OPT_IO_THREADS,
+    OPT_WORKER_THREADS,
+    OPT_INLINE_BUDGET,
     OPT_MAX_REQUEST_LINE,
     OPT_MAX_HEADER_BYTES,
     OPT_MAX_HEADERS,
@@ -180,6 +193,8 @@ static const struct option serve_options_table[] = {
     {"host", required_argument, NULL, OPT_HOST},
     {"http-port", required_argument, NULL, OPT_PORT},
     {"io-threads", required_argument, NULL, OPT_IO_THREADS},
+    {"worker-threads", required_argument, NULL, OPT_WORKER_THREADS},
+    {"inline-budget-us", required_argument, NULL, OPT_INLINE_BUDGET},
     {"max-request-line", required_argument, NULL, OPT_MAX_REQUEST_LINE},
     {"max-header-bytes", required_argument, NULL, OPT_MAX_HEADER_BYTES},
     {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
@@ -260,6 +275,8 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
                  .max_response_bytes = 1ull << 30, .grpc_listen = true, .grpc_port = 8001,
                  .h2_max_concurrent_streams = 128, .on_response = obs_http_on_response},
         .io_threads = default_io_threads(),
+        .worker_threads = default_io_threads(),
+        .inline_budget_us = DEFAULT_INLINE_BUDGET_US,
         .exit_timeout_secs = 30,
         .metrics_port = 8002,
         .grpc_max_message_bytes = GRPC_DEFAULT_MAX_MESSAGE_BYTES,
@@ -298,6 +315,10 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
         case OPT_HOST: o->http.host = optarg; break;
         case OPT_PORT: o->http.port = (int)parse_num(name, optarg, 0, 65535); break;
         case OPT_IO_THREADS: o->io_threads = (int)parse_num(name, optarg, 1, 256); break;
+        case OPT_WORKER_THREADS: o->worker_threads = (int)parse_num(name, optarg, 1, 1024); break;
+        case OPT_INLINE_BUDGET:
+            o->inline_budget_us = parse_num(name, optarg, 0, 10000000);
+            break;
         case OPT_MAX_REQUEST_LINE:
             o->http.limits.max_request_line = (uint32_t)parse_num(name, optarg, 64, 1 << 20);
             break;
@@ -457,6 +478,7 @@ static void *io_thread_main(void *arg)
     struct io_thread *t = arg;
     if (loop_run(&t->loop) != 0)
         log_error("event loop failed: %s", strerror(errno));
+    serve_thread_stopped(&t->serve);
     atomic_fetch_sub(&io_threads_running, 1);
     return NULL;
 }
@@ -577,7 +599,11 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
             return -1;
         }
         t->loop_ready = true;
-        serve_thread_init(&t->serve, repo, &t->loop, serve_default_pipeline());
+        if (serve_thread_init(&t->serve, repo, &t->loop, serve_default_pipeline(),
+                              o->inline_budget_us) != 0) {
+            log_error("out of memory");
+            return -1;
+        }
         t->serve.shm = shm; /* one registry for every thread */
         t->serve.on_idle = io_on_idle;
         t->serve.idle_arg = t;
@@ -709,8 +735,19 @@ static int serve(int argc, char **argv)
     o.repo.load.observe_version = batch_obs_attach;
     o.repo.observe_load = load_obs_record;
     o.repo.observe_gone = load_obs_forget;
+    struct sched_pool *pool;
+    int prc = sched_pool_start((uint32_t)o.worker_threads, "worker", &pool);
+    if (prc != 0) {
+        log_error("cannot start the worker pool: %s", strerror(-prc));
+        return 1;
+    }
+    log_info("worker pool: %u threads; batches estimated at up to %llu us run on the I/O "
+             "threads (--inline-budget-us)",
+             sched_pool_threads(pool), (unsigned long long)o.inline_budget_us);
+    o.repo.load.pool = pool;
     if (repository_open(&o.repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
+        sched_pool_stop(pool);
         return 1;
     }
 
@@ -769,6 +806,7 @@ static int serve(int argc, char **argv)
      * unload, and then the loops are closed. */
 out_repository:
     repository_close(repo);
+    sched_pool_stop(pool); /* every model's scheduler has stopped */
     shm_registry_free(shm); /* no request holds a region any more */
     stop_logging_tracing();
     if (threads)

@@ -59,6 +59,7 @@ struct infer_request {
     const bool *output_binary;
     int64_t batch;        /* samples along dim 0 (1 for models without batching) */
     uint64_t timeout_us;  /* client's `timeout` parameter; 0 = none */
+    uint64_t priority;    /* client's `priority` parameter; 0 = the model's default level */
 
     /* Filled by the worker before complete(). */
     int rc;                /* 0 or -1 with err set */
@@ -84,8 +85,14 @@ struct infer_request {
      * Returns false when the request is cancelled: the model stops. */
     bool (*on_response)(struct infer_request *req, const struct tensor *outputs, uint32_t n,
                         bool final);
-    void (*complete)(struct infer_request *req); /* called on the worker thread */
+    /* Called on the thread that ran the request (an I/O thread or a pool
+     * worker, sched/sched.h), or that dropped it from the queue. */
+    void (*complete)(struct infer_request *req);
     struct infer_request *next; /* scheduler queue link */
+    /* The scheduler's, while the request is queued. */
+    uint32_t _level;       /* priority level - 1 */
+    bool _delayed, _picked;
+    uint64_t _deadline_ns; /* queue timeout, absolute; 0 = none */
 };
 
 #endif

@@ -37,9 +37,12 @@ int model_backend_config_prepare(const char *text, size_t len, struct model_back
         tensor_decl(&cfg->inputs[i], &out->_tensors[i]);
     for (uint32_t i = 0; i < cfg->noutputs; i++)
         tensor_decl(&cfg->outputs[i], &out->_tensors[cfg->ninputs + i]);
+    uint32_t nparams = 0;
     for (uint32_t i = 0; i < cfg->nparameters; i++) {
-        out->_params[i].key = cfg->parameters[i].key;
-        out->_params[i].value = cfg->parameters[i].string_value;
+        if (model_config_server_parameter(cfg->parameters[i].key))
+            continue; /* the server's own, not the backend's */
+        out->_params[nparams].key = cfg->parameters[i].key;
+        out->_params[nparams++].value = cfg->parameters[i].string_value;
     }
     out->_config = (struct backend_config){
         .max_batch_size = cfg->max_batch_size,
@@ -48,7 +51,7 @@ int model_backend_config_prepare(const char *text, size_t len, struct model_back
         .ninputs = cfg->ninputs,
         .noutputs = cfg->noutputs,
         .parameters = out->_params,
-        .nparameters = cfg->nparameters,
+        .nparameters = nparams,
     };
     out->config = &out->_config;
     return 0;

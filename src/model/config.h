@@ -162,6 +162,10 @@ struct model_config {
     struct model_warmup *warmups;
     uint32_t nparameters;
     struct model_parameter *parameters; /* distinct keys, config order */
+    /* parameters { key: "padding_budget" } (an inferd extension): the
+     * zeros variable-length batching may add, as a fraction of a batch's
+     * input elements; 0 = off. Set by model_config_check. */
+    double padding_budget;
     uint32_t nignored;
     struct model_config_ignored *ignored; /* distinct paths */
 
@@ -234,6 +238,10 @@ const char *model_timeout_action_name(enum model_timeout_action a);
  */
 int model_config_check(struct model_config *cfg, const char *model_name,
                        const struct model_info *onnx, struct error *err);
+
+/* Parameters the server reads itself (inferd extensions, e.g.
+ * "padding_budget"); they are not passed to plugin backends. */
+bool model_config_server_parameter(const char *key);
 
 /* True when cfg names a backend other than the built-in "onnxruntime"
  * (a plugin library, see backend/plugin.h). */

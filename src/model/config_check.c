@@ -8,7 +8,10 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "sched/sched.h"
 
 static char empty_string[] = "";
 static char onnx_platform[] = "onnxruntime_onnx";
@@ -290,6 +293,46 @@ static int check_groups(struct ctx *c, const char *model_name)
     return 0;
 }
 
+#define PADDING_BUDGET_DEFAULT 0.15
+
+bool model_config_server_parameter(const char *key)
+{
+    return !strcmp(key, "padding_budget");
+}
+
+/* parameters { key: "padding_budget" value: { string_value: "0.15" } }:
+ * a fraction in [0, 1), a percentage ("15%"), or "" for the default. */
+static int check_padding_budget(struct model_config *cfg, struct error *err)
+{
+    for (uint32_t i = 0; i < cfg->nparameters; i++) {
+        if (strcmp(cfg->parameters[i].key, "padding_budget"))
+            continue;
+        const char *v = cfg->parameters[i].string_value;
+        if (!v[0]) {
+            cfg->padding_budget = PADDING_BUDGET_DEFAULT;
+            return 0;
+        }
+        char *end;
+        double x = strtod(v, &end);
+        if (end != v && *end == '%' && end[1] == '\0') {
+            x /= 100;
+            end++;
+        }
+        if (end == v || *end || !(x >= 0 && x < 1))
+            return error_set(err, 400,
+                             "parameters: padding_budget '%s' must be a fraction in [0, 1) "
+                             "(\"0.15\"), a percentage (\"15%%\") or \"\" for the default "
+                             "(0.15)",
+                             v);
+        if (x > 0 && (cfg->max_batch_size <= 0 || !cfg->dynamic_batching.enabled))
+            return error_set(err, 400,
+                             "parameters: padding_budget needs dynamic_batching and "
+                             "max_batch_size > 0 (padding only joins requests into a batch)");
+        cfg->padding_budget = x;
+    }
+    return 0;
+}
+
 bool model_config_plugin_backend(const struct model_config *cfg)
 {
     return cfg->backend[0] && strcmp(cfg->backend, onnx_backend) != 0;
@@ -390,7 +433,12 @@ int model_config_check(struct model_config *cfg, const char *model_name,
         db->preferred_batch_size[0] = cfg->max_batch_size;
         db->npreferred = 1;
     }
-    return 0;
+    if (db->priority_levels > SCHED_MAX_LEVELS)
+        return error_set(err, 400,
+                         "dynamic_batching: priority_levels %llu is more than this server "
+                         "supports (%d)",
+                         (unsigned long long)db->priority_levels, SCHED_MAX_LEVELS);
+    return check_padding_budget(cfg, err);
 }
 
 int model_config_from_onnx(const char *model_name, const struct model_info *onnx,

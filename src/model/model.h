@@ -72,6 +72,9 @@ struct registry_options {
     int inter_op_threads;
     uint32_t queue_limit; /* requests waiting per model (a config may ask for fewer) */
     const char *backend_directory; /* plugin libraries not in the model directory; or NULL */
+    /* The worker pool every version's scheduler shares (sched/pool.h);
+     * NULL: each scheduler starts its own. */
+    struct sched_pool *pool;
     /* Called before a version's scheduler starts, to set the observer of
      * its backend runs (sched.h); the scheduler calls its on_stop when it
      * is freed. Filled by the layer above (src/cli/main.c:

@@ -200,19 +200,23 @@ static void sched_config_from(struct model *m, const struct registry_options *op
         log_warn("model %s: only the first %d preferred_batch_size values are used", m->name,
                  SCHED_MAX_PREFERRED);
     sc->max_queue_delay_us = db->max_queue_delay_us;
-    sc->max_queue_size = db->default_queue_policy.max_queue_size
-                             ? db->default_queue_policy.max_queue_size
-                             : opts->queue_limit;
-    if (db->default_queue_policy.max_queue_size > opts->queue_limit)
-        sc->max_queue_size = opts->queue_limit;
-    sc->default_timeout_us = db->default_queue_policy.default_timeout_us;
-    sc->allow_timeout_override = db->default_queue_policy.allow_timeout_override;
-    if (db->priority_levels)
-        log_warn("model %s: priority_levels is accepted but requests are served in arrival "
-                 "order within a batch window",
-                 m->name);
-    if (db->default_queue_policy.timeout_action == MODEL_TIMEOUT_DELAY)
-        log_warn("model %s: timeout_action DELAY is treated as REJECT", m->name);
+    sc->max_queue_size = opts->queue_limit;
+    /* Triton's queue policies: the default one for every level, replaced
+     * per level by priority_queue_policy. */
+    sc->nlevels = db->priority_levels ? (uint32_t)db->priority_levels : 1;
+    sc->default_level = db->default_priority_level ? (uint32_t)db->default_priority_level - 1 : 0;
+    for (uint32_t l = 0; l < sc->nlevels; l++) {
+        const struct model_queue_policy *qp = &db->default_queue_policy;
+        for (uint32_t i = 0; i < db->npriority_policies; i++)
+            if (db->priority_queue_policy[i].level == l + 1)
+                qp = &db->priority_queue_policy[i].policy;
+        sc->levels[l] = (struct sched_queue_policy){
+            .default_timeout_us = qp->default_timeout_us,
+            .allow_timeout_override = qp->allow_timeout_override,
+            .delay = qp->timeout_action == MODEL_TIMEOUT_DELAY,
+            .max_queue_size = qp->max_queue_size < opts->queue_limit ? qp->max_queue_size : 0};
+    }
+    sc->padding_budget = c->padding_budget;
     /* A model without a config file keeps serving requests larger than the
      * batch limit it was given by default; a configured limit is Triton's
      * hard limit. */
@@ -372,7 +376,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
         opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
     struct sched_model sm = {.name = m->name, .version = m->version_str,
                              .backend = m->backend, .instances = m->instances,
-                             .ninstances = m->ninstances, .info = &m->info};
+                             .ninstances = m->ninstances, .info = &m->info,
+                             .pool = opts->pool};
     rc = sched_start(&sm, &m->sched_cfg, &m->sched);
     if (rc) {
         model_free(m);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -10,6 +11,13 @@
 
 #define LOOP_MAX_EVENTS 128
 #define LOOP_TICK_MS 1000
+
+static _Thread_local struct loop *current;
+
+struct loop *loop_current(void)
+{
+    return current;
+}
 
 int loop_init(struct loop *l)
 {
@@ -69,13 +77,22 @@ void loop_del(struct loop *l, struct loop_watch *w)
     w->_deferred = false;
 }
 
-void loop_defer(struct loop *l, struct loop_watch *w)
+void loop_defer_at(struct loop *l, struct loop_watch *w, uint64_t due_ns)
 {
-    if (w->_deferred)
+    if (w->_deferred) {
+        if (due_ns < w->_due_ns)
+            w->_due_ns = due_ns;
         return;
+    }
     w->_deferred = true;
+    w->_due_ns = due_ns;
     w->_next_deferred = l->deferred;
     l->deferred = w;
+}
+
+void loop_defer(struct loop *l, struct loop_watch *w)
+{
+    loop_defer_at(l, w, 0);
 }
 
 void loop_post(struct loop *l, struct loop_task *t)
@@ -118,28 +135,64 @@ static void drain_posted(struct loop *l)
 
 static void run_deferred(struct loop *l)
 {
-    /* Take the list first: callbacks may defer again for the next round. */
-    struct loop_watch *w = l->deferred;
-    l->deferred = NULL;
-    while (w) {
-        struct loop_watch *next = w->_next_deferred;
-        w->_deferred = false;
-        w->_next_deferred = NULL;
-        w->on_events(w, 0);
-        w = next;
+    /* Take the due watchers first: callbacks may defer again for the next
+     * round. The others stay on the list. */
+    uint64_t now = 0;
+    struct loop_watch *due = NULL, **keep = &l->deferred;
+    for (struct loop_watch *w = l->deferred, *next; w; w = next) {
+        next = w->_next_deferred;
+        if (w->_due_ns && !now)
+            now = clock_now_ns();
+        if (w->_due_ns && w->_due_ns > now) {
+            *keep = w;
+            keep = &w->_next_deferred;
+            continue;
+        }
+        w->_next_deferred = due;
+        due = w;
     }
+    *keep = NULL;
+    while (due) {
+        struct loop_watch *next = due->_next_deferred;
+        due->_deferred = false;
+        due->_next_deferred = NULL;
+        due->on_events(due, 0);
+        due = next;
+    }
+}
+
+/* How long epoll may wait: until the first deferred watcher is due, at
+ * most a tick. */
+static struct timespec wait_time(const struct loop *l)
+{
+    uint64_t wait_ns = (uint64_t)LOOP_TICK_MS * 1000000u;
+    uint64_t now = 0;
+    for (const struct loop_watch *w = l->deferred; w; w = w->_next_deferred) {
+        if (!w->_due_ns)
+            return (struct timespec){0, 0};
+        if (!now)
+            now = clock_now_ns();
+        uint64_t left = w->_due_ns > now ? w->_due_ns - now : 0;
+        if (left < wait_ns)
+            wait_ns = left;
+    }
+    return (struct timespec){.tv_sec = (time_t)(wait_ns / 1000000000u),
+                             .tv_nsec = (long)(wait_ns % 1000000000u)};
 }
 
 int loop_run(struct loop *l)
 {
     struct epoll_event events[LOOP_MAX_EVENTS];
+    current = l;
     while (!l->stop) {
-        int timeout = l->deferred ? 0 : LOOP_TICK_MS;
-        int n = epoll_wait(l->epfd, events, LOOP_MAX_EVENTS, timeout);
+        struct timespec timeout = wait_time(l);
+        int n = epoll_pwait2(l->epfd, events, LOOP_MAX_EVENTS, &timeout, NULL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            int rc = -errno;
+            current = NULL;
+            return rc;
         }
         for (int i = 0; i < n; i++) {
             struct loop_watch *w = events[i].data.ptr;
@@ -155,6 +208,7 @@ int loop_run(struct loop *l)
             l->on_tick(l, l->tick_arg);
         }
     }
+    current = NULL;
     return 0;
 }
 

@@ -11,6 +11,10 @@
  * tasks in posting order on its own thread. This is the only cross-thread
  * entry point; everything else must be called on the loop thread.
  *
+ * A watcher may also ask to be called back at the end of an iteration,
+ * without a new event: at once (loop_defer()) or once a time has come
+ * (loop_defer_at(), microsecond precision: the loop's wait is cut short).
+ *
  * A tick callback runs about once per second for coarse timeouts.
  */
 #ifndef INFERD_NET_LOOP_H
@@ -26,6 +30,7 @@ struct loop_watch {
     int fd;
     void (*on_events)(struct loop_watch *w, uint32_t events); /* EPOLL* bits */
     struct loop_watch *_next_deferred;
+    uint64_t _due_ns; /* deferred: not before this time (0 = this iteration) */
     bool _deferred;
 };
 
@@ -56,9 +61,16 @@ int loop_add(struct loop *l, struct loop_watch *w, uint32_t events);
 void loop_del(struct loop *l, struct loop_watch *w);
 /* Calls w->on_events(w, 0) again at the end of this iteration. */
 void loop_defer(struct loop *l, struct loop_watch *w);
+/* Calls w->on_events(w, 0) at the end of the first iteration at or after
+ * due_ns (clock_now_ns). A watcher deferred twice is called once, at the
+ * earlier of the two times. */
+void loop_defer_at(struct loop *l, struct loop_watch *w, uint64_t due_ns);
 
 /* Thread-safe: queue t to run on the loop thread. */
 void loop_post(struct loop *l, struct loop_task *t);
+
+/* The loop whose loop_run() is running on the calling thread, or NULL. */
+struct loop *loop_current(void);
 
 /* Runs until loop_stop() is called on the loop thread. Returns 0 or -errno. */
 int loop_run(struct loop *l);

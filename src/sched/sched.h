@@ -1,44 +1,78 @@
 /*
- * sched: a model version's request queue, dynamic batcher and instance
- * workers.
+ * sched: a model version's request queue, dynamic batcher, and the leasing
+ * of its backend instances to the threads that run its batches.
  *
- * sched_submit() is called on an I/O thread. Each instance of the model has
- * a worker thread that takes requests from the shared queue, combines
- * compatible ones into a batch, runs the backend once for the batch and
- * splits the outputs back, then calls req->complete(req) for every request
- * on the worker thread.
+ * Who runs a batch (DESIGN.md: "a backend instance is used by one thread
+ * at a time"):
+ *   - run to completion: sched_submit() on an I/O thread (with its struct
+ *     sched_local) only queues; at the end of that event-loop pass the
+ *     thread forms a batch of what it queued (natural batching: one pass's
+ *     requests for a model form one batch, with no timer) and, when an
+ *     instance is free and the model's recent run time (a moving estimate)
+ *     is within the thread's inline budget, leases the instance, runs the
+ *     batch and completes its requests itself: no hand-off;
+ *   - otherwise (a model above the budget, one whose run time is not known
+ *     yet, a decoupled model, or a submit from a thread without a
+ *     sched_local) a thread of the worker pool (sched/pool.h) runs it;
+ *   - every instance busy: the request waits; the thread that gives an
+ *     instance back looks at the queue again.
+ * One thread runs at most one batch of a model per event-loop pass, so a
+ * loop is never held for longer than about one run of a cheap model.
+ *
+ * Queue order: priority level first (Triton's priority_levels; level 1 is
+ * the highest; a request's `priority` 0 or above the levels takes the
+ * default level), then the earliest deadline within a level (a request's
+ * deadline is its arrival plus its queue timeout; requests without one
+ * come after those with one, in arrival order), then requests whose
+ * timeout passed under timeout_action DELAY, last in their level.
  *
  * Batching (when cfg->max_batch_size > 0 and dynamic batching is on):
  *   - requests are compatible when every input has the same non-batch
- *     dimensions; a request carrying n samples (dim 0 = n) counts n;
- *   - a batch starts with the oldest queued request; the candidates are it
- *     and, in arrival order, every later compatible request that still fits
- *     within max_batch_size samples (a request is never split; one that
- *     does not fit is passed over and makes the batch full);
+ *     dimensions, or, with a padding budget, when their dimensions differ
+ *     only where the model declares them variable (-1); a request carrying
+ *     n samples (dim 0 = n) counts n;
+ *   - a batch starts with the request at the head of the queue; the
+ *     candidates are it and, in queue order, every later compatible request
+ *     that still fits within max_batch_size samples (a request is never
+ *     split; one that does not fit is passed over and makes the batch
+ *     full) and, with padding, that keeps the zeros added within the
+ *     budget (a fraction of the batch's input elements; one that would
+ *     exceed it is passed over);
  *   - preferred sizes, as Triton's dynamic batcher: when a run of the
  *     candidates from the first one makes a preferred batch size, the
- *     longest such run (the largest preferred size that can be formed) is
- *     dispatched at once, even if more candidates are queued;
+ *     longest such run is dispatched at once;
  *   - when none does, all the candidates are dispatched once the batch is
- *     full (max_batch_size samples, or a compatible request that does not
- *     fit) or its oldest request has waited max_queue_delay_us (or the
- *     scheduler stops); until then the batch waits, and the submit that
- *     makes it a preferred size or full wakes its worker;
- *   - requests whose `timeout` expired while queued are answered 504 and
- *     never run; requests whose `cancelled` flag is set before a worker
- *     takes them are answered 499 and never run;
+ *     full or its first request has waited max_queue_delay_us (or the
+ *     scheduler stops); until then the batch waits (the thread that found
+ *     it waiting sets a timer: its loop's, or the pool's);
+ *   - padded inputs are filled with zeros up to the longest dimension of
+ *     the batch; an output dimension the model declares variable whose
+ *     size is the padded length of an input dimension is cut back to each
+ *     request's own length of that dimension (the first such input
+ *     dimension when several have that length);
  *   - a request with more than max_batch_size samples is refused (400), or,
  *     with allow_oversize (models without a config file), runs alone.
- * The queue is bounded by max_queue_size requests: beyond it submit fails
- * with 429.
  *
- * Outputs of a batched request point into the batch's output memory, which
- * is shared by the batch's requests and freed when the last of them calls
- * sched_release() (from any thread).
+ * Time limits. A request's queue timeout is its level's
+ * default_timeout_us, or its own `timeout` when shorter and the policy
+ * allows it (or when the level has none). When it passes while the
+ * request waits, the request is answered 504 (REJECT) and never runs, or
+ * moves behind its level (DELAY). Deadline-aware admission: under REJECT,
+ * a request whose timeout is shorter than the estimated wait (batches
+ * queued ahead of it, at the model's estimated run time, over its
+ * instances) is refused at once with 503 and err->retry_after_s.
+ * Cancelled requests are answered 499 and never run. The queue is bounded
+ * by max_queue_size requests (and each level by its own max_queue_size):
+ * beyond it submit fails with 429.
+ *
+ * Outputs of a batched request point into the batch's output memory (or,
+ * for outputs cut back after padding, a copy in it), shared by the batch's
+ * requests and freed when the last of them calls sched_release() (from
+ * any thread).
  *
  * Lifecycle: sched_start() once the model's instances are loaded;
- * sched_stop() once nothing more will be submitted: the workers finish
- * every queued request, then stop.
+ * sched_stop() once nothing more will be submitted: it waits for every
+ * queued request to finish.
  *
  * Layering: sched sits below model/ and obs/. It knows the version it
  * serves only through struct sched_model, and tells the layers above about
@@ -54,8 +88,10 @@
 #include "backend/backend.h"
 #include "base/error.h"
 #include "core/infer.h"
+#include "net/loop.h"
 
 struct sched;
+struct sched_pool;
 
 /* What the scheduler needs of the model version it serves. sched_start
  * copies the struct; what it points to must outlive the scheduler (the
@@ -64,9 +100,14 @@ struct sched_model {
     const char *name;                  /* for error messages and logs */
     const char *version;               /* decimal text, for the observer */
     const struct backend_ops *backend;
-    void *const *instances;            /* one backend instance per worker */
+    void *const *instances;            /* leased to one thread at a time */
     uint32_t ninstances;
     const struct model_info *info;     /* inputs and outputs, in model order */
+    /* The worker pool that runs the batches no I/O thread runs inline;
+     * NULL: the scheduler starts a pool of its own, one thread per
+     * instance. A decoupled model always has its own pool (its requests
+     * hold a thread for as long as they stream). */
+    struct sched_pool *pool;
 };
 
 /* One backend run of a batch, as the observer sees it. */
@@ -74,7 +115,10 @@ struct sched_batch_report {
     struct infer_request *const *members; /* the batch's requests */
     uint32_t n;
     int64_t samples;          /* the members' samples (sum of req->batch) */
-    uint64_t start_ns;        /* batch taken by the worker (clock_now_ns) */
+    int64_t elements;         /* input elements of the batch, padding included */
+    int64_t padding;          /* of which zeros added by padding */
+    bool inline_run;          /* run by the I/O thread that formed it */
+    uint64_t start_ns;        /* batch taken by its thread (clock_now_ns) */
     uint64_t infer_start_ns;  /* backend execute() call; both 0 if it never ran */
     uint64_t infer_end_ns;
     uint64_t end_ns;          /* outputs assigned to the members */
@@ -84,16 +128,27 @@ struct sched_batch_report {
 /* Set by the layer above (e.g. obs/batch_obs.h) to learn about every
  * backend run. All members optional; a zeroed struct observes nothing. */
 struct sched_observer {
-    /* Worker thread, after each backend run (success or failure), before
-     * the members' complete() callbacks. Must not block. */
+    /* The thread that ran the batch (an I/O thread or a pool worker),
+     * after each backend run (success or failure), before the members'
+     * complete() callbacks. Must not block. */
     void (*on_batch)(void *ctx, const struct sched_model *m, const struct sched_batch_report *b);
-    /* Once, when the scheduler is freed (sched_stop after its workers are
-     * joined, or a failed sched_start): nothing reports to ctx any more. */
+    /* Once, when the scheduler is stopped (sched_stop once its queue is
+     * empty and every instance is back, or a failed sched_start): nothing
+     * reports to ctx any more. */
     void (*on_stop)(void *ctx);
     void *ctx;
 };
 
 #define SCHED_MAX_PREFERRED 8
+#define SCHED_MAX_LEVELS 16
+
+/* Queue policy of one priority level (Triton's ModelQueuePolicy). */
+struct sched_queue_policy {
+    uint64_t default_timeout_us; /* a request's time limit in the queue; 0 = none */
+    bool allow_timeout_override; /* its own `timeout` may be shorter */
+    bool delay;                  /* timeout_action DELAY (else REJECT) */
+    uint32_t max_queue_size;     /* requests waiting at this level; 0 = no own limit */
+};
 
 struct sched_config {
     uint32_t max_batch_size; /* samples per batch; 0 = the model has no batch dimension */
@@ -101,12 +156,16 @@ struct sched_config {
     uint32_t preferred_batch_sizes[SCHED_MAX_PREFERRED];
     uint32_t npreferred;
     uint64_t max_queue_delay_us;
-    uint32_t max_queue_size; /* requests waiting; more → 429 */
+    uint32_t max_queue_size; /* requests waiting, all levels; more → 429 */
     bool allow_oversize;     /* requests above max_batch_size run alone */
-    /* Queue policy: a request's time limit in the queue when it gives none
-     * (0 = none), and whether its own `timeout` may be shorter. */
-    uint64_t default_timeout_us;
-    bool allow_timeout_override;
+    /* Priority levels 1..nlevels (0 is taken as 1), their policies at
+     * levels[level - 1], and the level of a request that names none. */
+    uint32_t nlevels;
+    uint32_t default_level;
+    struct sched_queue_policy levels[SCHED_MAX_LEVELS];
+    /* Variable-length batching: zeros padding may add, as a fraction of
+     * a batch's input elements; 0 = off (only equal shapes batch). */
+    double padding_budget;
     /* Decoupled model (backend execute_stream): each request runs alone
      * and may get many responses through req->on_response before
      * complete(); a cancelled request stops at its next response. */
@@ -114,24 +173,43 @@ struct sched_config {
     struct sched_observer observer; /* zero = none */
 };
 
-/* Starts one worker per instance of m (m->instances). Takes over
- * cfg->observer: its on_stop runs exactly once, also when this fails. */
+/* Takes the instances of m (m->instances) and, without m->pool, starts a
+ * pool of its own. Takes over cfg->observer: its on_stop runs exactly
+ * once, also when this fails. */
 int sched_start(const struct sched_model *m, const struct sched_config *cfg, struct sched **out);
 
-/* Queues req. Returns 0, or -1 with err: 429 when the queue is full (the
- * caller adds Retry-After), 400 for a batch larger than allowed, 503 when
- * the model is stopping. On failure the request stays with the caller. */
-int sched_submit(struct sched *s, struct infer_request *req, struct error *err);
+/* The per-I/O-thread context of run to completion: one per event loop,
+ * used on that loop's thread only. budget_us: the longest estimated batch
+ * run the thread takes on itself (0: it never runs one). */
+struct sched_local;
+struct sched_local *sched_local_new(struct loop *l, uint64_t budget_us);
+/* The loop stopped (on its thread, after loop_run): the batches it would
+ * have looked at go to the pool. Other threads' requests may be among
+ * them (a thread that gives an instance back takes the queue on). */
+void sched_local_stop(struct sched_local *x);
+/* After the loop stopped. */
+void sched_local_free(struct sched_local *x);
+
+/* Queues req. `here`: the calling I/O thread's context (the batch may run
+ * on it at the end of this loop pass), or NULL on any other thread (a pool
+ * worker runs it). Returns 0, or -1 with err: 429 when the queue is full
+ * (the caller adds Retry-After), 503 when the request's deadline cannot be
+ * met (err->retry_after_s set) or the model is stopping, 400 for a batch
+ * larger than allowed. On failure the request stays with the caller. */
+int sched_submit(struct sched *s, struct infer_request *req, struct sched_local *here,
+                 struct error *err);
 
 /* Releases the outputs of a completed request (any thread; once). */
 void sched_release(struct infer_request *req);
 
-/* Requests queued and not yet taken by a worker. */
+/* Requests queued and not yet taken by a thread. */
 uint32_t sched_queue_depth(struct sched *s);
 
 /* The observer given to sched_start (never NULL; may be all zero). */
 const struct sched_observer *sched_get_observer(const struct sched *s);
 
+/* Waits until the queue is empty and every instance is back, then frees
+ * the scheduler (its memory once no thread refers to it any more). */
 void sched_stop(struct sched *s);
 
 #endif

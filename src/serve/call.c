@@ -21,13 +21,16 @@
 
 /* ---- the thread's pool ------------------------------------------------------ */
 
-void serve_thread_init(struct serve_thread *t, struct repository *repo, struct loop *loop,
-                       const struct serve_pipeline *pipeline)
+int serve_thread_init(struct serve_thread *t, struct repository *repo, struct loop *loop,
+                      const struct serve_pipeline *pipeline, uint64_t inline_budget_us)
 {
     memset(t, 0, sizeof *t);
     t->repo = repo;
     t->loop = loop;
     t->pipeline = pipeline;
+    if (loop && !(t->sched = sched_local_new(loop, inline_budget_us)))
+        return -ENOMEM;
+    return 0;
 }
 
 static void call_free(struct infer_call *call)
@@ -51,9 +54,17 @@ void serve_thread_tick(struct serve_thread *t, uint64_t now_ms)
     trim_pool(t, pool_use_keep(&t->use, now_ms));
 }
 
+void serve_thread_stopped(struct serve_thread *t)
+{
+    if (t->sched)
+        sched_local_stop(t->sched);
+}
+
 void serve_thread_free(struct serve_thread *t)
 {
     trim_pool(t, 0);
+    sched_local_free(t->sched);
+    t->sched = NULL;
 }
 
 struct infer_call *serve_call_new(struct serve_thread *t, const struct serve_frontend *fe,
@@ -161,6 +172,7 @@ enum stage_result serve_call_error(struct infer_call *call, int status, const ch
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
     err->status = status;
+    err->retry_after_s = 0;
     call->req.rc = -1;
     return STAGE_DONE;
 }
@@ -363,12 +375,17 @@ static void complete_on_loop(struct loop_task *task)
     call_end(call);
 }
 
-/* Worker thread: the request is done; hand it back to its loop. */
+/* The thread that ran the request: on the call's own loop (run to
+ * completion) the response goes out now; from any other thread it is
+ * handed to that loop. */
 static void on_complete(struct infer_request *req)
 {
     struct infer_call *call = (struct infer_call *)req;
     call->_task.run = complete_on_loop;
-    loop_post(call->thread->loop, &call->_task);
+    if (loop_current() == call->thread->loop)
+        complete_on_loop(&call->_task);
+    else
+        loop_post(call->thread->loop, &call->_task);
 }
 
 /* ---- the stages every pipeline has ------------------------------------------ */
@@ -428,8 +445,11 @@ enum stage_result serve_stage_submit(struct infer_call *call, const void *cfg)
     }
     req->complete = on_complete;
     req->on_response = req->model->sched_cfg.decoupled ? on_response : NULL;
-    if (sched_submit(req->model->sched, req, &err) != 0)
-        return serve_call_error(call, err.status, "%s", err.msg);
+    if (sched_submit(req->model->sched, req, call->thread->sched, &err) != 0) {
+        req->err = err; /* with its Retry-After */
+        req->rc = -1;
+        return STAGE_DONE;
+    }
     call->submitted = true;
     return STAGE_CONTINUE;
 }

@@ -174,6 +174,7 @@ struct serve_thread {
     struct loop *loop;
     const struct serve_pipeline *pipeline;
     struct shm_registry *shm; /* process-wide; NULL: no shared memory */
+    struct sched_local *sched; /* run to completion on this thread; NULL: never inline */
     uint32_t inflight; /* calls started and not yet ended */
     /* Called when inflight drops to 0 (shutdown waits for it). */
     void (*on_idle)(void *arg);
@@ -188,11 +189,16 @@ struct serve_thread {
 /* The production stage list: resolve, (policy), decode, (preprocess), submit. */
 const struct serve_pipeline *serve_default_pipeline(void);
 
-void serve_thread_init(struct serve_thread *t, struct repository *repo, struct loop *loop,
-                       const struct serve_pipeline *pipeline);
+/* inline_budget_us: the longest estimated batch run this thread takes on
+ * itself (sched.h, run to completion); 0 = none. Returns 0 or -ENOMEM. */
+int serve_thread_init(struct serve_thread *t, struct repository *repo, struct loop *loop,
+                      const struct serve_pipeline *pipeline, uint64_t inline_budget_us);
 /* About once a second on the loop thread: frees pooled calls the last
  * period did not need (base/pool_use.h). */
 void serve_thread_tick(struct serve_thread *t, uint64_t now_ms);
+/* On the loop thread, once its loop_run() returned: work the thread
+ * would still have run goes elsewhere (sched_local_stop). */
+void serve_thread_stopped(struct serve_thread *t);
 /* Frees the pool; after the loop stopped. */
 void serve_thread_free(struct serve_thread *t);
 

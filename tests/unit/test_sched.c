@@ -273,7 +273,7 @@ static void submit_ok(struct harness *h, struct treq *t)
 {
     struct error err;
     error_clear(&err);
-    int rc = sched_submit(h->sched, &t->req, &err);
+    int rc = sched_submit(h->sched, &t->req, NULL, &err);
     if (rc)
         fail_msg("submit of request %d: %d %s", t->tag, err.status, err.msg);
 }
@@ -644,7 +644,7 @@ static void test_oversize_refused_without_allow_oversize(void **state)
     treq_init(&r[0], h, 1, 5, 2);
     struct error err;
     error_clear(&err);
-    assert_int_equal(sched_submit(h->sched, &r[0].req, &err), -1);
+    assert_int_equal(sched_submit(h->sched, &r[0].req, NULL, &err), -1);
     assert_int_equal(err.status, 400);
     assert_non_null(strstr(err.msg, "max_batch_size 4"));
     assert_int_equal(sched_queue_depth(h->sched), 0);
@@ -765,7 +765,7 @@ static void test_queue_full_429(void **state)
     treq_init(&r[3], h, 4, 4, 2);
     struct error err;
     error_clear(&err);
-    assert_int_equal(sched_submit(h->sched, &r[3].req, &err), -1);
+    assert_int_equal(sched_submit(h->sched, &r[3].req, NULL, &err), -1);
     assert_int_equal(err.status, 429);
     assert_int_equal(sched_queue_depth(h->sched), 2);
     allow(h, ALL);

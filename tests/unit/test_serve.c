@@ -128,7 +128,7 @@ static void run_call(const struct serve_pipeline *p, struct record *rec, bool wi
     struct serve_thread t;
     if (with_loop)
         assert_int_equal(loop_init(&loop), 0);
-    serve_thread_init(&t, NULL, with_loop ? &loop : NULL, p);
+    serve_thread_init(&t, NULL, with_loop ? &loop : NULL, p, 0);
     rec->loop = with_loop ? &loop : NULL;
     struct infer_call *call = serve_call_new(&t, &test_fe, NULL, 100);
     assert_non_null(call);

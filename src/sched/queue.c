@@ -1,0 +1,629 @@
+#include "sched/sched_int.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "sched/pool.h"
+
+/* Batch objects per instance made at start (the pool rarely grows after). */
+#define BATCHES_PER_INSTANCE 4
+/* How far into the queue the batcher looks for compatible requests. */
+#define SCAN_LIMIT 4096
+/* Weight of a new run in the moving estimate of the run time: 1/8. */
+#define EST_SHIFT 3
+
+void sched_ref(struct sched *s)
+{
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+static void sched_free(struct sched *s)
+{
+    for (uint32_t i = 0; s->slots && i < s->nslots; i++)
+        slot_free(&s->slots[i], s->model.info->ninputs);
+    mem_free(s->slots);
+    batch_pool_free(s);
+    pthread_cond_destroy(&s->drained);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->batches_lock);
+    mem_free(s);
+}
+
+void sched_unref(struct sched *s)
+{
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+        sched_free(s);
+}
+
+/* ---- the queue ------------------------------------------------------------ */
+
+static const struct sched_queue_policy *policy_of(const struct sched *s, uint32_t level)
+{
+    return &s->cfg.levels[level];
+}
+
+/* Whether a goes before b: level, then not delayed, then the earlier
+ * deadline (none = last); equal keys keep arrival order. */
+static bool goes_before(const struct infer_request *a, const struct infer_request *b)
+{
+    if (a->_level != b->_level)
+        return a->_level < b->_level;
+    if (a->_delayed != b->_delayed)
+        return !a->_delayed;
+    if (a->_deadline_ns == b->_deadline_ns || !a->_deadline_ns)
+        return false;
+    return !b->_deadline_ns || a->_deadline_ns < b->_deadline_ns;
+}
+
+/* Inserts r at its place (lock held), searching from the tail: in the
+ * common case (one level, one timeout or none) that is the tail. Returns
+ * how many queued requests go before it. */
+static uint32_t insert(struct sched *s, struct infer_request *r)
+{
+    struct infer_request *prev = NULL;
+    uint32_t behind = 0;
+    if (s->tail && goes_before(r, s->tail)) {
+        /* A singly linked list: walk from the head to the last request
+         * that stays before r. */
+        for (struct infer_request *q = s->head; q && !goes_before(r, q); q = q->next)
+            prev = q;
+        for (struct infer_request *q = prev ? prev->next : s->head; q; q = q->next)
+            behind++;
+    } else {
+        prev = s->tail;
+    }
+    r->next = prev ? prev->next : s->head;
+    if (prev)
+        prev->next = r;
+    else
+        s->head = r;
+    if (!r->next)
+        s->tail = r;
+    s->queued++;
+    s->level_queued[r->_level]++;
+    return s->queued - 1 - behind;
+}
+
+static void unlink_req(struct sched *s, struct infer_request *prev, struct infer_request *r)
+{
+    if (prev)
+        prev->next = r->next;
+    else
+        s->head = r->next;
+    if (s->tail == r)
+        s->tail = prev;
+    r->next = NULL;
+    s->queued--;
+    s->level_queued[r->_level]--;
+}
+
+static void fail_request(struct infer_request *r, int status, const char *msg)
+{
+    r->rc = error_set(&r->err, status, "%s", msg);
+    r->outputs = NULL;
+    r->batch_ref = NULL;
+    r->complete(r);
+}
+
+/* Takes out of the queue the requests whose timeout passed (REJECT) and
+ * those their client cancelled, into *late, to be answered outside the
+ * lock; requests whose timeout passed under DELAY move behind their level
+ * (lock held). */
+static void collect_expired(struct sched *s, uint64_t now, struct infer_request **late)
+{
+    struct infer_request *prev = NULL, *r = s->head, *delayed = NULL;
+    uint32_t scanned = 0;
+    while (r && scanned++ < SCAN_LIMIT) {
+        struct infer_request *next = r->next;
+        bool cancelled = atomic_load_explicit(&r->cancelled, memory_order_relaxed);
+        bool expired = r->_deadline_ns && now >= r->_deadline_ns;
+        if (cancelled || expired) {
+            unlink_req(s, prev, r);
+            if (!cancelled && policy_of(s, r->_level)->delay) {
+                r->_delayed = true;
+                r->_deadline_ns = 0;
+                r->next = delayed;
+                delayed = r;
+            } else {
+                r->next = *late;
+                *late = r;
+            }
+        } else {
+            prev = r;
+        }
+        r = next;
+    }
+    while (delayed) {
+        struct infer_request *next = delayed->next;
+        insert(s, delayed);
+        delayed = next;
+    }
+}
+
+static void answer_late(struct infer_request *late, uint64_t now)
+{
+    while (late) {
+        struct infer_request *next = late->next;
+        late->next = NULL;
+        if (atomic_load_explicit(&late->cancelled, memory_order_relaxed)) {
+            fail_request(late, 499, "request cancelled by the client");
+        } else {
+            char msg[96];
+            snprintf(msg, sizeof msg, "request timed out after waiting %llu us in the queue",
+                     (unsigned long long)((now - late->enqueue_ns) / 1000u));
+            fail_request(late, 504, msg);
+        }
+        late = next;
+    }
+}
+
+/* ---- forming batches -------------------------------------------------------- */
+
+static bool is_preferred(const struct sched_config *c, uint64_t samples)
+{
+    for (uint32_t i = 0; i < c->npreferred; i++)
+        if (samples == c->preferred_batch_sizes[i])
+            return true;
+    return false;
+}
+
+/* Requests a batch may hold: max_batch_size (each request has >= 1 sample,
+ * or 0 samples: bound those by the same number), 1 without batching. */
+static uint32_t batch_capacity(const struct sched_config *c)
+{
+    return c->max_batch_size > 1 && c->dynamic_batching ? c->max_batch_size : 1;
+}
+
+/* Elements of r's inputs. */
+static int64_t real_elements(const struct infer_request *r)
+{
+    int64_t n = 0;
+    for (uint32_t i = 0; i < r->ninputs; i++)
+        n += tensor_count(&r->inputs[i], INT64_MAX);
+    return n;
+}
+
+/* The padding state of a batch being formed on a slot. */
+struct padstate {
+    int64_t samples, real; /* members' samples and input elements */
+};
+
+/* Elements of the batch's inputs once padded to dims (per input, dims
+ * from 1), for `samples` samples. */
+static int64_t padded_elements(const struct infer_request *first, int64_t (*dims)[TENSOR_MAX_DIMS],
+                               int64_t samples)
+{
+    int64_t n = 0;
+    for (uint32_t i = 0; i < first->ninputs; i++) {
+        int64_t row = 1;
+        for (uint32_t d = 1; d < first->inputs[i].ndim; d++)
+            row *= dims[i][d];
+        n += row * samples;
+    }
+    return n;
+}
+
+/* Whether r joins the padded batch on sl within the budget; if so, grows
+ * the batch's padded dims and state. */
+static bool pad_joins(const struct sched *s, struct slot *sl, const struct infer_request *first,
+                      const struct infer_request *r, struct padstate *ps)
+{
+    int64_t (*dims)[TENSOR_MAX_DIMS] = sl->trial;
+    for (uint32_t i = 0; i < first->ninputs; i++)
+        for (uint32_t d = 1; d < first->inputs[i].ndim; d++)
+            dims[i][d] = r->inputs[i].shape[d] > sl->padded[i][d] ? r->inputs[i].shape[d]
+                                                                    : sl->padded[i][d];
+    int64_t samples = ps->samples + r->batch, real = ps->real + real_elements(r);
+    int64_t padded = padded_elements(first, dims, samples);
+    if ((double)(padded - real) > s->cfg.padding_budget * (double)padded)
+        return false;
+    for (uint32_t i = 0; i < first->ninputs; i++)
+        for (uint32_t d = 1; d < first->inputs[i].ndim; d++)
+            sl->padded[i][d] = dims[i][d];
+    ps->samples = samples;
+    ps->real = real;
+    return true;
+}
+
+/* Decides the next batch (lock held; the slot is leased). Returns the
+ * number of requests placed in sl->members, still queued (take_batch
+ * takes them), and their samples in *samples; 0 = nothing to run: the
+ * batch waits until *wait_until_ns, or for a new request if that is 0.
+ *
+ * The candidates are the head of the queue and, in queue order, every
+ * later request compatible with it that still fits within max_batch_size
+ * (a request is never split; one that does not fit is passed over, and
+ * the batch then counts as full) and within the padding budget. Among the
+ * prefixes of that sequence the batch is the longest whose samples are a
+ * preferred size, dispatched at once. Without one, all the candidates go
+ * when the batch is full or the head has waited max_queue_delay. */
+static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint64_t *wait_until_ns,
+                           int64_t *samples_out)
+{
+    *wait_until_ns = 0;
+    struct infer_request *first = s->head;
+    const struct sched_config *c = &s->cfg;
+    sl->n = 0;
+    if (!first)
+        return 0;
+    for (uint32_t i = 0; i < first->ninputs; i++)
+        memcpy(sl->padded[i], first->inputs[i].shape, sizeof sl->padded[i]);
+    *samples_out = first->batch;
+    sl->members[0] = first;
+    if (!c->dynamic_batching || c->max_batch_size == 0 || (uint64_t)first->batch >= c->max_batch_size)
+        return sl->n = 1;
+    bool pad = c->padding_budget > 0;
+    struct padstate ps = {.samples = first->batch, .real = pad ? real_elements(first) : 0};
+    uint64_t samples = (uint64_t)first->batch;
+    uint32_t n = 1, scanned = 0;
+    uint32_t preferred_n = is_preferred(c, samples) ? 1 : 0;
+    bool full = false;
+    for (struct infer_request *r = first->next;
+         r && scanned < SCAN_LIMIT && samples < c->max_batch_size && n < sl->capacity;
+         r = r->next, scanned++) {
+        if (!batch_compatible(s, first, r))
+            continue;
+        if (samples + (uint64_t)r->batch > c->max_batch_size) {
+            full = true;
+            continue;
+        }
+        if (pad && !pad_joins(s, sl, first, r, &ps))
+            continue;
+        samples += (uint64_t)r->batch;
+        sl->members[n++] = r;
+        if (is_preferred(c, samples))
+            preferred_n = n;
+    }
+    full = full || samples == c->max_batch_size || n == sl->capacity;
+    uint64_t deadline = first->enqueue_ns + c->max_queue_delay_us * 1000u;
+    if (!preferred_n && !full && now < deadline && !s->stopping) {
+        *wait_until_ns = deadline;
+        return 0;
+    }
+    uint32_t take = preferred_n ? preferred_n : n;
+    if (pad && take < n) {
+        /* The padded dims were grown by members left out: recompute. */
+        for (uint32_t i = 0; i < first->ninputs; i++)
+            memcpy(sl->padded[i], first->inputs[i].shape, sizeof sl->padded[i]);
+        for (uint32_t j = 1; j < take; j++)
+            for (uint32_t i = 0; i < first->ninputs; i++)
+                for (uint32_t d = 1; d < first->inputs[i].ndim; d++)
+                    if (sl->members[j]->inputs[i].shape[d] > sl->padded[i][d])
+                        sl->padded[i][d] = sl->members[j]->inputs[i].shape[d];
+    }
+    *samples_out = 0;
+    for (uint32_t j = 0; j < take; j++)
+        *samples_out += sl->members[j]->batch;
+    return sl->n = take;
+}
+
+/* Takes the planned batch's members out of the queue (lock held). */
+static void take_batch(struct sched *s, struct slot *sl)
+{
+    for (uint32_t j = 0; j < sl->n; j++)
+        sl->members[j]->_picked = true;
+    uint32_t left = sl->n;
+    struct infer_request *prev = NULL, *r = s->head;
+    while (r && left) {
+        struct infer_request *next = r->next;
+        if (r->_picked) {
+            r->_picked = false;
+            unlink_req(s, prev, r);
+            left--;
+        } else {
+            prev = r;
+        }
+        r = next;
+    }
+}
+
+/* ---- running -------------------------------------------------------------- */
+
+/* The estimated run time of a batch of `samples`: the moving estimate,
+ * scaled up for a batch larger than the recent ones. */
+static uint64_t predict_ns(const struct sched *s, int64_t samples)
+{
+    if (!s->est_ns)
+        return UINT64_MAX;
+    double typical = (double)s->est_samples_x256 / 256.0;
+    if (typical <= 0 || (double)samples <= typical)
+        return s->est_ns;
+    return (uint64_t)((double)s->est_ns * (double)samples / typical);
+}
+
+static void ewma(uint64_t *est, uint64_t x)
+{
+    if (!*est)
+        *est = x;
+    else if (x >= *est)
+        *est += (x - *est) >> EST_SHIFT;
+    else
+        *est -= (*est - x) >> EST_SHIFT;
+    if (!*est)
+        *est = 1;
+}
+
+bool sched_inline_ok(struct sched *s, uint64_t budget_ns)
+{
+    pthread_mutex_lock(&s->lock);
+    bool ok = !s->own_pool && s->est_ns && s->est_ns <= budget_ns;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+static void give_back(struct sched *s, struct slot *sl, uint64_t ran_ns, int64_t samples)
+{
+    sl->next_free = s->free_slots;
+    s->free_slots = sl;
+    s->nfree++;
+    if (ran_ns && !s->cfg.decoupled) {
+        ewma(&s->est_ns, ran_ns);
+        ewma(&s->est_samples_x256, (uint64_t)(samples > 0 ? samples : 1) * 256u);
+    }
+    if (s->stopping)
+        pthread_cond_broadcast(&s->drained);
+}
+
+void sched_work(struct sched *s, struct sched_local *here)
+{
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        uint64_t now = clock_now_ns();
+        struct infer_request *late = NULL;
+        collect_expired(s, now, &late);
+        struct slot *sl = s->head ? s->free_slots : NULL;
+        uint64_t until = 0;
+        uint32_t n = 0;
+        int64_t samples = 0;
+        if (sl) {
+            s->free_slots = sl->next_free;
+            s->nfree--;
+            n = plan_batch(s, sl, now, &until, &samples);
+            /* An I/O thread runs only what fits its budget. */
+            bool handoff = n && here && predict_ns(s, samples) > local_budget_ns(here);
+            if (!n || handoff) {
+                sl->next_free = s->free_slots;
+                s->free_slots = sl;
+                s->nfree++;
+            }
+            if (handoff) {
+                pthread_mutex_unlock(&s->lock);
+                answer_late(late, now);
+                pool_post(s->pool, &s->job);
+                return;
+            }
+            if (n)
+                take_batch(s, sl);
+        }
+        if (!n) {
+            if (s->stopping)
+                pthread_cond_broadcast(&s->drained);
+            pthread_mutex_unlock(&s->lock);
+            answer_late(late, now);
+            if (until && here)
+                local_add(here, s, until);
+            else if (until)
+                pool_wake_at(s->pool, &s->job, until);
+            return;
+        }
+        /* More to run than this thread takes now: another thread may run
+         * it on another instance meanwhile. */
+        bool more = s->head && s->free_slots;
+        if (more && !here)
+            pool_post(s->pool, &s->job);
+        sl->started_ns = now;
+        pthread_mutex_unlock(&s->lock);
+        answer_late(late, now);
+        uint64_t ran = s->cfg.decoupled ? run_decoupled(s, sl) : run_batch(s, sl, here != NULL);
+        pthread_mutex_lock(&s->lock);
+        give_back(s, sl, ran, samples);
+        if (here) {
+            /* One batch per model per loop pass: the rest at the end of
+             * the next pass (the connections get their turn first). */
+            bool again = s->head != NULL;
+            pthread_mutex_unlock(&s->lock);
+            if (again)
+                local_add(here, s, 0);
+            return;
+        }
+    }
+}
+
+static void job_run(struct pool_job *j)
+{
+    sched_work((struct sched *)((char *)j - offsetof(struct sched, job)), NULL);
+}
+
+static void job_hold(struct pool_job *j)
+{
+    sched_ref((struct sched *)((char *)j - offsetof(struct sched, job)));
+}
+
+static void job_drop(struct pool_job *j)
+{
+    sched_unref((struct sched *)((char *)j - offsetof(struct sched, job)));
+}
+
+/* ---- the public interface ------------------------------------------------- */
+
+/* The queue timeout of r at its level (see sched.h), in microseconds. */
+static uint64_t queue_timeout_us(const struct sched_queue_policy *p, uint64_t requested_us)
+{
+    if (!p->default_timeout_us)
+        return requested_us;
+    if (p->allow_timeout_override && requested_us && requested_us < p->default_timeout_us)
+        return requested_us;
+    return p->default_timeout_us;
+}
+
+/* The estimated time r would wait with `ahead` requests before it (lock
+ * held; s->est_ns known): the batches ahead take the free instances, then
+ * each further round of batches waits for one run. */
+static uint64_t estimated_wait_ns(const struct sched *s, uint32_t ahead, uint64_t now)
+{
+    uint32_t cap = batch_capacity(&s->cfg);
+    uint64_t batches = (ahead + cap - 1) / cap;
+    if (batches < s->nfree)
+        return 0;
+    uint64_t first_free = s->est_ns;
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        const struct slot *sl = &s->slots[i];
+        bool leased = true;
+        for (const struct slot *f = s->free_slots; f && leased; f = f->next_free)
+            leased = f != sl;
+        if (!leased)
+            continue;
+        uint64_t elapsed = now - sl->started_ns;
+        uint64_t left = elapsed < s->est_ns ? s->est_ns - elapsed : 0;
+        if (left < first_free)
+            first_free = left;
+    }
+    return first_free + (batches - s->nfree) / s->nslots * s->est_ns;
+}
+
+int sched_submit(struct sched *s, struct infer_request *req, struct sched_local *here,
+                 struct error *err)
+{
+    const struct sched_config *c = &s->cfg;
+    if (c->max_batch_size && (uint64_t)req->batch > c->max_batch_size && !c->allow_oversize)
+        return error_set(err, 400, "batch of %lld exceeds model '%s' max_batch_size %u",
+                         (long long)req->batch, s->model.name, c->max_batch_size);
+    uint32_t nlevels = c->nlevels ? c->nlevels : 1;
+    req->_level = req->priority && req->priority <= nlevels ? (uint32_t)req->priority - 1
+                                                             : c->default_level;
+    const struct sched_queue_policy *p = policy_of(s, req->_level);
+    req->timeout_us = queue_timeout_us(p, req->timeout_us);
+    req->next = NULL;
+    req->batch_ref = NULL;
+    req->_delayed = req->_picked = false;
+    req->enqueue_ns = clock_now_ns();
+    req->_deadline_ns = req->timeout_us ? req->enqueue_ns + req->timeout_us * 1000u : 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        return error_set(err, 503, "model '%s' is shutting down", s->model.name);
+    }
+    if (s->queued >= c->max_queue_size ||
+        (p->max_queue_size && s->level_queued[req->_level] >= p->max_queue_size)) {
+        uint32_t limit = s->queued >= c->max_queue_size ? c->max_queue_size : p->max_queue_size;
+        pthread_mutex_unlock(&s->lock);
+        return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
+                         s->model.name, limit);
+    }
+    uint32_t ahead = insert(s, req);
+    if (req->_deadline_ns && !p->delay && s->est_ns) {
+        uint64_t wait = estimated_wait_ns(s, ahead, req->enqueue_ns);
+        if (wait > req->timeout_us * 1000u) {
+            /* Take it out again: it was the last change to the queue. */
+            struct infer_request *prev = NULL;
+            for (struct infer_request *q = s->head; q != req; q = q->next)
+                prev = q;
+            unlink_req(s, prev, req);
+            pthread_mutex_unlock(&s->lock);
+            error_set(err, 503,
+                      "model '%s': the request's deadline of %llu us cannot be met (about %llu "
+                      "us of work is queued ahead of it)",
+                      s->model.name, (unsigned long long)req->timeout_us,
+                      (unsigned long long)(wait / 1000u));
+            err->retry_after_s = (unsigned)((wait + 999999999u) / 1000000000u);
+            return -1;
+        }
+    }
+    bool slot_free = s->free_slots != NULL;
+    pthread_mutex_unlock(&s->lock);
+    /* With every instance leased, the thread that gives one back looks at
+     * the queue again. */
+    if (slot_free) {
+        if (here)
+            local_add(here, s, 0);
+        else
+            pool_post(s->pool, &s->job);
+    }
+    return 0;
+}
+
+const struct sched_observer *sched_get_observer(const struct sched *s)
+{
+    return &s->cfg.observer;
+}
+
+uint32_t sched_queue_depth(struct sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint32_t n = s->queued;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+int sched_start(const struct sched_model *m, const struct sched_config *cfg, struct sched **out)
+{
+    struct sched *s = mem_calloc(1, sizeof *s);
+    if (!s) {
+        if (cfg->observer.on_stop)
+            cfg->observer.on_stop(cfg->observer.ctx);
+        return -ENOMEM;
+    }
+    s->model = *m;
+    s->cfg = *cfg;
+    if (s->cfg.nlevels == 0)
+        s->cfg.nlevels = 1;
+    if (s->cfg.nlevels > SCHED_MAX_LEVELS)
+        s->cfg.nlevels = SCHED_MAX_LEVELS;
+    if (s->cfg.default_level >= s->cfg.nlevels)
+        s->cfg.default_level = 0;
+    atomic_init(&s->refs, 1);
+    s->job = (struct pool_job){.run = job_run, .hold = job_hold, .drop = job_drop};
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->batches_lock, NULL);
+    pthread_cond_init(&s->drained, NULL);
+    s->slots = mem_calloc(m->ninstances, sizeof *s->slots);
+    int rc = s->slots ? 0 : -ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < m->ninstances; i++) {
+        rc = slot_init(&s->slots[i], s, m->instances[i]);
+        s->nslots = i + 1;
+        s->slots[i].next_free = s->free_slots;
+        s->free_slots = &s->slots[i];
+        s->nfree++;
+    }
+    if (rc == 0)
+        rc = batch_pool_fill(s, m->ninstances * BATCHES_PER_INSTANCE);
+    s->pool = m->pool;
+    if (rc == 0 && (!s->pool || cfg->decoupled)) {
+        rc = sched_pool_start(m->ninstances, cfg->decoupled ? "stream" : "worker", &s->own_pool);
+        s->pool = s->own_pool;
+    }
+    if (rc) {
+        if (s->cfg.observer.on_stop)
+            s->cfg.observer.on_stop(s->cfg.observer.ctx);
+        sched_unref(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void sched_stop(struct sched *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    bool work = s->head != NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (work)
+        pool_post(s->pool, &s->job); /* batches no longer wait to fill */
+    pthread_mutex_lock(&s->lock);
+    while (s->head || s->nfree < s->nslots)
+        pthread_cond_wait(&s->drained, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    sched_pool_stop(s->own_pool);
+    s->own_pool = NULL;
+    if (s->cfg.observer.on_stop) /* every instance is back: nothing reports any more */
+        s->cfg.observer.on_stop(s->cfg.observer.ctx);
+    sched_unref(s);
+}

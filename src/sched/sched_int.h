@@ -1,0 +1,112 @@
+/*
+ * sched_int: what the files of src/sched/ share and nothing else includes.
+ *
+ *   queue.c   the queue (order, admission, time limits), batch formation,
+ *             leasing instances, start and stop
+ *   run.c     running one formed batch on a leased instance: gather (and
+ *             pad) inputs, execute, hand the outputs back (and cut them)
+ *   pool.c    the worker pool: threads that run what no I/O thread runs
+ *   local.c   the I/O thread's side of run to completion
+ *
+ * Locks: a scheduler's `lock` may be held while taking its pool's lock,
+ * never the other way round. No lock is held while a batch runs or while
+ * requests are completed.
+ */
+#ifndef INFERD_SCHED_SCHED_INT_H
+#define INFERD_SCHED_SCHED_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "sched/pool.h"
+#include "sched/sched.h"
+
+/* One backend instance and the scratch memory of a batch run on it; held
+ * by one thread at a time (leased from the scheduler's free list). */
+struct slot {
+    void *instance;
+    struct buf *gather;     /* one per model input */
+    struct tensor *inputs;  /* the batch's inputs */
+    const char **names;     /* union of the members' requested outputs */
+    struct tensor *outs;    /* the batch's outputs */
+    int64_t (*padded)[TENSOR_MAX_DIMS]; /* per input: the batch's padded dims */
+    int64_t (*trial)[TENSOR_MAX_DIMS];  /* per input: padded dims with one more member */
+    struct infer_request **members;
+    uint32_t capacity;    /* size of members */
+    uint32_t n;           /* members of the batch formed on it */
+    uint64_t started_ns;  /* while leased: when its batch started */
+    struct slot *next_free;
+};
+
+struct sched {
+    struct sched_model model;
+    struct sched_config cfg;
+    struct sched_pool *pool;     /* model.pool, or own_pool */
+    struct sched_pool *own_pool; /* started and stopped by this scheduler */
+    atomic_uint refs;            /* the owner's, pools' and loops' references */
+
+    pthread_mutex_t lock;
+    pthread_cond_t drained; /* signalled when an instance comes back while stopping */
+    struct infer_request *head, *tail; /* the queue, in its order */
+    uint32_t queued;
+    uint32_t level_queued[SCHED_MAX_LEVELS];
+    uint64_t seq; /* arrival counter */
+    struct slot *slots, *free_slots;
+    uint32_t nslots, nfree;
+    uint64_t est_ns; /* moving estimate of a batch's run; 0 = no run yet */
+    uint64_t est_samples_x256; /* moving estimate of a batch's samples, x256 */
+    bool stopping;
+
+    struct pool_job job; /* runs sched_work(s, NULL) on a pool worker */
+
+    pthread_mutex_t batches_lock;
+    struct sched_batch *free_batches;
+};
+
+/* Output memory of one backend run, shared by the requests of the batch. */
+struct sched_batch {
+    struct sched *sched;
+    void *instance;
+    void *backend_state;
+    struct arena arena; /* BYTES outputs, cut-back outputs, per-batch tensors */
+    atomic_uint refs;
+    struct sched_batch *next_free;
+};
+
+void sched_ref(struct sched *s);
+void sched_unref(struct sched *s);
+
+/* Runs what s has ready on the calling thread: `here` is its I/O-thread
+ * context (at most one batch, and only if the model may run inline), or
+ * NULL on a pool worker (batches until none is ready). Sets timers for a
+ * batch that waits to fill. */
+void sched_work(struct sched *s, struct sched_local *here);
+
+/* Whether a batch of s may run inline on a thread with this budget. */
+bool sched_inline_ok(struct sched *s, uint64_t budget_ns);
+
+/* ---- run.c ---- */
+int slot_init(struct slot *sl, const struct sched *s, void *instance);
+void slot_free(struct slot *sl, uint32_t ninputs);
+/* Runs the sl->n members on the slot's instance and completes each.
+ * Returns the run's duration (for the estimate). */
+uint64_t run_batch(struct sched *s, struct slot *sl, bool inline_run);
+uint64_t run_decoupled(struct sched *s, struct slot *sl);
+void batch_pool_free(struct sched *s);
+int batch_pool_fill(struct sched *s, uint32_t n);
+/* Whether a and b may share a batch (dims equal, or differing only where
+ * padding is allowed). */
+bool batch_compatible(const struct sched *s, const struct infer_request *a,
+                      const struct infer_request *b);
+
+
+/* ---- local.c ---- */
+uint64_t local_budget_ns(const struct sched_local *x);
+/* On the loop thread: look at s at the end of this pass (at_ns 0) or once
+ * at_ns has come. */
+void local_add(struct sched_local *x, struct sched *s, uint64_t at_ns);
+
+#endif
