@@ -426,6 +426,7 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
  * of the shared port) and its REST front end. */
 struct io_thread {
     pthread_t tid;
+    int index; /* the thread's name: io-<index> */
     struct loop loop;
     struct http_server *server;
     struct serve_thread serve; /* the serving pipeline's state of this thread */
@@ -476,6 +477,9 @@ static atomic_int io_threads_running;
 static void *io_thread_main(void *arg)
 {
     struct io_thread *t = arg;
+    char name[16]; /* the kernel's limit, NUL included */
+    snprintf(name, sizeof name, "io-%d", t->index);
+    pthread_setname_np(pthread_self(), name);
     if (loop_run(&t->loop) != 0)
         log_error("event loop failed: %s", strerror(errno));
     atomic_fetch_sub(&io_threads_running, 1);
@@ -593,6 +597,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
     o->obs.open_connections = &open_connections;
     for (int i = 0; i < n; i++) {
         struct io_thread *t = &threads[i];
+        t->index = i;
         if (loop_init(&t->loop) != 0) {
             log_error("cannot create event loop: %s", strerror(errno));
             return -1;
