@@ -362,6 +362,7 @@ static void metrics_stop_task(struct loop_task *t)
 static void *metrics_thread(void *arg)
 {
     struct metrics_server *ms = arg;
+    pthread_setname_np(pthread_self(), "metrics");
     if (loop_run(&ms->loop) != 0)
         log_error("metrics event loop failed: %s", strerror(errno));
     return NULL;

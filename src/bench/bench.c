@@ -1241,6 +1241,9 @@ static void worker_start_run(struct worker *w)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    char name[16]; /* the kernel's limit, NUL included */
+    snprintf(name, sizeof name, "bench-%u", w->id);
+    pthread_setname_np(pthread_self(), name);
     uint64_t now = clock_now_ns();
     w->connect_pending = w->nconns;
     for (uint32_t i = 0; i < w->nconns; i++) {

@@ -17,6 +17,7 @@
 #include "api/obs_http.h"
 #include "api/rest.h"
 #include "base/clock.h"
+#include "base/cpus.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "bench/bench.h"
@@ -42,9 +43,9 @@ struct serve_options {
     struct repository_options repo;
     const char *load_models[MAX_LOAD_MODELS];
     struct http_server_config http;
-    int io_threads;
-    int worker_threads;          /* default: one per usable CPU */
-    uint64_t inline_budget_us;   /* run to completion under this estimate */
+    int io_threads; /* 0: --io-threads not given, see default_io_threads() */
+    int worker_threads;        /* 0: --worker-threads not given: one per usable CPU */
+    uint64_t inline_budget_us; /* run to completion under this estimate */
     uint32_t exit_timeout_secs;
     struct tls_options tls; /* cert_file NULL: plaintext */
     int metrics_port; /* -1 = --no-metrics */
@@ -93,7 +94,7 @@ static const char serve_usage_text[] =
     "  --worker-threads N         worker pool threads shared by all models (default: one per\n"
     "                             usable CPU)\n"
     "  --ort-intra-op-threads N   ONNX Runtime threads per operator and instance (default: 1;\n"
-    "                             0 = max(1, cores / instances))\n"
+    "                             0 = max(1, usable CPUs / instances))\n"
     "  --ort-inter-op-threads N   ONNX Runtime threads across operators (default: 1)\n"
     "\n"
     "listening:\n"
@@ -104,7 +105,9 @@ static const char serve_usage_text[] =
     "  --metrics-port N           Prometheus metrics port, GET /metrics (default: 8002;\n"
     "                             0 = any free port)\n"
     "  --no-metrics               do not open the metrics port\n"
-    "  --io-threads N             event-loop threads serving connections (default: cores)\n"
+    "  --io-threads N             event-loop threads serving connections (default: the CPUs\n"
+    "                             this process may use: affinity mask and cgroup CPU quota;\n"
+    "                             at most 64)\n"
     "  --tls-cert FILE            PEM certificate chain: TLS on the HTTP and gRPC ports\n"
     "                             (with --tls-key; SIGHUP reloads both files)\n"
     "  --tls-key FILE             PEM private key of --tls-cert\n"
@@ -255,10 +258,29 @@ static double parse_ratio(const char *flag, const char *s)
     return v;
 }
 
-static int default_io_threads(void)
+/* The default number of I/O threads: one per usable CPU, at most 64. */
+#define MAX_DEFAULT_IO_THREADS 64
+static int default_io_threads(const struct cpus_limits *cpus)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+    return cpus->usable > MAX_DEFAULT_IO_THREADS ? MAX_DEFAULT_IO_THREADS : cpus->usable;
+}
+
+/* "2 I/O threads (2 usable CPUs: affinity 2, cgroup quota none)": how many
+ * and why, for the startup line. */
+static void describe_io_threads(char *out, size_t size, int n, bool given,
+                                const struct cpus_limits *cpus)
+{
+    char quota[32] = "none";
+    if (cpus->quota > 0)
+        snprintf(quota, sizeof quota, "%d", cpus->quota);
+    char why[48] = "";
+    if (given)
+        snprintf(why, sizeof why, "--io-threads; ");
+    else if (n < cpus->usable)
+        snprintf(why, sizeof why, "at most %d by default; ", MAX_DEFAULT_IO_THREADS);
+    snprintf(out, size, "%d I/O thread%s (%s%d usable CPU%s: affinity %d, cgroup quota %s)", n,
+             n == 1 ? "" : "s", why, cpus->usable, cpus->usable == 1 ? "" : "s", cpus->affinity,
+             quota);
 }
 
 static void parse_serve_args(int argc, char **argv, struct serve_options *o)
@@ -274,8 +296,6 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
                  .idle_timeout_ms = 300000, .write_timeout_ms = 60000,
                  .max_response_bytes = 1ull << 30, .grpc_listen = true, .grpc_port = 8001,
                  .h2_max_concurrent_streams = 128, .on_response = obs_http_on_response},
-        .io_threads = default_io_threads(),
-        .worker_threads = default_io_threads(),
         .inline_budget_us = DEFAULT_INLINE_BUDGET_US,
         .exit_timeout_secs = 30,
         .metrics_port = 8002,
@@ -426,6 +446,7 @@ static void parse_serve_args(int argc, char **argv, struct serve_options *o)
  * of the shared port) and its REST front end. */
 struct io_thread {
     pthread_t tid;
+    int index; /* the thread's name: io-<index> */
     struct loop loop;
     struct http_server *server;
     struct serve_thread serve; /* the serving pipeline's state of this thread */
@@ -476,6 +497,9 @@ static atomic_int io_threads_running;
 static void *io_thread_main(void *arg)
 {
     struct io_thread *t = arg;
+    char name[16]; /* the kernel's limit, NUL included */
+    snprintf(name, sizeof name, "io-%d", t->index);
+    pthread_setname_np(pthread_self(), name);
     if (loop_run(&t->loop) != 0)
         log_error("event loop failed: %s", strerror(errno));
     serve_thread_stopped(&t->serve);
@@ -594,6 +618,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
     o->obs.open_connections = &open_connections;
     for (int i = 0; i < n; i++) {
         struct io_thread *t = &threads[i];
+        t->index = i;
         if (loop_init(&t->loop) != 0) {
             log_error("cannot create event loop: %s", strerror(errno));
             return -1;
@@ -724,9 +749,17 @@ static int serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    struct cpus_limits cpus;
+    cpus_probe(&cpus);
+    bool io_threads_given = o.io_threads > 0;
+    if (!io_threads_given)
+        o.io_threads = default_io_threads(&cpus);
+    char io_threads_text[160];
+    describe_io_threads(io_threads_text, sizeof io_threads_text, o.io_threads, io_threads_given,
+                        &cpus);
     static const char *const mode_names[] = {"none", "poll", "explicit"};
-    log_info("inferd %s starting: repository %s, model control mode %s, %d I/O threads",
-             INFERD_VERSION, o.repo.load.repository, mode_names[o.repo.mode], o.io_threads);
+    log_info("inferd %s starting: repository %s, model control mode %s, %s", INFERD_VERSION,
+             o.repo.load.repository, mode_names[o.repo.mode], io_threads_text);
     struct repository *repo;
     struct error err;
     error_clear(&err);
@@ -735,6 +768,8 @@ static int serve(int argc, char **argv)
     o.repo.load.observe_version = batch_obs_attach;
     o.repo.observe_load = load_obs_record;
     o.repo.observe_gone = load_obs_forget;
+    if (o.worker_threads <= 0)
+        o.worker_threads = cpus.usable;
     struct sched_pool *pool;
     int prc = sched_pool_start((uint32_t)o.worker_threads, "worker", &pool);
     if (prc != 0) {

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "model/config.h"
 #include "model/warmup.h"
 #include "base/clock.h"
+#include "base/cpus.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/path.h"
@@ -84,13 +84,11 @@ static uint32_t list_versions(const char *model_dir, enum version_dirs which, in
     return n;
 }
 
-/* The documented rule: instances x intra-op threads <= the cores this
- * process may run on. */
+/* The documented rule: instances x intra-op threads <= the CPUs this
+ * process may use (affinity mask and cgroup CPU quota). */
 static int auto_intra_op_threads(uint32_t instances)
 {
-    cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    int n = cores / (int)instances;
+    int n = cpus_usable() / (int)instances;
     return n < 1 ? 1 : n;
 }
 

@@ -516,6 +516,7 @@ static void run_cmd(struct repository *r, struct repo_cmd *cmd)
 static void *manager_main(void *arg)
 {
     struct repository *r = arg;
+    pthread_setname_np(pthread_self(), "repo");
     uint64_t next_poll = clock_now_ns() + (uint64_t)r->opts.poll_secs * 1000000000ull;
     pthread_mutex_lock(&r->qlock);
     while (!r->stopping) {

@@ -163,6 +163,7 @@ static void flush_all(struct accesslog *a)
 static void *writer_main(void *arg)
 {
     struct accesslog *a = arg;
+    pthread_setname_np(pthread_self(), "accesslog");
     for (;;) {
         pthread_mutex_lock(&a->lock);
         if (!a->stopping) {

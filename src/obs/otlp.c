@@ -541,6 +541,7 @@ static void export_all(struct exporter *e, bool stopping)
 static void *exporter_main(void *arg)
 {
     struct exporter *e = arg;
+    pthread_setname_np(pthread_self(), "otlp-export");
     pthread_mutex_lock(&e->lock);
     for (;;) {
         if (e->waiting.count < e->cfg.batch_size && !e->stopping) {

@@ -140,8 +140,9 @@ def stall_repo(tmp_path, delay_us):
 class Server:
     """One inferd process. stdout/stderr go to files so the pipes never block."""
 
-    def __init__(self, args, workdir, cwd=None):
+    def __init__(self, args, workdir, cwd=None, cpus=None):
         self.args = list(args)
+        self.cpus = cpus  # a set of CPU numbers: the process's affinity (taskset -c)
         self.workdir = Path(workdir)
         self.stdout_path = self.workdir / "stdout.log"
         self.stderr_path = self.workdir / "stderr.log"
@@ -179,8 +180,10 @@ class Server:
         env.setdefault("ASAN_OPTIONS", "fast_unwind_on_malloc=0:malloc_context_size=64")
         self._out = open(self.stdout_path, "wb")
         self._err = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err,
-                                     stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
+        cpus = self.cpus
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL, cwd=self.cwd,
+            env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         self.cmd = cmd
         return self
 
@@ -266,15 +269,16 @@ class ServerFactory:
         models = models if models is not None else {"simple": MAIN_MODELS["simple"]}
         return make_repository(Path(self._tmp.mktemp("repo")) / "models", models)
 
-    def start(self, *flags, models=None, repository=None, wait=True, cwd=None):
+    def start(self, *flags, models=None, repository=None, wait=True, cwd=None, cpus=None):
         """Start `inferd serve` with `flags`; the repository is built from
         `models` (default: just simple) unless `repository` is given or
-        flags already name one."""
+        flags already name one. `cpus` (a set of CPU numbers) restricts the
+        process to those CPUs from its first instruction, like taskset -c."""
         flags = list(flags)
         if "--model-repository" not in flags and cwd is None:
             repo = repository or self.repository(models)
             flags = ["--model-repository", str(repo)] + flags
-        srv = Server(flags, self._tmp.mktemp("server"), cwd=cwd)
+        srv = Server(flags, self._tmp.mktemp("server"), cwd=cwd, cpus=cpus)
         self.servers.append(srv)
         srv.start()
         if wait:
