@@ -59,6 +59,7 @@ struct infer_request {
     const bool *output_binary;
     int64_t batch;        /* samples along dim 0 (1 for models without batching) */
     uint64_t timeout_us;  /* client's `timeout` parameter; 0 = none */
+    uint64_t priority;    /* client's `priority` parameter; 0 = the model's default level */
 
     /* Filled by the worker before complete(). */
     int rc;                /* 0 or -1 with err set */
