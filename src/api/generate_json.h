@@ -6,7 +6,7 @@
  * scalar or an array (nested arrays are read row-major), e.g.
  *     {"IN": [4, 5, 6], "DELAY": [10, 10, 10], "WAIT": 0}
  * plus an optional "parameters" object (as in an infer request: `timeout`
- * in µs). Each input's shape is the model's (without the batch dimension)
+ * in µs, `priority`). Each input's shape is the model's (without the batch dimension)
  * with its one variable dimension, if any, deduced from the element count
  * (a scalar is one element); a batched model gets a leading batch
  * dimension of 1. Every model input must be given; another field is a 400.

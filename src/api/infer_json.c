@@ -507,6 +507,13 @@ int infer_json_decode(struct infer_request *req, struct shm_request *shm, const 
                                        "(microseconds)");
         req->timeout_us = us;
     }
+    const struct json_value *priority = json_get(params, "priority");
+    if (priority) {
+        uint64_t level;
+        if (json_num_u64(priority, &level) != 0)
+            return error_set(err, 400, "parameter 'priority' must be a non-negative integer");
+        req->priority = level;
+    }
 
     const struct json_value *inputs = json_get(root, "inputs");
     /* Empty for a model without inputs; a missing input is named below. */

@@ -448,21 +448,16 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
     return 0;
 }
 
-static int decode_timeout(struct infer_request *req, const Inference__ModelInferRequest *msg,
-                          struct error *err)
+/* A request-level parameter that must be a non-negative integer: *out is
+ * left alone when it is absent, else set, or a 400 naming it (`unit` is
+ * appended to the message). */
+static int request_u64_param(const Inference__ModelInferRequest *msg, const char *name,
+                             const char *unit, uint64_t *out, struct error *err)
 {
     const Inference__InferParameter *p;
-    FIND_PARAM(msg->parameters, msg->n_parameters, "timeout", p);
-    if (!p)
-        return 0;
-    if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM &&
-        p->int64_param >= 0)
-        req->timeout_us = (uint64_t)p->int64_param;
-    else if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
-        req->timeout_us = p->uint64_param;
-    else
-        return error_set(err, 400,
-                         "parameter 'timeout' must be a non-negative integer (microseconds)");
+    FIND_PARAM(msg->parameters, msg->n_parameters, name, p);
+    if (p && !u64_param(p, out))
+        return error_set(err, 400, "parameter '%s' must be a non-negative integer%s", name, unit);
     return 0;
 }
 
@@ -473,7 +468,8 @@ int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const st
         req->id = msg->id;
         req->id_len = (uint32_t)strlen(msg->id);
     }
-    if (decode_timeout(req, msg, err) != 0)
+    if (request_u64_param(msg, "timeout", " (microseconds)", &req->timeout_us, err) != 0 ||
+        request_u64_param(msg, "priority", "", &req->priority, err) != 0)
         return -1;
     /* Inputs in shared memory may have no raw entry (Triton's clients
      * leave them out) or an empty one. */

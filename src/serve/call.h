@@ -145,7 +145,6 @@ struct infer_call {
     const struct model_entry *entry; /* during the stages only (snapshot held) */
     struct model_snapshot *snapshot; /* released before submit */
     const char *tenant;              /* authenticated tenant, or NULL */
-    uint32_t priority;               /* 0 = the model's default */
 
     /* Read-only for the front end: the scheduler took the request (so its
      * timings mean something). */

@@ -299,6 +299,19 @@ def test_generate_on_an_ordinary_model(server):
     assert reader.next_event() is None
 
 
+def test_generate_checks_request_parameters(server):
+    """generate's `parameters` are an infer request's: `priority` is a
+    non-negative integer."""
+    a = list(range(16))
+    url = server.url + "/v2/models/simple/generate"
+    r = requests.post(url, json={"INPUT0": a, "INPUT1": a, "parameters": {"priority": 1}},
+                      timeout=30)
+    assert ok_json(r)["OUTPUT0"] == [2 * x for x in a]
+    r = requests.post(url, json={"INPUT0": a, "INPUT1": a, "parameters": {"priority": "high"}},
+                      timeout=30)
+    assert "parameter 'priority' must be a non-negative integer" in assert_error_response(r, 400)
+
+
 # ---- gRPC ModelStreamInfer ----
 
 def repeat_request(pb, values, delay_ms=0, id="", empty_final=None):

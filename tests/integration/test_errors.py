@@ -179,6 +179,24 @@ def test_input_field_invalid(infer, field, value):
     assert_error_response(infer("simple", inputs), 400)
 
 
+@pytest.mark.parametrize("name,value", [
+    ("priority", "high"), ("priority", -1), ("priority", 1.5), ("priority", True),
+    ("timeout", "soon"), ("timeout", -1),
+])
+def test_integer_request_parameter_invalid(infer, name, value):
+    """Triton's `priority` (a level) and `timeout` (µs) are non-negative integers."""
+    msg = assert_error_response(infer("simple", good_inputs(), parameters={name: value}), 400)
+    assert "parameter '%s' must be a non-negative integer" % name in msg
+
+
+@pytest.mark.parametrize("priority", [0, 1, 7])
+def test_priority_accepted(infer, priority):
+    """Any level is accepted: 0 and levels the model does not have mean its
+    default level (simple has no priority levels)."""
+    body = ok_json(infer("simple", good_inputs(), parameters={"priority": priority}))
+    assert body["outputs"][0]["data"] == list(range(1, 17))
+
+
 def test_good_request_still_works_after_errors(infer):
     body = ok_json(infer("simple", good_inputs()))
     assert body["outputs"][0]["data"] == list(range(1, 17))

@@ -228,6 +228,18 @@ def test_infer_errors(client, pbs):
     req = simple_request(pb, a, a, outputs=["NOPE"])
     e = rpc_error(client.infer, req)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "unexpected inference output 'NOPE'" in e.details()
+    # Integer request parameters: a string or a negative int64 is refused.
+    for name, kind, value in (("priority", "string_param", "high"), ("priority", "int64_param", -1),
+                              ("timeout", "int64_param", -1)):
+        req = simple_request(pb, a, a)
+        setattr(req.parameters[name], kind, value)
+        e = rpc_error(client.infer, req)
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, value)
+        assert "parameter '%s' must be a non-negative integer" % name in e.details(), e.details()
+    for kind, value in (("int64_param", 1), ("uint64_param", 2), ("int64_param", 0)):
+        req = simple_request(pb, a, a, id="p")
+        setattr(req.parameters["priority"], kind, value)
+        assert client.infer(req).id == "p"
     # Not a protobuf message at all.
     e = rpc_error(client.raw("/inference.GRPCInferenceService/ModelInfer"), b"\x0a\x05ab",
                   timeout=30)

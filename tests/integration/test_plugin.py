@@ -141,6 +141,18 @@ def test_plugin_bad_parameter_fails_the_model(server_factory, tmp_path):
     assert "parameter delay_us: 'soon'" in msg
 
 
+def test_plugin_unknown_parameter_fails_but_server_parameters_pass(server_factory, tmp_path):
+    """A misspelt parameter fails the load; padding_budget (the batcher's,
+    passed to every backend with the rest of `parameters`) does not."""
+    srv = server_factory.start(repository=plugin_repo(tmp_path / "a", ECHO_CONFIG +
+                                                      param("delay_usec", "5")), wait=False)
+    r = get_when_listening(srv.url + "/v2/models/echo")
+    assert "unknown parameter 'delay_usec'" in assert_error_response(r, 404)
+    srv = server_factory.start(repository=plugin_repo(tmp_path / "b", ECHO_CONFIG +
+                                                      param("padding_budget", "0.1")))
+    assert ok_json(echo(srv.url, [1, 2, 3, 4]))["outputs"][0]["data"] == [1, 2, 3, 4]
+
+
 def test_plugin_takes_parameters_from_a_config_override(server_factory, tmp_path):
     """The repository load API's JSON config replaces config.pbtxt, for the
     plugin's parameters too: an override with a parameter the plugin does

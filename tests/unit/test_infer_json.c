@@ -62,6 +62,8 @@ static void test_decode_every_input(void **state)
                "\"inputs\":[" ALL_INPUTS "]}");
     assert_int_equal(d.rc, 0);
     assert_string_equal(d.req.id, "req-7");
+    assert_int_equal(d.req.priority, 1);
+    assert_int_equal(d.req.timeout_us, 0);
     assert_int_equal(d.req.ninputs, 6);
 
     const struct tensor *t = &d.req.inputs[0];
@@ -215,6 +217,12 @@ static void test_errors(void **state)
                  "must be a string, number or bool");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"parameters\":{\"binary_data_output\":1}}", 400,
                  "request: parameter 'binary_data_output' must be true or false");
+    expect_error("{\"inputs\":[" ALL_INPUTS "],\"parameters\":{\"priority\":\"high\"}}", 400,
+                 "parameter 'priority' must be a non-negative integer");
+    expect_error("{\"inputs\":[" ALL_INPUTS "],\"parameters\":{\"priority\":-1}}", 400,
+                 "parameter 'priority' must be a non-negative integer");
+    expect_error("{\"inputs\":[" ALL_INPUTS "],\"parameters\":{\"priority\":1.5}}", 400,
+                 "parameter 'priority' must be a non-negative integer");
     expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
                  "{\"binary_data\":\"yes\"}}]}",
                  400, "output 'OUT_A': parameter 'binary_data' must be true or false");

@@ -550,6 +550,36 @@ static void test_parameters_and_outputs(void **state)
     p.int64_param = -1;
     expect_error(&b.msg, true, 400, "parameter 'timeout'");
 
+    /* priority: int64 >= 0 or uint64, as timeout; absent = 0 (the default level). */
+    e.key = "priority";
+    p.int64_param = 2;
+    decode(&d, &b.msg, true);
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(d.req.priority, 2);
+    assert_int_equal(d.req.timeout_us, 0);
+    done(&d);
+
+    p.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+    p.uint64_param = 1;
+    decode(&d, &b.msg, true);
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(d.req.priority, 1);
+    done(&d);
+
+    p.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+    p.int64_param = -1;
+    expect_error(&b.msg, true, 400, "parameter 'priority' must be a non-negative integer");
+
+    p.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+    p.string_param = "high";
+    expect_error(&b.msg, true, 400, "parameter 'priority' must be a non-negative integer");
+
+    b.msg.n_parameters = 0;
+    decode(&d, &b.msg, true);
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(d.req.priority, 0);
+    done(&d);
+
     /* Requested outputs: order kept, unknown and duplicate refused. */
     build(&b, false);
     Inference__ModelInferRequest__InferRequestedOutputTensor o[3], *op[3] = {&o[0], &o[1], &o[2]};
