@@ -85,6 +85,9 @@ enum row_value {
     RV_SUCCESS,
     RV_INFERENCES,
     RV_EXECUTIONS,
+    RV_INLINE,
+    RV_INPUT_ELEMENTS,
+    RV_PADDING_ELEMENTS,
     RV_REQUEST_US,
     RV_QUEUE_US,
     RV_INPUT_US,
@@ -98,6 +101,9 @@ static uint64_t row_value(const struct stats_version *v, enum row_value k)
     case RV_SUCCESS: return v->success.count;
     case RV_INFERENCES: return v->inference_count;
     case RV_EXECUTIONS: return v->execution_count;
+    case RV_INLINE: return v->inline_executions;
+    case RV_INPUT_ELEMENTS: return v->input_elements;
+    case RV_PADDING_ELEMENTS: return v->padding_elements;
     case RV_REQUEST_US: return (v->success.ns + v->fail.ns) / 1000u;
     case RV_QUEUE_US: return v->queue.ns / 1000u;
     case RV_INPUT_US: return v->compute_input.ns / 1000u;
@@ -158,6 +164,15 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
                         RV_INFERENCES);
     write_model_counter(b, c, "nv_inference_exec_count",
                         "Number of model executions performed (batches)", RV_EXECUTIONS);
+    write_model_counter(b, c, "inferd_inline_executions_total",
+                        "Model executions run by the I/O thread that formed the batch (run to "
+                        "completion, no thread hand-off)",
+                        RV_INLINE);
+    write_model_counter(b, c, "inferd_batch_input_elements_total",
+                        "Input elements of the model executions, padding included",
+                        RV_INPUT_ELEMENTS);
+    write_model_counter(b, c, "inferd_batch_padding_elements_total",
+                        "Zeros added to inputs by variable-length batching", RV_PADDING_ELEMENTS);
     write_model_counter(b, c, "nv_inference_request_duration_us",
                         "Cumulative inference request duration in microseconds",
                         RV_REQUEST_US);

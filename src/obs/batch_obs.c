@@ -5,9 +5,12 @@
 
 static void on_batch(void *ctx, const struct sched_model *m, const struct sched_batch_report *b)
 {
-    if (!b->err->status)
-        stats_record_execution(ctx, (uint32_t)b->samples, b->infer_start_ns - b->start_ns,
+    if (!b->err->status) {
+        struct stats_execution e = {.batch_size = (uint32_t)b->samples, .elements = b->elements,
+                                    .padding = b->padding, .inline_run = b->inline_run};
+        stats_record_execution(ctx, &e, b->infer_start_ns - b->start_ns,
                                b->infer_end_ns - b->infer_start_ns, b->end_ns - b->infer_end_ns);
+    }
     trace_batch_span(b->members, b->n, m->name, m->version, b->samples, b->start_ns, b->end_ns,
                      b->err);
 }

@@ -59,6 +59,7 @@ struct stats_slot {
     _Atomic uint64_t success_count, success_ns;
     _Atomic uint64_t queue_ns, input_ns, infer_ns, output_ns;
     _Atomic uint64_t inference_count, execution_count, last_inference_ms;
+    _Atomic uint64_t inline_executions, input_elements, padding_elements;
     _Atomic uint64_t fail_count[STATS_FAIL_REASONS], fail_ns[STATS_FAIL_REASONS];
     struct metrics_hist request_hist, queue_hist, compute_hist, batch_hist;
     _Atomic(struct index_array *) batches;   /* entry i: batch size i + 1 */
@@ -249,14 +250,19 @@ static _Atomic uint64_t *index_entry_get(_Atomic(struct index_array *) *head, ui
     }
 }
 
-void stats_record_execution(struct stats_model *s, uint32_t batch_size, uint64_t input_ns,
-                            uint64_t infer_ns, uint64_t output_ns)
+void stats_record_execution(struct stats_model *s, const struct stats_execution *ex,
+                            uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns)
 {
     int shard;
     struct stats_slot *slot = s ? slot_get(s, &shard) : NULL;
     if (!slot)
         return;
+    uint32_t batch_size = ex->batch_size;
     metrics_add(&slot->execution_count, 1, shard);
+    if (ex->inline_run)
+        metrics_add(&slot->inline_executions, 1, shard);
+    metrics_add(&slot->input_elements, ex->elements > 0 ? (uint64_t)ex->elements : 0, shard);
+    metrics_add(&slot->padding_elements, ex->padding > 0 ? (uint64_t)ex->padding : 0, shard);
     metrics_hist_observe(&slot->batch_hist, &stats_batch_buckets, batch_size, shard);
     if (batch_size == 0)
         return;
@@ -443,6 +449,9 @@ int stats_version_read(const struct stats_model *s, struct stats_version *out)
         }
         out->inference_count += metrics_load(&slot->inference_count);
         out->execution_count += metrics_load(&slot->execution_count);
+        out->inline_executions += metrics_load(&slot->inline_executions);
+        out->input_elements += metrics_load(&slot->input_elements);
+        out->padding_elements += metrics_load(&slot->padding_elements);
         uint64_t last = metrics_load(&slot->last_inference_ms);
         if (last > out->last_inference_ms)
             out->last_inference_ms = last;

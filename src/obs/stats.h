@@ -11,7 +11,7 @@
  *   thread writes only its own slot, with relaxed atomic loads and stores
  *   on its own cache lines. A thread's slot is allocated the first time it
  *   records for that model version (once; not per request).
- *   - The scheduler's worker thread calls stats_record_execution() once per
+ *   - The thread that runs a batch calls stats_record_execution() once per
  *     successful backend run (execution_count, inference batch statistics).
  *   - The front end calls stats_record_completion() on its I/O thread when
  *     an infer request it submitted is answered, and stats_record_refused()
@@ -105,10 +105,18 @@ struct stats_model *stats_model_find(const char *name, int64_t version);
 struct sched;
 struct stats_model *sched_stats(const struct sched *s);
 
-/* Worker thread, after a successful backend run of batch_size samples:
- * the gather (input), execute (infer) and scatter (output) durations. */
-void stats_record_execution(struct stats_model *s, uint32_t batch_size, uint64_t input_ns,
-                            uint64_t infer_ns, uint64_t output_ns);
+/* What one successful backend run was, besides its durations. */
+struct stats_execution {
+    uint32_t batch_size; /* samples */
+    int64_t elements;    /* input elements, padding included */
+    int64_t padding;     /* zeros added by variable-length batching */
+    bool inline_run;     /* run by the I/O thread that formed it */
+};
+
+/* The thread that ran it, after a successful backend run: the gather
+ * (input), execute (infer) and scatter (output) durations. */
+void stats_record_execution(struct stats_model *s, const struct stats_execution *e,
+                            uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns);
 
 /* I/O thread, when a request that was queued is answered. received_ns is
  * when its HTTP request was complete (clock_now_ns()), now_ns the time of
@@ -180,6 +188,9 @@ struct stats_version {
     uint64_t last_inference_ms; /* ms since the epoch; 0 = never */
     uint64_t inference_count;   /* samples of successful requests */
     uint64_t execution_count;   /* successful backend runs */
+    uint64_t inline_executions; /* of which run by an I/O thread (run to completion) */
+    uint64_t input_elements;    /* their input elements, padding included */
+    uint64_t padding_elements;  /* zeros added by variable-length batching */
     /* Triton's inference_stats: success (request duration of successful
      * requests), fail (of failed ones), queue, compute_* (successful
      * requests only; a request's compute times are its batch's). */

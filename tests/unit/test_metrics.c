@@ -210,7 +210,7 @@ static void test_stats_retired_versions_are_bounded(void **state)
         struct stats_model *s = stats_model_get("unit_retire", v);
         struct stats_model *again = stats_model_get("unit_retire", v); /* a reload overlaps */
         assert_ptr_equal(again, s);
-        stats_record_execution(s, 1, 1, 1, 1);
+        stats_record_execution(s, &(struct stats_execution){.batch_size = 1}, 1, 1, 1);
         stats_model_put(again);
         assert_ptr_equal(stats_model_find("unit_retire", v), s); /* still held once */
         stats_model_put(s);
@@ -225,7 +225,7 @@ static void test_stats_retired_versions_are_bounded(void **state)
 
     /* Loading the newest retired version again resumes its counters. */
     struct stats_model *s = stats_model_get("unit_retire", VERSIONS);
-    stats_record_execution(s, 1, 1, 1, 1);
+    stats_record_execution(s, &(struct stats_execution){.batch_size = 1}, 1, 1, 1);
     struct stats_version sv;
     assert_int_equal(stats_version_read(s, &sv), 0);
     assert_int_equal(sv.execution_count, 2);
@@ -287,11 +287,11 @@ static void test_stats_batches_grow_and_sort(void **state)
 {
     (void)state;
     struct stats_model *s = stats_model_get("unit_batches", 1);
-    stats_record_execution(s, 3, 1, 10, 100);
-    stats_record_execution(s, 100, 2, 20, 200); /* grows the slot's array */
-    stats_record_execution(s, 3, 1, 10, 100);
-    stats_record_execution(s, 0, 5, 5, 5);      /* counted, no batch entry */
-    stats_record_execution(s, STATS_MAX_BATCH_SIZE + 1, 1, 1, 1);
+    stats_record_execution(s, &(struct stats_execution){.batch_size = 3}, 1, 10, 100);
+    stats_record_execution(s, &(struct stats_execution){.batch_size = 100}, 2, 20, 200); /* grows the slot's array */
+    stats_record_execution(s, &(struct stats_execution){.batch_size = 3}, 1, 10, 100);
+    stats_record_execution(s, &(struct stats_execution){.batch_size = 0}, 5, 5, 5);      /* counted, no batch entry */
+    stats_record_execution(s, &(struct stats_execution){.batch_size = STATS_MAX_BATCH_SIZE + 1}, 1, 1, 1);
     struct stats_version v;
     assert_int_equal(stats_version_read(s, &v), 0);
     assert_int_equal(v.execution_count, 5);
@@ -367,7 +367,7 @@ static void *record_many(void *arg)
     r->shard = metrics_shard_index();
     pthread_barrier_wait(r->start);
     for (int i = 0; i < RECORDS; i++)
-        stats_record_execution(r->s, r->batch, 1, 2, 3);
+        stats_record_execution(r->s, &(struct stats_execution){.batch_size = r->batch}, 1, 2, 3);
     return NULL;
 }
 
