@@ -13,6 +13,8 @@
 #                 into $(PREFIX)/include/inferd, ONNX Runtime into $(PREFIX)/lib/inferd
 #                 and the gRPC .proto files into $(PREFIX)/share/inferd/proto
 #                 (PREFIX=/usr/local; DESTDIR=staging root for packagers)
+#   make bench    build, then measure inferd against its floors (bench/README.md;
+#                 QUICK=1 for a smoke run)
 #   make clean    remove build directories
 
 PYTHON ?= /usr/bin/python3
@@ -92,7 +94,10 @@ fuzz-smoke: fuzz-build
 models:
 	models/build/make_all.sh
 
+# scripts/deps.sh --bench: onnxruntime-node for experiment 9 (never fails;
+# a second run takes no time; without it the experiment is reported skipped).
 bench: build
+	scripts/deps.sh --bench
 	QUICK=$(QUICK) INFERD=$(CURDIR)/$(INFERD) scripts/bench.sh
 
 soak: build

@@ -20,6 +20,14 @@
       parses the figures bench/json_decode prints into OUT (JSON).
   report.py h2load TEXT OUT
       turns h2load's output into OUT in the shape of `inferd bench --json`.
+  report.py mlp-request OUT
+      writes the KServe v2 JSON request of experiment 9: one [1, 784] FP32
+      input of bench/models/mlp, built as bench/json_decode.c builds its
+      request (same generator, same %.9g numbers).
+  report.py compare-outputs A B TOL [OUT]
+      checks that two KServe v2 JSON responses hold the same outputs (name,
+      datatype, shape) with values within TOL; exit 1 and a reason if not.
+      OUT (JSON) gets the largest difference found.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
       reads the raw results of a run from RUN_DIR, computes the figures and
       writes OUT_JSON (bench/results/<date>.json).
@@ -47,6 +55,10 @@ TARGETS = {
     "rss_growth": ("RSS change over the memory run", "within ±5%", lambda v: abs(v) <= 5.0),
     "obs_overhead": ("req/s with metrics + access log + 10% traces ÷ all off", ">= 0.95",
                      lambda v: v >= 0.95),
+    "node_ratio": ("inferd req/s ÷ Node.js onnxruntime-node req/s (mlp, JSON)", ">= 5x",
+                   lambda v: v >= 5.0),
+    "node_p99": ("inferd p99 ÷ Node.js onnxruntime-node p99 (mlp, JSON)", "< 1 (lower)",
+                 lambda v: v < 1.0),
 }
 
 NOTE = ("This machine is shared and noisy (other jobs run on the same cores); absolute "
@@ -228,6 +240,70 @@ def cmd_json_decode(args):
             figures[k] = float(m.group(1))
     with open(out, "w") as f:
         json.dump({"figures": figures, "output": text}, f, indent=1)
+
+
+MLP_ELEMENTS = 784
+
+
+def mlp_request():
+    """Experiment 9's request: bench/json_decode.c's make_request() (the same
+    xorshift numbers in [0,1), printed with %.9g, the same id) for the input
+    of bench/models/mlp, asking for its output `probabilities`."""
+    x = 88172645463325252
+    mask = (1 << 64) - 1
+    nums = []
+    for _ in range(MLP_ELEMENTS):
+        x ^= (x << 13) & mask
+        x ^= x >> 7
+        x ^= (x << 17) & mask
+        nums.append("%.9g" % ((x >> 40) / float(1 << 24)))
+    return ('{"id":"42","inputs":[{"name":"input","shape":[1,%d],"datatype":"FP32","data":[%s]}],'
+            '"outputs":[{"name":"probabilities"}]}' % (MLP_ELEMENTS, ",".join(nums)))
+
+
+def cmd_mlp_request(args):
+    with open(args[0], "w") as f:
+        f.write(mlp_request())
+
+
+def compare_outputs(a, b, tol):
+    """(why, worst): why is None if the KServe v2 responses a and b (parsed)
+    hold the same outputs within tol, else why not; worst is the largest
+    absolute difference of the values (None if not compared)."""
+    oa = {o.get("name"): o for o in a.get("outputs") or []}
+    ob = {o.get("name"): o for o in b.get("outputs") or []}
+    if not oa:
+        return "the first response has no outputs", None
+    if sorted(oa) != sorted(ob):
+        return "output names differ: %s vs %s" % (sorted(oa), sorted(ob)), None
+    worst = 0.0
+    for name in sorted(oa):
+        x, y = oa[name], ob[name]
+        for k in ("datatype", "shape"):
+            if x.get(k) != y.get(k):
+                return "output %s: %s %s vs %s" % (name, k, x.get(k), y.get(k)), None
+        dx, dy = x.get("data"), y.get("data")
+        if not isinstance(dx, list) or not isinstance(dy, list) or len(dx) != len(dy) or \
+                not dx:
+            return "output %s: data missing, empty or of different lengths" % name, None
+        worst = max([worst] + [abs(float(p) - float(q)) for p, q in zip(dx, dy)])
+        if not worst <= tol:  # also catches NaN
+            return ("output %s: values differ by up to %.3g (tolerance %g)" % (name, worst, tol),
+                    worst)
+    return None, worst
+
+
+def cmd_compare_outputs(args):
+    """compare-outputs A B TOL [OUT]: OUT gets {"max_abs_diff", "tolerance", "match"}."""
+    a, b, tol = load(args[0]), load(args[1]), float(args[2])
+    why, worst = compare_outputs(a, b, tol)
+    if len(args) > 3:
+        with open(args[3], "w") as f:
+            json.dump({"max_abs_diff": worst, "tolerance": tol, "match": why is None,
+                       "why": why}, f)
+    if why:
+        print(why)
+        sys.exit(1)
 
 
 # ---- assemble ---------------------------------------------------------------
@@ -485,6 +561,35 @@ def assemble_shm(run_dir):
     }
 
 
+def assemble_node(run_dir):
+    skipped = os.path.join(run_dir, "node.skipped")
+    if os.path.exists(skipped):
+        return {"skipped": open(skipped).read().strip()}
+    failed = os.path.join(run_dir, "node.failed")
+    if os.path.exists(failed):
+        return {"error": open(failed).read().strip()}
+    n, i = rounds(run_dir, "node_node"), rounds(run_dir, "node_inferd")
+    if not n or not i:
+        return {"error": "not measured"}
+    bn, bi = best_round(n), best_round(i)
+    p99n = (bn["latency_us"] or {}).get("p99")
+    p99i = (bi["latency_us"] or {}).get("p99")
+    return {
+        "versions": load_opt(os.path.join(run_dir, "node_versions.json")),
+        "check": load_opt(os.path.join(run_dir, "node_check.json")),
+        "node": {"rps": best(n), "rounds": n},
+        "inferd": {"rps": best(i), "rounds": i},
+        "ratio": ratio(best(i), best(n)),
+        # p50/p99 of the best round (by req/s) of each side
+        "node_p50_us": (bn["latency_us"] or {}).get("p50"),
+        "node_p99_us": p99n,
+        "inferd_p50_us": (bi["latency_us"] or {}).get("p50"),
+        "inferd_p99_us": p99i,
+        "p99_ratio": ratio(p99i, p99n),
+        "valid": all(x["valid"] for x in n + i),
+    }
+
+
 def cmd_assemble(args):
     run_dir, out = args
     env = os.environ
@@ -498,6 +603,7 @@ def cmd_assemble(args):
         "grpc": assemble_grpc(run_dir),
         "observability": assemble_obs(run_dir),
         "shared_memory": assemble_shm(run_dir),
+        "node": assemble_node(run_dir),
     }
     lat = exps["latency"]
     http = exps["http_floor"]
@@ -513,6 +619,8 @@ def cmd_assemble(args):
         target("allocations", mem.get("allocations_per_request")),
         target("rss_growth", mem.get("rss_growth_pct")),
         target("obs_overhead", exps["observability"].get("ratio")),
+        target("node_ratio", exps["node"].get("ratio")),
+        target("node_p99", exps["node"].get("p99_ratio")),
     ]
     doc = {
         "schema": 1,
@@ -603,6 +711,16 @@ def target_notes(doc):
     ob = e.get("observability") or {}
     if ob.get("on"):
         notes["obs_overhead"] = "%s vs %s req/s" % (fmt(ob["on"]["rps"]), fmt(ob["off"]["rps"]))
+    nd = e.get("node") or {}
+    if nd.get("skipped"):
+        notes["node_ratio"] = notes["node_p99"] = "skipped: %s" % nd["skipped"]
+    elif nd.get("node"):
+        notes["node_ratio"] = "%s vs %s req/s" % (fmt(nd["inferd"]["rps"]), fmt(nd["node"]["rps"]))
+        notes["node_p99"] = "p99 %s vs %s µs (inferd lower: %s); p50 %s vs %s µs" % (
+            fmt(nd["inferd_p99_us"]), fmt(nd["node_p99_us"]),
+            {True: "yes", False: "no", None: "—"}[
+                None if nd["p99_ratio"] is None else nd["p99_ratio"] < 1.0],
+            fmt(nd["inferd_p50_us"]), fmt(nd["node_p50_us"]))
     return notes
 
 
@@ -653,8 +771,10 @@ def md_run(doc):
             s = fmt(v, "%.3f")
         elif t["name"] == "latency_p99":
             s = fmt(v, "%.0f µs")
-        elif t["name"] == "json_decode":
+        elif t["name"] in ("json_decode", "node_ratio"):
             s = fmt(v, "%.2f×")
+        elif t["name"] == "node_p99":
+            s = fmt(v, "%.3f")
         elif t["name"] == "allocations":
             s = fmt(v, "%.4g")
         else:
@@ -897,6 +1017,53 @@ def md_run(doc):
                 "; ".join(describe_failures(q) for q in sm["binary"]["rounds"]),
                 "; ".join(describe_failures(q) for q in sm["shm"]["rounds"])))
     w("")
+    out += md_node(e.get("node") or {"error": "no Node.js row in this results file"}, cfg)
+    return out
+
+
+def md_node(nd, cfg):
+    out = []
+    w = out.append
+    w("### 9. What users build instead: a Node.js server with onnxruntime-node, `mlp` over JSON")
+    w("")
+    if nd.get("skipped"):
+        w("Skipped: %s" % nd["skipped"])
+    elif nd.get("error"):
+        w("Not measured: %s" % nd["error"])
+    else:
+        v = nd.get("versions") or {}
+        ck = nd.get("check") or {}
+        w("`bench/node/server.js` (Node.js %s, the `http` module, one process; onnxruntime-node "
+          "%s with 1 inter-op thread and %s intra-op thread(s), as inferd) and inferd serve "
+          "`bench/models/mlp` on the same cores, loaded in turn by the same closed loop: %s "
+          "connections, %s requests in flight, the same %s-byte KServe v2 JSON request "
+          "(`POST /v2/models/mlp/infer`, one [1, 784] FP32 input). Before the runs both "
+          "answered it with the same outputs (largest difference %s, tolerance %s)." % (
+              v.get("node", "?"), v.get("onnxruntime_node", "?"), cfg["intra_op_threads"],
+              cfg["http_connections"], cfg["http_connections"], v.get("request_bytes", "?"),
+              fmt(ck.get("max_abs_diff"), "%.3g"), fmt(ck.get("tolerance"), "%g")))
+        w("")
+        w("| server | req/s (best) | rounds (req/s) | p50 µs | p99 µs | server CPU | "
+          "load-generator CPU |")
+        w("|---|---|---|---|---|---|---|")
+        for name, key in (("Node.js + onnxruntime-node", "node"), ("inferd", "inferd")):
+            x = nd[key]
+            b = best_round(x["rounds"])
+            lu = b.get("latency_us") or {}
+            w("| %s | %s | %s | %s | %s | %s | %s |" % (
+                name, fmt(x["rps"]), ", ".join(fmt(q["rps"]) for q in x["rounds"]),
+                fmt(lu.get("p50")), fmt(lu.get("p99")), pct(b.get("server_cpu_util")),
+                pct(b.get("client_cpu_util"))))
+        w("")
+        w("p50/p99 of the best round of each. **inferd ÷ Node.js = %s×** (target ≥ 5×); "
+          "**p99 inferd ÷ Node.js = %s** (target < 1: inferd's p99 lower)" % (
+              fmt(nd["ratio"], "%.2f"), fmt(nd["p99_ratio"], "%.3f")))
+        if not nd["valid"]:
+            w("")
+            w("**Some requests failed** — Node.js: %s; inferd: %s." % (
+                "; ".join(describe_failures(q) for q in nd["node"]["rounds"]),
+                "; ".join(describe_failures(q) for q in nd["inferd"]["rounds"])))
+    w("")
     return out
 
 
@@ -916,15 +1083,17 @@ def md_history(results_dir):
         shm = (d["experiments"].get("shared_memory") or {}).get("ratio")
         rows.append("| [%s](results/%s) | %s | `%s` |" % (
             os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
-            + " %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
-            fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f")))
+            fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f"),
+            v("node_ratio", "%.2f×"), v("node_p99", "%.3f")))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
-           "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary | "
+           "×Node.js | p99 ÷ Node.js |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 
@@ -951,7 +1120,8 @@ def main():
     cmds = {
         "cores": cmd_cores, "cpu": cmd_cpu, "free-port": cmd_free_port, "get": cmd_get,
         "nginx-conf": cmd_nginx_conf, "stats": cmd_stats, "json-decode": cmd_json_decode,
-        "h2load": cmd_h2load,
+        "h2load": cmd_h2load, "mlp-request": cmd_mlp_request,
+        "compare-outputs": cmd_compare_outputs,
         "assemble": cmd_assemble, "markdown": cmd_markdown,
     }
     cmd = cmds.get(sys.argv[1])

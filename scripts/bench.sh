@@ -24,8 +24,15 @@
 #   8. shared memory  identity_fp32 with a 1 MiB input (and output): binary
 #                     tensor data vs Triton's system shared memory, the same
 #                     server; figure shm req/s / binary req/s (informative)
+#   9. Node.js        what users build instead: bench/node/server.js (Node's
+#                     http module + onnxruntime-node, one process) vs inferd,
+#                     both serving bench/models/mlp with the same 784-float
+#                     KServe v2 JSON request; figures inferd req/s / node
+#                     req/s and inferd p99 / node p99. Skipped (with the
+#                     reason) when `scripts/deps.sh --bench` could not
+#                     install onnxruntime-node.
 #
-# The server (inferd, nginx, ort_floor, json_decode) runs on one core set and
+# The server (inferd, nginx, ort_floor, json_decode, node) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
 # CPUs: server on CPU 0, load generator on CPU 1; with more, the CPUs this
 # script may use are split in halves. Override with SERVER_CPUS=... CLIENT_CPUS=...
@@ -271,8 +278,9 @@ if [ ! -f "$MLP_MODEL" ] || [ "$root/bench/models/build/make_mlp.py" -nt "$MLP_M
 fi
 
 # Model repositories of the run (symlinks to the real models).
-mkdir -p "$RUN/repo_simple" "$RUN/repo_compute" "$RUN/repo_shm"
+mkdir -p "$RUN/repo_simple" "$RUN/repo_compute" "$RUN/repo_shm" "$RUN/repo_mlp"
 ln -s "$root/models/simple" "$RUN/repo_simple/simple"
+ln -s "$root/bench/models/mlp" "$RUN/repo_mlp/mlp"
 ln -s "$root/tests/models/identity_fp32" "$RUN/repo_shm/identity_fp32"
 ln -s "$root/bench/models/mlp" "$RUN/repo_compute/mlp"
 ln -s "$root/models/digits" "$RUN/repo_compute/digits"
@@ -561,6 +569,99 @@ curl -sf -o /dev/null -X POST "$SERVER_URL/v2/systemsharedmemory/unregister" || 
 stop_pid "$SERVER_PID"
 "$PY" "$root/bench/shm_bodies.py" remove "$SHM_KEY" || true
 SHM_KEY=
+
+# --- 9. what users build instead: Node.js + onnxruntime-node, mlp over JSON ---------------------
+# bench/node/server.js (Node's http module, one process, onnxruntime-node with
+# inferd's session options) and inferd serve bench/models/mlp; both get the
+# same 784-float JSON request (built as bench/json_decode.c builds its own)
+# from the same closed loop as experiment 1, in turn. Before any load, both
+# answers must agree within 1e-5, or the step fails and nothing is reported.
+# Without onnxruntime-node (scripts/deps.sh --bench could not install it) the
+# experiment is skipped, with the reason, and the rest of the run stands.
+# Where scripts/deps.sh --bench put it (it honours INFERD_THIRD_PARTY too).
+NODE_TP="${INFERD_THIRD_PARTY:-$root/third_party}"
+NODE_ORT="$NODE_TP/onnxruntime-node"
+NODE_REQ="$RUN/mlp_request.json"
+MLP_PATH=/v2/models/mlp/infer
+log "9. what users build instead: Node.js + onnxruntime-node vs inferd, mlp over JSON," \
+    "$HTTP_CONNECTIONS connections"
+node_skip() { # REASON
+    printf '%s\n' "$1" >"$RUN/node.skipped"
+    log "  skipped: $1"
+}
+node_fail() { # REASON: the step fails, the run goes on and exits non-zero
+    printf '%s\n' "$1" >"$RUN/node.failed"
+    log "  ERROR: $1"
+    FAILED_STEPS+=("9. Node.js: $1")
+}
+NODE_BIN="$(command -v node || true)"
+if [ -z "$NODE_BIN" ]; then
+    node_skip "no node on PATH (scripts/deps.sh --bench installs Debian's nodejs)"
+elif [ ! -f "$NODE_ORT/.stamp" ]; then
+    if [ -f "$NODE_TP/.onnxruntime-node.failed" ]; then
+        node_skip "onnxruntime-node could not be installed: $(cat "$NODE_TP/.onnxruntime-node.failed")"
+    else
+        node_skip "onnxruntime-node is not installed (run scripts/deps.sh --bench)"
+    fi
+else
+    "${REPORT[@]}" mlp-request "$NODE_REQ"
+    NODE_PORT="$("${REPORT[@]}" free-port)"
+    NODE_PATH="$NODE_ORT/node_modules" taskset -c "$SERVER_CPUS" "$NODE_BIN" \
+        "$root/bench/node/server.js" --model "$MLP_MODEL" --name mlp --host 127.0.0.1 \
+        --port "$NODE_PORT" --intra-op-threads "$NSERVER" 2>"$RUN/node_server.log" &
+    NODE_PID=$!
+    PIDS+=("$NODE_PID")
+    NODE_URL="http://127.0.0.1:$NODE_PORT"
+    if ! wait_http "$NODE_URL/v2/health/ready" "$NODE_PID"; then
+        node_fail "bench/node/server.js did not become ready: $(tail -n 3 "$RUN/node_server.log" | tr '\n' ' ')"
+        stop_pid "$NODE_PID"
+    else
+        log "node ready on $NODE_URL, pid $NODE_PID: $(head -n 1 "$RUN/node_server.log")"
+        start_inferd node "$RUN/repo_mlp"
+        mlp_json() { # URL OUT: one request, the response into OUT
+            curl -sf -o "$2" -H 'Content-Type: application/json' --data-binary "@$NODE_REQ" \
+                "$1$MLP_PATH"
+        }
+        NODE_CHECK=ok
+        mlp_json "$SERVER_URL" "$RUN/node_check_inferd.json" || NODE_CHECK="inferd did not answer"
+        mlp_json "$NODE_URL" "$RUN/node_check_node.json" || NODE_CHECK="node did not answer"
+        if [ "$NODE_CHECK" = ok ]; then
+            NODE_CHECK="$("${REPORT[@]}" compare-outputs "$RUN/node_check_inferd.json" \
+                "$RUN/node_check_node.json" 1e-5 "$RUN/node_check.json")" || true
+            [ -n "$NODE_CHECK" ] || NODE_CHECK=ok
+        fi
+        if [ "$NODE_CHECK" != ok ]; then
+            node_fail "inferd and node answer the mlp request differently, not measured: $NODE_CHECK"
+        else
+            log "  same outputs from both (largest difference $(get "$RUN/node_check.json" max_abs_diff))"
+            "$PY" - "$RUN/node_versions.json" "$NODE_ORT" "$("$NODE_BIN" --version)" \
+                "$(wc -c <"$NODE_REQ")" <<'EOF'
+import json, os, sys
+out, ort, node, req = sys.argv[1:]
+pkg = json.load(open(os.path.join(ort, "node_modules", "onnxruntime-node", "package.json")))
+json.dump({"node": node.lstrip("v"), "onnxruntime_node": pkg["version"],
+           "request_bytes": int(req)}, open(out, "w"))
+EOF
+            mlp_json_load() { # OUT URL
+                load "$1" --url "$2" --path "$MLP_PATH" --body-file "$NODE_REQ" \
+                    --header 'Content-Type: application/json' --connections "$HTTP_CONNECTIONS" \
+                    --concurrency "$HTTP_CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP"
+            }
+            for r in $(seq 1 "$ROUNDS"); do
+                LOAD_SERVER_PID=$NODE_PID
+                mlp_json_load "$RUN/node_node_r$r.json" "$NODE_URL"
+                LOAD_SERVER_PID=$SERVER_PID
+                mlp_json_load "$RUN/node_inferd_r$r.json" "$SERVER_URL"
+                log "  round $r: node $(get "$RUN/node_node_r$r.json" rps) req/s" \
+                    "(p99 $(get "$RUN/node_node_r$r.json" latency_us.p99) us)," \
+                    "inferd $(get "$RUN/node_inferd_r$r.json" rps) req/s" \
+                    "(p99 $(get "$RUN/node_inferd_r$r.json" latency_us.p99) us)"
+            done
+        fi
+        stop_pid "$NODE_PID"
+        stop_pid "$SERVER_PID"
+    fi
+fi
 
 # --- report -------------------------------------------------------------------------------------------
 t_end=$(date +%s)

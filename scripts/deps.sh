@@ -2,7 +2,8 @@
 # Install everything inferd's build and tests need. Idempotent: a second run
 # checks, prints two lines and does nothing.
 #
-#   scripts/deps.sh
+#   scripts/deps.sh            1 and 2 below (what `make` runs)
+#   scripts/deps.sh --bench    only 3 below (what `make bench` runs first)
 #
 # 1. Debian packages: installed with apt-get only when missing (apt-get update
 #    runs only if something has to be installed). Uses sudo when not root.
@@ -16,6 +17,18 @@
 #               APT state, from the Debian mirror this machine already uses.
 #    Everything is staged in a temp dir and moved into place only after
 #    verification; the stamp file .stamp records what was installed.
+# 3. make bench's Node.js server (bench/node/server.js, experiment 9): Debian's
+#    nodejs and npm when no node/npm is on PATH, then the npm package
+#    onnxruntime-node into $INFERD_THIRD_PARTY/onnxruntime-node with
+#    `npm ci --ignore-scripts` from bench/node/package-lock.json (version and
+#    every transitive package pinned with its integrity hash). Its install
+#    script stays off (it reaches other hosts); the prebuilt Linux x64
+#    binding and the libonnxruntime.so.1 it ships are used as shipped: that
+#    library must be the one inferd links (same sha256 as in 2), and the
+#    binding must load. Skipped in a second when already installed. A failure
+#    here is a warning, never an error: it is written to
+#    $INFERD_THIRD_PARTY/.onnxruntime-node.failed and make bench reports the
+#    experiment as skipped with that reason.
 set -euo pipefail
 
 # --- Debian packages, by purpose ---------------------------------------------
@@ -51,6 +64,12 @@ PACKAGES=(
 # npm (to fetch the ONNX Runtime library) only if no npm is on PATH already.
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
+# 3 (--bench): Debian's Node.js and npm, only if none is on PATH already (a
+# machine may have a newer Node.js from elsewhere, with its own npm).
+BENCH_PACKAGES=()
+command -v node >/dev/null 2>&1 || BENCH_PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || BENCH_PACKAGES+=(npm)
+
 # --- ONNX Runtime pins ---------------------------------------------------------
 ORT_VERSION=1.30.0
 ORT_NPM_SPEC="onnxruntime-node@${ORT_VERSION}"
@@ -62,11 +81,16 @@ ORT_HDR_VERSION=1.21.0+dfsg-1
 ORT_HDR_SUITE=trixie
 ORT_HDR_SHA256=14f7d959d5deacbcf1504830d4189f91fc67382b399ed9ae9d3aa9c4050ced08
 DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+# The Node.js binding's files (inside the package, as shipped for Linux x64).
+NODE_ORT_BIN=node_modules/onnxruntime-node/bin/napi-v6/linux/x64
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 third_party="${INFERD_THIRD_PARTY:-$root/third_party}"
 ort_dir="$third_party/onnxruntime"
+node_ort_dir="$third_party/onnxruntime-node"
+node_ort_failed="$third_party/.onnxruntime-node.failed"
+node_ort_pins="$root/bench/node"  # package.json + package-lock.json
 
 SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
@@ -235,5 +259,99 @@ install_ort() {
     log "onnxruntime $ORT_VERSION ready ($ort_dir)"
 }
 
-install_packages
-install_ort
+# --- 3. make bench: onnxruntime-node for bench/node/server.js --------------------
+node_ort_stamp_text() {
+    printf 'onnxruntime-node %s lock sha256 %s\n' "$ORT_VERSION" \
+        "$(sha256sum "$node_ort_pins/package-lock.json" | cut -d' ' -f1)"
+    printf 'lib libonnxruntime.so.1 sha256 %s\n' "$ORT_LIB_SHA256"
+}
+
+node_ort_is_current() {
+    [ -f "$node_ort_dir/.stamp" ] && [ -f "$node_ort_dir/$NODE_ORT_BIN/onnxruntime_binding.node" ] &&
+        [ "$(cat "$node_ort_dir/.stamp")" = "$(node_ort_stamp_text)" ]
+}
+
+# node_ort_fail REASON: warn, record the reason for make bench, return 1.
+node_ort_fail() {
+    printf 'deps: warning: onnxruntime-node not installed: %s\n' "$1" >&2
+    mkdir -p "$third_party"
+    printf '%s\n' "$1" >"$node_ort_failed"
+    return 1
+}
+
+install_bench_packages() {
+    [ "${#BENCH_PACKAGES[@]}" -gt 0 ] || return 0
+    log "installing ${#BENCH_PACKAGES[@]} packages: ${BENCH_PACKAGES[*]}"
+    { "${SUDO[@]}" apt-get update -qq &&
+        "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends "${BENCH_PACKAGES[@]}"; } ||
+        node_ort_fail "apt-get install ${BENCH_PACKAGES[*]} failed"
+}
+
+install_node_ort() {
+    if node_ort_is_current; then
+        rm -f "$node_ort_failed"
+        log "onnxruntime-node $ORT_VERSION ready (cached)"
+        return 0
+    fi
+    command -v node >/dev/null 2>&1 || { node_ort_fail "no node on PATH"; return 1; }
+    command -v npm >/dev/null 2>&1 || { node_ort_fail "no npm on PATH"; return 1; }
+    log "installing onnxruntime-node $ORT_VERSION into $node_ort_dir (npm ci --ignore-scripts)"
+    mkdir -p "$third_party"
+    local stage old lib_sha why
+    stage="$(mktemp -d "$third_party/.onnxruntime-node.new.XXXXXX")"
+    tmp_dirs+=("$stage")
+    cp "$node_ort_pins/package.json" "$node_ort_pins/package-lock.json" "$stage/"
+    (cd "$stage" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+        >"$stage/npm.log" 2>&1) || {
+        # npm's first error lines (code, errno, message), without the stack
+        why="$(grep -v '^npm error  *at ' "$stage/npm.log" | head -n 4 |
+            sed 's/^npm error //' | tr '\n' ' ')"
+        node_ort_fail "npm ci onnxruntime-node@$ORT_VERSION failed (npm registry unreachable?): $why"
+        return 1
+    }
+    [ -f "$stage/$NODE_ORT_BIN/onnxruntime_binding.node" ] || {
+        node_ort_fail "the package has no $NODE_ORT_BIN/onnxruntime_binding.node"
+        return 1
+    }
+    lib_sha="$(sha256sum "$stage/$NODE_ORT_BIN/libonnxruntime.so.1" | cut -d' ' -f1)"
+    [ "$lib_sha" = "$ORT_LIB_SHA256" ] || {
+        node_ort_fail "its libonnxruntime.so.1 is not inferd's (sha256 $lib_sha)"
+        return 1
+    }
+    (cd "$stage" && node -e '
+        const ort = require("onnxruntime-node");
+        if (ort.env.versions.node !== process.argv[1]) {
+            console.error("loaded onnxruntime-node " + ort.env.versions.node);
+            process.exit(1);
+        }' "$ORT_VERSION" >"$stage/load.log" 2>&1) || {
+        why="$(tail -n 3 "$stage/load.log" | tr '\n' ' ')"
+        node_ort_fail "the prebuilt binding does not load in node $(node --version): $why"
+        return 1
+    }
+    rm -f "$stage/npm.log" "$stage/load.log"
+    node_ort_stamp_text >"$stage/.stamp"
+    chmod 0755 "$stage"
+    if [ -e "$node_ort_dir" ]; then
+        old="$third_party/.onnxruntime-node.old.$$"
+        tmp_dirs+=("$old")
+        mv -- "$node_ort_dir" "$old"
+    fi
+    mv -- "$stage" "$node_ort_dir"
+    rm -f "$node_ort_failed"
+    log "onnxruntime-node $ORT_VERSION ready ($node_ort_dir, node $(node --version))"
+}
+
+case "${1:-}" in
+"")
+    install_packages
+    install_ort
+    ;;
+--bench)
+    # Never fails: make bench reports the experiment as skipped instead.
+    install_bench_packages && install_node_ort || true
+    ;;
+*)
+    die "usage: scripts/deps.sh [--bench]"
+    ;;
+esac
