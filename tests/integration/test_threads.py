@@ -3,10 +3,10 @@
 The default number of I/O threads is the number of CPUs the process may use:
 its affinity mask, or fewer when a cgroup CPU quota is lower. Each thread
 inferd starts has a name, read here from /proc/<pid>/task/*/comm: io-0,
-io-1, ... for the I/O threads, repo, metrics, accesslog, otlp-export. The
-main thread, which only waits for signals, keeps the process name "inferd".
-The scheduler's model workers (src/sched/) and ONNX Runtime's own threads are
-not checked here.
+io-1, ... for the I/O threads, worker-0, worker-1, ... for the worker pool
+that every model shares, repo, metrics, accesslog, otlp-export. The main
+thread, which only waits for signals, keeps the process name "inferd".
+ONNX Runtime's own threads are not checked here.
 """
 import os
 import re
@@ -145,3 +145,30 @@ def test_no_metrics_no_metrics_thread(server_factory):
     names = sorted(thread_names(srv.proc.pid).values())
     assert "metrics" not in names and "accesslog" not in names and "otlp-export" not in names
     assert names.count("io-0") == 1 and names.count("repo") == 1, names
+
+
+def test_worker_pool_is_shared_by_every_model(server_factory, tmp_path):
+    """Worker threads are one pool sized to the usable CPUs (or
+    --worker-threads), not one per model instance: a repository of 60
+    models with 2 instances each starts no more threads than one model."""
+    src = Path(__file__).resolve().parents[1] / "models" / "identity_fp32"
+    one = tmp_path / "one"
+    many = tmp_path / "many"
+    one.mkdir()
+    many.mkdir()
+    (one / "m0").symlink_to(src)
+    for i in range(60):
+        d = many / ("m%d" % i)
+        (d / "1").mkdir(parents=True)
+        (d / "1" / "model.onnx").symlink_to(src / "1" / "model.onnx")
+        (d / "config.pbtxt").write_text('instance_group [{ count: 2 kind: KIND_CPU }]\n')
+    counts = {}
+    for name, repo in (("one", one), ("many", many)):
+        srv = server_factory.start("--model-repository", str(repo), "--io-threads", "2",
+                                   "--worker-threads", "3")
+        names = thread_names(srv.proc.pid).values()
+        workers = sorted(n for n in names if n.startswith("worker-"))
+        assert workers == ["worker-0", "worker-1", "worker-2"], sorted(names)
+        counts[name] = len(names)
+        srv.stop()
+    assert counts["many"] == counts["one"], counts
