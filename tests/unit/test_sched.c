@@ -1,5 +1,5 @@
 /*
- * The batch former (sched/sched.c) driven directly: a struct model built by
+ * The batch former (sched/queue.c) driven directly: a struct model built by
  * hand around a test backend whose execute() records every batch it gets
  * (rows, width, which request each row came from) and then waits at a gate
  * the test opens. While the single instance waits at the gate, the test
@@ -812,6 +812,107 @@ static void test_incompatible_shapes_not_batched(void **state)
     harness_finish(h);
 }
 
+
+/* ---- queue order: priority levels, earliest deadline first --------------- */
+
+/* Levels 1 and 2 (default 2): while the instance is held, B (priority 2),
+ * C (priority 1), D (priority 0: the default level) and E (priority 9,
+ * above the levels: the default) queue; C runs first, then the level-2
+ * requests in arrival order. */
+static void test_higher_priority_level_runs_first(void **state)
+{
+    (void)state;
+    struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = false,
+                               .max_queue_size = 64, .nlevels = 2, .default_level = 1};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 1, 4);
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    const int32_t tags[] = {2, 3, 4, 5};
+    const uint64_t prio[] = {2, 1, 0, 9};
+    for (int i = 0; i < 4; i++) {
+        treq_init(&r[1 + i], h, tags[i], 1, 4);
+        r[1 + i].req.priority = prio[i];
+        submit_ok(h, &r[1 + i]);
+    }
+    allow(h, ALL);
+    wait_completed(h, 5);
+    CHECK_CALL(h, 1, 4, 3);
+    CHECK_CALL(h, 2, 4, 2);
+    CHECK_CALL(h, 3, 4, 4);
+    CHECK_CALL(h, 4, 4, 5);
+    for (int i = 0; i < 5; i++)
+        check_answer(h, &r[i], 200);
+    harness_finish(h);
+}
+
+/* Within a level the earliest deadline goes first; requests without a
+ * timeout come after those with one, in arrival order. */
+static void test_earliest_deadline_first_within_a_level(void **state)
+{
+    (void)state;
+    struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = false,
+                               .max_queue_size = 64};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 1, 4);
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    const int32_t tags[] = {2, 3, 4, 5};
+    const uint64_t timeout_us[] = {0, 20 * HOUR_US / 3600, 10 * HOUR_US / 3600, 0};
+    for (int i = 0; i < 4; i++) {
+        treq_init(&r[1 + i], h, tags[i], 1, 4);
+        r[1 + i].req.timeout_us = timeout_us[i];
+        submit_ok(h, &r[1 + i]);
+    }
+    allow(h, ALL);
+    wait_completed(h, 5);
+    CHECK_CALL(h, 1, 4, 4);
+    CHECK_CALL(h, 2, 4, 3);
+    CHECK_CALL(h, 3, 4, 2);
+    CHECK_CALL(h, 4, 4, 5);
+    harness_finish(h);
+}
+
+/* ---- variable-length batching --------------------------------------------- */
+
+/* With a 20 % padding budget, widths 4, 3 and 4 share a batch padded to
+ * width 4 (1 zero in 12 elements), and each request gets back exactly its
+ * own width. Width 1, queued second, would make 3 zeros in 8 elements with
+ * the first: it is passed over and waits for a batch of its own. */
+static void test_padding_within_budget_and_outputs_cut_back(void **state)
+{
+    (void)state;
+    struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = true,
+                               .preferred_batch_sizes = {3}, .npreferred = 1,
+                               .max_queue_delay_us = HOUR_US, .max_queue_size = 64,
+                               .padding_budget = 0.20};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    /* Hold the instance: 3 rows are a preferred size by themselves. */
+    treq_init(&r[0], h, 1, 3, 2);
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    treq_init(&r[1], h, 2, 1, 4);
+    treq_init(&r[2], h, 3, 1, 1);
+    treq_init(&r[3], h, 4, 1, 3);
+    treq_init(&r[4], h, 5, 1, 4);
+    for (int i = 1; i < 5; i++)
+        submit_ok(h, &r[i]);
+    allow(h, 2);
+    wait_calls(h, 2);
+    /* 2 (w4), 4 (w3), 5 (w4): the preferred size 3; 3 (w1) passed over. */
+    CHECK_CALL(h, 1, 4, 2, -1, 5);
+    assert_int_equal(sched_queue_depth(h->sched), 1);
+    allow(h, ALL);
+    wait_completed(h, 4);
+    for (int i = 0; i < 5; i++)
+        if (i != 2)
+            check_answer(h, &r[i], 200);
+    harness_finish(h); /* request 3 runs alone as the scheduler stops */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -830,6 +931,9 @@ int main(void)
         cmocka_unit_test(test_cancelled_499_never_executed),
         cmocka_unit_test(test_queue_full_429),
         cmocka_unit_test(test_incompatible_shapes_not_batched),
+        cmocka_unit_test(test_higher_priority_level_runs_first),
+        cmocka_unit_test(test_earliest_deadline_first_within_a_level),
+        cmocka_unit_test(test_padding_within_budget_and_outputs_cut_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
