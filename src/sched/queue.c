@@ -24,8 +24,10 @@ void sched_ref(struct sched *s)
 
 static void sched_free(struct sched *s)
 {
+    /* The model may be gone (a pool's timer can hold the last reference):
+     * nothing here reads s->model. */
     for (uint32_t i = 0; s->slots && i < s->nslots; i++)
-        slot_free(&s->slots[i], s->model.info->ninputs);
+        slot_free(&s->slots[i], s->ninputs);
     mem_free(s->slots);
     batch_pool_free(s);
     pthread_cond_destroy(&s->drained);
@@ -569,6 +571,7 @@ int sched_start(const struct sched_model *m, const struct sched_config *cfg, str
         return -ENOMEM;
     }
     s->model = *m;
+    s->ninputs = m->info->ninputs;
     s->cfg = *cfg;
     if (s->cfg.nlevels == 0)
         s->cfg.nlevels = 1;

@@ -42,7 +42,8 @@ struct slot {
 };
 
 struct sched {
-    struct sched_model model;
+    struct sched_model model; /* valid until sched_stop() returns */
+    uint32_t ninputs;         /* model.info->ninputs, for sched_free */
     struct sched_config cfg;
     struct sched_pool *pool;     /* model.pool, or own_pool */
     struct sched_pool *own_pool; /* started and stopped by this scheduler */

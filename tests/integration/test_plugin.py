@@ -142,15 +142,29 @@ def test_plugin_bad_parameter_fails_the_model(server_factory, tmp_path):
 
 
 def test_plugin_unknown_parameter_fails_but_server_parameters_pass(server_factory, tmp_path):
-    """A misspelt parameter fails the load; padding_budget (the batcher's,
-    passed to every backend with the rest of `parameters`) does not."""
+    """A misspelt parameter fails the load; padding_budget does not: it is
+    the server's own (variable-length batching), kept from the backend."""
     srv = server_factory.start(repository=plugin_repo(tmp_path / "a", ECHO_CONFIG +
                                                       param("delay_usec", "5")), wait=False)
     r = get_when_listening(srv.url + "/v2/models/echo")
     assert "unknown parameter 'delay_usec'" in assert_error_response(r, 404)
     srv = server_factory.start(repository=plugin_repo(tmp_path / "b", ECHO_CONFIG +
+                                                      "dynamic_batching { }\n" +
                                                       param("padding_budget", "0.1")))
     assert ok_json(echo(srv.url, [1, 2, 3, 4]))["outputs"][0]["data"] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("dynamic_batching { }\n" + param("padding_budget", "abc"),
+     "padding_budget 'abc' must be a fraction in [0, 1)"),
+    ("dynamic_batching { }\n" + param("padding_budget", "1.5"),
+     "padding_budget '1.5' must be a fraction in [0, 1)"),
+    (param("padding_budget", "15%"), "padding_budget needs dynamic_batching"),
+])
+def test_bad_padding_budget_fails_the_load(server_factory, tmp_path, extra, message):
+    srv = server_factory.start(repository=plugin_repo(tmp_path, ECHO_CONFIG + extra), wait=False)
+    r = get_when_listening(srv.url + "/v2/models/echo")
+    assert message in assert_error_response(r, 404)
 
 
 def test_plugin_takes_parameters_from_a_config_override(server_factory, tmp_path):

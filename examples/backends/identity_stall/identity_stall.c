@@ -26,9 +26,7 @@
  *   delay_us U    every execute() first sleeps U microseconds (0 to
  *                 3600000000; default 0), warm-up runs included.
  * Any other parameter fails the load with 400, so that a misspelt one is
- * not silently ignored, except those inferd itself reads from the same
- * `parameters` map and passes along as Triton does (SERVER_PARAMS, e.g.
- * the batcher's padding_budget), which are ignored.
+ * not silently ignored.
  *
  * Build: cc -std=c11 -O2 -shared -fPIC -I<inferd>/include \
  *           -o libinferd_identity_stall.so identity_stall.c
@@ -47,17 +45,6 @@
 #include <inferd/backend.h>
 
 #define DELAY_US_MAX 3600000000u
-
-/* Model parameters that configure inferd, not the backend. */
-static const char *const SERVER_PARAMS[] = {"padding_budget"};
-
-static int is_server_param(const char *key)
-{
-    for (size_t i = 0; i < sizeof SERVER_PARAMS / sizeof SERVER_PARAMS[0]; i++)
-        if (strcmp(key, SERVER_PARAMS[i]) == 0)
-            return 1;
-    return 0;
-}
 
 struct instance {
     struct inferd_model_io io[2]; /* input, output (the model info); names owned */
@@ -125,8 +112,6 @@ static int is_load(const struct inferd_backend_load_args *args, void **instance,
             rc = parse_u64(p->value, UINT64_MAX, &self->fail_skip);
         else if (strcmp(p->key, "delay_us") == 0)
             rc = parse_u64(p->value, DELAY_US_MAX, &self->delay_us);
-        else if (is_server_param(p->key))
-            rc = 0;
         else {
             instance_free(self);
             return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every_n, "
