@@ -37,7 +37,7 @@
 
 #define MAX_LOAD_MODELS 256
 /* See docs/execution.md, "Choosing the inline budget". */
-#define DEFAULT_INLINE_BUDGET_US 2000
+#define DEFAULT_INLINE_BUDGET_US 5000
 
 struct serve_options {
     struct repository_options repo;
@@ -90,7 +90,7 @@ static const char serve_usage_text[] =
     "  --inline-budget-us N       an I/O thread runs a model's batch itself when the model's\n"
     "                             recent run time is at most N us and an instance is free\n"
     "                             (run to completion, no thread hand-off); slower models run\n"
-    "                             on the worker pool (default: 2000; 0 = always the pool)\n"
+    "                             on the worker pool (default: 5000; 0 = always the pool)\n"
     "  --worker-threads N         worker pool threads shared by all models (default: one per\n"
     "                             usable CPU)\n"
     "  --ort-intra-op-threads N   ONNX Runtime threads per operator and instance (default: 1;\n"

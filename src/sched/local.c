@@ -3,11 +3,12 @@
  *
  * sched_submit() on an I/O thread adds the model's scheduler to the
  * thread's pending list and defers the thread's `flush` watcher to the end
- * of the loop pass. The flush looks at each pending scheduler once: it
- * runs a batch inline when the model may (sched_work with this context) or
- * hands the scheduler to the pool. A batch that waits to fill keeps its
- * scheduler on the list with a due time, and the loop calls the flush
- * again then (loop_defer_at).
+ * of the loop pass. The flush looks at each pending scheduler once
+ * (sched_work with this context): it runs the next batch inline when the
+ * model may, or hands the scheduler to the pool once the batch is ready to
+ * go (a worker is woken per batch, not per pass). A batch that waits to
+ * fill keeps its scheduler on the list with a due time, and the loop calls
+ * the flush again then (loop_defer_at).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -125,10 +126,8 @@ static void flush(struct loop_watch *w, uint32_t events)
         struct sched *s = todo[i].s;
         if (todo[i].at_ns > now)
             local_add(x, s, todo[i].at_ns);
-        else if (sched_inline_ok(s, x->budget_ns))
-            sched_work(s, x);
         else
-            pool_post(s->pool, &s->job);
+            sched_work(s, x); /* runs it here, or hands a ready batch to the pool */
         sched_unref(s);
     }
 }

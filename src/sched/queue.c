@@ -350,14 +350,6 @@ static void ewma(uint64_t *est, uint64_t x)
         *est = 1;
 }
 
-bool sched_inline_ok(struct sched *s, uint64_t budget_ns)
-{
-    pthread_mutex_lock(&s->lock);
-    bool ok = !s->own_pool && s->est_ns && s->est_ns <= budget_ns;
-    pthread_mutex_unlock(&s->lock);
-    return ok;
-}
-
 static void give_back(struct sched *s, struct slot *sl, uint64_t ran_ns, int64_t samples)
 {
     sl->next_free = s->free_slots;
@@ -387,7 +379,8 @@ void sched_work(struct sched *s, struct sched_local *here)
             s->nfree--;
             n = plan_batch(s, sl, now, &until, &samples);
             /* An I/O thread runs only what fits its budget. */
-            bool handoff = n && here && predict_ns(s, samples) > local_budget_ns(here);
+            bool handoff = n && here &&
+                           (s->cfg.decoupled || predict_ns(s, samples) > local_budget_ns(here));
             if (!n || handoff) {
                 sl->next_free = s->free_slots;
                 s->free_slots = sl;

@@ -86,9 +86,6 @@ void sched_unref(struct sched *s);
  * batch that waits to fill. */
 void sched_work(struct sched *s, struct sched_local *here);
 
-/* Whether a batch of s may run inline on a thread with this budget. */
-bool sched_inline_ok(struct sched *s, uint64_t budget_ns);
-
 /* ---- run.c ---- */
 int slot_init(struct slot *sl, const struct sched *s, void *instance);
 void slot_free(struct slot *sl, uint32_t ninputs);
