@@ -525,40 +525,31 @@ def assemble_memory(run_dir):
     }
 
 
-def assemble_grpc(run_dir):
-    g, r = rounds(run_dir, "grpc_grpc"), rounds(run_dir, "grpc_rest")
-    if not g or not r:
+def assemble_comparison(run_dir, base, other):
+    """Two configurations loaded in turn: base and other are (key, round
+    file prefix); the ratio is other's best ÷ base's best."""
+    (bkey, bprefix), (okey, oprefix) = base, other
+    b, o = rounds(run_dir, bprefix), rounds(run_dir, oprefix)
+    if not b or not o:
         return {"error": "not measured"}
     return {
-        "grpc": {"rps": best(g), "rounds": g},
-        "rest": {"rps": best(r), "rounds": r},
-        "ratio": ratio(best(g), best(r)),
-        "valid": all(x["valid"] for x in g + r),
+        bkey: {"rps": best(b), "rounds": b},
+        okey: {"rps": best(o), "rounds": o},
+        "ratio": ratio(best(o), best(b)),
+        "valid": all(x["valid"] for x in b + o),
     }
+
+
+def assemble_grpc(run_dir):
+    return assemble_comparison(run_dir, ("rest", "grpc_rest"), ("grpc", "grpc_grpc"))
 
 
 def assemble_obs(run_dir):
-    off, on = rounds(run_dir, "obs_off"), rounds(run_dir, "obs_on")
-    if not off or not on:
-        return {"error": "not measured"}
-    return {
-        "off": {"rps": best(off), "rounds": off},
-        "on": {"rps": best(on), "rounds": on},
-        "ratio": ratio(best(on), best(off)),
-        "valid": all(x["valid"] for x in off + on),
-    }
+    return assemble_comparison(run_dir, ("off", "obs_off"), ("on", "obs_on"))
 
 
 def assemble_shm(run_dir):
-    b, s = rounds(run_dir, "shm_binary"), rounds(run_dir, "shm_shm")
-    if not b or not s:
-        return {"error": "not measured"}
-    return {
-        "binary": {"rps": best(b), "rounds": b},
-        "shm": {"rps": best(s), "rounds": s},
-        "ratio": ratio(best(s), best(b)),
-        "valid": all(x["valid"] for x in b + s),
-    }
+    return assemble_comparison(run_dir, ("binary", "shm_binary"), ("shm", "shm_shm"))
 
 
 def assemble_node(run_dir):
