@@ -114,18 +114,18 @@ static void flush(struct loop_watch *w, uint32_t events)
     struct sched_local *x = (struct sched_local *)((char *)w - offsetof(struct sched_local, flush));
     /* Take the list: running a batch completes requests, whose front ends
      * may submit again (pipelined HTTP/1.1) and add to a new list. */
-    struct pending *todo = x->list;
-    uint32_t n = x->n, todo_cap = x->cap;
+    struct pending *taken = x->list;
+    uint32_t n = x->n, taken_cap = x->cap;
     x->list = x->spare;
     x->cap = x->spare_cap;
-    x->spare = todo;
-    x->spare_cap = todo_cap;
+    x->spare = taken;
+    x->spare_cap = taken_cap;
     x->n = 0;
     uint64_t now = clock_now_ns();
     for (uint32_t i = 0; i < n; i++) {
-        struct sched *s = todo[i].s;
-        if (todo[i].at_ns > now)
-            local_add(x, s, todo[i].at_ns);
+        struct sched *s = taken[i].s;
+        if (taken[i].at_ns > now)
+            local_add(x, s, taken[i].at_ns);
         else
             sched_work(s, x); /* runs it here, or hands a ready batch to the pool */
         sched_unref(s);

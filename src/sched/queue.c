@@ -350,11 +350,28 @@ static void ewma(uint64_t *est, uint64_t x)
         *est = 1;
 }
 
-static void give_back(struct sched *s, struct slot *sl, uint64_t ran_ns, int64_t samples)
+/* Leases a free slot (lock held; there is one). */
+static struct slot *slot_lease(struct sched *s)
 {
+    struct slot *sl = s->free_slots;
+    s->free_slots = sl->next_free;
+    s->nfree--;
+    sl->leased = true;
+    return sl;
+}
+
+static void slot_return(struct sched *s, struct slot *sl)
+{
+    sl->leased = false;
     sl->next_free = s->free_slots;
     s->free_slots = sl;
     s->nfree++;
+}
+
+/* After a run: the slot back, and the run into the estimate. */
+static void give_back(struct sched *s, struct slot *sl, uint64_t ran_ns, int64_t samples)
+{
+    slot_return(s, sl);
     if (ran_ns && !s->cfg.decoupled) {
         ewma(&s->est_ns, ran_ns);
         ewma(&s->est_samples_x256, (uint64_t)(samples > 0 ? samples : 1) * 256u);
@@ -370,22 +387,17 @@ void sched_work(struct sched *s, struct sched_local *here)
         uint64_t now = clock_now_ns();
         struct infer_request *late = NULL;
         collect_expired(s, now, &late);
-        struct slot *sl = s->head ? s->free_slots : NULL;
+        struct slot *sl = s->head && s->free_slots ? slot_lease(s) : NULL;
         uint64_t until = 0;
         uint32_t n = 0;
         int64_t samples = 0;
         if (sl) {
-            s->free_slots = sl->next_free;
-            s->nfree--;
             n = plan_batch(s, sl, now, &until, &samples);
             /* An I/O thread runs only what fits its budget. */
             bool handoff = n && here &&
                            (s->cfg.decoupled || predict_ns(s, samples) > local_budget_ns(here));
-            if (!n || handoff) {
-                sl->next_free = s->free_slots;
-                s->free_slots = sl;
-                s->nfree++;
-            }
+            if (!n || handoff)
+                slot_return(s, sl);
             if (handoff) {
                 pthread_mutex_unlock(&s->lock);
                 answer_late(late, now);
@@ -468,10 +480,7 @@ static uint64_t estimated_wait_ns(const struct sched *s, uint32_t ahead, uint64_
     uint64_t first_free = s->est_ns;
     for (uint32_t i = 0; i < s->nslots; i++) {
         const struct slot *sl = &s->slots[i];
-        bool leased = true;
-        for (const struct slot *f = s->free_slots; f && leased; f = f->next_free)
-            leased = f != sl;
-        if (!leased)
+        if (!sl->leased)
             continue;
         uint64_t elapsed = now - sl->started_ns;
         uint64_t left = elapsed < s->est_ns ? s->est_ns - elapsed : 0;

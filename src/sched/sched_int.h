@@ -37,6 +37,7 @@ struct slot {
     struct infer_request **members;
     uint32_t capacity;    /* size of members */
     uint32_t n;           /* members of the batch formed on it */
+    bool leased;          /* held by a thread (not on the free list) */
     uint64_t started_ns;  /* while leased: when its batch started */
     struct slot *next_free;
 };

@@ -815,6 +815,28 @@ static void test_incompatible_shapes_not_batched(void **state)
 
 /* ---- queue order: priority levels, earliest deadline first --------------- */
 
+/* Request 1 holds the instance while n requests (tags, priorities,
+ * timeouts) queue behind it, one row of width 4 each; then everything runs,
+ * one request per call (no batching). */
+static void queue_behind_held(struct harness *h, uint32_t n, const int32_t *tags,
+                              const uint64_t *priority, const uint64_t *timeout_us)
+{
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 1, 4);
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    for (uint32_t i = 0; i < n; i++) {
+        treq_init(&r[1 + i], h, tags[i], 1, 4);
+        r[1 + i].req.priority = priority[i];
+        r[1 + i].req.timeout_us = timeout_us[i];
+        submit_ok(h, &r[1 + i]);
+    }
+    allow(h, ALL);
+    wait_completed(h, n + 1);
+    for (uint32_t i = 0; i <= n; i++)
+        check_answer(h, &r[i], 200);
+}
+
 /* Levels 1 and 2 (default 2): while the instance is held, B (priority 2),
  * C (priority 1), D (priority 0: the default level) and E (priority 9,
  * above the levels: the default) queue; C runs first, then the level-2
@@ -825,25 +847,12 @@ static void test_higher_priority_level_runs_first(void **state)
     struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = false,
                                .max_queue_size = 64, .nlevels = 2, .default_level = 1};
     struct harness *h = harness_new(&cfg, 0);
-    struct treq *r = h->reqs;
-    treq_init(&r[0], h, 1, 1, 4);
-    submit_ok(h, &r[0]);
-    wait_calls(h, 1);
-    const int32_t tags[] = {2, 3, 4, 5};
-    const uint64_t prio[] = {2, 1, 0, 9};
-    for (int i = 0; i < 4; i++) {
-        treq_init(&r[1 + i], h, tags[i], 1, 4);
-        r[1 + i].req.priority = prio[i];
-        submit_ok(h, &r[1 + i]);
-    }
-    allow(h, ALL);
-    wait_completed(h, 5);
+    queue_behind_held(h, 4, (const int32_t[]){2, 3, 4, 5}, (const uint64_t[]){2, 1, 0, 9},
+                      (const uint64_t[]){0, 0, 0, 0});
     CHECK_CALL(h, 1, 4, 3);
     CHECK_CALL(h, 2, 4, 2);
     CHECK_CALL(h, 3, 4, 4);
     CHECK_CALL(h, 4, 4, 5);
-    for (int i = 0; i < 5; i++)
-        check_answer(h, &r[i], 200);
     harness_finish(h);
 }
 
@@ -855,19 +864,9 @@ static void test_earliest_deadline_first_within_a_level(void **state)
     struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = false,
                                .max_queue_size = 64};
     struct harness *h = harness_new(&cfg, 0);
-    struct treq *r = h->reqs;
-    treq_init(&r[0], h, 1, 1, 4);
-    submit_ok(h, &r[0]);
-    wait_calls(h, 1);
-    const int32_t tags[] = {2, 3, 4, 5};
-    const uint64_t timeout_us[] = {0, 20 * HOUR_US / 3600, 10 * HOUR_US / 3600, 0};
-    for (int i = 0; i < 4; i++) {
-        treq_init(&r[1 + i], h, tags[i], 1, 4);
-        r[1 + i].req.timeout_us = timeout_us[i];
-        submit_ok(h, &r[1 + i]);
-    }
-    allow(h, ALL);
-    wait_completed(h, 5);
+    const uint64_t s_us = 1000 * 1000;
+    queue_behind_held(h, 4, (const int32_t[]){2, 3, 4, 5}, (const uint64_t[]){0, 0, 0, 0},
+                      (const uint64_t[]){0, 20 * s_us, 10 * s_us, 0});
     CHECK_CALL(h, 1, 4, 4);
     CHECK_CALL(h, 2, 4, 3);
     CHECK_CALL(h, 3, 4, 2);
