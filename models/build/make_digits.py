@@ -35,22 +35,32 @@ SAMPLE_INDEX = 0  # which held-out test image goes into sample.json
 SCALE = 1.0 / 16.0
 
 
-def train():
+def split():
+    """load_digits() split 75/25 (stratified, random_state=0): the split every
+    digits version is trained and evaluated on. Pixels are raw 0..16."""
     digits = load_digits()
     X = digits.data.astype(np.float64)  # values 0..16
     y = digits.target
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=0.25, stratify=y, random_state=0)
-    clf = MLPClassifier(hidden_layer_sizes=(64,), activation="relu",
-                        solver="adam", alpha=1e-4, max_iter=1000,
-                        random_state=0)
+    return train_test_split(X, y, test_size=0.25, stratify=y, random_state=0)
+
+
+def train(clf=None):
+    """Fit `clf` (default: version 1's classifier) on the training split."""
+    X_train, X_test, y_train, y_test = split()
+    if clf is None:
+        clf = MLPClassifier(hidden_layer_sizes=(64,), activation="relu",
+                            solver="adam", alpha=1e-4, max_iter=1000,
+                            random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # fail loudly if it does not converge
         clf.fit(X_train * SCALE, y_train)
     return clf, X_test, y_test
 
 
-def build_graph(clf):
+def build_graph(clf, producer_name="inferd-make_digits", doc_string=None):
+    """The ONNX graph for a fitted one-hidden-layer relu MLPClassifier (any
+    hidden size); same input/output names, dtypes and shapes for every size."""
+    assert len(clf.coefs_) == 2
     assert list(clf.classes_) == list(range(10))
     assert clf.out_activation_ == "softmax" and clf.activation == "relu"
     W1, W2 = (w.astype(np.float32) for w in clf.coefs_)
@@ -80,11 +90,13 @@ def build_graph(clf):
         helper.make_tensor_value_info("label", TensorProto.INT64, ["batch"]),
     ]
     graph = helper.make_graph(nodes, "digits", inputs, outputs, initializer=inits)
-    model = helper.make_model(graph, producer_name="inferd-make_digits",
+    model = helper.make_model(graph, producer_name=producer_name,
                               opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    model.doc_string = ("MLPClassifier(64 relu) trained on sklearn load_digits; "
-                        "input raw 8x8 pixels 0..16")
+    if doc_string is None:
+        doc_string = ("MLPClassifier(%d relu) trained on sklearn load_digits; "
+                      "input raw 8x8 pixels 0..16" % W1.shape[1])
+    model.doc_string = doc_string
     onnx.checker.check_model(model)
     return model, (W1, b1, W2, b2)
 
