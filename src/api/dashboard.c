@@ -129,6 +129,12 @@ void obs_http_dashboard_data(const struct obs_sources *src, struct http_txn *txn
         json_w_obj_end(&w);
     }
     json_w_arr_end(&w);
+    /* Canaries and shadows of the models with a routing table. */
+    json_w_key(&w, "routing");
+    if (src->routing)
+        routing_write_summary(src->routing, &w);
+    else
+        json_w_raw(&w, "[]", 2);
     json_w_obj_end(&w);
     repository_release(src->repo, snap);
     if (failed) {

@@ -173,6 +173,19 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
                         RV_INPUT_ELEMENTS);
     write_model_counter(b, c, "inferd_batch_padding_elements_total",
                         "Zeros added to inputs by variable-length batching", RV_PADDING_ELEMENTS);
+    metrics_write_header(b, "inferd_route_requests_total", "counter",
+                         "Infer requests by the model version that served them and the "
+                         "routing rule that chose it (docs/traffic.md)");
+    for (uint32_t i = 0; i < c->count; i++) {
+        const struct stats_version *v = &c->rows[i].v;
+        for (int k = 0; k < ROUTE_KINDS; k++) {
+            if (!v->routed[k])
+                continue;
+            const char *labels[] = {"model", v->name, "version", v->version, "route",
+                                    route_kind_name(k)};
+            metrics_write_u64(b, "inferd_route_requests_total", labels, 3, v->routed[k]);
+        }
+    }
     write_model_counter(b, c, "nv_inference_request_duration_us",
                         "Cumulative inference request duration in microseconds",
                         RV_REQUEST_US);
@@ -328,6 +341,8 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
     repository_release(src->repo, snap);
     collected_free(&c);
     load_obs_write(out);
+    if (src->routing)
+        routing_write_metrics(src->routing, out);
     write_server_metrics(out, src, cpu);
 }
 

@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "model/repository.h"
 #include "obs/sysinfo.h"
+#include "policy/routing.h"
 
 /* What the metrics and the dashboard show besides the per-model numbers.
  * Owned by main; outlives the listeners. */
@@ -29,6 +30,7 @@ struct obs_sources {
     struct repository *repo;
     atomic_uint *open_connections; /* HTTP connections of the process, or NULL */
     uint64_t start_ms;             /* wall clock at start, ms since the epoch */
+    struct routing *routing;       /* routing and shadow metrics; NULL: none */
 };
 
 /* ---- the metrics listener ------------------------------------------------ */

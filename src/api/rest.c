@@ -12,6 +12,7 @@
 #include "api/tensor_json.h"
 #include "base/json.h"
 #include "model/lookup.h"
+#include "policy/routing.h"
 #include "serve/repo_call.h"
 
 #define MAX_SEGMENTS 8
@@ -125,6 +126,7 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_cstr(&w, "logging");
     json_w_cstr(&w, "trace");
     json_w_cstr(&w, "system_shared_memory");
+    json_w_cstr(&w, "inferd_routing");
     json_w_arr_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
@@ -268,6 +270,31 @@ static void route_model(struct rest_api *api, struct http_txn *txn, const struct
         handle_model_metadata(txn, e, m);
     }
     repository_release(api->repo, s);
+}
+
+/* GET/PUT /v2/models/{m}/routing: the model's routing table
+ * (policy/routing.h, docs/traffic.md). */
+static void handle_routing(struct rest_api *api, struct http_txn *txn, const struct segment *name)
+{
+    struct error err;
+    struct json_writer w;
+    bool put = method_is(txn, "PUT");
+    if (!put && !is_get(txn))
+        return method_not_allowed(txn, "GET, HEAD, PUT");
+    if (name->len != strlen(name->text)) {
+        http_txn_error(txn, 404, "Request for unknown model: the name holds a NUL byte");
+        return;
+    }
+    json_w_init(&w, &txn->body);
+    int rc = put ? routing_put(api->routing, name->text, txn->req.body ? txn->req.body : "",
+                               (size_t)txn->req.body_len, &w, &err)
+                 : routing_get(api->routing, name->text, &w, &err);
+    if (rc != 0) {
+        buf_reset(&txn->body);
+        http_txn_error(txn, err.status, err.msg);
+        return;
+    }
+    respond_json(txn, 200);
 }
 
 /* ---- repository API (Triton's model_repository extension) --------------- */
@@ -479,6 +506,8 @@ void rest_handle(void *app, struct http_txn *txn)
         return rest_obs_trace_setting(txn, api->repo, NULL, 0);
     if (r.n == 5 && seg_is(&r, 1, "models") && seg_is(&r, 3, "trace") && seg_is(&r, 4, "setting"))
         return rest_obs_trace_setting(txn, api->repo, r.seg[2].text, r.seg[2].len);
+    if (r.n == 4 && seg_is(&r, 1, "models") && seg_is(&r, 3, "routing"))
+        return handle_routing(api, txn, &r.seg[2]);
     if (seg_is(&r, 1, "models") && r.n >= 3)
         return route_model(api, txn, &r);
     if (seg_is(&r, 1, "repository"))

@@ -15,6 +15,7 @@
  *   POST /v2/repository/models/{m}/load, /unload   (explicit control mode)
  *   GET  /v2/models[/{m}[/versions/{v}]]/stats     statistics (api/obs_http.h)
  *   GET  /dashboard, /dashboard/data               live dashboard (api/obs_http.h)
+ *   GET/PUT /v2/models/{m}/routing                 routing table (policy/routing.h)
  *   GET/POST /v2/logging, /v2[/models/{m}]/trace/setting   (api/rest_obs.h)
  *   POST /v2/systemsharedmemory/region/{n}/register, GET .../status,
  *   POST .../unregister (with or without /region/{n})  (api/rest_shm.h);
@@ -31,6 +32,7 @@
 #include <stdint.h>
 
 #include "api/obs_http.h"
+#include "policy/routing.h"
 #include "api/rest_infer.h"
 #include "http/server.h"
 #include "model/repository.h"
@@ -42,6 +44,7 @@ struct rest_api {
     struct serve_thread *serve; /* the thread's pipeline (infer and repository calls) */
     bool draining;              /* shutting down: readiness answers 503 */
     const struct obs_sources *obs; /* what the dashboard shows besides models */
+    struct routing *routing;       /* the routing tables (GET/PUT .../routing) */
     struct rest_infer_api infer;
 };
 

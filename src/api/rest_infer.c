@@ -50,6 +50,7 @@ static int infer_decode(struct infer_call *call, const struct model *m, struct e
     struct http_txn *txn = call_txn(call);
     int64_t header_len;
     rest_obs_infer_begin(txn, &call->req, m);
+    obsreq_set_route(txn->obs, call->route);
     if (header_length(txn, &header_len, err) != 0)
         return -1;
     return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len,
@@ -62,6 +63,7 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
     const char *text;
     size_t len;
     rest_obs_infer_begin(txn, &call->req, m);
+    obsreq_set_route(txn->obs, call->route);
     if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len,
                                &text, &len, err) != 0)
         return -1;
@@ -69,6 +71,16 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
 }
 
 /* ---- answering ------------------------------------------------------------------- */
+
+/* Which version answered and why (docs/traffic.md), on every answer to a
+ * call that resolved a model. */
+static void add_route_headers(struct http_txn *txn, const struct infer_call *call)
+{
+    if (!call->req.model)
+        return;
+    http_txn_add_header(txn, "x-inferd-model-version", call->req.model->version_str);
+    http_txn_add_header(txn, "x-inferd-route", route_kind_name(call->route));
+}
 
 static void unlink_stream(struct infer_call *call)
 {
@@ -110,6 +122,7 @@ static void infer_emit(struct infer_call *call, const struct serve_response *res
     size_t json_len;
     infer_json_encode(&call->req, &call->shm, &txn->body, &json_len);
     detach(call);
+    add_route_headers(txn, call);
     if (json_len && !txn->body.err) {
         char value[24];
         snprintf(value, sizeof value, "%zu", json_len);
@@ -134,6 +147,7 @@ static void generate_emit(struct infer_call *call, const struct serve_response *
     if (txn->aborted)
         return;
     detach(call);
+    add_route_headers(txn, call);
     http_txn_respond(txn, 200, "application/json");
 }
 
@@ -151,6 +165,7 @@ static void stream_emit(struct infer_call *call, const struct serve_response *re
         if (api->streams)
             api->streams->fe.prev = call;
         api->streams = call;
+        add_route_headers(txn, call);
         sse_begin(txn);
     }
     if (resp->noutputs || !resp->final) {
@@ -183,6 +198,7 @@ static void rest_fail(struct infer_call *call, const struct error *err)
         end_stream(call, txn);
         return;
     }
+    add_route_headers(txn, call);
     if (err->status == 429 || err->status == 503) {
         char secs[16];
         snprintf(secs, sizeof secs, "%u", err->retry_after_s ? err->retry_after_s : 1);

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "bench/bench.h"
+#include "cli/pipeline.h"
 #include "http/server.h"
 #include "model/model.h"
 #include "net/loop.h"
@@ -32,6 +33,7 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "policy/routing.h"
 #include "sched/pool.h"
 #include "serve/shm.h"
 
@@ -609,7 +611,8 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
 }
 
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
-                            struct repository *repo, struct shm_registry *shm)
+                            struct repository *repo, struct shm_registry *shm,
+                            const struct serve_pipeline *pipeline, struct routing *routing)
 {
     static atomic_uint open_connections; /* --max-connections counts all threads */
     struct http_server_config http = o->http;
@@ -624,8 +627,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
             return -1;
         }
         t->loop_ready = true;
-        if (serve_thread_init(&t->serve, repo, &t->loop, serve_default_pipeline(),
-                              o->inline_budget_us) != 0) {
+        if (serve_thread_init(&t->serve, repo, &t->loop, pipeline, o->inline_budget_us) != 0) {
             log_error("out of memory");
             return -1;
         }
@@ -633,6 +635,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->serve.on_idle = io_on_idle;
         t->serve.idle_arg = t;
         rest_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
+        t->api.routing = routing;
         if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes) != 0) {
             log_error("cannot set up the gRPC front end: %s", strerror(errno));
             return -1;
@@ -780,17 +783,31 @@ static int serve(int argc, char **argv)
              "threads (--inline-budget-us)",
              sched_pool_threads(pool), (unsigned long long)o.inline_budget_us);
     o.repo.load.pool = pool;
-    if (repository_open(&o.repo, &repo, &err) != 0) {
-        log_error("%s", err.msg);
+    /* Routing tables are read with each model (routing.json) and applied
+     * by the pipeline's route and shadow stages. */
+    struct routing *routing = routing_new(o.repo.load.repository);
+    if (!routing) {
+        log_error("out of memory");
         sched_pool_stop(pool);
         return 1;
     }
+    o.repo.hooks = routing_repository_hooks(routing);
+    if (repository_open(&o.repo, &repo, &err) != 0) {
+        log_error("%s", err.msg);
+        sched_pool_stop(pool);
+        routing_free(routing);
+        return 1;
+    }
+    routing_set_repository(routing, repo);
+    struct serve_pipeline pipeline;
+    pipeline_build(&pipeline, &(struct pipeline_parts){.routing = routing});
 
     int rc = 1;
     struct metrics_server *metrics = NULL;
     struct timespec started;
     clock_gettime(CLOCK_REALTIME, &started);
     o.obs.repo = repo;
+    o.obs.routing = routing;
     o.obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
@@ -817,7 +834,7 @@ static int serve(int argc, char **argv)
         log_error("out of memory");
         goto out_repository;
     }
-    if (start_io_threads(threads, o.io_threads, &o, repo, shm) == 0 &&
+    if (start_io_threads(threads, o.io_threads, &o, repo, shm, &pipeline, routing) == 0 &&
         start_metrics(&o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
@@ -841,6 +858,7 @@ static int serve(int argc, char **argv)
      * unload, and then the loops are closed. */
 out_repository:
     repository_close(repo);
+    routing_free(routing); /* no call holds a table any more */
     sched_pool_stop(pool); /* every model's scheduler has stopped */
     shm_registry_free(shm); /* no request holds a region any more */
     stop_logging_tracing();

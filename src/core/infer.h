@@ -60,6 +60,11 @@ struct infer_request {
     int64_t batch;        /* samples along dim 0 (1 for models without batching) */
     uint64_t timeout_us;  /* client's `timeout` parameter; 0 = none */
     uint64_t priority;    /* client's `priority` parameter; 0 = the model's default level */
+    /* Background work (a shadow copy, policy/shadow.h): queued behind
+     * every other request, batched only with background requests, always
+     * run by the worker pool, timeout_us its queue limit whatever the
+     * model's policy; dropped (429) when SCHED_BACKGROUND_MAX wait. */
+    bool background;
 
     /* Filled by the worker before complete(). */
     int rc;                /* 0 or -1 with err set */

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 int64_t shape_count(const int64_t *shape, uint32_t ndim, int64_t limit)
 {
@@ -82,4 +83,36 @@ int tensor_bytes_split(struct arena *arena, struct tensor *t, const char *p, siz
     t->data = elems ? (void *)elems : (void *)"";
     t->nbytes = total;
     return 0;
+}
+
+size_t tensor_copy_size(const struct tensor *t)
+{
+    size_t n = t->nbytes + 16;
+    if (t->dtype == DT_BYTES)
+        n += (size_t)tensor_count(t, INT64_MAX) * sizeof(struct tensor_bytes);
+    return n;
+}
+
+char *tensor_copy_to(struct tensor *dst, const struct tensor *src, char *p)
+{
+    *dst = *src;
+    p += (16 - (uintptr_t)p % 16) % 16;
+    dst->data = p;
+    if (src->dtype != DT_BYTES) {
+        if (src->nbytes)
+            memcpy(p, src->data, src->nbytes);
+        return p + src->nbytes;
+    }
+    int64_t count = tensor_count(src, INT64_MAX);
+    struct tensor_bytes *el = (struct tensor_bytes *)p;
+    const struct tensor_bytes *from = src->data;
+    p += (size_t)count * sizeof *el;
+    for (int64_t e = 0; e < count; e++) {
+        el[e].ptr = p;
+        el[e].len = from[e].len;
+        if (from[e].len)
+            memcpy(p, from[e].ptr, from[e].len);
+        p += from[e].len;
+    }
+    return p;
 }

@@ -53,6 +53,13 @@ int tensor_bytes_split(struct arena *arena, struct tensor *t, const char *p, siz
                        int64_t count, const char *what, struct error *err);
 
 /* Formats a shape as "[1,16]" into out (always NUL-terminated). */
+/* Deep copies. tensor_copy_size(): the bytes a copy of t's data takes
+ * (BYTES: its element array and their contents), plus alignment slack.
+ * tensor_copy_to(): copies src's data to p (16-byte aligned inside), sets
+ * *dst to src pointing at the copy, and returns the end of the copy. */
+size_t tensor_copy_size(const struct tensor *t);
+char *tensor_copy_to(struct tensor *dst, const struct tensor *src, char *p);
+
 void shape_format(const int64_t *shape, uint32_t ndim, char *out, size_t size);
 
 #endif

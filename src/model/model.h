@@ -89,6 +89,10 @@ struct registry_options {
  * is never selected), is in e->failures. Blocking; manager thread. */
 void model_entry_load(const struct registry_options *opts, const char *name,
                       const char *config_override, struct model_entry *e);
+/* Turns a loaded entry into a failed one (a check above the model layer
+ * refused it, e.g. its routing file): its versions are released, the
+ * state is UNAVAILABLE with `reason` as a whole-model failure of `kind`. */
+void model_entry_refuse(struct model_entry *e, enum model_failure_kind kind, const char *reason);
 /* Drops the entry's references to its versions and frees it. */
 void model_entry_clear(struct model_entry *e);
 /* Replaces dst's failures (freed) by a copy of src's. -ENOMEM leaves dst

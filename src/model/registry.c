@@ -505,6 +505,18 @@ static void entry_fail(struct model_entry *e, enum model_failure_kind kind, cons
     entry_add_failure(e, -1, kind, e->reason);
 }
 
+void model_entry_refuse(struct model_entry *e, enum model_failure_kind kind, const char *reason)
+{
+    for (uint32_t v = 0; v < e->nversions; v++)
+        model_unref(e->versions[v]);
+    mem_free(e->versions);
+    e->versions = NULL;
+    e->nversions = 0;
+    e->model = NULL;
+    e->state = MODEL_UNAVAILABLE;
+    entry_fail(e, kind, "%s", reason);
+}
+
 /* Numeric version directories without a model file are never selected:
  * say so, or a pushed version that is misnamed goes unnoticed. */
 static void entry_note_empty_versions(struct model_entry *e, const char *dir)

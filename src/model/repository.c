@@ -297,6 +297,12 @@ static int load_model(struct repository *r, const char *name, const char *config
     struct model_entry e;
     model_entry_load(&r->opts.load, name, config, &e);
     adopt(r, &e);
+    if (e.state == MODEL_READY && r->opts.hooks.check) {
+        struct error why_not;
+        error_clear(&why_not);
+        if (r->opts.hooks.check(r->opts.hooks.ctx, name, &e, r->current, &why_not) != 0)
+            model_entry_refuse(&e, MODEL_FAIL_CONFIG, why_not.msg);
+    }
     observe_load(r, name, e.failures, e.nfailures);
     const struct model_entry *old = snapshot_find(r->current, name, strlen(name));
     if (e.state != MODEL_READY && old && old->state == MODEL_READY) {
@@ -316,6 +322,9 @@ static int load_model(struct repository *r, const char *name, const char *config
         model_entry_clear(&e);
         return error_set(err, 500, "out of memory publishing '%s'", name);
     }
+    if (r->opts.hooks.published)
+        r->opts.hooks.published(r->opts.hooks.ctx, name,
+                                snapshot_find(r->current, name, strlen(name)));
     return failed ? -1 : 0;
 }
 
@@ -326,6 +335,8 @@ static int unload_model(struct repository *r, const char *name, struct error *er
     if (publish(r, name, NULL) != 0)
         return error_set(err, 500, "out of memory unloading '%s'", name);
     log_info("model %s: unloading once its requests are answered", name);
+    if (r->opts.hooks.published)
+        r->opts.hooks.published(r->opts.hooks.ctx, name, NULL);
     if (r->opts.observe_gone)
         r->opts.observe_gone(name);
     return 0;

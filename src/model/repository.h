@@ -38,6 +38,8 @@
 
 enum control_mode { CONTROL_NONE, CONTROL_POLL, CONTROL_EXPLICIT };
 
+struct model_snapshot;
+
 struct repository_options {
     struct registry_options load;
     enum control_mode mode;
@@ -55,6 +57,20 @@ struct repository_options {
     /* The model left the repository (poll mode) or was unloaded: its last
      * outcome no longer describes anything. Same thread; NULL allowed. */
     void (*observe_gone)(const char *name);
+    /* Files of a model that a layer above reads with it (the routing
+     * table, policy/routing.h). Manager thread; all NULL allowed.
+     *   check      a model whose versions loaded, before it is published;
+     *              `current` is the snapshot it will replace its entry in.
+     *              Non-zero (err set) fails the load like a bad config
+     *              (kind CONFIG; a reload keeps the previous versions).
+     *   published  after its entry was published (e READY or not), or
+     *              removed (e NULL: unloaded, or gone from the repository). */
+    struct repository_hooks {
+        void *ctx;
+        int (*check)(void *ctx, const char *name, const struct model_entry *e,
+                     const struct model_snapshot *current, struct error *err);
+        void (*published)(void *ctx, const char *name, const struct model_entry *e);
+    } hooks;
 };
 
 struct model_snapshot {

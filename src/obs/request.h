@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "core/infer.h"
+#include "obs/route_kind.h"
 #include "obs/trace.h"
 
 #define REQUEST_ID_MAX 128
@@ -79,6 +80,9 @@ void obsreq_set_model(struct obsreq *o, const char *name, const char *version,
 /* set_model + copies the trace context into req->trace (before submit). */
 void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name,
                    const char *version, const char *sha256);
+/* The rule that chose the model version (access log `route`, span
+ * attribute inferd.route); infer requests only. */
+void obsreq_set_route(struct obsreq *o, enum route_kind route);
 void obsreq_infer_done(struct obsreq *o, const struct infer_request *req);
 /* The response's traceparent value (our server span) when the request is
  * traced: writes TRACEPARENT_LEN chars + NUL into out and returns true. */

@@ -60,6 +60,7 @@ struct stats_slot {
     _Atomic uint64_t queue_ns, input_ns, infer_ns, output_ns;
     _Atomic uint64_t inference_count, execution_count, last_inference_ms;
     _Atomic uint64_t inline_executions, input_elements, padding_elements;
+    _Atomic uint64_t routed[ROUTE_KINDS];
     _Atomic uint64_t fail_count[STATS_FAIL_REASONS], fail_ns[STATS_FAIL_REASONS];
     struct metrics_hist request_hist, queue_hist, compute_hist, batch_hist;
     _Atomic(struct index_array *) batches;   /* entry i: batch size i + 1 */
@@ -276,6 +277,14 @@ void stats_record_execution(struct stats_model *s, const struct stats_execution 
     metrics_add(&e[BATCH_OUTPUT_NS], output_ns, shard);
 }
 
+void stats_record_route(struct stats_model *s, enum route_kind route)
+{
+    int shard;
+    struct stats_slot *slot = s ? slot_get(s, &shard) : NULL;
+    if (slot && (unsigned)route < ROUTE_KINDS)
+        metrics_add(&slot->routed[route], 1, shard);
+}
+
 void stats_record_response(struct stats_model *s, uint32_t index,
                            enum stats_response_outcome outcome, uint64_t infer_ns,
                            uint64_t output_ns)
@@ -452,6 +461,8 @@ int stats_version_read(const struct stats_model *s, struct stats_version *out)
         out->inline_executions += metrics_load(&slot->inline_executions);
         out->input_elements += metrics_load(&slot->input_elements);
         out->padding_elements += metrics_load(&slot->padding_elements);
+        for (int k = 0; k < ROUTE_KINDS; k++)
+            out->routed[k] += metrics_load(&slot->routed[k]);
         uint64_t last = metrics_load(&slot->last_inference_ms);
         if (last > out->last_inference_ms)
             out->last_inference_ms = last;

@@ -51,6 +51,7 @@
 #include "base/error.h"
 #include "core/infer.h"
 #include "obs/metrics.h"
+#include "obs/route_kind.h"
 
 struct repository;
 
@@ -134,6 +135,10 @@ void stats_record_completion(struct stats_model *s, const struct infer_request *
 void stats_record_refused(struct stats_model *s, int status, uint64_t received_ns,
                           uint64_t now_ns);
 
+/* I/O thread, once per infer request that resolved to this version
+ * (answered or refused): the rule that chose the version (route_kind.h). */
+void stats_record_route(struct stats_model *s, enum route_kind route);
+
 /* Response indexes of a decoupled request beyond this are counted in the
  * request totals but get no response_stats entry. */
 #define STATS_MAX_RESPONSES 4096
@@ -191,6 +196,7 @@ struct stats_version {
     uint64_t inline_executions; /* of which run by an I/O thread (run to completion) */
     uint64_t input_elements;    /* their input elements, padding included */
     uint64_t padding_elements;  /* zeros added by variable-length batching */
+    uint64_t routed[ROUTE_KINDS]; /* requests by the rule that chose this version */
     /* Triton's inference_stats: success (request duration of successful
      * requests), fail (of failed ones), queue, compute_* (successful
      * requests only; a request's compute times are its batch's). */

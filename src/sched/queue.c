@@ -44,9 +44,13 @@ void sched_unref(struct sched *s)
 
 /* ---- the queue ------------------------------------------------------------ */
 
+/* The level background requests queue at, after every priority level. */
+#define BACKGROUND_LEVEL SCHED_MAX_LEVELS
+
 static const struct sched_queue_policy *policy_of(const struct sched *s, uint32_t level)
 {
-    return &s->cfg.levels[level];
+    static const struct sched_queue_policy background = {0};
+    return level == BACKGROUND_LEVEL ? &background : &s->cfg.levels[level];
 }
 
 /* Whether a goes before b: level, then not delayed, then the earlier
@@ -395,7 +399,8 @@ void sched_work(struct sched *s, struct sched_local *here)
             n = plan_batch(s, sl, now, &until, &samples);
             /* An I/O thread runs only what fits its budget. */
             bool handoff = n && here &&
-                           (s->cfg.decoupled || predict_ns(s, samples) > local_budget_ns(here));
+                           (s->cfg.decoupled || sl->members[0]->background ||
+                            predict_ns(s, samples) > local_budget_ns(here));
             if (!n || handoff)
                 slot_return(s, sl);
             if (handoff) {
@@ -498,10 +503,14 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
         return error_set(err, 400, "batch of %lld exceeds model '%s' max_batch_size %u",
                          (long long)req->batch, s->model.name, c->max_batch_size);
     uint32_t nlevels = c->nlevels ? c->nlevels : 1;
-    req->_level = req->priority && req->priority <= nlevels ? (uint32_t)req->priority - 1
-                                                             : c->default_level;
+    req->_level = req->background                              ? BACKGROUND_LEVEL
+                  : req->priority && req->priority <= nlevels ? (uint32_t)req->priority - 1
+                                                              : c->default_level;
     const struct sched_queue_policy *p = policy_of(s, req->_level);
-    req->timeout_us = queue_timeout_us(p, req->timeout_us);
+    if (req->background)
+        here = NULL; /* never inline: an I/O thread's time is for primaries */
+    else
+        req->timeout_us = queue_timeout_us(p, req->timeout_us);
     req->next = NULL;
     req->batch_ref = NULL;
     req->_delayed = req->_picked = false;
@@ -511,6 +520,11 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
     if (s->stopping) {
         pthread_mutex_unlock(&s->lock);
         return error_set(err, 503, "model '%s' is shutting down", s->model.name);
+    }
+    if (req->background && s->level_queued[BACKGROUND_LEVEL] >= SCHED_BACKGROUND_MAX) {
+        pthread_mutex_unlock(&s->lock);
+        return error_set(err, 429, "model '%s': %u background requests are waiting",
+                         s->model.name, SCHED_BACKGROUND_MAX);
     }
     if (s->queued >= c->max_queue_size ||
         (p->max_queue_size && s->level_queued[req->_level] >= p->max_queue_size)) {

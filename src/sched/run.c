@@ -130,6 +130,8 @@ void slot_free(struct slot *sl, uint32_t ninputs)
 bool batch_compatible(const struct sched *s, const struct infer_request *a,
                       const struct infer_request *b)
 {
+    if (a->background != b->background)
+        return false;
     const struct model_info *info = s->model.info;
     bool pad = s->cfg.padding_budget > 0;
     for (uint32_t i = 0; i < a->ninputs; i++) {

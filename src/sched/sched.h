@@ -25,6 +25,8 @@
  * deadline is its arrival plus its queue timeout; requests without one
  * come after those with one, in arrival order), then requests whose
  * timeout passed under timeout_action DELAY, last in their level.
+ * Background requests (shadow copies) come after every level, form
+ * batches of their own and always run on the worker pool.
  *
  * Batching (when cfg->max_batch_size > 0 and dynamic batching is on):
  *   - requests are compatible when every input has the same non-batch
@@ -138,6 +140,10 @@ struct sched_observer {
     void (*on_stop)(void *ctx);
     void *ctx;
 };
+
+/* Background requests (infer.h) waiting per model version; more are
+ * refused with 429. */
+#define SCHED_BACKGROUND_MAX 64
 
 #define SCHED_MAX_PREFERRED 8
 #define SCHED_MAX_LEVELS 16

@@ -54,7 +54,7 @@ struct sched {
     pthread_cond_t drained; /* signalled when an instance comes back while stopping */
     struct infer_request *head, *tail; /* the queue, in its order */
     uint32_t queued;
-    uint32_t level_queued[SCHED_MAX_LEVELS];
+    uint32_t level_queued[SCHED_MAX_LEVELS + 1]; /* the last: background requests */
     uint64_t seq; /* arrival counter */
     struct slot *slots, *free_slots;
     uint32_t nslots, nfree;

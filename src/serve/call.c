@@ -137,6 +137,12 @@ static void release_snapshot(struct infer_call *call)
 static void call_end(struct infer_call *call)
 {
     struct serve_thread *t = call->thread;
+    const struct serve_pipeline *p = t->pipeline;
+    for (uint32_t i = call->_next_stage; i-- > 0;)
+        if (p->stages[i].done)
+            p->stages[i].done(call, p->stages[i].cfg);
+    if (call->req.model)
+        stats_record_route(call_stats(call), call->route);
     release_snapshot(call);
     call->frontend->end(call);
     shm_request_end(&call->shm); /* after the front end: its encoder read them */
@@ -284,14 +290,6 @@ static void record_stream_end(struct infer_call *call, bool cancelled)
     stats_record_response(call_stats(call), call->_responses, outcome, ns, 0);
 }
 
-/* Bytes a copy of t's data takes (BYTES: the element array + contents). */
-static size_t data_size(const struct tensor *t)
-{
-    if (t->dtype != DT_BYTES)
-        return t->nbytes;
-    return (size_t)tensor_count(t, INT64_MAX) * sizeof(struct tensor_bytes) + t->nbytes;
-}
-
 /* Worker thread: on_response of a decoupled request. */
 static bool on_response(struct infer_request *req, const struct tensor *outputs, uint32_t n,
                         bool final)
@@ -300,7 +298,7 @@ static bool on_response(struct infer_request *req, const struct tensor *outputs,
     uint64_t start = clock_now_ns();
     size_t size = sizeof(struct chunk) + n * sizeof(struct tensor);
     for (uint32_t i = 0; i < n; i++)
-        size += data_size(&outputs[i]) + 16;
+        size += tensor_copy_size(&outputs[i]);
     struct chunk *k = mem_alloc(size);
     if (!k) {
         call->_out_of_memory = true;
@@ -313,30 +311,8 @@ static bool on_response(struct infer_request *req, const struct tensor *outputs,
     k->n = n;
     k->task.run = chunk_on_loop;
     char *p = (char *)&k->outputs[n];
-    for (uint32_t i = 0; i < n; i++) {
-        const struct tensor *src = &outputs[i];
-        struct tensor *dst = &k->outputs[i];
-        *dst = *src;
-        p += (16 - (uintptr_t)p % 16) % 16;
-        dst->data = p;
-        if (src->dtype != DT_BYTES) {
-            if (src->nbytes)
-                memcpy(p, src->data, src->nbytes);
-            p += src->nbytes;
-            continue;
-        }
-        int64_t count = tensor_count(src, INT64_MAX);
-        struct tensor_bytes *el = (struct tensor_bytes *)p;
-        const struct tensor_bytes *from = src->data;
-        p += (size_t)count * sizeof *el;
-        for (int64_t e = 0; e < count; e++) {
-            el[e].ptr = p;
-            el[e].len = from[e].len;
-            if (from[e].len)
-                memcpy(p, from[e].ptr, from[e].len);
-            p += from[e].len;
-        }
-    }
+    for (uint32_t i = 0; i < n; i++)
+        p = tensor_copy_to(&k->outputs[i], &outputs[i], p);
     call->_last_response_ns = clock_now_ns();
     k->output_ns = elapsed(start, call->_last_response_ns);
     loop_post(call->thread->loop, &k->task);
@@ -403,6 +379,7 @@ enum stage_result serve_stage_resolve(struct infer_call *call, const void *cfg)
     /* The call keeps the version loaded until it ends, even if a reload or
      * unload replaces it meanwhile. */
     call->req.model = model_ref((struct model *)m);
+    call->route = call->version && call->version[0] ? ROUTE_URL : ROUTE_DEFAULT;
     return STAGE_CONTINUE;
 }
 

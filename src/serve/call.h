@@ -11,11 +11,10 @@
  *   serve_call_start()                runs the stages in order:
  *     resolve                         model (and version) from the registry
  *                                     snapshot; holds a model reference
- *     (policy stages)                 auth, rate limits, routing, ...: each
- *                                     one a line in serve/stages.c, between
- *                                     resolve and decode, as it is added
+ *     (policy stages)                 auth, rate limits, routing (which may
+ *                                     change the version), ...
  *     decode                          front end's decode() against the model
- *     (preprocessing)                 between decode and submit, once added
+ *     (after decode)                  shadow copy, preprocessing
  *     submit                          the model's scheduler
  *   completion events                 on the call's I/O loop: emit() for
  *                                     each response (final flag on the
@@ -25,8 +24,9 @@
  * serve_call_error() for an error, serve_call_respond() with a response),
  * or STAGE_DEFER (it keeps the call and
  * resumes it later with serve_call_resume(), from any thread). The stage
- * list is fixed at startup (struct serve_pipeline); a new stage is one
- * file plus one line in serve/stages.c.
+ * list is fixed at startup (struct serve_pipeline): the production list
+ * is built by the layer that knows every stage (src/cli/pipeline.c); a
+ * new stage is one file plus one line there.
  *
  * Responses. An ordinary model answers once: emit() with the request's
  * outputs and final = true. A decoupled model (config
@@ -69,6 +69,7 @@
 #include "model/repository.h"
 #include "net/loop.h"
 #include "obs/request.h"
+#include "obs/route_kind.h"
 #include "serve/shm.h"
 
 struct infer_call;
@@ -78,11 +79,17 @@ enum stage_result { STAGE_CONTINUE, STAGE_DONE, STAGE_DEFER };
 
 enum serve_mode { SERVE_ONE_RESPONSE, SERVE_SINGLE_DECOUPLED, SERVE_MANY_RESPONSES };
 
-/* One stage: looks at (and may change) the call; see the top of the file. */
+/* One stage: looks at (and may change) the call; see the top of the file.
+ * done (optional) runs when the call ends, for every stage whose run()
+ * was called, last stage first, before the front end's end(): the call's
+ * outcome is final there (req.rc, req.err; on success req.outputs of an
+ * ordinary model, still valid), so a stage can record it and release what
+ * its run() took. */
 struct serve_stage {
     const char *name;
     enum stage_result (*run)(struct infer_call *call, const void *cfg);
     const void *cfg; /* the stage's immutable configuration */
+    void (*done)(struct infer_call *call, const void *cfg);
 };
 
 #define SERVE_MAX_STAGES 16
@@ -145,6 +152,11 @@ struct infer_call {
     const struct model_entry *entry; /* during the stages only (snapshot held) */
     struct model_snapshot *snapshot; /* released before submit */
     const char *tenant;              /* authenticated tenant, or NULL */
+    /* Why req.model is the version it is (obs/route_kind.h): resolve sets
+     * url or default, the routing stage may say pin, ab or canary. */
+    enum route_kind route;
+    void *route_ctx;  /* the routing stage's, from its run() to its done() */
+    void *shadow_ctx; /* the shadow stage's, from its run() to its done() */
 
     /* Read-only for the front end: the scheduler took the request (so its
      * timings mean something). */
@@ -184,9 +196,6 @@ struct serve_thread {
     uint32_t nfree;
     struct pool_use use;
 };
-
-/* The production stage list: resolve, (policy), decode, (preprocess), submit. */
-const struct serve_pipeline *serve_default_pipeline(void);
 
 /* inline_budget_us: the longest estimated batch run this thread takes on
  * itself (sched.h, run to completion); 0 = none. Returns 0 or -ENOMEM. */

@@ -1,0 +1,16 @@
+#include "cli/pipeline.h"
+
+void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts)
+{
+    const struct serve_stage stages[] = {
+        {"resolve", serve_stage_resolve, NULL, NULL},
+        {"route", routing_stage_route, parts->routing, routing_route_done},
+        {"decode", serve_stage_decode, NULL, NULL},
+        {"shadow", routing_stage_shadow, parts->routing, routing_shadow_done},
+        {"submit", serve_stage_submit, NULL, NULL},
+    };
+    _Static_assert(sizeof stages / sizeof stages[0] <= SERVE_MAX_STAGES, "too many stages");
+    p->nstages = sizeof stages / sizeof stages[0];
+    for (uint32_t i = 0; i < p->nstages; i++)
+        p->stages[i] = stages[i];
+}
