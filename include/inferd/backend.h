@@ -31,6 +31,10 @@
  *             called exactly once for each successful execute() that left
  *             *state non-NULL, once inferd no longer reads the outputs.
  *
+ * Shadow copies (ABI 3): a plugin that sets execute_flags learns, per
+ * batch, whether it runs shadow copies of requests (INFERD_EXECUTE_SHADOW;
+ * inferd never mixes shadow copies and client requests in one batch).
+ *
  * Decoupled models (ABI 2; config.pbtxt `model_transaction_policy {
  * decoupled: true }`, Triton's term): a request gets zero or more
  * responses, sent as the model makes them. inferd calls
@@ -77,7 +81,7 @@
 extern "C" {
 #endif
 
-#define INFERD_BACKEND_ABI_VERSION 2u
+#define INFERD_BACKEND_ABI_VERSION 3u
 /* The oldest table inferd still takes: a version 1 table ends after
  * unload (no decoupled models). */
 #define INFERD_BACKEND_ABI_MIN_VERSION 1u
@@ -181,6 +185,13 @@ struct inferd_backend_load_args {
     int inter_op_threads; /* 0 = backend default */
 };
 
+/* execute_flags() flags (ABI 3) */
+/* Every request of the batch is a shadow copy (docs/traffic.md; the
+ * marker `x-shadow: true`): its answer is compared with the version that
+ * answered the client and then dropped. A model with side effects (writes
+ * to a store, sends messages) should skip them. */
+#define INFERD_EXECUTE_SHADOW 1u
+
 /* send() flags */
 #define INFERD_RESPONSE_FINAL 1u
 /* send() results */
@@ -234,6 +245,16 @@ struct inferd_backend_api {
     int (*execute_decoupled)(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
                              const char *const *output_names, uint32_t nout,
                              const struct inferd_response_sink *sink, struct inferd_error *err);
+
+    /* ---- ABI version 3 ---- */
+
+    /* execute() with flags (INFERD_EXECUTE_*; unknown bits are to be
+     * ignored). When set, inferd calls it instead of execute(); NULL: inferd
+     * calls execute() and the plugin is not told. */
+    int (*execute_flags)(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
+                         const char *const *output_names, uint32_t nout,
+                         struct inferd_tensor *outputs, void **state, uint32_t flags,
+                         struct inferd_error *err);
 };
 
 /* The one symbol a plugin exports (visible even with -fvisibility=hidden). */

@@ -104,6 +104,9 @@ struct backend_load_args {
 
 #define BACKEND_ABI_VERSION 1
 
+/* execute() flags: the batch is made of shadow copies (policy/shadow.h). */
+#define BACKEND_EXEC_SHADOW 1u
+
 struct backend_ops {
     uint32_t abi_version; /* BACKEND_ABI_VERSION */
     const char *name;     /* "onnxruntime" */
@@ -114,7 +117,7 @@ struct backend_ops {
     int (*load)(const struct backend_load_args *args, void **instance,
                 struct model_info *info, struct error *err);
 
-    /* Runs the model. `inputs` are exactly the model's inputs (any order,
+    /* Runs the model (flags: BACKEND_EXEC_*). `inputs` are exactly the model's inputs (any order,
      * matched by name) with concrete shapes. `output_names` lists the
      * outputs to compute (nout >= 1); on success out[i] describes output i:
      * name points to output_names[i], data points into memory owned by
@@ -124,7 +127,7 @@ struct backend_ops {
      * detected and 500 for engine failures; *state need not be released. */
     int (*execute)(void *instance, struct arena *arena, const struct tensor *inputs,
                    uint32_t nin, const char *const *output_names, uint32_t nout,
-                   struct tensor *out, void **state, struct error *err);
+                   struct tensor *out, void **state, uint32_t flags, struct error *err);
 
     void (*release)(void *instance, void *state);
     void (*unload)(void *instance);

@@ -641,8 +641,10 @@ out:
 
 static int ort_execute(void *instance, struct arena *arena, const struct tensor *inputs,
                        uint32_t nin, const char *const *output_names, uint32_t nout,
-                       struct tensor *out, void **state_out, struct error *err)
+                       struct tensor *out, void **state_out, uint32_t flags,
+                       struct error *err)
 {
+    (void)flags; /* a shadow copy runs like any request */
     struct ort_instance *inst = instance;
     struct ort_state *state = NULL;
     OrtValue **in_values, **out_values;

@@ -314,7 +314,8 @@ static const char *output_problem(const struct plugin_instance *pi, const struct
 
 static int adapter_execute(void *instance, struct arena *arena, const struct tensor *inputs,
                            uint32_t nin, const char *const *output_names, uint32_t nout,
-                           struct tensor *out, void **state, struct error *err)
+                           struct tensor *out, void **state, uint32_t flags,
+                           struct error *err)
 {
     (void)arena; /* plugins own their output memory */
     struct plugin_instance *pi = instance;
@@ -324,8 +325,16 @@ static int adapter_execute(void *instance, struct arena *arena, const struct ten
 
     *state = NULL;
     memset(out, 0, nout * sizeof *out);
-    if (p->api->execute(pi->inner, (const struct inferd_tensor *)inputs, nin, output_names, nout,
-                        (struct inferd_tensor *)out, state, &perr) != 0) {
+    int rc;
+    if (p->api->abi_version >= 3 && p->api->execute_flags)
+        rc = p->api->execute_flags(pi->inner, (const struct inferd_tensor *)inputs, nin,
+                                   output_names, nout, (struct inferd_tensor *)out, state,
+                                   flags & BACKEND_EXEC_SHADOW ? INFERD_EXECUTE_SHADOW : 0,
+                                   &perr);
+    else
+        rc = p->api->execute(pi->inner, (const struct inferd_tensor *)inputs, nin, output_names,
+                             nout, (struct inferd_tensor *)out, state, &perr);
+    if (rc != 0) {
         *state = NULL;
         return plugin_error(p, NULL, &perr, err);
     }

@@ -406,7 +406,7 @@ static int sample_execute(const struct model *m, uint32_t i, struct sample *s, s
                                           be);
     void *state = NULL;
     if (m->backend->execute(m->instances[i], out, s->inputs, s->ninputs, s->output_names,
-                            s->noutputs, s->outputs, &state, be))
+                            s->noutputs, s->outputs, &state, 0, be))
         return -1;
     m->backend->release(m->instances[i], state);
     return 0;

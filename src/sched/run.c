@@ -420,7 +420,8 @@ uint64_t run_batch(struct sched *s, struct slot *sl, bool inline_run)
         uint32_t nout = union_outputs(s, sl, n);
         infer_start = clock_now_ns();
         int rc = m->backend->execute(sl->instance, &b->arena, inputs, members[0]->ninputs,
-                                     sl->names, nout, sl->outs, &b->backend_state, &err);
+                                     sl->names, nout, sl->outs, &b->backend_state,
+                                     members[0]->background ? BACKEND_EXEC_SHADOW : 0, &err);
         infer_end = clock_now_ns();
         if (rc != 0)
             b->backend_state = NULL;

@@ -83,7 +83,7 @@ static int execute(struct model *m, struct arena *arena, const struct tensor *in
                    struct error *err)
 {
     error_clear(err);
-    return backend_onnxruntime.execute(m->inst, arena, in, nin, outs, nout, out, state, err);
+    return backend_onnxruntime.execute(m->inst, arena, in, nin, outs, nout, out, state, 0, err);
 }
 
 /* ---- simple: INPUT0, INPUT1 INT32 [batch,16] -> sum, difference ---- */

@@ -256,7 +256,7 @@ static void test_identity_fp32(void **state)
     struct arena arena;
     arena_init(&arena, 4096, 1 << 20);
     struct error err = {0};
-    assert_int_equal(ops->execute(inst, &arena, &in, 1, OUT, 1, &out, &st, &err), 0);
+    assert_int_equal(ops->execute(inst, &arena, &in, 1, OUT, 1, &out, &st, 0, &err), 0);
     assert_ptr_equal(out.name, OUT[0]);
     assert_int_equal(out.dtype, DT_FP32);
     assert_int_equal(out.ndim, 2);
@@ -270,7 +270,7 @@ static void test_identity_fp32(void **state)
 
     /* a wrong output name is the plugin's 400 */
     const char *const wrong[] = {"NOPE"};
-    assert_int_equal(ops->execute(inst, &arena, &in, 1, wrong, 1, &out, &st, &err), -1);
+    assert_int_equal(ops->execute(inst, &arena, &in, 1, wrong, 1, &out, &st, 0, &err), -1);
     assert_int_equal(err.status, 400);
     assert_string_equal(err.msg, "unknown output 'NOPE' (the output is 'OUT')");
     arena_free(&arena);
@@ -298,7 +298,7 @@ static void test_identity_bytes(void **state)
     struct tensor out;
     void *st = NULL;
     struct error err = {0};
-    assert_int_equal(ops->execute(inst, NULL, &in, 1, OUT, 1, &out, &st, &err), 0);
+    assert_int_equal(ops->execute(inst, NULL, &in, 1, OUT, 1, &out, &st, 0, &err), 0);
     assert_int_equal(out.dtype, DT_BYTES);
     assert_int_equal(out.shape[0], 3);
     assert_int_equal(out.nbytes, 8);
@@ -343,7 +343,7 @@ static void test_fail_and_stall(void **state)
         void *st = NULL;
         struct error err = {0};
         uint64_t t0 = now_ms();
-        int rc = ops->execute(inst, NULL, &in, 1, OUT, 1, &out, &st, &err);
+        int rc = ops->execute(inst, NULL, &in, 1, OUT, 1, &out, &st, 0, &err);
         assert_true(now_ms() - t0 >= 29);
         if (call % 2 == 0) {
             assert_int_equal(rc, -1);
@@ -370,7 +370,7 @@ static void test_fail_and_stall(void **state)
     for (int call = 1; call <= 4; call++) {
         void *st = NULL;
         struct error err = {0};
-        int rc = ops->execute(inst, NULL, &in, 1, OUT, 1, &out, &st, &err);
+        int rc = ops->execute(inst, NULL, &in, 1, OUT, 1, &out, &st, 0, &err);
         assert_int_equal(rc, call <= 2 ? 0 : -1);
         if (rc == 0)
             ops->release(inst, st);
@@ -443,7 +443,7 @@ static void test_bad_output(void **state)
     void *st = NULL;
     struct error err = {0};
     int before = *releases;
-    assert_int_equal(ops->execute(inst, NULL, &in, 1, names, 1, &out, &st, &err), -1);
+    assert_int_equal(ops->execute(inst, NULL, &in, 1, names, 1, &out, &st, 0, &err), -1);
     assert_int_equal(err.status, 500);
     assert_string_equal(err.msg, "backend 'bad_output' returned output 'y' with nbytes that do "
                                  "not match its shape");

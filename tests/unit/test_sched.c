@@ -83,8 +83,9 @@ static char model_name[] = "sched_test", in_name[] = "IN", out_name[] = "OUT";
 
 static int test_execute(void *instance, struct arena *arena, const struct tensor *inputs,
                         uint32_t nin, const char *const *output_names, uint32_t nout,
-                        struct tensor *out, void **state, struct error *err)
+                        struct tensor *out, void **state, uint32_t flags, struct error *err)
 {
+    (void)flags;
     struct harness *h = instance;
     const struct tensor *in = &inputs[0];
     *state = NULL;

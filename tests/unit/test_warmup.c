@@ -412,8 +412,9 @@ static void record_input(struct fake_input *r, const struct tensor *t)
 
 static int fake_execute(void *instance, struct arena *arena, const struct tensor *inputs,
                         uint32_t nin, const char *const *output_names, uint32_t nout,
-                        struct tensor *out, void **state, struct error *err)
+                        struct tensor *out, void **state, uint32_t flags, struct error *err)
 {
+    (void)flags;
     assert_true(fake.ncalls < FAKE_MAX_CALLS);
     assert_true(nin <= FAKE_MAX_INPUTS);
     struct fake_call *c = &fake.calls[fake.ncalls++];
