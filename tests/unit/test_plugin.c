@@ -197,7 +197,7 @@ static void test_bad_libraries(void **state)
     struct error err = resolve_fail("bad_abi", dir, NULL);
     snprintf(want, sizeof want,
              "backend 'bad_abi': %s/libinferd_bad_abi.so: it implements backend ABI version 99, "
-             "inferd takes 1 to 2",
+             "inferd takes 1 to 3",
              dir);
     assert_string_equal(err.msg, want);
 
