@@ -203,7 +203,7 @@ static void test_bad_libraries(void **state)
 
     err = resolve_fail("bad_refuse", dir, NULL);
     snprintf(want, sizeof want,
-             "backend 'bad_refuse': %s/libinferd_bad_refuse.so cannot serve backend ABI version 2",
+             "backend 'bad_refuse': %s/libinferd_bad_refuse.so cannot serve backend ABI version 3",
              dir);
     assert_string_equal(err.msg, want);
 
