@@ -24,7 +24,7 @@ from grpc_client import Client, generate
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 FIELDS = ["ts", "request_id", "trace_id", "protocol", "method", "endpoint", "model", "version",
-          "model_sha256", "inputs", "batch_size", "queue_us", "compute_us", "total_us", "status",
+          "route", "model_sha256", "inputs", "batch_size", "queue_us", "compute_us", "total_us", "status",
           "bytes_in", "bytes_out", "client", "error"]
 WAIT = 20.0
 
@@ -101,6 +101,8 @@ def test_fields_success_and_errors(server_factory, tmp_path):
     assert success["endpoint"] == "/v2/models/simple/infer"
     assert success["model"] == "simple" and success["version"] == "1"
     assert success["model_sha256"] == sha[:12]
+    assert success["route"] == "default"  # no version in the URL, no routing table
+    assert meta["route"] is None and unknown["route"] is None  # not routed
     assert success["inputs"] == [{"name": "INPUT0", "datatype": "INT32", "shape": [2, 16]},
                                  {"name": "INPUT1", "datatype": "INT32", "shape": [2, 16]}]
     assert success["batch_size"] == 2  # it ran alone: no other request was in flight
