@@ -348,7 +348,9 @@ static int hook_check(void *ctx, const char *name, const struct model_entry *e,
             route_table_unref(t);
             goto out;
         }
-        t->generation = prev ? prev->table->generation + 1 : 1;
+        /* A restart keeps the generation the file recorded. */
+        t->generation = prev ? prev->table->generation + 1
+                             : (t->expect_generation ? t->expect_generation : 1);
     }
     snprintf(rt->pending.name, sizeof rt->pending.name, "%s", name);
     rt->pending.table = t;

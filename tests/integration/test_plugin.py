@@ -187,3 +187,37 @@ def test_plugin_takes_parameters_from_a_config_override(server_factory, tmp_path
                       data=json.dumps({"parameters": {"config": json.dumps(config)}}))
     assert r.status_code == 200, r.text
     assert echo(srv.url, [1, 2, 3, 4]).status_code == 200
+
+
+def test_plugin_version_parameters_file_overrides_the_config(server_factory, tmp_path):
+    """<version>/parameters overrides config.pbtxt's parameters for that
+    version only: version 2 fails every execution after its warm-up,
+    version 1 (the config's fail_every_n 0) never does."""
+    repo = plugin_repo(tmp_path, ECHO_CONFIG + "version_policy: { all: {} }\n" +
+                       param("fail_every_n", "0"))
+    (repo / "echo" / "2").mkdir()
+    (repo / "echo" / "2" / "model.onnx").write_bytes(b"")
+    (repo / "echo" / "2" / "parameters").write_text("fail_every_n 1\n\nfail_skip   1\n")
+    srv = server_factory.start(repository=repo)
+    for _ in range(3):
+        r = infer_request(srv.url, "echo", [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
+                                             "data": [1, 2, 3, 4]}], version=2)
+        assert "injected failure" in assert_error_response(r, 500)
+        r = infer_request(srv.url, "echo", [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
+                                             "data": [1, 2, 3, 4]}], version=1)
+        assert ok_json(r)["outputs"][0]["data"] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("delay_usec 5\n", "unknown parameter 'delay_usec'"),
+    ("delay_us soon\n", "parameter delay_us: 'soon'"),
+    ("shadow_fail 2\n", "parameter shadow_fail: '2'"),
+    ("delay_us\n", "expected `key value`"),
+])
+def test_plugin_bad_version_parameters_file_fails_the_load(server_factory, tmp_path, text,
+                                                           message):
+    repo = plugin_repo(tmp_path, ECHO_CONFIG)
+    (repo / "echo" / "1" / "parameters").write_text(text)
+    srv = server_factory.start(repository=repo, wait=False)
+    msg = assert_error_response(get_when_listening(srv.url + "/v2/models/echo"), 404)
+    assert "echo/1/parameters" in msg and message in msg, msg

@@ -3,7 +3,8 @@
  * that returns its one input as its one output, and fails or stalls on
  * request, for chaos and overload tests.
  *
- * The model is its config.pbtxt; the version directory is not read:
+ * The model is its config.pbtxt, plus an optional per-version file of
+ * parameters (see below); the version directory holds nothing else it reads:
  *
  *   backend: "identity_stall"
  *   max_batch_size: 8
@@ -24,9 +25,24 @@
  *                 warm-up fails the model: K = the number of warm-up runs
  *                 spares them;
  *   delay_us U    every execute() first sleeps U microseconds (0 to
- *                 3600000000; default 0), warm-up runs included.
+ *                 3600000000; default 0), warm-up runs included;
+ *   shadow_fail B 1: an execution flagged INFERD_EXECUTE_SHADOW (a batch of
+ *                 shadow copies, ABI 3) fails with status 500 and "shadow
+ *                 execution refused (shadow_fail)", before any delay or
+ *                 injected failure and without counting as an execution;
+ *                 0 (the default): shadow copies run like any request.
  * Any other parameter fails the load with 400, so that a misspelt one is
  * not silently ignored.
+ *
+ * Per-version parameters: if <version_dir>/parameters exists, each of its
+ * non-empty lines `key value` (separated by blanks) overrides the
+ * config.pbtxt parameter of that key for this version only, with the same
+ * keys and validation; an unknown key, a bad value or a line without a
+ * value fails the load with 400 naming the file. A test can so give
+ * version 2 `fail_every_n 2` or `delay_us 20000` while version 1 stays
+ * healthy.
+ *
+ * ABI 3: the table sets execute_flags (execute() is the same with flags 0).
  *
  * Build: cc -std=c11 -O2 -shared -fPIC -I<inferd>/include \
  *           -o libinferd_identity_stall.so identity_stall.c
@@ -45,12 +61,14 @@
 #include <inferd/backend.h>
 
 #define DELAY_US_MAX 3600000000u
+#define PARAM_LINE_MAX 512
 
 struct instance {
     struct inferd_model_io io[2]; /* input, output (the model info); names owned */
     uint64_t fail_every_n;
     uint64_t fail_skip;
     uint64_t delay_us;
+    uint64_t shadow_fail; /* 0 or 1 */
     atomic_uint_fast64_t executions;
 };
 
@@ -89,6 +107,76 @@ static void instance_free(struct instance *in)
     free(in);
 }
 
+/* Sets one parameter; file (NULL for config.pbtxt) names where it came
+ * from in the message. */
+static int set_parameter(struct instance *self, const char *key, const char *value,
+                         const char *file, struct inferd_error *err)
+{
+    int rc;
+    if (strcmp(key, "fail_every_n") == 0)
+        rc = parse_u64(value, UINT64_MAX, &self->fail_every_n);
+    else if (strcmp(key, "fail_skip") == 0)
+        rc = parse_u64(value, UINT64_MAX, &self->fail_skip);
+    else if (strcmp(key, "delay_us") == 0)
+        rc = parse_u64(value, DELAY_US_MAX, &self->delay_us);
+    else if (strcmp(key, "shadow_fail") == 0)
+        rc = parse_u64(value, 1, &self->shadow_fail);
+    else if (file)
+        return fail(err, 400, "%s: unknown parameter '%s' (identity_stall takes fail_every_n, "
+                    "fail_skip, delay_us and shadow_fail)", file, key);
+    else
+        return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every_n, "
+                    "fail_skip, delay_us and shadow_fail)", key);
+    if (rc && file)
+        return fail(err, 400, "%s: parameter %s: '%s' is not a number in range", file, key,
+                    value);
+    if (rc)
+        return fail(err, 400, "parameter %s: '%s' is not a number in range", key, value);
+    return 0;
+}
+
+/* Applies <version_dir>/parameters, if there is one (see the top). */
+static int read_version_parameters(struct instance *self, const char *version_dir,
+                                   struct inferd_error *err)
+{
+    if (!version_dir)
+        return 0;
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/parameters", version_dir) >= sizeof path)
+        return fail(err, 400, "version directory path too long: %s", version_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        return fail(err, 500, "%s: %s", path, strerror(errno));
+    }
+    char line[PARAM_LINE_MAX];
+    unsigned lineno = 0;
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
+            rc = fail(err, 400, "%s:%u: line too long", path, lineno);
+            break;
+        }
+        char *save = NULL;
+        char *key = strtok_r(line, " \t\r\n", &save);
+        if (!key)
+            continue; /* an empty line */
+        char *value = strtok_r(NULL, " \t\r\n", &save);
+        char *extra = value ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+        if (!value || extra)
+            rc = fail(err, 400, "%s:%u: expected `key value`", path, lineno);
+        else
+            rc = set_parameter(self, key, value, path, err);
+    }
+    if (rc == 0 && ferror(f))
+        rc = fail(err, 500, "%s: read error", path);
+    fclose(f);
+    return rc;
+}
+
 static int is_load(const struct inferd_backend_load_args *args, void **instance,
                    struct inferd_model_info *info, struct inferd_error *err)
 {
@@ -105,23 +193,14 @@ static int is_load(const struct inferd_backend_load_args *args, void **instance,
         return fail(err, 500, "out of memory");
     for (uint32_t i = 0; i < args->nparameters; i++) {
         const struct inferd_parameter *p = &args->parameters[i];
-        int rc;
-        if (strcmp(p->key, "fail_every_n") == 0)
-            rc = parse_u64(p->value, UINT64_MAX, &self->fail_every_n);
-        else if (strcmp(p->key, "fail_skip") == 0)
-            rc = parse_u64(p->value, UINT64_MAX, &self->fail_skip);
-        else if (strcmp(p->key, "delay_us") == 0)
-            rc = parse_u64(p->value, DELAY_US_MAX, &self->delay_us);
-        else {
+        if (set_parameter(self, p->key, p->value, NULL, err) != 0) {
             instance_free(self);
-            return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every_n, "
-                        "fail_skip and delay_us)", p->key);
+            return -1;
         }
-        if (rc) {
-            instance_free(self);
-            return fail(err, 400, "parameter %s: '%s' is not a number in range", p->key,
-                        p->value);
-        }
+    }
+    if (read_version_parameters(self, args->version_dir, err) != 0) {
+        instance_free(self);
+        return -1;
     }
     self->io[0] = *in;
     self->io[1] = *out;
@@ -148,11 +227,14 @@ static void stall(uint64_t us)
 
 /* The output: a copy of the input (its data lives only during execute()).
  * One allocation holds everything and is the state release() frees. */
-static int is_execute(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
-                      const char *const *output_names, uint32_t nout,
-                      struct inferd_tensor *outputs, void **state, struct inferd_error *err)
+static int is_execute_flags(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
+                            const char *const *output_names, uint32_t nout,
+                            struct inferd_tensor *outputs, void **state, uint32_t flags,
+                            struct inferd_error *err)
 {
     struct instance *self = instance;
+    if (self->shadow_fail && (flags & INFERD_EXECUTE_SHADOW))
+        return fail(err, 500, "shadow execution refused (shadow_fail)");
     uint64_t n = atomic_fetch_add(&self->executions, 1) + 1;
     if (self->delay_us)
         stall(self->delay_us);
@@ -199,6 +281,13 @@ static int is_execute(void *instance, const struct inferd_tensor *inputs, uint32
     return 0;
 }
 
+static int is_execute(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
+                      const char *const *output_names, uint32_t nout,
+                      struct inferd_tensor *outputs, void **state, struct inferd_error *err)
+{
+    return is_execute_flags(instance, inputs, nin, output_names, nout, outputs, state, 0, err);
+}
+
 static void is_release(void *instance, void *state)
 {
     (void)instance;
@@ -211,16 +300,17 @@ static void is_unload(void *instance)
 }
 
 static const struct inferd_backend_api identity_stall_api = {
-    .abi_version = INFERD_BACKEND_ABI_VERSION,
+    .abi_version = 3,
     .name = "identity_stall",
     .load = is_load,
     .execute = is_execute,
     .release = is_release,
     .unload = is_unload,
+    .execute_flags = is_execute_flags,
 };
 
 const struct inferd_backend_api *inferd_backend_init(uint32_t host_abi_version)
 {
     /* A newer inferd still takes this table (it reads abi_version first). */
-    return host_abi_version >= INFERD_BACKEND_ABI_VERSION ? &identity_stall_api : NULL;
+    return host_abi_version >= 3 ? &identity_stall_api : NULL;
 }
