@@ -134,6 +134,14 @@ static int get_header(const struct json_value *v, const char *field, char out[RO
         out[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     }
     out[v->len] = '\0';
+    static const char *const reserved[] = {"x-request-id", "traceparent", "tracestate",
+                                           "content-type", "content-length", "host", "te",
+                                           "inference-header-content-length", NULL};
+    for (const char *const *r = reserved; *r; r++)
+        if (strcmp(out, *r) == 0)
+            return error_set(err, 400, "%s: '%s' is set by clients or the protocol for other "
+                                       "purposes; choose another header",
+                             field, out);
     return 0;
 }
 
@@ -336,6 +344,28 @@ static int parse_guard(const struct json_value *v, struct route_table *t, struct
     return 0;
 }
 
+/* The record of a rollback (GET's form, the file): kept while the weight
+ * stays 0; a canary given a weight again starts without it. */
+static int parse_rollback(const struct json_value *v, struct route_table *t, struct error *err)
+{
+    static const char *const known[] = {"time_ms", "weight", "reason", NULL};
+    if (v->type != JSON_OBJECT)
+        return error_set(err, 400, "canary.rollback: must be an object");
+    if (check_members(v, "canary.rollback", known, err) != 0)
+        return -1;
+    const struct json_value *time = json_get(v, "time_ms"), *reason = json_get(v, "reason");
+    if (!time || json_num_i64(time, &t->rollback_ms) != 0 || t->rollback_ms < 0)
+        return error_set(err, 400, "canary.rollback.time_ms: must be an integer >= 0");
+    if (get_percent(json_get(v, "weight"), "canary.rollback.weight", &t->rollback_weight_bp,
+                    err) != 0)
+        return -1;
+    if (!reason || reason->type != JSON_STRING || strlen(reason->u.str) != reason->len)
+        return error_set(err, 400, "canary.rollback.reason: must be a string");
+    snprintf(t->rollback_reason, sizeof t->rollback_reason, "%s", reason->u.str);
+    t->rolled_back = t->weight_bp == 0;
+    return 0;
+}
+
 static int parse_canary(const struct json_value *v, struct route_table *t, struct error *err)
 {
     static const char *const known[] = {"stable", "version", "weight", "guard", "rollback",
@@ -353,6 +383,9 @@ static int parse_canary(const struct json_value *v, struct route_table *t, struc
                          (long long)t->stable);
     const struct json_value *g = json_get(v, "guard");
     if (g && parse_guard(g, t, err) != 0)
+        return -1;
+    const struct json_value *rb = json_get(v, "rollback");
+    if (rb && parse_rollback(rb, t, err) != 0)
         return -1;
     t->canary = true;
     return 0;
@@ -414,6 +447,10 @@ static int parse_object(const struct json_value *root, const struct route_table 
         return -1;
     if ((x = json_get(root, "sticky")) && parse_sticky(x, prev, t, err) != 0)
         return -1;
+    if (strcmp(t->pin_header, t->arm_header) == 0 ||
+        (t->key_header[0] && (strcmp(t->key_header, t->pin_header) == 0 ||
+                              strcmp(t->key_header, t->arm_header) == 0)))
+        return error_set(err, 400, "pin_header, arm_header and key_header must differ");
     if (t->nsticky && !t->key_header[0])
         return error_set(err, 400, "sticky: needs key_header (the header whose value is hashed)");
     if ((x = json_get(root, "canary")) && parse_canary(x, t, err) != 0)

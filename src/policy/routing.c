@@ -351,6 +351,7 @@ static int hook_check(void *ctx, const char *name, const struct model_entry *e,
         /* A restart keeps the generation the file recorded. */
         t->generation = prev ? prev->table->generation + 1
                              : (t->expect_generation ? t->expect_generation : 1);
+        t->expect_generation = 0;
     }
     snprintf(rt->pending.name, sizeof rt->pending.name, "%s", name);
     rt->pending.table = t;
@@ -548,17 +549,27 @@ static enum stage_result pin(struct infer_call *call, const struct route_choice 
 {
     char text[32];
     struct error err;
-    if (c->pin_len >= sizeof text)
+    if (c->pin_len >= sizeof text) {
+        model_unref(call->req.model);
+        call->req.model = NULL;
+        call->route = ROUTE_PIN;
         return serve_call_error(call, 400,
                                 "failed to get model version from specified version string "
                                 "'%.24s...' (pin header)",
                                 c->pin);
+    }
     memcpy(text, c->pin, c->pin_len);
     text[c->pin_len] = '\0';
     const struct model *m = model_lookup(call->snapshot, call->model_name,
                                          strlen(call->model_name), text, NULL, &err);
-    if (!m)
+    if (!m) {
+        /* Nothing serves it: no version to report or count (as for a
+         * version in the URL that is not loaded). */
+        model_unref(call->req.model);
+        call->req.model = NULL;
+        call->route = ROUTE_PIN;
         return serve_call_error(call, err.status, "%s (pin header)", err.msg);
+    }
     use_model(call, m, ROUTE_PIN);
     return STAGE_CONTINUE;
 }

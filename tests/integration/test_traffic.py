@@ -283,8 +283,6 @@ def test_precedence_of_the_rules(srv):
     assert "pin header" in assert_error_response(infer(url, m, {"x-model-version": "7"}), 404)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a pin the table refuses (400/404) answers "
-                   "with resolve's version and route default, and is counted as such")
 def test_refused_pin_is_not_reported_as_default(srv):
     """A pin header naming no loaded version is refused; the answer and the
     metrics must not claim that the newest version served it by default
@@ -519,8 +517,6 @@ def test_routing_api_file_and_restart(server_factory, tmp_path):
         assert s3.stop() == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: route_parse ignores canary.rollback, so a "
-                   "restart drops the rollback record (reason, time, weight) from the table")
 def test_rollback_record_survives_restart(server_factory, tmp_path):
     """A rolled-back canary read from routing.json at start still shows
     its rollback (the weight stays 0 either way)."""
