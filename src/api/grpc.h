@@ -12,7 +12,9 @@
  * RepositoryModelLoad, RepositoryModelUnload, SystemSharedMemoryStatus,
  * SystemSharedMemoryRegister, SystemSharedMemoryUnregister (serve/shm.h;
  * CudaSharedMemory* answer INVALID_ARGUMENT: no CUDA on this build);
- * Health/Check and Health/Watch.
+ * Health/Check and Health/Watch; inferd's own extension
+ * inferd.RoutingService (proto/inferd_routing.proto: ModelRoutingGet,
+ * ModelRoutingSet on policy/routing.h, the routing tables as JSON text).
  * Anything else is UNIMPLEMENTED.
  *
  * gRPC framing: each message is a 1-byte compressed flag (set → UNIMPLEMENTED,
@@ -22,8 +24,9 @@
  * Status travels in the grpc-status / grpc-message (percent-encoded)
  * trailers; an error before any response message is a trailers-only
  * response. Error mapping from inferd's HTTP statuses: 400 INVALID_ARGUMENT,
- * 404 NOT_FOUND, 413 and 429 RESOURCE_EXHAUSTED, 499 CANCELLED, 501
- * UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, other 5xx INTERNAL.
+ * 404 NOT_FOUND, 409 FAILED_PRECONDITION, 413 and 429 RESOURCE_EXHAUSTED,
+ * 499 CANCELLED, 501 UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED,
+ * other 5xx INTERNAL.
  * The grpc-timeout header becomes the deadline of the call's infer requests
  * in the scheduler (timed out in the queue → never run, DEADLINE_EXCEEDED).
  *
@@ -69,12 +72,16 @@
 #define GRPC_DEFAULT_MAX_MESSAGE_BYTES (64u << 20)
 
 struct grpc_call;
+struct routing;
 
 /* One per I/O thread. */
 struct grpc_api {
     struct repository *repo;
     struct loop *loop;
     struct serve_thread *serve; /* the thread's pipeline (infer and repository calls) */
+    /* The routing tables (policy/routing.h) of inferd.RoutingService; set
+     * after grpc_api_init (NULL: those RPCs answer UNIMPLEMENTED). */
+    struct routing *routing;
     uint64_t max_message_bytes; /* largest request message accepted */
     bool draining;              /* shutting down: readiness false, streams end */
     /* The stream application to put into struct http_server_config.grpc. */

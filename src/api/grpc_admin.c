@@ -64,7 +64,7 @@ static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size
 static void handle_server_metadata(struct grpc_call *call)
 {
     static char *extensions[] = {"model_configuration", "model_repository", "statistics", "logging",
-                                 "trace", "system_shared_memory"};
+                                 "trace", "system_shared_memory", "inferd_routing"};
     Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
     r.name = "inferd";
     r.version = INFERD_VERSION;
@@ -598,6 +598,10 @@ void grpc_admin_dispatch(struct grpc_call *call, const uint8_t *data, size_t len
     case M_CUDA_SHM_REGISTER:
     case M_CUDA_SHM_UNREGISTER:
         grpc_shm_dispatch(call, data, len);
+        break;
+    case M_ROUTING_GET:
+    case M_ROUTING_SET:
+        grpc_routing_dispatch(call, data, len);
         break;
     case M_MODEL_INFER:
     case M_MODEL_STREAM_INFER:

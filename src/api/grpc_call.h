@@ -9,6 +9,7 @@
  *                     repository, trace and log settings, and grpc.health.v1
  *                     RPCs
  *   grpc_shm.c        Triton's shared-memory RPCs (serve/shm.h)
+ *   grpc_routing.c    inferd.RoutingService (policy/routing.h)
  * All on the loop thread that owns the api.
  */
 #ifndef INFERD_API_GRPC_CALL_H
@@ -64,6 +65,8 @@ enum method_id {
     M_CUDA_SHM_STATUS,
     M_CUDA_SHM_REGISTER,
     M_CUDA_SHM_UNREGISTER,
+    M_ROUTING_GET,
+    M_ROUTING_SET,
 };
 
 struct method {
@@ -107,6 +110,11 @@ struct grpc_call {
      * ModelStreamInfer the stream's; each message has its own observer). */
     char request_id[REQUEST_ID_MAX + 1];
     size_t request_id_len;
+    /* ModelInfer: the version that answers and why (obs/route_kind.h),
+     * sent as x-inferd-model-version / x-inferd-route in the initial
+     * metadata; route NULL until the call resolved a model. */
+    char model_version[24];
+    const char *route;
     struct obsreq *obs; /* other calls: the call's observer, NULL once ended */
     bool obs_begun;     /* call->obs was decided */
     int http_status;    /* HTTP equivalent of the status the call ended with */
@@ -177,5 +185,11 @@ void grpc_watch_timer_update(struct grpc_api *api);
  * (an empty name: every region); CudaSharedMemory*: INVALID_ARGUMENT. */
 void grpc_shm_dispatch(struct grpc_call *call, const uint8_t *data, size_t len);
 void grpc_watch_on_timer(struct loop_watch *w, uint32_t events);
+
+/* ---- grpc_routing.c ---- */
+
+/* inferd.RoutingService/ModelRoutingGet and ModelRoutingSet: the model's
+ * routing table as JSON text (policy/routing.h). */
+void grpc_routing_dispatch(struct grpc_call *call, const uint8_t *data, size_t len);
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include "api/grpc_call.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "api/infer_pb.h"
@@ -95,6 +96,7 @@ static int infer_decode(struct infer_call *ic, const struct model *m, struct err
 {
     const Inference__ModelInferRequest *msg = message_of(ic);
     obsreq_attach(*infer_obs(ic), &ic->req, m->name, m->version_str, m->sha256);
+    obsreq_set_route(*infer_obs(ic), ic->route);
     ic->fe.flag = bool_parameter(msg, "triton_enable_empty_final_response");
     return infer_pb_decode(&ic->req, &ic->shm, m, msg, err);
 }
@@ -102,6 +104,20 @@ static int infer_decode(struct infer_call *ic, const struct model *m, struct err
 static bool answerable(const struct grpc_call *call)
 {
     return call->st && !call->finished;
+}
+
+/* ModelInfer: which version answers and why, for the response's initial
+ * metadata (x-inferd-model-version, x-inferd-route: REST's headers), on
+ * every answer to a call that resolved a model. ModelStreamInfer sends its
+ * metadata before any request is routed: each response's model_version
+ * tells the version. */
+static void note_route(struct grpc_call *call, const struct infer_call *ic)
+{
+    if (grpc_call_is_stream(call) || !ic->req.model)
+        return;
+    snprintf(call->model_version, sizeof call->model_version, "%s",
+             ic->req.model->version_str);
+    call->route = route_kind_name(ic->route);
 }
 
 static void infer_emit(struct infer_call *ic, const struct serve_response *resp)
@@ -128,11 +144,14 @@ static void infer_emit(struct infer_call *ic, const struct serve_response *resp)
         if (grpc_call_is_stream(call))
             grpc_stream_error(call, &ic->fe.obs, 500, req->model->name, req->model->version_str,
                               req->id ? req->id : "", "out of memory encoding the response");
-        else
+        else {
+            note_route(call, ic);
             grpc_call_fail(call, 500, "out of memory encoding the response");
+        }
         return;
     }
     if (!grpc_call_is_stream(call)) {
+        note_route(call, ic);
         grpc_call_reply(call, &r->base);
         return;
     }
@@ -156,8 +175,10 @@ static void infer_fail(struct infer_call *ic, const struct error *err)
     if (grpc_call_is_stream(call))
         grpc_stream_error(call, &ic->fe.obs, err->status, msg->model_name, msg->model_version,
                           msg->id, err->msg);
-    else
+    else {
+        note_route(call, ic);
         grpc_call_fail(call, err->status, err->msg);
+    }
 }
 
 static void infer_end(struct infer_call *ic)

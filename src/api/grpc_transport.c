@@ -43,6 +43,9 @@ const struct method grpc_methods[] = {
     {SVC "CudaSharedMemoryUnregister", M_CUDA_SHM_UNREGISTER, false},
     {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false},
     {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false},
+    /* inferd's own extension (proto/inferd_routing.proto) */
+    {"/inferd.RoutingService/ModelRoutingGet", M_ROUTING_GET, false},
+    {"/inferd.RoutingService/ModelRoutingSet", M_ROUTING_SET, false},
 };
 #undef SVC
 const size_t grpc_nmethods = sizeof grpc_methods / sizeof grpc_methods[0];
@@ -293,8 +296,13 @@ struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id
 
 /* ---- responding --------------------------------------------------------- */
 
-/* The response's initial metadata: content-type, x-request-id and, when
- * the call is traced, traceparent. Writes up to 3 headers; returns how many. */
+/* Most headers initial_metadata() writes. */
+#define INITIAL_METADATA_MAX 5
+
+/* The response's initial metadata: content-type, x-request-id, when the
+ * call is traced traceparent, and on a ModelInfer call that resolved a
+ * model x-inferd-model-version and x-inferd-route (as REST's headers).
+ * Writes up to INITIAL_METADATA_MAX headers; returns how many. */
 static size_t initial_metadata(const struct grpc_call *call, struct h2_header *h,
                                char tp[TRACEPARENT_LEN + 1])
 {
@@ -303,6 +311,10 @@ static size_t initial_metadata(const struct grpc_call *call, struct h2_header *h
     h[n++] = (struct h2_header){"x-request-id", 12, call->request_id, call->request_id_len};
     if (obsreq_traceparent(call->obs, tp))
         h[n++] = (struct h2_header){"traceparent", 11, tp, TRACEPARENT_LEN};
+    if (call->route) {
+        h[n++] = hdr("x-inferd-model-version", call->model_version);
+        h[n++] = hdr("x-inferd-route", call->route);
+    }
     return n;
 }
 
@@ -310,7 +322,7 @@ static int send_headers(struct grpc_call *call)
 {
     if (call->headers_sent)
         return 0;
-    struct h2_header h[3];
+    struct h2_header h[INITIAL_METADATA_MAX];
     char tp[TRACEPARENT_LEN + 1];
     size_t n = initial_metadata(call, h, tp);
     if (h2_stream_respond_headers(call->st, 200, h, n) != 0)
@@ -342,7 +354,7 @@ static void call_end(struct grpc_call *call, int code, int http_status, const ch
     }
     char status[8], encoded[3 * ERROR_MSG_MAX + 1], tp[TRACEPARENT_LEN + 1];
     snprintf(status, sizeof status, "%d", code);
-    struct h2_header t[5];
+    struct h2_header t[INITIAL_METADATA_MAX + 2];
     size_t n = 0;
     if (!call->headers_sent)
         n = initial_metadata(call, t, tp);

@@ -640,6 +640,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
             log_error("cannot set up the gRPC front end: %s", strerror(errno));
             return -1;
         }
+        t->grpc.routing = routing;
         http.grpc = &t->grpc.app;
         http.on_tick = io_tick;
         http.tick_arg = t;

@@ -11,6 +11,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = REPO_ROOT / "proto"
 SERVICE = "/inference.GRPCInferenceService/"
 HEALTH = "/grpc.health.v1.Health/"
+ROUTING = "/inferd.RoutingService/"
 # Large tensors travel in both directions; grpcio's default limit is 4 MiB.
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 512 << 20),
                    ("grpc.max_send_message_length", 512 << 20)]
@@ -28,6 +29,14 @@ def generate(out_dir):
     import grpc_service_pb2
     import health_pb2
     return grpc_service_pb2, health_pb2
+
+
+def generate_routing(out_dir):
+    """generate() into out_dir, and the inferd_routing_pb2 module of inferd's
+    own routing extension (proto/inferd_routing.proto, package inferd)."""
+    generate(out_dir)
+    import inferd_routing_pb2
+    return inferd_routing_pb2
 
 
 class Client:
@@ -87,6 +96,14 @@ class Client:
             SERVICE + "ModelStreamInfer",
             request_serializer=self.pb.ModelInferRequest.SerializeToString,
             response_deserializer=self.pb.ModelStreamInferResponse.FromString)
+
+    def routing(self, rpb, method, timeout=30, metadata=None, **fields):
+        """inferd.RoutingService/<method> (ModelRoutingGet, ModelRoutingSet)
+        with the messages of generate_routing(); returns the response."""
+        call = self.channel.unary_unary(
+            ROUTING + method, request_serializer=rpb.ModelRoutingRequest.SerializeToString,
+            response_deserializer=rpb.ModelRoutingResponse.FromString)
+        return call(rpb.ModelRoutingRequest(**fields), timeout=timeout, metadata=metadata)
 
     def raw(self, path):
         """A unary call that sends and returns bytes as they are."""

@@ -194,7 +194,8 @@ def test_make_install_destdir_runs_without_the_source_tree(tmp_path):
     for f in (binary, root / "include" / "inferd" / "backend.h",
               root / "lib" / "inferd" / "libonnxruntime.so.1",
               root / "share" / "inferd" / "proto" / "grpc_service.proto",
-              root / "share" / "inferd" / "proto" / "health.proto"):
+              root / "share" / "inferd" / "proto" / "health.proto",
+              root / "share" / "inferd" / "proto" / "inferd_routing.proto"):
         assert f.is_file(), f
     assert os.access(binary, os.X_OK)
     assert (root / "include" / "inferd" / "backend.h").read_bytes() == \
