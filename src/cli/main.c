@@ -1,5 +1,6 @@
 /*
- * inferd command line: `inferd serve` runs the server; `--help`, `--version`.
+ * inferd command line: `inferd serve` runs the server; `inferd bench` and
+ * `inferd routing` (cli/routing_cmd.h) are clients of one; `--help`, `--version`.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,6 +23,7 @@
 #include "base/mem.h"
 #include "bench/bench.h"
 #include "cli/pipeline.h"
+#include "cli/routing_cmd.h"
 #include "http/server.h"
 #include "model/model.h"
 #include "net/loop.h"
@@ -67,11 +69,14 @@ static const char usage_text[] =
     "commands:\n"
     "  serve        serve the models of a repository over KServe v2 REST and gRPC\n"
     "  bench        load-test a server (KServe v2 infer requests or any endpoint)\n"
+    "  routing      read or change a model's routing table on a running server\n"
+    "               (canary, A/B, shadow: docs/traffic.md)\n"
     "\n"
     "  inferd --help | -h       this text\n"
     "  inferd --version | -V    print the version\n"
     "  inferd serve --help      options of serve\n"
-    "  inferd bench --help      options of bench\n";
+    "  inferd bench --help      options of bench\n"
+    "  inferd routing --help    options of routing\n";
 
 static const char serve_usage_text[] =
     "usage: inferd serve [options]\n"
@@ -893,6 +898,8 @@ int main(int argc, char **argv)
         return serve(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return bench_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "routing") == 0)
+        return routing_main(argc - 1, argv + 1);
     fprintf(stderr, "inferd: unknown command or option '%s'\n%s", cmd, usage_text);
     return 2;
 }

@@ -220,3 +220,122 @@ def test_sigusr1_logs_process_counters(server_factory):
     assert v["heap_free_bytes"] > 0, fields
     vm_size = vm_size_bytes(srv.proc.pid)
     assert v["heap_in_use_bytes"] + v["heap_free_bytes"] <= vm_size, (fields, vm_size)
+
+
+# ---- inferd routing get|set (docs/traffic.md) ----------------------------------------------
+
+DIGITS_V1 = MAIN_MODELS["digits"] / "1" / "model.onnx"
+DIGITS_V2 = MAIN_MODELS["digits"].parent.parent / "tests" / "models" / "digits_v2" / "2" / "model.onnx"
+
+
+@pytest.fixture
+def digits_two_versions(server_factory):
+    """A server with versions 1 and 2 of digits (version_policy all)."""
+    repo = server_factory.repository({"digits": {1: DIGITS_V1, 2: DIGITS_V2}})
+    (repo / "digits" / "config.pbtxt").write_text("version_policy: { all: {} }\n")
+    return server_factory.start(repository=repo), repo
+
+
+def routing_cli(srv, *args, **kw):
+    return run("routing", *args, "--url", srv.url, **kw)
+
+
+def test_routing_help():
+    p = run("routing", "--help")
+    assert p.returncode == 0, p
+    for flag in ("get", "set", "--file", "--json", "--canary", "--url", "INFERD_URL", "-h"):
+        assert flag in p.stdout, "%s missing from `inferd routing --help`" % flag
+    assert "routing" in run("--help").stdout
+
+
+def test_routing_get_without_table(digits_two_versions):
+    srv, _ = digits_two_versions
+    p = routing_cli(srv, "get", "digits")
+    assert p.returncode == 0, p
+    assert json.loads(p.stdout) == {"model": "digits", "generation": 0}
+
+
+def test_routing_set_json_file_stdin(digits_two_versions, tmp_path):
+    srv, repo = digits_two_versions
+    p = routing_cli(srv, "set", "digits", "--json",
+                    '{"canary": {"stable": 1, "version": 2, "weight": 5}}')
+    assert p.returncode == 0, p
+    t = json.loads(p.stdout)
+    assert t["generation"] == 1 and t["canary"] == {"stable": 1, "version": 2, "weight": 5}, t
+    # The server wrote it to the repository and answers it on GET.
+    assert json.loads((repo / "digits" / "routing.json").read_text()) == t
+    assert json.loads(routing_cli(srv, "get", "digits").stdout) == t
+
+    f = tmp_path / "table.json"
+    f.write_text('{"default_version": 1}')
+    p = routing_cli(srv, "set", "digits", "--file", str(f))
+    assert p.returncode == 0, p
+    t = json.loads(p.stdout)
+    assert t["generation"] == 2 and t["default_version"] == 1 and "canary" not in t, t
+
+    p = subprocess.run([str(INFERD_BIN), "routing", "set", "digits", "-", "--url", srv.url],
+                       input='{"pin_header": "X-Version"}', capture_output=True, text=True,
+                       timeout=15)
+    assert p.returncode == 0, p
+    t = json.loads(p.stdout)
+    assert t["generation"] == 3 and t["pin_header"] == "x-version", t
+
+    # INFERD_URL stands in for --url.
+    p = subprocess.run([str(INFERD_BIN), "routing", "get", "digits"], capture_output=True,
+                       text=True, timeout=15, env=dict(os.environ, INFERD_URL=srv.url))
+    assert p.returncode == 0 and json.loads(p.stdout)["generation"] == 3, p
+
+
+def test_routing_set_canary_keeps_the_rest(digits_two_versions):
+    srv, _ = digits_two_versions
+    base = {"default_version": 1, "shadow": {"version": 2, "percent": 10},
+            "canary": {"stable": 1, "version": 2, "weight": 1,
+                       "guard": {"max_error_ratio": 0.05, "min_requests": 50}}}
+    assert routing_cli(srv, "set", "digits", "--json", json.dumps(base)).returncode == 0
+    p = routing_cli(srv, "set", "digits", "--canary", "1:2:25.5")
+    assert p.returncode == 0, p
+    t = json.loads(p.stdout)
+    assert t["generation"] == 2, t
+    assert t["canary"] == {"stable": 1, "version": 2, "weight": 25.5,
+                           "guard": {"max_error_ratio": 0.05, "window_s": 60,
+                                     "min_requests": 50}}, t
+    assert t["default_version"] == 1 and t["shadow"]["percent"] == 10, t
+
+
+@pytest.mark.parametrize("args,message", [
+    (["get", "nosuch"], "HTTP 404: "),
+    (["set", "digits", "--json", '{"canary": {"stable": 1, "version": 2, "weight": 101}}'],
+     "canary.weight"),
+    (["set", "digits", "--json", '{"default_version": 7}'], "default_version: version 7"),
+    (["set", "digits", "--json", '{"bogus": 1}'], "bogus: unknown field"),
+    (["set", "digits", "--json", '{"generation": 5}'], "HTTP 409: generation 5"),
+    (["set", "nosuch", "--canary", "1:2:5"], "HTTP 404: "),
+])
+def test_routing_server_errors_exit_1(digits_two_versions, args, message):
+    srv, _ = digits_two_versions
+    p = routing_cli(srv, *args)
+    assert p.returncode == 1, p
+    assert p.stdout == "", p
+    assert message in p.stderr, p.stderr
+    # The server's message, not its JSON envelope.
+    assert '{"error"' not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["routing"], ["routing", "frob", "digits"], ["routing", "get"],
+    ["routing", "set", "digits"], ["routing", "get", "digits", "--json", "{}"],
+    ["routing", "set", "digits", "--json", "{}", "--file", "x"],
+    ["routing", "set", "digits", "--canary", "1:2"], ["routing", "set", "digits", "--canary", "1:1:5"],
+    ["routing", "set", "digits", "--canary", "1:2:5.555"], ["routing", "get", "digits", "--bogus"],
+    ["routing", "get", "digits", "--url"],
+])
+def test_routing_usage_errors_exit_2(args):
+    p = run(*args)
+    assert p.returncode == 2, p
+    assert p.stderr.strip()
+
+
+def test_routing_server_down_exits_1():
+    p = run("routing", "get", "digits", "--url", "http://127.0.0.1:%d" % free_port())
+    assert p.returncode == 1, p
+    assert "refused" in p.stderr.lower(), p.stderr
