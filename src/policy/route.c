@@ -7,7 +7,6 @@
 #include "base/arena.h"
 #include "base/mem.h"
 
-#define DEFAULT_PIN_HEADER "x-model-version"
 #define DEFAULT_ARM_HEADER "x-ab-group"
 #define DEFAULT_WINDOW_S 60u
 #define DEFAULT_MIN_REQUESTS 100u
@@ -24,7 +23,7 @@ static struct route_table *table_new(void)
     if (!t)
         return NULL;
     atomic_init(&t->refs, 1);
-    memcpy(t->pin_header, DEFAULT_PIN_HEADER, sizeof DEFAULT_PIN_HEADER);
+    memcpy(t->pin_header, ROUTE_DEFAULT_PIN_HEADER, sizeof ROUTE_DEFAULT_PIN_HEADER);
     memcpy(t->arm_header, DEFAULT_ARM_HEADER, sizeof DEFAULT_ARM_HEADER);
     t->default_version = -1;
     t->shadow_log_every = DEFAULT_LOG_EVERY;

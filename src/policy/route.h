@@ -50,6 +50,9 @@
 #include "obs/route_kind.h"
 
 #define ROUTE_BUCKETS 10000u
+/* The pin header of a table that names none, and of every model without a
+ * table. */
+#define ROUTE_DEFAULT_PIN_HEADER "x-model-version"
 #define ROUTE_MAX_ARMS 16
 #define ROUTE_HEADER_MAX 64
 #define ROUTE_ARM_NAME_MAX 64

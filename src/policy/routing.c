@@ -49,6 +49,10 @@ struct routing {
     atomic_uint count; /* current->count, read without the lock */
     pthread_mutex_t write_lock; /* every change: one at a time */
     uint64_t changes;           /* routing_put()s so far (write_lock) */
+    /* File writes of rollbacks in flight on their own threads
+     * (write_lock); routing_free waits for them. */
+    uint32_t syncing;
+    pthread_cond_t synced;
     /* The table a load's check read from the file, published once the
      * model's entry is (write_lock). */
     struct {
@@ -195,6 +199,7 @@ struct routing *routing_new(const char *repo_dir)
     atomic_init(&rt->current->refs, 1);
     pthread_mutex_init(&rt->lock, NULL);
     pthread_mutex_init(&rt->write_lock, NULL);
+    pthread_cond_init(&rt->synced, NULL);
     return rt;
 }
 
@@ -207,6 +212,11 @@ void routing_free(struct routing *rt)
 {
     if (!rt)
         return;
+    pthread_mutex_lock(&rt->write_lock);
+    while (rt->syncing)
+        pthread_cond_wait(&rt->synced, &rt->write_lock);
+    pthread_mutex_unlock(&rt->write_lock);
+    pthread_cond_destroy(&rt->synced);
     snapshot_unref(rt->current);
     route_table_unref(rt->pending.table);
     pthread_mutex_destroy(&rt->lock);
@@ -474,8 +484,58 @@ out:
     return rc;
 }
 
-/* A guard tripped on the canary of `generation`: weight 0, in the table
- * and its file. Any thread (the one that recorded the request). */
+/* Writes a model's current table to its file, on a thread of its own (a
+ * rollback is decided on an I/O thread, which must not wait for fsync).
+ * Whatever changed meanwhile, the file ends up with the newest table. */
+struct file_sync {
+    struct routing *rt;
+    char name[ROUTE_MODEL_MAX];
+};
+
+static void *file_sync_main(void *arg)
+{
+    struct file_sync *job = arg;
+    struct routing *rt = job->rt;
+    struct error err;
+    pthread_mutex_lock(&rt->write_lock);
+    const struct routing_entry *e = snapshot_entry(rt->current, job->name);
+    if (e && file_write(rt, job->name, e->table, &err) != 0)
+        log_error("model %s: the rollback is not in %s (%s); a restart restores the canary",
+                  job->name, ROUTING_FILE, err.msg);
+    rt->syncing--;
+    pthread_cond_broadcast(&rt->synced);
+    pthread_mutex_unlock(&rt->write_lock);
+    mem_free(job);
+    return NULL;
+}
+
+/* write_lock held. */
+static void file_sync_start(struct routing *rt, const char *name)
+{
+    struct file_sync *job = mem_calloc(1, sizeof *job);
+    pthread_attr_t attr;
+    pthread_t tid;
+    if (job) {
+        job->rt = rt;
+        snprintf(job->name, sizeof job->name, "%s", name);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&tid, &attr, file_sync_main, job);
+        pthread_attr_destroy(&attr);
+        if (rc == 0) {
+            rt->syncing++;
+            return;
+        }
+        mem_free(job);
+    }
+    log_error("model %s: cannot start writing the rollback to %s; a restart restores the "
+              "canary",
+              name, ROUTING_FILE);
+}
+
+/* A guard tripped on the canary of `generation`: weight 0 in the table at
+ * once, in its file soon after. Any thread (the one that recorded the
+ * request). */
 static void rollback(struct routing *rt, struct route_state *st, uint64_t generation,
                      const char *reason)
 {
@@ -493,16 +553,14 @@ static void rollback(struct routing *rt, struct route_state *st, uint64_t genera
     }
     t->generation = generation + 1;
     atomic_fetch_add_explicit(&st->rollbacks, 1, memory_order_relaxed);
-    struct error err;
-    if (file_write(rt, st->name, t, &err) != 0)
-        log_error("model %s: the rollback is not in %s (%s); a restart restores the canary",
-                  st->name, ROUTING_FILE, err.msg);
     rt->changes++;
     log_warn("model %s: canary version %lld rolled back (weight %.2f%% -> 0): %s", st->name,
              (long long)t->canary_version, t->rollback_weight_bp / 100.0, reason);
     if (publish(rt, st->name, t) != 0) {
         log_error("model %s: out of memory publishing the rollback", st->name);
         route_table_unref(t);
+    } else {
+        file_sync_start(rt, st->name);
     }
     pthread_mutex_unlock(&rt->write_lock);
 }
@@ -592,17 +650,31 @@ static struct model *shadow_target(const struct infer_call *call, const struct r
     return model_ref((struct model *)m);
 }
 
+/* A model without a table: only the default pin header applies. */
+static enum stage_result pin_without_table(struct infer_call *call)
+{
+    struct route_choice c = {.kind = ROUTE_PIN};
+    if (call->route == ROUTE_URL ||
+        !(c.pin = call_header(call, ROUTE_DEFAULT_PIN_HEADER, &c.pin_len)))
+        return STAGE_CONTINUE;
+    return pin(call, &c);
+}
+
 enum stage_result routing_stage_route(struct infer_call *call, const void *cfg)
 {
     struct routing *rt = (struct routing *)cfg;
     if (atomic_load_explicit(&rt->count, memory_order_relaxed) == 0)
-        return STAGE_CONTINUE; /* no model has a table */
+        return pin_without_table(call); /* no model has a table */
     struct routing_snapshot *s = snapshot_acquire(rt);
     const struct routing_entry *e = snapshot_entry(s, call->model_name);
-    struct route_hold *h = e ? arena_calloc(&call->req.arena, 1, sizeof *h) : NULL;
+    if (!e) {
+        snapshot_unref(s);
+        return pin_without_table(call);
+    }
+    struct route_hold *h = arena_calloc(&call->req.arena, 1, sizeof *h);
     if (!h) {
         snapshot_unref(s);
-        return e ? serve_call_error(call, 503, "out of memory") : STAGE_CONTINUE;
+        return serve_call_error(call, 503, "out of memory");
     }
     h->rt = rt;
     h->snap = s;

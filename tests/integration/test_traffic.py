@@ -707,8 +707,13 @@ def check_rolled_back(srv, m, n, t, reason):
     assert t["canary"]["rollback"]["weight"] == 50
     assert reason in t["canary"]["rollback"]["reason"], t
     assert scrape(srv).get("inferd_route_rollbacks_total", model=m) == 1
-    on_disk = json.loads((Path(srv.args[srv.args.index("--model-repository") + 1]) / m /
-                          "routing.json").read_text())
+    # The file is written by a thread of its own, soon after the rollback.
+    path = Path(srv.args[srv.args.index("--model-repository") + 1]) / m / "routing.json"
+    deadline = time.time() + 20
+    on_disk = json.loads(path.read_text())
+    while on_disk != t and time.time() < deadline:
+        time.sleep(0.05)
+        on_disk = json.loads(path.read_text())
     assert on_disk == t
     c = Conn(srv.port)
     for i in range(50):
