@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from cdp import CHROMIUM, Browser
-from conftest import MAIN_MODELS, assert_error_response, infer_request, ok_json
+from conftest import MAIN_MODELS, assert_error_response, infer_request, make_repository, ok_json
 from prom import scrape
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -148,5 +148,59 @@ def test_dashboard_renders_live_numbers(dsrv):
         assert browser.wait_until(
             "document.querySelector('tr[data-model=simple] td[data-field=rate]')"
             ".textContent.startsWith('0.00/s')")
+    finally:
+        browser.close()
+
+
+def test_dashboard_shows_canary_and_shadow(server_factory, tmp_path):
+    """A model with a canary and a shadow copy gets a row in the Traffic
+    panel whose numbers are the ones /metrics reports."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium not installed: %s" % CHROMIUM)
+    root = Path(__file__).resolve().parents[2]
+    repo = tmp_path / "repo"
+    make_repository(repo, {"digits": {1: root / "models/digits/1/model.onnx",
+                                      2: root / "tests/models/digits_v2/2/model.onnx"}})
+    (repo / "digits" / "config.pbtxt").write_text("version_policy: { all: {} }\n")
+    srv = server_factory.start(repository=repo)
+    table = {"canary": {"stable": 1, "version": 2, "weight": 20,
+                        "guard": {"max_error_ratio": 0.5, "min_requests": 1000}},
+             "shadow": {"version": 2, "percent": 100, "log_every": 0}}
+    ok_json(requests.put(srv.url + "/v2/models/digits/routing", json=table))
+    session = requests.Session()
+    for i in range(40):
+        r = session.post(srv.url + "/v2/models/digits/infer", json={"inputs": digits_inputs()},
+                         headers={"x-request-id": "dash-%d" % i})
+        assert r.status_code == 200
+    m = scrape(srv)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        m = scrape(srv)
+        compared = m.get("inferd_shadow_requests_total", model="digits", version="1",
+                         shadow_model="digits", shadow_version="2") or 0
+        if compared + (m.get("inferd_shadow_dropped_total", model="digits", version="1",
+                             shadow_model="digits", shadow_version="2", reason="queue_full")
+                       or 0) >= 1:
+            break
+        time.sleep(0.1)
+    browser = Browser(width=1280, height=900)
+    try:
+        browser.navigate(srv.url + "/dashboard")
+        assert browser.wait_until("!!document.querySelector('tr[data-traffic=digits]')", timeout=30)
+        # Copies still in flight finish within a poll or two.
+        time.sleep(1.5)
+        cells = browser.evaluate(
+            "Object.fromEntries(Array.from(document.querySelectorAll("
+            "'tr[data-traffic=digits] td[data-field]')).map(td => [td.dataset.field, td.textContent]))")
+        m = scrape(srv)
+        compared = int(m.get("inferd_shadow_requests_total", model="digits", version="1",
+                             shadow_model="digits", shadow_version="2"))
+        assert compared > 0
+        assert cells["compared"] == format(compared, ","), cells
+        assert cells["canary"].startswith("v1 → v2"), cells
+        assert cells["weight"] == "20%", cells
+        assert cells["shadow"] == "digits v2 · 100%", cells
+        assert cells["argmax"].endswith("%"), cells
+        assert browser.evaluate("getComputedStyle(document.getElementById('traffic-panel')).display") != "none"
     finally:
         browser.close()
