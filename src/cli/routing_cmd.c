@@ -33,7 +33,7 @@ static const char routing_usage_text[] =
     "  get                        print MODEL's table ({\"model\":..,\"generation\":0} when\n"
     "                             it has none)\n"
     "  set                        replace MODEL's table by the body given below, print\n"
-    "                             the new one ('{}': no rule but the pin header)\n"
+    "                             the new one ('{}': no rule, as without a table)\n"
     "  --file FILE                set: the table is the JSON text of FILE\n"
     "  --json TEXT                set: the table is TEXT\n"
     "  -                          set: the table is read from standard input\n"
