@@ -358,8 +358,10 @@ static int parse_rollback(const struct json_value *v, struct route_table *t, str
     if (get_percent(json_get(v, "weight"), "canary.rollback.weight", &t->rollback_weight_bp,
                     err) != 0)
         return -1;
-    if (!reason || reason->type != JSON_STRING || strlen(reason->u.str) != reason->len)
-        return error_set(err, 400, "canary.rollback.reason: must be a string");
+    if (!reason || reason->type != JSON_STRING || strlen(reason->u.str) != reason->len ||
+        reason->len >= ROUTE_REASON_MAX)
+        return error_set(err, 400, "canary.rollback.reason: must be a string of at most %d bytes",
+                         ROUTE_REASON_MAX - 1);
     snprintf(t->rollback_reason, sizeof t->rollback_reason, "%s", reason->u.str);
     t->rolled_back = t->weight_bp == 0;
     return 0;
