@@ -789,17 +789,29 @@ static int serve(int argc, char **argv)
              "threads (--inline-budget-us)",
              sched_pool_threads(pool), (unsigned long long)o.inline_budget_us);
     o.repo.load.pool = pool;
+    /* Shadow copies run on threads of the lowest CPU priority: they use
+     * what client requests leave (docs/traffic.md). */
+    struct sched_pool *shadow_pool;
+    prc = sched_pool_start_idle((uint32_t)cpus.usable, "shadow", &shadow_pool);
+    if (prc != 0) {
+        log_error("cannot start the shadow pool: %s", strerror(-prc));
+        sched_pool_stop(pool);
+        return 1;
+    }
+    o.repo.load.background_pool = shadow_pool;
     /* Routing tables are read with each model (routing.json) and applied
      * by the pipeline's route and shadow stages. */
     struct routing *routing = routing_new(o.repo.load.repository);
     if (!routing) {
         log_error("out of memory");
+        sched_pool_stop(shadow_pool);
         sched_pool_stop(pool);
         return 1;
     }
     o.repo.hooks = routing_repository_hooks(routing);
     if (repository_open(&o.repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
+        sched_pool_stop(shadow_pool);
         sched_pool_stop(pool);
         routing_free(routing);
         return 1;
@@ -866,6 +878,7 @@ out_repository:
     repository_close(repo);
     routing_free(routing); /* no call holds a table any more */
     sched_pool_stop(pool); /* every model's scheduler has stopped */
+    sched_pool_stop(shadow_pool);
     shm_registry_free(shm); /* no request holds a region any more */
     stop_logging_tracing();
     if (threads)

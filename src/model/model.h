@@ -75,6 +75,8 @@ struct registry_options {
     /* The worker pool every version's scheduler shares (sched/pool.h);
      * NULL: each scheduler starts its own. */
     struct sched_pool *pool;
+    /* The pool of background work (shadow copies; sched.h); NULL: `pool`. */
+    struct sched_pool *background_pool;
     /* Called before a version's scheduler starts, to set the observer of
      * its backend runs (sched.h); the scheduler calls its on_stop when it
      * is freed. Filled by the layer above (src/cli/main.c:

@@ -375,7 +375,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
     struct sched_model sm = {.name = m->name, .version = m->version_str,
                              .backend = m->backend, .instances = m->instances,
                              .ninstances = m->ninstances, .info = &m->info,
-                             .pool = opts->pool};
+                             .pool = opts->pool,
+                             .background_pool = opts->background_pool};
     rc = sched_start(&sm, &m->sched_cfg, &m->sched);
     if (rc) {
         model_free(m);

@@ -2,11 +2,14 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/mem.h"
 
 struct sched_pool {
@@ -19,6 +22,7 @@ struct sched_pool {
     uint32_t nthreads, started;
     pthread_t *tids;
     char name[12];
+    bool lowest_priority; /* workers at SCHED_IDLE */
 };
 
 /* Lock held. */
@@ -112,6 +116,12 @@ static void *worker_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "%s-%u", p->name, index);
     pthread_setname_np(pthread_self(), name);
+    if (p->lowest_priority) {
+        struct sched_param sp = {0};
+        int rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+        if (rc)
+            log_warn("%s: cannot lower its CPU priority (SCHED_IDLE): %s", name, strerror(rc));
+    }
     pthread_mutex_lock(&p->lock);
     for (;;) {
         uint64_t next = due_timers(p, clock_now_ns());
@@ -135,7 +145,19 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static int pool_start(uint32_t nthreads, const char *name, bool idle, struct sched_pool **out);
+
 int sched_pool_start(uint32_t nthreads, const char *name, struct sched_pool **out)
+{
+    return pool_start(nthreads, name, false, out);
+}
+
+int sched_pool_start_idle(uint32_t nthreads, const char *name, struct sched_pool **out)
+{
+    return pool_start(nthreads, name, true, out);
+}
+
+static int pool_start(uint32_t nthreads, const char *name, bool idle, struct sched_pool **out)
 {
     struct sched_pool *p = mem_calloc(1, sizeof *p);
     if (!p)
@@ -143,6 +165,7 @@ int sched_pool_start(uint32_t nthreads, const char *name, struct sched_pool **ou
     if (nthreads < 1)
         nthreads = 1;
     snprintf(p->name, sizeof p->name, "%s", name);
+    p->lowest_priority = idle;
     pthread_mutex_init(&p->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -39,6 +39,10 @@ void pool_wake_at(struct sched_pool *p, struct pool_job *j, uint64_t wake_ns);
 
 /* Starts nthreads (>= 1) workers. Returns 0 or -errno. */
 int sched_pool_start(uint32_t nthreads, const char *name, struct sched_pool **out);
+/* The same with workers of the lowest CPU priority (Linux SCHED_IDLE: they
+ * run only when no other thread of the machine wants the CPU), for
+ * background work (shadow copies) that must never slow client requests. */
+int sched_pool_start_idle(uint32_t nthreads, const char *name, struct sched_pool **out);
 uint32_t sched_pool_threads(const struct sched_pool *p);
 void sched_pool_stop(struct sched_pool *p);
 

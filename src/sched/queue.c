@@ -249,13 +249,15 @@ static bool pad_joins(const struct sched *s, struct slot *sl, const struct infer
  * preferred size, dispatched at once. Without one, all the candidates go
  * when the batch is full or the head has waited max_queue_delay. */
 static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint64_t *wait_until_ns,
-                           int64_t *samples_out)
+                           int64_t *samples_out, bool background)
 {
     *wait_until_ns = 0;
     struct infer_request *first = s->head;
     const struct sched_config *c = &s->cfg;
     sl->n = 0;
-    if (!first)
+    /* Background requests queue last: a background head means nothing
+     * else waits. Each kind of worker starts only its own kind of batch. */
+    if (!first || first->background != background)
         return 0;
     for (uint32_t i = 0; i < first->ninputs; i++)
         memcpy(sl->padded[i], first->inputs[i].shape, sizeof sl->padded[i]);
@@ -384,7 +386,20 @@ static void give_back(struct sched *s, struct slot *sl, uint64_t ran_ns, int64_t
         pthread_cond_broadcast(&s->drained);
 }
 
-void sched_work(struct sched *s, struct sched_local *here)
+/* Puts the queue's head before the workers of its kind (lock held). */
+static void post_head(struct sched *s)
+{
+    if (!s->head)
+        return;
+    if (s->head->background)
+        pool_post(s->bg_pool, &s->bg_job);
+    else
+        pool_post(s->pool, &s->job);
+}
+
+/* sched_work, for client requests (background false: an I/O thread, or a
+ * worker of the pool) or for background requests (a worker of bg_pool). */
+static void work(struct sched *s, struct sched_local *here, bool background)
 {
     pthread_mutex_lock(&s->lock);
     for (;;) {
@@ -396,11 +411,10 @@ void sched_work(struct sched *s, struct sched_local *here)
         uint32_t n = 0;
         int64_t samples = 0;
         if (sl) {
-            n = plan_batch(s, sl, now, &until, &samples);
+            n = plan_batch(s, sl, now, &until, &samples, background);
             /* An I/O thread runs only what fits its budget. */
             bool handoff = n && here &&
-                           (s->cfg.decoupled || sl->members[0]->background ||
-                            predict_ns(s, samples) > local_budget_ns(here));
+                           (s->cfg.decoupled || predict_ns(s, samples) > local_budget_ns(here));
             if (!n || handoff)
                 slot_return(s, sl);
             if (handoff) {
@@ -413,6 +427,9 @@ void sched_work(struct sched *s, struct sched_local *here)
                 take_batch(s, sl);
         }
         if (!n) {
+            /* The head is the other kind's: its workers take it on. */
+            if (sl && !until)
+                post_head(s);
             if (s->stopping)
                 pthread_cond_broadcast(&s->drained);
             pthread_mutex_unlock(&s->lock);
@@ -420,14 +437,15 @@ void sched_work(struct sched *s, struct sched_local *here)
             if (until && here)
                 local_add(here, s, until);
             else if (until)
-                pool_wake_at(s->pool, &s->job, until);
+                pool_wake_at(background ? s->bg_pool : s->pool, background ? &s->bg_job : &s->job,
+                             until);
             return;
         }
         /* More to run than this thread takes now: another thread may run
          * it on another instance meanwhile. */
         bool more = s->head && s->free_slots;
         if (more && !here)
-            pool_post(s->pool, &s->job);
+            post_head(s);
         sl->started_ns = now;
         pthread_mutex_unlock(&s->lock);
         answer_late(late, now);
@@ -446,6 +464,11 @@ void sched_work(struct sched *s, struct sched_local *here)
     }
 }
 
+void sched_work(struct sched *s, struct sched_local *here)
+{
+    work(s, here, false);
+}
+
 static void job_run(struct pool_job *j)
 {
     sched_work((struct sched *)((char *)j - offsetof(struct sched, job)), NULL);
@@ -459,6 +482,21 @@ static void job_hold(struct pool_job *j)
 static void job_drop(struct pool_job *j)
 {
     sched_unref((struct sched *)((char *)j - offsetof(struct sched, job)));
+}
+
+static void bg_job_run(struct pool_job *j)
+{
+    work((struct sched *)((char *)j - offsetof(struct sched, bg_job)), NULL, true);
+}
+
+static void bg_job_hold(struct pool_job *j)
+{
+    sched_ref((struct sched *)((char *)j - offsetof(struct sched, bg_job)));
+}
+
+static void bg_job_drop(struct pool_job *j)
+{
+    sched_unref((struct sched *)((char *)j - offsetof(struct sched, bg_job)));
 }
 
 /* ---- the public interface ------------------------------------------------- */
@@ -507,7 +545,8 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
                   : req->priority && req->priority <= nlevels ? (uint32_t)req->priority - 1
                                                               : c->default_level;
     const struct sched_queue_policy *p = policy_of(s, req->_level);
-    if (req->background)
+    bool background = req->background; /* req is not ours once queued */
+    if (background)
         here = NULL; /* never inline: an I/O thread's time is for primaries */
     else
         req->timeout_us = queue_timeout_us(p, req->timeout_us);
@@ -559,6 +598,8 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
     if (slot_free) {
         if (here)
             local_add(here, s, 0);
+        else if (background)
+            pool_post(s->bg_pool, &s->bg_job);
         else
             pool_post(s->pool, &s->job);
     }
@@ -597,6 +638,7 @@ int sched_start(const struct sched_model *m, const struct sched_config *cfg, str
         s->cfg.default_level = 0;
     atomic_init(&s->refs, 1);
     s->job = (struct pool_job){.run = job_run, .hold = job_hold, .drop = job_drop};
+    s->bg_job = (struct pool_job){.run = bg_job_run, .hold = bg_job_hold, .drop = bg_job_drop};
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->batches_lock, NULL);
     pthread_cond_init(&s->drained, NULL);
@@ -616,6 +658,7 @@ int sched_start(const struct sched_model *m, const struct sched_config *cfg, str
         rc = sched_pool_start(m->ninstances, cfg->decoupled ? "stream" : "worker", &s->own_pool);
         s->pool = s->own_pool;
     }
+    s->bg_pool = m->background_pool ? m->background_pool : s->pool;
     if (rc) {
         if (s->cfg.observer.on_stop)
             s->cfg.observer.on_stop(s->cfg.observer.ctx);
@@ -632,10 +675,12 @@ void sched_stop(struct sched *s)
         return;
     pthread_mutex_lock(&s->lock);
     s->stopping = true;
-    bool work = s->head != NULL;
+    bool queued = s->head != NULL;
     pthread_mutex_unlock(&s->lock);
-    if (work)
-        pool_post(s->pool, &s->job); /* batches no longer wait to fill */
+    if (queued) { /* batches no longer wait to fill */
+        pool_post(s->pool, &s->job);
+        pool_post(s->bg_pool, &s->bg_job);
+    }
     pthread_mutex_lock(&s->lock);
     while (s->head || s->nfree < s->nslots)
         pthread_cond_wait(&s->drained, &s->lock);

@@ -26,7 +26,8 @@
  * come after those with one, in arrival order), then requests whose
  * timeout passed under timeout_action DELAY, last in their level.
  * Background requests (shadow copies) come after every level, form
- * batches of their own and always run on the worker pool.
+ * batches of their own, and run on the background pool, and only while
+ * no other request of the model waits (an I/O thread never runs them).
  *
  * Batching (when cfg->max_batch_size > 0 and dynamic batching is on):
  *   - requests are compatible when every input has the same non-batch
@@ -110,6 +111,9 @@ struct sched_model {
      * instance. A decoupled model always has its own pool (its requests
      * hold a thread for as long as they stream). */
     struct sched_pool *pool;
+    /* The pool that runs background batches (shadow copies), normally one
+     * of idle CPU priority (sched_pool_start_idle); NULL: `pool`. */
+    struct sched_pool *background_pool;
 };
 
 /* One backend run of a batch, as the observer sees it. */

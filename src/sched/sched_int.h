@@ -63,6 +63,8 @@ struct sched {
     bool stopping;
 
     struct pool_job job; /* runs sched_work(s, NULL) on a pool worker */
+    struct pool_job bg_job;       /* runs background batches on bg_pool */
+    struct sched_pool *bg_pool;   /* model.background_pool, or pool */
 
     pthread_mutex_t batches_lock;
     struct sched_batch *free_batches;
