@@ -28,6 +28,18 @@
       checks that two KServe v2 JSON responses hold the same outputs (name,
       datatype, shape) with values within TOL; exit 1 and a reason if not.
       OUT (JSON) gets the largest difference found.
+  report.py digits-binary SAMPLE OUT
+      writes the KServe v2 JSON request SAMPLE (models/digits/sample.json) as
+      a request with binary tensor data (outputs binary too) into OUT and
+      prints the JSON header's length (Inference-Header-Content-Length).
+  report.py shadow-scrape METRICS_URL OUT [BEFORE]
+      reads the shadow counters of `digits` (inferd_shadow_requests_total,
+      inferd_shadow_dropped_total by reason, nv_inference_request_success per
+      version) from the metrics port into OUT. With BEFORE (an earlier
+      scrape), waits up to 3 s until every primary request of version 1
+      since then has its copy compared or dropped.
+  report.py shadow-delta BEFORE AFTER
+      prints one line: primaries, copies compared and dropped between them.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
       reads the raw results of a run from RUN_DIR, computes the figures and
       writes OUT_JSON (bench/results/<date>.json).
@@ -59,7 +71,14 @@ TARGETS = {
                    lambda v: v >= 5.0),
     "node_p99": ("inferd p99 ÷ Node.js onnxruntime-node p99 (mlp, JSON)", "< 1 (lower)",
                  lambda v: v < 1.0),
+    "shadow_p99": ("p99 with 100% shadow traffic ÷ without, digits at 50% load",
+                   "<= 1.05 (≤ 5 % added)", lambda v: v <= 1.05),
 }
+
+# Experiment 10 counts as met only if the shadow really ran: at least this
+# share of the primary requests had their copy compared (a shadow that drops
+# its copies would look free).
+SHADOW_MIN_COMPARED = 0.95
 
 NOTE = ("This machine is shared and noisy (other jobs run on the same cores); absolute "
         "figures move from run to run. Only ratios measured in the same run, on the same "
@@ -306,6 +325,103 @@ def cmd_compare_outputs(args):
         sys.exit(1)
 
 
+def cmd_digits_binary(args):
+    """digits-binary SAMPLE OUT: SAMPLE's FP32 inputs as binary tensor data."""
+    import struct
+    req = load(args[0])
+    inputs, raw = [], b""
+    for t in req["inputs"]:
+        if t.get("datatype") != "FP32":
+            die("%s: input %s is not FP32" % (args[0], t.get("name")))
+        data = [float(x) for x in t["data"]]
+        blob = struct.pack("<%df" % len(data), *data)
+        inputs.append({"name": t["name"], "shape": t["shape"], "datatype": "FP32",
+                       "parameters": {"binary_data_size": len(blob)}})
+        raw += blob
+    header = json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}},
+                        separators=(",", ":")).encode()
+    with open(args[1], "wb") as f:
+        f.write(header + raw)
+    print(len(header))
+
+
+PROM_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$')
+PROM_LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def shadow_counters(text, model="digits"):
+    """The shadow counters of `model` in Prometheus text: compared, dropped by
+    reason (summed over series) and successful primary requests per version."""
+    out = {"compared": 0, "dropped": {}, "success": {}}
+    for line in text.splitlines():
+        m = PROM_RE.match(line.strip())
+        if not m or line.startswith("#"):
+            continue
+        name, labels = m.group(1), dict(PROM_LABEL_RE.findall(m.group(2) or ""))
+        if labels.get("model") != model:
+            continue
+        try:
+            v = int(float(m.group(3)))
+        except ValueError:
+            continue
+        if name == "inferd_shadow_requests_total":
+            out["compared"] += v
+        elif name == "inferd_shadow_dropped_total":
+            r = labels.get("reason", "?")
+            out["dropped"][r] = out["dropped"].get(r, 0) + v
+        elif name == "nv_inference_request_success":
+            ver = labels.get("version", "?")
+            out["success"][ver] = out["success"].get(ver, 0) + v
+    return out
+
+
+def shadow_delta(before, after):
+    """Counters between two scrapes: primaries (version 1 successes), v2
+    primaries, compared, dropped (total and by reason), shares of primaries."""
+    prim = after["success"].get("1", 0) - before["success"].get("1", 0)
+    v2 = after["success"].get("2", 0) - before["success"].get("2", 0)
+    comp = after["compared"] - before["compared"]
+    drop = {r: n - before["dropped"].get(r, 0) for r, n in after["dropped"].items()}
+    drop = {r: n for r, n in drop.items() if n}
+    nd = sum(drop.values())
+    return {"primaries": prim, "version2_primaries": v2, "compared": comp, "dropped": nd,
+            "dropped_by_reason": drop,
+            "compared_share": comp / prim if prim else None,
+            "dropped_share": nd / prim if prim else None,
+            "unaccounted": prim - comp - nd}
+
+
+def scrape(url):
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return shadow_counters(r.read().decode("utf-8", "replace"))
+
+
+def cmd_shadow_scrape(args):
+    import time
+    url, out = args[0], args[1]
+    try:
+        c = scrape(url)
+        if len(args) > 2:
+            before = load(args[2])
+            deadline = time.monotonic() + 3.0
+            while shadow_delta(before, c)["unaccounted"] > 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                c = scrape(url)
+    except OSError as e:
+        die("cannot read %s: %s" % (url, e))
+    with open(out, "w") as f:
+        json.dump(c, f)
+
+
+def cmd_shadow_delta(args):
+    d = shadow_delta(load(args[0]), load(args[1]))
+    print("%d primaries, %d copies compared (%s), %d dropped%s" % (
+        d["primaries"], d["compared"], pct(d["compared_share"]), d["dropped"],
+        " (%s)" % ", ".join("%s %d" % kv for kv in sorted(d["dropped_by_reason"].items()))
+        if d["dropped"] else ""))
+
+
 # ---- assemble ---------------------------------------------------------------
 
 def h2load_us(text):
@@ -525,19 +641,34 @@ def assemble_memory(run_dir):
     }
 
 
-def assemble_comparison(run_dir, base, other):
+def mean_latency(rs, q):
+    vals = [(r["latency_us"] or {}).get(q) for r in rs]
+    vals = [v for v in vals if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def assemble_comparison(run_dir, base, other, by="rps"):
     """Two configurations loaded in turn: base and other are (key, round
-    file prefix); the ratio is other's best ÷ base's best."""
+    file prefix). by="rps" (closed loop): the ratio is other's best req/s ÷
+    base's best. by="p99" (open loop at a fixed rate): each side's p50/p99
+    are the means over its rounds and the ratio is other's mean p99 ÷ base's."""
     (bkey, bprefix), (okey, oprefix) = base, other
     b, o = rounds(run_dir, bprefix), rounds(run_dir, oprefix)
     if not b or not o:
         return {"error": "not measured"}
-    return {
+    doc = {
         bkey: {"rps": best(b), "rounds": b},
         okey: {"rps": best(o), "rounds": o},
         "ratio": ratio(best(o), best(b)),
         "valid": all(x["valid"] for x in b + o),
     }
+    if by == "p99":
+        for key, rs in ((bkey, b), (okey, o)):
+            doc[key]["p50_us"] = mean_latency(rs, "p50")
+            doc[key]["p99_us"] = mean_latency(rs, "p99")
+        doc["ratio"] = ratio(doc[okey]["p99_us"], doc[bkey]["p99_us"])
+        doc["p50_ratio"] = ratio(doc[okey]["p50_us"], doc[bkey]["p50_us"])
+    return doc
 
 
 def assemble_grpc(run_dir):
@@ -550,6 +681,50 @@ def assemble_obs(run_dir):
 
 def assemble_shm(run_dir):
     return assemble_comparison(run_dir, ("binary", "shm_binary"), ("shm", "shm_shm"))
+
+
+def assemble_shadow(run_dir):
+    skipped = os.path.join(run_dir, "shadow.skipped")
+    if os.path.exists(skipped):
+        return {"skipped": open(skipped).read().strip()}
+    failed = os.path.join(run_dir, "shadow.failed")
+    if os.path.exists(failed):
+        return {"error": open(failed).read().strip()}
+    doc = assemble_comparison(run_dir, ("off", "shadow_off"), ("on", "shadow_on"), by="p99")
+    if doc.get("error"):
+        return doc
+    mx = rounds(run_dir, "shadow_max")
+    doc["max_rps"] = best(mx)
+    doc["max_rounds"] = mx
+    cfg = load(os.path.join(run_dir, "shadow_on_r1.json")).get("config", {})
+    doc["rate"] = cfg.get("rate")
+    doc["p99_added_pct"] = 100.0 * (doc["ratio"] - 1.0) if doc["ratio"] is not None else None
+    doc["server_model_config"] = load_opt(os.path.join(run_dir, "shadow_digits_config.json"))
+    # Shadow counters around each run, per side and round, and the on side's total.
+    for side in ("off", "on"):
+        per = []
+        for i in range(1, len(doc[side]["rounds"]) + 1):
+            bf = os.path.join(run_dir, "shadow_metrics_%s_r%d_before.json" % (side, i))
+            af = os.path.join(run_dir, "shadow_metrics_%s_r%d_after.json" % (side, i))
+            per.append(shadow_delta(load(bf), load(af))
+                       if os.path.exists(bf) and os.path.exists(af) else None)
+        doc[side]["shadow"] = per
+    on = [d for d in doc["on"]["shadow"] if d]
+    tot = {"primaries": sum(d["primaries"] for d in on),
+           "version2_primaries": sum(d["version2_primaries"] for d in on),
+           "compared": sum(d["compared"] for d in on),
+           "dropped": sum(d["dropped"] for d in on), "dropped_by_reason": {},
+           "unaccounted": sum(d["unaccounted"] for d in on)}
+    for d in on:
+        for r, n in d["dropped_by_reason"].items():
+            tot["dropped_by_reason"][r] = tot["dropped_by_reason"].get(r, 0) + n
+    p = tot["primaries"]
+    tot["compared_share"] = tot["compared"] / p if p else None
+    tot["dropped_share"] = tot["dropped"] / p if p else None
+    doc["shadow"] = tot if on else None
+    off = [d for d in doc["off"]["shadow"] if d]
+    doc["off_copies"] = sum(d["compared"] + d["dropped"] for d in off) if off else None
+    return doc
 
 
 def assemble_node(run_dir):
@@ -595,6 +770,7 @@ def cmd_assemble(args):
         "observability": assemble_obs(run_dir),
         "shared_memory": assemble_shm(run_dir),
         "node": assemble_node(run_dir),
+        "shadow": assemble_shadow(run_dir),
     }
     lat = exps["latency"]
     http = exps["http_floor"]
@@ -612,7 +788,14 @@ def cmd_assemble(args):
         target("obs_overhead", exps["observability"].get("ratio")),
         target("node_ratio", exps["node"].get("ratio")),
         target("node_p99", exps["node"].get("p99_ratio")),
+        target("shadow_p99", exps["shadow"].get("ratio")),
     ]
+    # A shadow that dropped its copies did not cost what 100% shadowing costs.
+    sh = exps["shadow"].get("shadow") or {}
+    if targets[-1]["met"] and not (sh.get("compared_share") or 0) >= SHADOW_MIN_COMPARED:
+        targets[-1]["met"] = False
+        targets[-1]["why"] = "only %s of the copies were compared (at least %s required)" % (
+            pct(sh.get("compared_share")), pct(SHADOW_MIN_COMPARED))
     doc = {
         "schema": 1,
         "date": meta["date"],
@@ -712,6 +895,19 @@ def target_notes(doc):
             {True: "yes", False: "no", None: "—"}[
                 None if nd["p99_ratio"] is None else nd["p99_ratio"] < 1.0],
             fmt(nd["inferd_p50_us"]), fmt(nd["node_p50_us"]))
+    sh = e.get("shadow") or {}
+    if sh.get("skipped"):
+        notes["shadow_p99"] = "skipped: %s" % sh["skipped"]
+    elif sh.get("on"):
+        c = sh.get("shadow") or {}
+        notes["shadow_p99"] = ("p99 %s vs %s µs (%s added) at %s req/s; copies compared %s, "
+                               "dropped %s" % (
+                                   fmt(sh["on"]["p99_us"]), fmt(sh["off"]["p99_us"]),
+                                   fmt(sh.get("p99_added_pct"), "%+.1f %%"), fmt(sh.get("rate")),
+                                   pct(c.get("compared_share")), pct(c.get("dropped_share"))))
+    for t in doc["targets"]:
+        if t.get("why"):
+            notes[t["name"]] = "**%s** — %s" % (t["why"], notes.get(t["name"], ""))
     return notes
 
 
@@ -764,7 +960,7 @@ def md_run(doc):
             s = fmt(v, "%.0f µs")
         elif t["name"] in ("json_decode", "node_ratio"):
             s = fmt(v, "%.2f×")
-        elif t["name"] == "node_p99":
+        elif t["name"] in ("node_p99", "shadow_p99"):
             s = fmt(v, "%.3f")
         elif t["name"] == "allocations":
             s = fmt(v, "%.4g")
@@ -1009,6 +1205,79 @@ def md_run(doc):
                 "; ".join(describe_failures(q) for q in sm["shm"]["rounds"])))
     w("")
     out += md_node(e.get("node") or {"error": "no Node.js row in this results file"}, cfg)
+    out += md_shadow(e.get("shadow") or {"error": "no shadow row in this results file"}, cfg)
+    return out
+
+
+def md_shadow(sh, cfg):
+    out = []
+    w = out.append
+    w("### 10. Shadow traffic: `digits` version 1 at 50% load, no shadow vs 100% shadowed "
+      "to version 2")
+    w("")
+    if sh.get("skipped"):
+        w("Skipped: %s" % sh["skipped"])
+    elif sh.get("error"):
+        w("Not measured: %s" % sh["error"])
+    else:
+        w("One server with `digits` versions 1 and 2 (`version_policy: { all: {} }`). Maximum "
+          "rate of version 1 (`/versions/1/infer`, no routing table, closed loop, %s in "
+          "flight): %s req/s (rounds: %s). Then open loop at %s req/s (50%%) on "
+          "`/v2/models/digits/infer`, %s connections, `models/digits/sample.json` as binary "
+          "tensor data, alternating: routing `{\"default_version\": 1}` vs the same plus "
+          "`\"shadow\": {\"version\": 2, \"percent\": 100}`. Latency from the scheduled "
+          "send time; p50/p99 are the means over the rounds." % (
+              cfg.get("shadow_connections", "?"), fmt(sh.get("max_rps")),
+              ", ".join(fmt(q["rps"]) for q in sh.get("max_rounds") or []), fmt(sh.get("rate")),
+              cfg.get("shadow_connections", "?")))
+        w("")
+        w("| configuration | achieved req/s | p50 µs | p99 µs | rounds: p99 µs | server CPU | "
+          "copies compared | copies dropped |")
+        w("|---|---|---|---|---|---|---|---|")
+        for name, key in (("no shadow", "off"), ("100% shadow to version 2", "on")):
+            x = sh[key]
+            per = [d for d in x.get("shadow") or [] if d]
+            cmp_ = sum(d["compared"] for d in per) if per else None
+            drp = sum(d["dropped"] for d in per) if per else None
+            cpu = [q.get("server_cpu_util") for q in x["rounds"]
+                   if q.get("server_cpu_util") is not None]
+            w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                name, ", ".join(fmt(q["rps"]) for q in x["rounds"]), fmt(x.get("p50_us")),
+                fmt(x.get("p99_us")), ", ".join(fmt((q["latency_us"] or {}).get("p99"))
+                                               for q in x["rounds"]),
+                pct(sum(cpu) / len(cpu) if cpu else None), fmt(cmp_, "%d"), fmt(drp, "%d")))
+        w("")
+        c = sh.get("shadow") or {}
+        w("**p99 shadow ÷ no shadow = %s** (%s added; target ≤ 1.05); p50 ratio %s." % (
+            fmt(sh["ratio"], "%.3f"), fmt(sh.get("p99_added_pct"), "%+.1f %%"),
+            fmt(sh.get("p50_ratio"), "%.3f")))
+        w("")
+        if c:
+            w("Shadow copies (metrics port, over the shadowed runs, warm-up included): %s "
+              "primary requests served by version 1, **%s compared (%s)**, %s dropped (%s)%s%s."
+              % (c["primaries"], c["compared"], pct(c["compared_share"]), c["dropped"],
+                 pct(c["dropped_share"]),
+                 ": " + ", ".join("%s %d" % kv for kv in sorted(c["dropped_by_reason"].items()))
+                 if c["dropped"] else "",
+                 "; %d not accounted for 3 s after the run" % c["unaccounted"]
+                 if c["unaccounted"] else ""))
+            if not (c.get("compared_share") or 0) >= SHADOW_MIN_COMPARED:
+                w("")
+                w("**Fewer than %s of the copies were compared**: the figure is the cost of "
+                  "shadowing only those, not of 100%% shadowing; the target is not met." %
+                  pct(SHADOW_MIN_COMPARED))
+        else:
+            w("No shadow counters were read.")
+        if sh.get("off_copies"):
+            w("")
+            w("**The no-shadow runs made %d shadow copies** (the routing table was not "
+              "applied)." % sh["off_copies"])
+        if not sh["valid"]:
+            w("")
+            w("**Some requests failed** — no shadow: %s; shadow: %s." % (
+                "; ".join(describe_failures(q) for q in sh["off"]["rounds"]),
+                "; ".join(describe_failures(q) for q in sh["on"]["rounds"])))
+    w("")
     return out
 
 
@@ -1072,19 +1341,23 @@ def md_history(results_dir):
 
         grpc = (d["experiments"].get("grpc") or {}).get("ratio")
         shm = (d["experiments"].get("shared_memory") or {}).get("ratio")
+        shadow = d["experiments"].get("shadow") or {}
+        shadow_cell = fmt(shadow.get("ratio"), "%.3f")
+        if (shadow.get("shadow") or {}).get("compared_share") is not None:
+            shadow_cell += " (%s compared)" % pct(shadow["shadow"]["compared_share"])
         rows.append("| [%s](results/%s) | %s | `%s` |" % (
             os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
-            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
             fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f"),
-            v("node_ratio", "%.2f×"), v("node_p99", "%.3f")))
+            v("node_ratio", "%.2f×"), v("node_p99", "%.3f"), shadow_cell))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
            "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary | "
-           "×Node.js | p99 ÷ Node.js |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "×Node.js | p99 ÷ Node.js | shadow p99 ÷ none |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 
@@ -1112,7 +1385,8 @@ def main():
         "cores": cmd_cores, "cpu": cmd_cpu, "free-port": cmd_free_port, "get": cmd_get,
         "nginx-conf": cmd_nginx_conf, "stats": cmd_stats, "json-decode": cmd_json_decode,
         "h2load": cmd_h2load, "mlp-request": cmd_mlp_request,
-        "compare-outputs": cmd_compare_outputs,
+        "compare-outputs": cmd_compare_outputs, "digits-binary": cmd_digits_binary,
+        "shadow-scrape": cmd_shadow_scrape, "shadow-delta": cmd_shadow_delta,
         "assemble": cmd_assemble, "markdown": cmd_markdown,
     }
     cmd = cmds.get(sys.argv[1])

@@ -31,6 +31,13 @@
 #                     req/s and inferd p99 / node p99. Skipped (with the
 #                     reason) when `scripts/deps.sh --bench` could not
 #                     install onnxruntime-node.
+#  10. shadow        digits version 1 at 50% of its maximum rate (open loop):
+#                     no shadow vs 100% of the requests shadowed to version 2
+#                     (tests/models/digits_v2), alternating ROUNDS times; figure
+#                     p99 shadow / p99 no shadow (target <= 1.05), with the share
+#                     of shadow copies compared vs dropped (metrics port).
+#                     Skipped (with the reason) when a model file is missing or
+#                     the server has no routing API.
 #
 # The server (inferd, nginx, ort_floor, json_decode, node) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -184,15 +191,17 @@ wait_http() {
     return 1
 }
 
-# start_inferd NAME REPO: sets SERVER_PID, SERVER_URL, SERVER_GRPC_PORT; log in
-# $RUN/NAME_server.log
+# start_inferd NAME REPO: sets SERVER_PID, SERVER_URL, SERVER_GRPC_PORT,
+# SERVER_METRICS_URL; log in $RUN/NAME_server.log
 start_inferd() {
-    local name="$1" repo="$2" port
+    local name="$1" repo="$2" port metrics_port
     port="$("${REPORT[@]}" free-port)"
     SERVER_GRPC_PORT="$("${REPORT[@]}" free-port)"
+    metrics_port="$("${REPORT[@]}" free-port)"
+    SERVER_METRICS_URL="http://127.0.0.1:$metrics_port/metrics"
     taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$repo" \
         --host 127.0.0.1 --http-port "$port" --grpc-port "$SERVER_GRPC_PORT" \
-        --metrics-port "$("${REPORT[@]}" free-port)" --io-threads "$NSERVER" \
+        --metrics-port "$metrics_port" --io-threads "$NSERVER" \
         --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
         2>"$RUN/${name}_server.log" &
     SERVER_PID=$!
@@ -663,6 +672,130 @@ EOF
     fi
 fi
 
+# --- 10. shadow traffic: primary p99 with 100% shadowing at 50% load ---------------------------
+# One server with digits versions 1 (models/digits/1) and 2
+# (tests/models/digits_v2/2), version_policy all, the batching of the other
+# digits experiments (none configured: inferd's defaults). Closed loop on
+# version 1 (versions/1 in the URL, no routing table) finds the maximum rate;
+# then, at 50% of it, open loop on the unversioned URL, alternating ROUNDS
+# times: (a) routing {"default_version": 1}, (b) the same plus a shadow of
+# 100% of the requests to version 2. Same rate, same duration. The metrics
+# port is read around each run: shadow copies compared vs dropped (a shadow
+# that sheds its copies would look free). Missing files or no routing API:
+# skipped, with the reason; anything else that fails is a failed step.
+SHADOW_CONNECTIONS=$COMPUTE_CONNECTIONS
+log "10. shadow traffic: digits v1 at 50% load, no shadow vs 100% shadow to v2," \
+    "$SHADOW_CONNECTIONS connections"
+shadow_skip() { # REASON
+    printf '%s\n' "$1" >"$RUN/shadow.skipped"
+    log "  skipped: $1"
+}
+shadow_fail() { # REASON: the step fails, the run goes on and exits non-zero
+    printf '%s\n' "$1" >"$RUN/shadow.failed"
+    log "  ERROR: $1"
+    FAILED_STEPS+=("10. shadow: $1")
+}
+SHADOW_V1="$root/models/digits/1/model.onnx"
+SHADOW_V2="$root/tests/models/digits_v2/2/model.onnx"
+SHADOW_SAMPLE="$root/models/digits/sample.json"
+SHADOW_MISSING=
+for f in "$SHADOW_V1" "$SHADOW_V2" "$SHADOW_SAMPLE"; do
+    [ -f "$f" ] || SHADOW_MISSING="${SHADOW_MISSING:+$SHADOW_MISSING, }${f#"$root"/}"
+done
+if [ -n "$SHADOW_MISSING" ]; then
+    shadow_skip "missing: $SHADOW_MISSING"
+else
+    SHADOW_REPO="$RUN/repo_shadow"
+    mkdir -p "$SHADOW_REPO/digits"
+    printf 'version_policy: { all: {} }\n' >"$SHADOW_REPO/digits/config.pbtxt"
+    ln -s "$(dirname "$SHADOW_V1")" "$SHADOW_REPO/digits/1"
+    ln -s "$(dirname "$SHADOW_V2")" "$SHADOW_REPO/digits/2"
+    # The sample image with binary tensor data (as experiment 6's REST body).
+    SHADOW_BODY="$RUN/shadow_request.bin"
+    SHADOW_HLEN="$("${REPORT[@]}" digits-binary "$SHADOW_SAMPLE" "$SHADOW_BODY")"
+    start_inferd shadow "$SHADOW_REPO"
+    LOAD_SERVER_PID=$SERVER_PID
+    SHADOW_OK=1
+    # routing_put JSON: sets SHADOW_PUT_STATUS (the HTTP status), body in $RUN
+    routing_put() {
+        SHADOW_PUT_STATUS="$(curl -s -o "$RUN/shadow_routing_put.json" -w '%{http_code}' \
+            -X PUT --data-binary "$1" "$SERVER_URL/v2/models/digits/routing" || true)"
+    }
+    shadow_load() { # OUT PATH ARGS...
+        local out="$1" path="$2"
+        shift 2
+        load "$out" --url "$SERVER_URL" --path "$path" --body-file "$SHADOW_BODY" \
+            --header 'Content-Type: application/octet-stream' \
+            --header "Inference-Header-Content-Length: $SHADOW_HLEN" \
+            --connections "$SHADOW_CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" "$@"
+    }
+    for v in 1 2; do
+        curl -sf -o /dev/null "$SERVER_URL/v2/models/digits/versions/$v/ready" || {
+            shadow_fail "version $v of digits is not ready: $(tail -n 3 "$RUN/shadow_server.log" | tr '\n' ' ')"
+            SHADOW_OK=
+            break
+        }
+    done
+    curl -sf -o "$RUN/shadow_digits_config.json" "$SERVER_URL/v2/models/digits/config" ||
+        rm -f "$RUN/shadow_digits_config.json"
+    if [ -n "$SHADOW_OK" ]; then
+        curl -sf -o /dev/null "$SERVER_METRICS_URL" || {
+            shadow_fail "the metrics port ($SERVER_METRICS_URL) does not answer"
+            SHADOW_OK=
+        }
+    fi
+    if [ -n "$SHADOW_OK" ]; then
+        for r in $(seq 1 "$ROUNDS"); do
+            shadow_load "$RUN/shadow_max_r$r.json" /v2/models/digits/versions/1/infer \
+                --concurrency "$SHADOW_CONNECTIONS"
+            log "  round $r: version 1, closed loop, no routing table: $(get "$RUN/shadow_max_r$r.json" rps) req/s"
+        done
+        SHADOW_MAX="$("$PY" -c '
+import json, sys
+ok = lambda d: d["status"].get("200", 0) / d["duration_s"]
+print(round(max(ok(json.load(open(p))) for p in sys.argv[1:]), 1))' "$RUN"/shadow_max_r*.json)"
+        SHADOW_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.5)))' "$SHADOW_MAX")"
+        routing_put '{"default_version": 1}'
+        case "$SHADOW_PUT_STATUS" in
+        200) ;;
+        404 | 405 | 501)
+            shadow_skip "this inferd has no routing API (PUT /v2/models/digits/routing answered $SHADOW_PUT_STATUS)"
+            SHADOW_OK= ;;
+        *)
+            shadow_fail "PUT /v2/models/digits/routing answered ${SHADOW_PUT_STATUS:-nothing}: $(cat "$RUN/shadow_routing_put.json" 2>/dev/null)"
+            SHADOW_OK= ;;
+        esac
+    fi
+    if [ -n "$SHADOW_OK" ]; then
+        log "  at $SHADOW_RATE req/s (50% of $SHADOW_MAX), open loop, $ROUNDS round(s) of no shadow / 100% shadow"
+        SHADOW_ON='{"default_version": 1, "shadow": {"version": 2, "percent": 100, "log_every": 0}}'
+        for r in $(seq 1 "$ROUNDS"); do
+            for side in off on; do
+                if [ "$side" = on ]; then routing_put "$SHADOW_ON"; else routing_put '{"default_version": 1}'; fi
+                [ "$SHADOW_PUT_STATUS" = 200 ] || {
+                    shadow_fail "PUT routing ($side) answered ${SHADOW_PUT_STATUS:-nothing}: $(cat "$RUN/shadow_routing_put.json" 2>/dev/null)"
+                    SHADOW_OK=
+                    break 2
+                }
+                "${REPORT[@]}" shadow-scrape "$SERVER_METRICS_URL" "$RUN/shadow_metrics_${side}_r${r}_before.json" ||
+                    { shadow_fail "cannot read $SERVER_METRICS_URL"; SHADOW_OK=; break 2; }
+                shadow_load "$RUN/shadow_${side}_r$r.json" /v2/models/digits/infer --rate "$SHADOW_RATE"
+                # Waits (at most 3 s) until every copy of the run was compared or dropped.
+                "${REPORT[@]}" shadow-scrape "$SERVER_METRICS_URL" "$RUN/shadow_metrics_${side}_r${r}_after.json" \
+                    "$RUN/shadow_metrics_${side}_r${r}_before.json" ||
+                    { shadow_fail "cannot read $SERVER_METRICS_URL"; SHADOW_OK=; break 2; }
+            done
+            log "  round $r: no shadow p50 $(get "$RUN/shadow_off_r$r.json" latency_us.p50) us," \
+                "p99 $(get "$RUN/shadow_off_r$r.json" latency_us.p99) us; 100% shadow" \
+                "p50 $(get "$RUN/shadow_on_r$r.json" latency_us.p50) us," \
+                "p99 $(get "$RUN/shadow_on_r$r.json" latency_us.p99) us;" \
+                "$("${REPORT[@]}" shadow-delta "$RUN/shadow_metrics_on_r${r}_before.json" \
+                    "$RUN/shadow_metrics_on_r${r}_after.json")"
+        done
+    fi
+    stop_pid "$SERVER_PID"
+fi
+
 # --- report -------------------------------------------------------------------------------------------
 t_end=$(date +%s)
 DATE="$(date +%Y-%m-%d)"
@@ -670,6 +803,7 @@ OUT="$root/bench/results/$DATE.json"
 [ ! -e "$OUT" ] || OUT="$root/bench/results/$DATE-$(date +%H%M%S).json"
 
 export MODE DURATION WARMUP ROUNDS ORT_SECONDS BATCHES HTTP_CONNECTIONS COMPUTE_CONNECTIONS SHM_CONNECTIONS \
+    SHADOW_CONNECTIONS \
     MEM_REQUESTS MEM_DURATION MEM_WARMUP SERVER_CPUS CLIENT_CPUS NSERVER NCLIENT GIT_COMMIT \
     GIT_DIRTY RATE MAX_RPS PRIORITY
 export LOADAVG_START ELAPSED=$((t_end - t_start))
@@ -694,6 +828,7 @@ meta = {
         "client_threads": int(e["NCLIENT"]), "http_connections": int(e["HTTP_CONNECTIONS"]),
         "compute_connections": int(e["COMPUTE_CONNECTIONS"]),
         "shm_connections": int(e["SHM_CONNECTIONS"]),
+        "shadow_connections": int(e["SHADOW_CONNECTIONS"]),
         "ort_seconds_per_batch": float(e["ORT_SECONDS"]), "ort_batches": e["BATCHES"],
         "latency_rate": int(e["RATE"]), "max_rps": float(e["MAX_RPS"]),
         "memory_requests": int(e["MEM_REQUESTS"]), "memory_duration_s": float(e["MEM_DURATION"]),
