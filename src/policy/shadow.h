@@ -5,9 +5,9 @@
  * A shadow copy never touches the primary's answer: its inputs are copied
  * out of the primary's request, it runs as background work of the shadow
  * version's scheduler (behind every primary request, never batched with
- * them, always on the worker pool, dropped when that queue is long or
- * after SHADOW_TIMEOUT_US waiting; the backend sees it flagged as shadow
- * work) and it is never counted as primary traffic (no infer statistics,
+ * them, started only while none waits, on the pool of lowest CPU priority;
+ * dropped when that queue is long or after SHADOW_TIMEOUT_US waiting; the
+ * backend sees it flagged as shadow work) and it is never counted as primary traffic (no infer statistics,
  * no access log line). When both answers are in — the primary's outputs
  * are copied when its call ends — the outputs they share are compared
  * (diff.h) on whichever thread came last, and recorded per
