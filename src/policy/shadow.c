@@ -374,13 +374,23 @@ struct shadow_job *shadow_start(struct shadow_stats *s, const struct route_table
 {
     const struct infer_request *p = &call->req;
     struct series *x = series_get(s, p->model->version, target->name, target->version);
+    if (sched_background_full(target->sched)) {
+        drop(x, DROP_QUEUE_FULL); /* shed before any copying */
+        model_unref(target);
+        return NULL;
+    }
     struct shadow_job *job = mem_calloc(1, sizeof *job);
     if (!job) {
         drop(x, DROP_OUT_OF_MEMORY);
         model_unref(target);
         return NULL;
     }
-    arena_init(&job->req.arena, 16 * 1024, (size_t)1 << 31);
+    /* One chunk for the copy and what the scheduler adds (output tensors). */
+    size_t need = 256 + p->ninputs * sizeof(struct tensor) +
+                  p->noutputs * (sizeof(const char *) + sizeof(struct tensor));
+    for (uint32_t i = 0; i < p->ninputs; i++)
+        need += tensor_copy_size(&p->inputs[i]) + 16;
+    arena_init(&job->req.arena, need, (size_t)1 << 31);
     job->req.model = target;
     job->stats = stats_ref(s);
     job->series = x;

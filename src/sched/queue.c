@@ -46,6 +46,10 @@ void sched_unref(struct sched *s)
 
 /* The level background requests queue at, after every priority level. */
 #define BACKGROUND_LEVEL SCHED_MAX_LEVELS
+/* Background batches gather this long before a worker is woken for them:
+ * one wake-up per period, not one per request (their latency does not
+ * matter; the waker's does). */
+#define BACKGROUND_GATHER_NS 2000000u
 
 static const struct sched_queue_policy *policy_of(const struct sched *s, uint32_t level)
 {
@@ -92,6 +96,9 @@ static uint32_t insert(struct sched *s, struct infer_request *r)
         s->tail = r;
     s->queued++;
     s->level_queued[r->_level]++;
+    if (r->_level == BACKGROUND_LEVEL)
+        atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
+                              memory_order_relaxed);
     return s->queued - 1 - behind;
 }
 
@@ -106,6 +113,9 @@ static void unlink_req(struct sched *s, struct infer_request *prev, struct infer
     r->next = NULL;
     s->queued--;
     s->level_queued[r->_level]--;
+    if (r->_level == BACKGROUND_LEVEL)
+        atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
+                              memory_order_relaxed);
 }
 
 static void fail_request(struct infer_request *r, int status, const char *msg)
@@ -386,13 +396,18 @@ static void give_back(struct sched *s, struct slot *sl, uint64_t ran_ns, int64_t
         pthread_cond_broadcast(&s->drained);
 }
 
+static void post_background(struct sched *s)
+{
+    pool_wake_at(s->bg_pool, &s->bg_job, clock_now_ns() + BACKGROUND_GATHER_NS);
+}
+
 /* Puts the queue's head before the workers of its kind (lock held). */
 static void post_head(struct sched *s)
 {
     if (!s->head)
         return;
     if (s->head->background)
-        pool_post(s->bg_pool, &s->bg_job);
+        post_background(s);
     else
         pool_post(s->pool, &s->job);
 }
@@ -455,7 +470,9 @@ static void work(struct sched *s, struct sched_local *here, bool background)
         if (here) {
             /* One batch per model per loop pass: the rest at the end of
              * the next pass (the connections get their turn first). */
-            bool again = s->head != NULL;
+            bool again = s->head && !s->head->background;
+            if (s->head && !again)
+                post_background(s);
             pthread_mutex_unlock(&s->lock);
             if (again)
                 local_add(here, s, 0);
@@ -599,7 +616,7 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
         if (here)
             local_add(here, s, 0);
         else if (background)
-            pool_post(s->bg_pool, &s->bg_job);
+            post_background(s);
         else
             pool_post(s->pool, &s->job);
     }
@@ -609,6 +626,12 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
 const struct sched_observer *sched_get_observer(const struct sched *s)
 {
     return &s->cfg.observer;
+}
+
+bool sched_background_full(const struct sched *s)
+{
+    return atomic_load_explicit(&s->background_waiting, memory_order_relaxed) >=
+           SCHED_BACKGROUND_MAX;
 }
 
 uint32_t sched_queue_depth(struct sched *s)

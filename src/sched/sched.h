@@ -212,6 +212,10 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
 /* Releases the outputs of a completed request (any thread; once). */
 void sched_release(struct infer_request *req);
 
+/* Whether a background request would be refused now (SCHED_BACKGROUND_MAX
+ * wait): a hint, read without the lock, to skip preparing one. */
+bool sched_background_full(const struct sched *s);
+
 /* Requests queued and not yet taken by a thread. */
 uint32_t sched_queue_depth(struct sched *s);
 

@@ -55,6 +55,7 @@ struct sched {
     struct infer_request *head, *tail; /* the queue, in its order */
     uint32_t queued;
     uint32_t level_queued[SCHED_MAX_LEVELS + 1]; /* the last: background requests */
+    atomic_uint background_waiting; /* level_queued's last, for readers without the lock */
     uint64_t seq; /* arrival counter */
     struct slot *slots, *free_slots;
     uint32_t nslots, nfree;
