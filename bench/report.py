@@ -636,17 +636,22 @@ def assemble_memory(run_dir):
     }
 
 
-def mean_latency(rs, q):
-    vals = [(r["latency_us"] or {}).get(q) for r in rs]
-    vals = [v for v in vals if v is not None]
-    return sum(vals) / len(vals) if vals else None
+def median_latency(rs, q):
+    """The median over rounds: one round hit by a neighbour's burst on this
+    shared machine must not decide the figure."""
+    vals = sorted(v for v in ((r["latency_us"] or {}).get(q) for r in rs) if v is not None)
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
 
 
 def assemble_comparison(run_dir, base, other, by="rps"):
     """Two configurations loaded in turn: base and other are (key, round
     file prefix). by="rps" (closed loop): the ratio is other's best req/s ÷
     base's best. by="p99" (open loop at a fixed rate): each side's p50/p99
-    are the means over its rounds and the ratio is other's mean p99 ÷ base's."""
+    are the medians over its rounds and the ratio is other's median p99 ÷
+    base's."""
     (bkey, bprefix), (okey, oprefix) = base, other
     b, o = rounds(run_dir, bprefix), rounds(run_dir, oprefix)
     if not b or not o:
@@ -659,8 +664,8 @@ def assemble_comparison(run_dir, base, other, by="rps"):
     }
     if by == "p99":
         for key, rs in ((bkey, b), (okey, o)):
-            doc[key]["p50_us"] = mean_latency(rs, "p50")
-            doc[key]["p99_us"] = mean_latency(rs, "p99")
+            doc[key]["p50_us"] = median_latency(rs, "p50")
+            doc[key]["p99_us"] = median_latency(rs, "p99")
         doc["ratio"] = ratio(doc[okey]["p99_us"], doc[bkey]["p99_us"])
         doc["p50_ratio"] = ratio(doc[okey]["p50_us"], doc[bkey]["p50_us"])
     return doc
@@ -1215,7 +1220,7 @@ def md_shadow(sh, cfg):
           "`/v2/models/digits/infer`, %s connections, `models/digits/sample.json` as binary "
           "tensor data, alternating: routing `{\"default_version\": 1}` vs the same plus "
           "`\"shadow\": {\"version\": 2, \"percent\": 100}`. Latency from the scheduled "
-          "send time; p50/p99 are the means over the rounds." % (
+          "send time; p50/p99 are the medians over the rounds." % (
               cfg.get("shadow_connections", "?"), fmt(sh.get("max_rps")),
               ", ".join(fmt(q["rps"]) for q in sh.get("max_rounds") or []), fmt(sh.get("rate")),
               cfg.get("shadow_connections", "?")))
