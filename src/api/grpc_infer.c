@@ -251,6 +251,7 @@ void grpc_infer_start(struct grpc_call *call, const uint8_t *data, size_t len)
     ic->model_name = msg->model_name;
     ic->version = msg->model_version;
     ic->header = metadata;
+    ic->request_id = call->request_id;
     ic->deadline_ns = call->deadline_ns;
     ic->mode = stream ? SERVE_MANY_RESPONSES : SERVE_ONE_RESPONSE;
     ic->fe.next = call->infers;

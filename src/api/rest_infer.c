@@ -282,6 +282,7 @@ void rest_infer_start(struct rest_infer_api *api, struct http_txn *txn, enum res
     call->model_name = name;
     call->version = version;
     call->header = txn_header;
+    call->request_id = txn->request_id;
     call->received_ns = txn->start_ns;
     call->mode = modes[kind];
     /* A client that goes away cancels the call: queued work is dropped, a

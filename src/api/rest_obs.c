@@ -50,6 +50,8 @@ void rest_obs_begin(struct http_txn *txn)
     char id[REQUEST_ID_MAX + 1];
     id_len = request_id_resolve(incoming, id_len, id);
     http_txn_add_header(txn, "x-request-id", id);
+    _Static_assert(REQUEST_ID_MAX == HTTP_REQUEST_ID_MAX, "a txn keeps whole request ids");
+    memcpy(txn->request_id, id, id_len + 1);
 
     struct obsreq_start s = {
         .proto = txn->version == HTTP_VERSION_2     ? OBS_PROTO_H2

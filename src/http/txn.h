@@ -58,6 +58,9 @@ enum http_version { HTTP_VERSION_1_0, HTTP_VERSION_1_1, HTTP_VERSION_2 };
  * handler (txn) or of the server itself (txn NULL), once, when it ends. */
 typedef void (*http_response_fn)(const struct http_txn *txn, int status, size_t body_bytes);
 
+/* Longest request id a txn keeps (api/rest_obs.c: obs/request.h's). */
+#define HTTP_REQUEST_ID_MAX 128
+
 struct http_txn {
     struct http1_request req; /* pointers into the transport's buffers */
     const struct http_txn_ops *ops;
@@ -77,6 +80,9 @@ struct http_txn {
     void (*on_head)(struct http_txn *txn, int status);
     void (*on_end)(struct http_txn *txn, int status, uint64_t body_bytes);
     void *obs;
+    /* The request's id as the answer carries it (x-request-id), set by the
+     * handler for each request; "" = none. */
+    char request_id[HTTP_REQUEST_ID_MAX + 1];
     const char *error;            /* the error answer's message, for the observers */
     http_response_fn on_response; /* set by the transport from its config */
     /* Set by a handler whose work can be dropped (e.g. an infer request's

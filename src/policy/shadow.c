@@ -397,8 +397,9 @@ struct shadow_job *shadow_start(struct shadow_stats *s, const struct route_table
     job->tolerance = t->shadow_tolerance;
     job->log_every = t->shadow_log_every;
     atomic_init(&job->pending, 2);
-    size_t n = 0;
-    const char *id = call->header(call, "x-request-id", &n);
+    /* The id of the primary's answer and access log line, else the body's. */
+    const char *id = call->request_id && call->request_id[0] ? call->request_id : NULL;
+    size_t n = id ? strlen(id) : 0;
     if (!id && p->id) {
         id = p->id;
         n = p->id_len;

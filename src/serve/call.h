@@ -144,6 +144,7 @@ struct infer_call {
     const char *model_name; /* NUL-terminated */
     const char *version;    /* "" or NULL: chosen by policy (the newest) */
     serve_header_fn header;
+    const char *request_id; /* the id its answer carries (x-request-id); NULL: none */
     uint64_t received_ns;
     uint64_t deadline_ns;  /* absolute (clock_now_ns); 0 = none */
     enum serve_mode mode;  /* how many responses the protocol carries */

@@ -653,6 +653,17 @@ def test_shadow_diff_metrics_match_numpy(srv):
     assert after.get("nv_inference_request_success", model=m, version="1") >= n
     assert not after.has("inferd_route_requests_total", model=m, version="2")
 
+    # A request without x-request-id: its diff line names the id the server
+    # generated, the one its answer (and access log line) carries.
+    r = requests.post(url + "/v2/models/digits_sh/infer", data=digits_body(images[0]),
+                      timeout=10)
+    assert r.status_code == 200
+    generated = r.headers["x-request-id"]
+    deadline = time.time() + 20
+    while generated not in srv.stderr() and time.time() < deadline:
+        time.sleep(0.05)
+    assert any(mt.group(5) == generated for mt in SHADOW_LINE.finditer(srv.stderr())), generated
+
 
 def test_shadow_copies_are_flagged_to_the_backend(srv):
     """(d) identity_stall with shadow_fail 1 refuses executions flagged as
