@@ -41,6 +41,7 @@ struct call {
     int64_t width;
     int32_t tags[MAX_ROWS]; /* per row; -1 when the row is not one tag */
     uint64_t start_ns;
+    uint32_t flags; /* execute()'s BACKEND_EXEC_* */
 };
 
 struct harness;
@@ -85,7 +86,6 @@ static int test_execute(void *instance, struct arena *arena, const struct tensor
                         uint32_t nin, const char *const *output_names, uint32_t nout,
                         struct tensor *out, void **state, uint32_t flags, struct error *err)
 {
-    (void)flags;
     struct harness *h = instance;
     const struct tensor *in = &inputs[0];
     *state = NULL;
@@ -100,6 +100,7 @@ static int test_execute(void *instance, struct arena *arena, const struct tensor
         c->rows = (uint32_t)in->shape[0];
         c->width = in->shape[1];
         c->start_ns = clock_now_ns();
+        c->flags = flags;
         for (int64_t r = 0; r < in->shape[0]; r++) {
             c->tags[r] = v[r * in->shape[1]];
             for (int64_t k = 1; k < in->shape[1]; k++)
@@ -875,6 +876,76 @@ static void test_earliest_deadline_first_within_a_level(void **state)
     harness_finish(h);
 }
 
+/* Background requests (shadow copies) queue behind every client request,
+ * never share a batch with one, and reach the backend flagged as shadow
+ * work: while the instance is held, background 10, client 2, background
+ * 11 and client 3 queue; 2 and 3 run together, then 10 and 11. */
+static void test_background_requests_run_last_in_their_own_batch(void **state)
+{
+    (void)state;
+    struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = true,
+                               .max_queue_size = 64};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 1, 4);
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    const int32_t tags[] = {10, 2, 11, 3};
+    for (uint32_t i = 0; i < 4; i++) {
+        treq_init(&r[1 + i], h, tags[i], 1, 4);
+        r[1 + i].req.background = tags[i] >= 10;
+        r[1 + i].req.timeout_us = tags[i] >= 10 ? 60ull * 1000 * 1000 : 0;
+        submit_ok(h, &r[1 + i]);
+    }
+    allow(h, ALL);
+    wait_completed(h, 5);
+    for (uint32_t i = 0; i < 5; i++)
+        check_answer(h, &r[i], 200);
+    assert_int_equal(ncalls(h), 3);
+    CHECK_CALL(h, 1, 4, 2, 3);
+    CHECK_CALL(h, 2, 4, 10, 11);
+    assert_int_equal(h->calls[0].flags, 0);
+    assert_int_equal(h->calls[1].flags, 0);
+    assert_int_equal(h->calls[2].flags, BACKEND_EXEC_SHADOW);
+    harness_finish(h);
+}
+
+/* More than SCHED_BACKGROUND_MAX waiting background requests: refused
+ * (429), and the hint says so before anyone prepares one. */
+static void test_background_queue_is_bounded(void **state)
+{
+    (void)state;
+    struct sched_config cfg = {.max_batch_size = 0, .max_queue_size = 1024};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *held = &h->reqs[0];
+    treq_init(held, h, 1, 1, 4);
+    submit_ok(h, held);
+    wait_calls(h, 1);
+    struct treq *bg = calloc(SCHED_BACKGROUND_MAX + 1, sizeof *bg);
+    assert_non_null(bg);
+    for (uint32_t i = 0; i < SCHED_BACKGROUND_MAX; i++) {
+        assert_false(sched_background_full(h->sched));
+        treq_init(&bg[i], h, 100, 1, 4);
+        bg[i].req.background = true;
+        bg[i].req.timeout_us = 60ull * 1000 * 1000;
+        submit_ok(h, &bg[i]);
+    }
+    assert_true(sched_background_full(h->sched));
+    treq_init(&bg[SCHED_BACKGROUND_MAX], h, 100, 1, 4);
+    bg[SCHED_BACKGROUND_MAX].req.background = true;
+    struct error err;
+    assert_int_equal(sched_submit(h->sched, &bg[SCHED_BACKGROUND_MAX].req, NULL, &err), -1);
+    assert_int_equal(err.status, 429);
+    allow(h, ALL);
+    wait_completed(h, SCHED_BACKGROUND_MAX + 1);
+    for (uint32_t i = 0; i < SCHED_BACKGROUND_MAX; i++)
+        check_answer(h, &bg[i], 200);
+    harness_finish(h);
+    for (uint32_t i = 0; i <= SCHED_BACKGROUND_MAX; i++)
+        arena_free(&bg[i].req.arena);
+    free(bg);
+}
+
 /* ---- variable-length batching --------------------------------------------- */
 
 /* With a 20 % padding budget, widths 4, 3 and 4 share a batch padded to
@@ -934,6 +1005,8 @@ int main(void)
         cmocka_unit_test(test_higher_priority_level_runs_first),
         cmocka_unit_test(test_earliest_deadline_first_within_a_level),
         cmocka_unit_test(test_padding_within_budget_and_outputs_cut_back),
+        cmocka_unit_test(test_background_requests_run_last_in_their_own_batch),
+        cmocka_unit_test(test_background_queue_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
