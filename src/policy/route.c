@@ -144,12 +144,18 @@ static int get_header(const struct json_value *v, const char *field, char out[RO
     return 0;
 }
 
-/* Fails on a member of obj not in `known` (NULL-terminated). */
-static int check_members(const struct json_value *obj, const char *where,
-                         const char *const *known, struct error *err)
+/* Fails unless v is an object (`hint` shows its form) whose members are
+ * all in `known` (NULL-terminated). where: the field's path, "" for the
+ * table itself. */
+static int check_object(const struct json_value *v, const char *where, const char *hint,
+                        const char *const *known, struct error *err)
 {
-    for (uint32_t i = 0; i < obj->len; i++) {
-        const char *k = obj->u.members[i].key;
+    if (v->type != JSON_OBJECT)
+        return where[0] ? error_set(err, 400, "%s: must be an object%s%s", where,
+                                    hint[0] ? " " : "", hint)
+                        : error_set(err, 400, "the routing table must be a JSON object");
+    for (uint32_t i = 0; i < v->len; i++) {
+        const char *k = v->u.members[i].key;
         bool ok = false;
         for (const char *const *n = known; *n && !ok; n++)
             ok = strcmp(*n, k) == 0;
@@ -269,9 +275,7 @@ static int parse_sticky(const struct json_value *v, const struct route_table *pr
         const struct json_value *s = &v->u.items[i];
         char field[48];
         snprintf(field, sizeof field, "sticky[%u]", i);
-        if (s->type != JSON_OBJECT)
-            return error_set(err, 400, "%s: must be an object {version, percent}", field);
-        if (check_members(s, field, known, err) != 0)
+        if (check_object(s, field, "{version, percent}", known, err) != 0)
             return -1;
         char sub[64];
         snprintf(sub, sizeof sub, "%s.version", field);
@@ -314,9 +318,7 @@ static int parse_guard(const struct json_value *v, struct route_table *t, struct
 {
     static const char *const known[] = {"max_error_ratio", "max_p99_ratio", "window_s",
                                         "min_requests", NULL};
-    if (v->type != JSON_OBJECT)
-        return error_set(err, 400, "canary.guard: must be an object");
-    if (check_members(v, "canary.guard", known, err) != 0)
+    if (check_object(v, "canary.guard", "", known, err) != 0)
         return -1;
     struct route_guard *g = &t->guard;
     g->max_error_ratio = -1;
@@ -348,9 +350,7 @@ static int parse_guard(const struct json_value *v, struct route_table *t, struct
 static int parse_rollback(const struct json_value *v, struct route_table *t, struct error *err)
 {
     static const char *const known[] = {"time_ms", "weight", "reason", NULL};
-    if (v->type != JSON_OBJECT)
-        return error_set(err, 400, "canary.rollback: must be an object");
-    if (check_members(v, "canary.rollback", known, err) != 0)
+    if (check_object(v, "canary.rollback", "", known, err) != 0)
         return -1;
     const struct json_value *time = json_get(v, "time_ms"), *reason = json_get(v, "reason");
     if (!time || json_num_i64(time, &t->rollback_ms) != 0 || t->rollback_ms < 0)
@@ -371,9 +371,7 @@ static int parse_canary(const struct json_value *v, struct route_table *t, struc
 {
     static const char *const known[] = {"stable", "version", "weight", "guard", "rollback",
                                         NULL};
-    if (v->type != JSON_OBJECT)
-        return error_set(err, 400, "canary: must be an object {stable, version, weight}");
-    if (check_members(v, "canary", known, err) != 0)
+    if (check_object(v, "canary", "{stable, version, weight}", known, err) != 0)
         return -1;
     if (get_version(json_get(v, "stable"), "canary.stable", &t->stable, err) != 0 ||
         get_version(json_get(v, "version"), "canary.version", &t->canary_version, err) != 0 ||
@@ -396,9 +394,7 @@ static int parse_shadow(const struct json_value *v, struct route_table *t, struc
 {
     static const char *const known[] = {"model", "version", "percent", "tolerance", "log_every",
                                         NULL};
-    if (v->type != JSON_OBJECT)
-        return error_set(err, 400, "shadow: must be an object {version, percent}");
-    if (check_members(v, "shadow", known, err) != 0)
+    if (check_object(v, "shadow", "{version, percent}", known, err) != 0)
         return -1;
     const struct json_value *m = json_get(v, "model");
     if (m) {
@@ -427,9 +423,7 @@ static int parse_object(const struct json_value *root, const struct route_table 
     static const char *const known[] = {"model", "generation", "pin_header", "arm_header",
                                         "arms", "key_header", "sticky", "canary",
                                         "default_version", "shadow", NULL};
-    if (root->type != JSON_OBJECT)
-        return error_set(err, 400, "the routing table must be a JSON object");
-    if (check_members(root, "", known, err) != 0)
+    if (check_object(root, "", "", known, err) != 0)
         return -1;
     const struct json_value *x;
     uint64_t gen;
