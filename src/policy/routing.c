@@ -785,25 +785,12 @@ void routing_write_summary(struct routing *rt, struct json_writer *w)
         json_w_obj_begin(w);
         json_w_key(w, "model");
         json_w_cstr(w, e->state->name);
-        json_w_key(w, "generation");
-        json_w_uint(w, t->generation);
+        json_w_key(w, "table");
+        route_write_json(t, e->state->name, w);
         if (t->canary) {
+            /* What the guard sees now. */
             struct guard_view v;
             guard_read(&e->state->guard, now, &v);
-            json_w_key(w, "canary");
-            json_w_obj_begin(w);
-            json_w_key(w, "stable");
-            json_w_int(w, t->stable);
-            json_w_key(w, "version");
-            json_w_int(w, t->canary_version);
-            json_w_key(w, "weight");
-            json_w_f64(w, t->weight_bp / 100.0);
-            json_w_key(w, "rolled_back");
-            json_w_bool(w, t->rolled_back);
-            if (t->rolled_back) {
-                json_w_key(w, "reason");
-                json_w_cstr(w, t->rollback_reason);
-            }
             json_w_key(w, "window");
             json_w_obj_begin(w);
             json_w_key(w, "stable_requests");
@@ -815,20 +802,10 @@ void routing_write_summary(struct routing *rt, struct json_writer *w)
             json_w_key(w, "canary_errors");
             json_w_uint(w, v.errors[1]);
             json_w_obj_end(w);
-            json_w_obj_end(w);
         }
         if (t->shadow) {
-            json_w_key(w, "shadow");
-            json_w_obj_begin(w);
-            json_w_key(w, "model");
-            json_w_cstr(w, t->shadow_model[0] ? t->shadow_model : e->state->name);
-            json_w_key(w, "version");
-            json_w_int(w, t->shadow_version);
-            json_w_key(w, "percent");
-            json_w_f64(w, t->shadow_bp / 100.0);
-            json_w_key(w, "stats");
+            json_w_key(w, "shadow_stats");
             shadow_write_summary(e->state->shadow, w);
-            json_w_obj_end(w);
         }
         json_w_obj_end(w);
     }

@@ -72,8 +72,9 @@ int routing_put(struct routing *rt, const char *model, const char *body, size_t 
 /* Prometheus text of the routing metrics: inferd_route_rollbacks_total and
  * the shadow metrics (shadow.h). */
 void routing_write_metrics(struct routing *rt, struct buf *out);
-/* The dashboard's view: per model with a table, its canary and shadow
- * summary, as a JSON array. */
+/* The dashboard's view, a JSON array: per model with a table, {"model",
+ * "table" (routing_get's form), "window" (the canary guard's counts now),
+ * "shadow_stats" (shadow.h's summary)}. */
 void routing_write_summary(struct routing *rt, struct json_writer *w);
 
 enum stage_result routing_stage_route(struct infer_call *call, const void *cfg);
