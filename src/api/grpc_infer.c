@@ -97,6 +97,7 @@ static int infer_decode(struct infer_call *ic, const struct model *m, struct err
     const Inference__ModelInferRequest *msg = message_of(ic);
     obsreq_attach(*infer_obs(ic), &ic->req, m->name, m->version_str, m->sha256);
     obsreq_set_route(*infer_obs(ic), ic->route);
+    obsreq_set_tenant(*infer_obs(ic), ic->tenant);
     ic->fe.flag = bool_parameter(msg, "triton_enable_empty_final_response");
     return infer_pb_decode(&ic->req, &ic->shm, m, msg, err);
 }
@@ -172,6 +173,7 @@ static void infer_fail(struct infer_call *ic, const struct error *err)
         obsreq_infer_done(*infer_obs(ic), &ic->req);
     if (!answerable(call))
         return;
+    obsreq_set_tenant(*infer_obs(ic), ic->tenant);
     if (grpc_call_is_stream(call))
         grpc_stream_error(call, &ic->fe.obs, err->status, msg->model_name, msg->model_version,
                           msg->id, err->msg);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/auth_http.h"
 #include "api/generate_json.h"
 #include "api/infer_json.h"
 #include "api/rest_obs.h"
@@ -51,6 +52,7 @@ static int infer_decode(struct infer_call *call, const struct model *m, struct e
     int64_t header_len;
     rest_obs_infer_begin(txn, &call->req, m);
     obsreq_set_route(txn->obs, call->route);
+    obsreq_set_tenant(txn->obs, call->tenant);
     if (header_length(txn, &header_len, err) != 0)
         return -1;
     return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len,
@@ -64,6 +66,7 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
     size_t len;
     rest_obs_infer_begin(txn, &call->req, m);
     obsreq_set_route(txn->obs, call->route);
+    obsreq_set_tenant(txn->obs, call->tenant);
     if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len,
                                &text, &len, err) != 0)
         return -1;
@@ -199,6 +202,8 @@ static void rest_fail(struct infer_call *call, const struct error *err)
         return;
     }
     add_route_headers(txn, call);
+    obsreq_set_tenant(txn->obs, call->tenant);
+    auth_http_challenge(txn, err);
     if (err->status == 429 || err->status == 503) {
         char secs[16];
         snprintf(secs, sizeof secs, "%u", err->retry_after_s ? err->retry_after_s : 1);

@@ -1,6 +1,7 @@
 /*
  * inferd command line: `inferd serve` runs the server; `inferd bench` and
- * `inferd routing` (cli/routing_cmd.h) are clients of one; `--help`, `--version`.
+ * `inferd routing` (cli/routing_cmd.h) are clients of one; `inferd keys`
+ * (cli/keys_cmd.h) makes API keys; `--help`, `--version`.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,6 +23,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "bench/bench.h"
+#include "cli/keys_cmd.h"
 #include "cli/pipeline.h"
 #include "cli/routing_cmd.h"
 #include "http/server.h"
@@ -35,6 +37,7 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "policy/auth.h"
 #include "policy/routing.h"
 #include "sched/pool.h"
 #include "serve/shm.h"
@@ -71,12 +74,15 @@ static const char usage_text[] =
     "  bench        load-test a server (KServe v2 infer requests or any endpoint)\n"
     "  routing      read or change a model's routing table on a running server\n"
     "               (canary, A/B, shadow: docs/traffic.md)\n"
+    "  keys         make an API key (keys new) or the hash of one (keys hash) for the\n"
+    "               configuration's auth section (docs/security.md)\n"
     "\n"
     "  inferd --help | -h       this text\n"
     "  inferd --version | -V    print the version\n"
     "  inferd serve --help      options of serve\n"
     "  inferd bench --help      options of bench\n"
-    "  inferd routing --help    options of routing\n";
+    "  inferd routing --help    options of routing\n"
+    "  inferd keys --help       usage of keys\n";
 
 static const char serve_usage_text[] =
     "usage: inferd serve [options]\n"
@@ -617,7 +623,8 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
 
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
                             struct repository *repo, struct shm_registry *shm,
-                            const struct serve_pipeline *pipeline, struct routing *routing)
+                            const struct serve_pipeline *pipeline, struct routing *routing,
+                            struct auth *auth)
 {
     static atomic_uint open_connections; /* --max-connections counts all threads */
     struct http_server_config http = o->http;
@@ -641,11 +648,13 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->serve.idle_arg = t;
         rest_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
         t->api.routing = routing;
+        t->api.auth = auth;
         if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes) != 0) {
             log_error("cannot set up the gRPC front end: %s", strerror(errno));
             return -1;
         }
         t->grpc.routing = routing;
+        t->grpc.auth = auth;
         http.grpc = &t->grpc.app;
         http.on_tick = io_tick;
         http.tick_arg = t;
@@ -808,17 +817,31 @@ static int serve(int argc, char **argv)
         sched_pool_stop(pool);
         return 1;
     }
+    /* API keys: without a configuration, nothing is checked (the
+     * default section, which logs that everything is open). */
+    struct auth *auth = auth_new();
+    struct auth_config *auth_config = NULL;
+    if (!auth || auth_config_parse(NULL, &auth_config, &err) != 0) {
+        log_error("out of memory");
+        auth_free(auth);
+        routing_free(routing);
+        sched_pool_stop(shadow_pool);
+        sched_pool_stop(pool);
+        return 1;
+    }
+    auth_apply(auth, auth_config);
     o.repo.hooks = routing_repository_hooks(routing);
     if (repository_open(&o.repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
         sched_pool_stop(shadow_pool);
         sched_pool_stop(pool);
         routing_free(routing);
+        auth_free(auth);
         return 1;
     }
     routing_set_repository(routing, repo);
     struct serve_pipeline pipeline;
-    pipeline_build(&pipeline, &(struct pipeline_parts){.routing = routing});
+    pipeline_build(&pipeline, &(struct pipeline_parts){.routing = routing, .auth = auth});
 
     int rc = 1;
     struct metrics_server *metrics = NULL;
@@ -826,6 +849,7 @@ static int serve(int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &started);
     o.obs.repo = repo;
     o.obs.routing = routing;
+    o.obs.auth = auth;
     o.obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
@@ -852,7 +876,7 @@ static int serve(int argc, char **argv)
         log_error("out of memory");
         goto out_repository;
     }
-    if (start_io_threads(threads, o.io_threads, &o, repo, shm, &pipeline, routing) == 0 &&
+    if (start_io_threads(threads, o.io_threads, &o, repo, shm, &pipeline, routing, auth) == 0 &&
         start_metrics(&o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
@@ -877,6 +901,7 @@ static int serve(int argc, char **argv)
 out_repository:
     repository_close(repo);
     routing_free(routing); /* no call holds a table any more */
+    auth_free(auth);       /* nor a tenant */
     sched_pool_stop(pool); /* every model's scheduler has stopped */
     sched_pool_stop(shadow_pool);
     shm_registry_free(shm); /* no request holds a region any more */
@@ -913,6 +938,8 @@ int main(int argc, char **argv)
         return bench_main(argc - 1, argv + 1);
     if (strcmp(cmd, "routing") == 0)
         return routing_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "keys") == 0)
+        return keys_main(argc - 1, argv + 1);
     fprintf(stderr, "inferd: unknown command or option '%s'\n%s", cmd, usage_text);
     return 2;
 }
