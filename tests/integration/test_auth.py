@@ -1,0 +1,406 @@
+"""API keys, tenants and scopes (the `auth` section of --config,
+docs/security.md) against the running server: REST with python requests,
+gRPC with python3-grpcio, the metrics port with requests; the hashes come
+from `inferd keys new` / `inferd keys hash`.
+
+Checked: no keys = everything open (and the startup warning); 401 with
+WWW-Authenticate for a missing, wrong or conflicting key; Bearer and
+x-api-key; the infer scope per model; read vs admin (unload); open health
+and metrics, and a metrics port that needs a key; UNAUTHENTICATED and
+PERMISSION_DENIED over gRPC; the tenant in the access log; keys and hashes
+never in the server's log, the access log or an answer; a SIGHUP reload
+that removes a key while another tenant keeps working.
+"""
+import json
+import signal
+import subprocess
+import time
+
+import grpc
+import pytest
+import requests
+
+from conftest import INFERD_BIN, MAIN_MODELS, assert_error
+from grpc_client import Client, generate
+from prom import parse as prom_parse
+
+SIMPLE_BODY = json.dumps({"inputs": [
+    {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+    {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]})
+DIGITS_BODY = json.dumps({"inputs": [
+    {"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": [0.0] * 64}]})
+WAIT = 20.0
+
+
+def new_key():
+    """(key, hash) from `inferd keys new`."""
+    out = subprocess.run([str(INFERD_BIN), "keys", "new"], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    assert len(out) == 2 and out[0].startswith("inferd_") and len(out[0]) == 50, out
+    assert out[1].startswith("inferd-sha256$"), out
+    return out[0], out[1]
+
+
+def hash_key(key):
+    r = subprocess.run([str(INFERD_BIN), "keys", "hash"], input=key + "\n",
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def auth_yaml(tenants, open_=None):
+    """The auth section in YAML: tenants = [(name, [hash, ...], [scope, ...])]."""
+    lines = ["auth:"]
+    if open_ is not None:
+        lines.append("  open: [%s]" % ", ".join(open_))
+    lines.append("  tenants:")
+    for name, hashes, scopes in tenants:
+        lines.append("    - name: %s" % name)
+        lines.append("      keys:")
+        lines += ['        - "%s"' % h for h in hashes]
+        lines.append("      scopes: [%s]" % ", ".join(scopes))
+    return "\n".join(lines) + "\n"
+
+
+def bearer(key):
+    return {"Authorization": "Bearer " + key}
+
+
+def infer_body(model):
+    return SIMPLE_BODY if model == "simple" else DIGITS_BODY
+
+
+@pytest.fixture(scope="session")
+def pbs(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("proto_py_auth"))
+
+
+@pytest.fixture(scope="module")
+def keys():
+    """name -> (key, hash) for every tenant of the module's server, and a
+    second key of `infer-all` (a rotation: both work)."""
+    names = ["admin", "reader", "infer-all", "infer-all-2", "digits-only"]
+    return {n: new_key() for n in names}
+
+
+@pytest.fixture(scope="module")
+def secured(module_server_factory, keys, tmp_path_factory):
+    """A server with four tenants, an access log, explicit model control."""
+    d = tmp_path_factory.mktemp("auth")
+    config = d / "inferd.yaml"
+    config.write_text(auth_yaml([
+        ("admin", [keys["admin"][1]], ["admin", "read"]),
+        ("reader", [keys["reader"][1]], ["read"]),
+        ("infer-all", [keys["infer-all"][1], keys["infer-all-2"][1]], ["infer"]),
+        ("digits-only", [keys["digits-only"][1]], ["infer:digits"]),
+    ]) + "access-log: %s\nmodel-control-mode: explicit\nload-model: ['*']\n" % (d / "access.log"))
+    srv = module_server_factory.start(
+        "--config", str(config),
+        models={n: MAIN_MODELS[n] for n in ("simple", "digits", "strings")})
+    srv.access_log = d / "access.log"
+    srv.bodies = []  # every answer's body, checked for keys at the end
+    return srv
+
+
+def get(srv, path, headers=None):
+    r = requests.get(srv.url + path, headers=headers or {}, timeout=10)
+    srv.bodies.append(r.text)
+    return r
+
+
+def post(srv, path, body="", headers=None):
+    r = requests.post(srv.url + path, data=body, headers=headers or {}, timeout=10)
+    srv.bodies.append(r.text)
+    return r
+
+
+def grpc_client(srv, pbs):
+    return Client(*pbs, "127.0.0.1:%d" % srv.grpc_port)
+
+
+def rpc_code(fn, *args, **kw):
+    with pytest.raises(grpc.RpcError) as e:
+        fn(*args, **kw)
+    return e.value.code(), e.value.details()
+
+
+def simple_request(pb, model="simple"):
+    req = pb.ModelInferRequest(model_name=model)
+    if model == "simple":
+        for name, data in (("INPUT0", range(16)), ("INPUT1", [1] * 16)):
+            t = req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+            t.contents.int_contents.extend(data)
+    else:
+        t = req.inputs.add(name="pixels", datatype="FP32", shape=[1, 64])
+        t.contents.fp32_contents.extend([0.0] * 64)
+    return req
+
+
+# ---------------------------------------------------------------------------
+# keys subcommand
+
+
+def test_keys_hash_verifies_and_refuses_short_keys():
+    key, h = new_key()
+    h2 = hash_key(key)
+    assert h2 != h  # a new salt each time
+    assert h2.startswith("inferd-sha256$") and len(h2) == 111
+    r = subprocess.run([str(INFERD_BIN), "keys", "hash"], input="fifteen-chars!!\n",
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "16 to 256" in r.stderr and "fifteen" not in r.stderr
+
+
+# ---------------------------------------------------------------------------
+# without keys
+
+
+def test_no_keys_everything_open(server_factory, pbs):
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "simple")
+    assert ("auth: no API keys configured: every endpoint, the admin API included, is open "
+            "to anyone who can reach the ports") in srv.stderr()
+    assert requests.get(srv.url + "/v2/logging", timeout=10).status_code == 200
+    assert requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                         timeout=10).status_code == 200
+    assert requests.get(srv.metrics_url, timeout=10).status_code == 200
+    c = grpc_client(srv, pbs)
+    try:
+        c.infer(simple_request(pbs[0]))
+        c.call("RepositoryModelUnload", model_name="simple")
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------------
+# REST
+
+
+def test_startup_line_names_tenants_and_open_endpoints(secured):
+    assert "auth: 4 tenants, 5 keys; open without a key: health, metrics" in secured.stderr()
+    assert "no API keys configured" not in secured.stderr()
+
+
+def test_missing_key_401(secured):
+    for path in ("/v2/models/simple", "/v2", "/v2/repository/index"):
+        r = get(secured, path) if path != "/v2/repository/index" else post(secured, path)
+        assert_error(r.status_code, r.text, 401)
+        assert r.json() == {"error": "missing API key"}
+        assert r.headers["WWW-Authenticate"] == 'Bearer realm="inferd"'
+    r = post(secured, "/v2/models/simple/infer", SIMPLE_BODY)
+    assert_error(r.status_code, r.text, 401)
+    assert r.json() == {"error": "missing API key"}
+    assert r.headers["WWW-Authenticate"] == 'Bearer realm="inferd"'
+
+
+def test_wrong_key_401(secured, keys):
+    wrong = new_key()[0]
+    for r in (get(secured, "/v2/models/simple", bearer(wrong)),
+              post(secured, "/v2/models/simple/infer", SIMPLE_BODY, bearer(wrong)),
+              get(secured, "/v2/models/simple", {"x-api-key": "short"}),
+              # Basic is not an API key: missing
+              get(secured, "/v2/models/simple", {"Authorization": "Basic " + keys["reader"][0]})):
+        assert_error(r.status_code, r.text, 401)
+    r = get(secured, "/v2/models/simple", bearer(wrong))
+    assert r.json() == {"error": "invalid API key"}
+    assert r.headers["WWW-Authenticate"] == 'Bearer realm="inferd", error="invalid_token"'
+    # Two different keys, even if one is right.
+    r = get(secured, "/v2/models/simple", {**bearer(keys["reader"][0]), "x-api-key": wrong})
+    assert_error(r.status_code, r.text, 401)
+    assert r.headers["WWW-Authenticate"] == 'Bearer realm="inferd", error="invalid_request"'
+
+
+def test_bearer_and_x_api_key(secured, keys):
+    key = keys["reader"][0]
+    assert get(secured, "/v2/models/simple", bearer(key)).status_code == 200
+    assert get(secured, "/v2/models/simple", {"x-api-key": key}).status_code == 200
+    assert get(secured, "/v2/models/simple", {"authorization": "bearer " + key}).status_code == 200
+    assert get(secured, "/v2/models/simple", {**bearer(key), "x-api-key": key}).status_code == 200
+    # Both keys of a tenant in a rotation.
+    for name in ("infer-all", "infer-all-2"):
+        r = post(secured, "/v2/models/simple/infer", SIMPLE_BODY, bearer(keys[name][0]))
+        assert r.status_code == 200, r.text
+
+
+def test_infer_scope_per_model(secured, keys):
+    d = keys["digits-only"][0]
+    assert post(secured, "/v2/models/digits/infer", DIGITS_BODY, bearer(d)).status_code == 200
+    r = post(secured, "/v2/models/simple/infer", SIMPLE_BODY, bearer(d))
+    assert_error(r.status_code, r.text, 403)
+    assert r.json()["error"] == ("API key of tenant 'digits-only' lacks scope 'infer' "
+                                 "for model 'simple'")
+    assert "WWW-Authenticate" not in r.headers
+    a = keys["infer-all"][0]
+    for model in ("simple", "digits"):
+        r = post(secured, "/v2/models/%s/infer" % model, infer_body(model), bearer(a))
+        assert r.status_code == 200, r.text
+    r = post(secured, "/v2/models/simple/versions/1/infer", SIMPLE_BODY, bearer(keys["reader"][0]))
+    assert_error(r.status_code, r.text, 403)
+    # infer is not read
+    r = get(secured, "/v2/models/simple", bearer(a))
+    assert_error(r.status_code, r.text, 403)
+    assert r.json()["error"] == "API key of tenant 'infer-all' lacks scope 'read'"
+    # shared memory needs an infer scope
+    assert get(secured, "/v2/systemsharedmemory/status", bearer(d)).status_code == 200
+    r = get(secured, "/v2/systemsharedmemory/status", bearer(keys["reader"][0]))
+    assert_error(r.status_code, r.text, 403)
+
+
+def test_read_and_admin(secured, keys):
+    reader, admin = bearer(keys["reader"][0]), bearer(keys["admin"][0])
+    for path in ("/v2/models/simple", "/v2/models/simple/ready", "/v2/models/simple/config",
+                 "/v2/models/stats", "/v2"):
+        assert get(secured, path, reader).status_code == 200, path
+    for path in ("/v2/logging", "/v2/trace/setting", "/v2/models/simple/routing"):
+        r = get(secured, path, reader)
+        assert_error(r.status_code, r.text, 403)
+        assert r.json()["error"] == "API key of tenant 'reader' lacks scope 'admin'"
+        assert get(secured, path, admin).status_code == 200, path
+    r = post(secured, "/v2/repository/models/strings/unload", "", reader)
+    assert_error(r.status_code, r.text, 403)
+    assert r.json()["error"] == "API key of tenant 'reader' lacks scope 'admin'"
+    assert post(secured, "/v2/repository/models/strings/unload", "", admin).status_code == 200
+    index = post(secured, "/v2/repository/index", "", admin).json()
+    assert {m["name"]: m["state"] for m in index}["strings"] == "UNAVAILABLE"
+    assert post(secured, "/v2/repository/models/strings/load", "", admin).status_code == 200
+
+
+def test_open_health_and_metrics(secured):
+    assert get(secured, "/v2/health/live").status_code == 200
+    assert get(secured, "/v2/health/ready").status_code == 200
+    r = requests.get(secured.metrics_url, timeout=10)
+    assert r.status_code == 200
+    scrape = prom_parse(r.text)
+    assert scrape.types["inferd_auth_refusals_total"] == "counter"
+    assert scrape.get("inferd_auth_refusals_total", reason="missing") >= 1
+    # the dashboard is not open by default
+    r = get(secured, "/dashboard")
+    assert_error(r.status_code, r.text, 401)
+
+
+# ---------------------------------------------------------------------------
+# gRPC
+
+
+def test_grpc_codes(secured, keys, pbs):
+    pb = pbs[0]
+    c = grpc_client(secured, pbs)
+    try:
+        infer = c.unary("ModelInfer")
+        code, details = rpc_code(infer, simple_request(pb), timeout=10)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and details == "missing API key"
+        code, details = rpc_code(infer, simple_request(pb), timeout=10,
+                                 metadata=[("authorization", "Bearer " + new_key()[0])])
+        assert code == grpc.StatusCode.UNAUTHENTICATED and details == "invalid API key"
+        code, details = rpc_code(infer, simple_request(pb), timeout=10,
+                                 metadata=[("x-api-key", keys["digits-only"][0])])
+        assert code == grpc.StatusCode.PERMISSION_DENIED
+        assert "lacks scope 'infer' for model 'simple'" in details
+        infer(simple_request(pb, "digits"), timeout=10,
+              metadata=[("x-api-key", keys["digits-only"][0])])
+        infer(simple_request(pb), timeout=10,
+              metadata=[("authorization", "Bearer " + keys["infer-all"][0])])
+
+        unload = c.unary("RepositoryModelUnload")
+        load = c.unary("RepositoryModelLoad")
+        req = pb.RepositoryModelUnloadRequest(model_name="strings")
+        code, _ = rpc_code(unload, req, timeout=10)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        code, details = rpc_code(unload, req, timeout=10,
+                                 metadata=[("x-api-key", keys["reader"][0])])
+        assert code == grpc.StatusCode.PERMISSION_DENIED
+        assert details == "API key of tenant 'reader' lacks scope 'admin'"
+        admin = [("authorization", "Bearer " + keys["admin"][0])]
+        unload(req, timeout=30, metadata=admin)
+        load(pb.RepositoryModelLoadRequest(model_name="strings"), timeout=30, metadata=admin)
+
+        # health is open; metadata is not
+        c.call("ServerLive")
+        assert c.health_check() == 1
+        code, _ = rpc_code(c.call, "ServerMetadata")
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        meta = c.unary("ModelMetadata")
+        meta(pb.ModelMetadataRequest(name="simple"), timeout=10,
+             metadata=[("x-api-key", keys["reader"][0])])
+        # a stream without a key ends at once
+        stream = c.stream_infer()
+        code, _ = rpc_code(lambda: list(stream(iter([simple_request(pb)]), timeout=10)))
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        # with a key, each request is checked for its model
+        answers = list(stream(iter([simple_request(pb, "digits"), simple_request(pb)]),
+                              timeout=10, metadata=[("x-api-key", keys["digits-only"][0])]))
+        assert answers[0].error_message == ""
+        assert "lacks scope 'infer' for model 'simple'" in answers[1].error_message
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------------
+# what is logged
+
+
+def test_tenant_in_access_log_and_no_secret_anywhere(secured, keys):
+    r = post(secured, "/v2/models/digits/infer", DIGITS_BODY, bearer(keys["digits-only"][0]))
+    assert r.status_code == 200
+    deadline = time.monotonic() + WAIT
+    while True:
+        lines = [json.loads(l) for l in secured.access_log.read_text().splitlines() if l]
+        mine = [l for l in lines if l["endpoint"] == "/v2/models/digits/infer"
+                and l.get("tenant") == "digits-only" and l["status"] == 200]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert mine, lines[-5:]
+    # a 403 names its tenant too; a 401 has none
+    assert any(l.get("tenant") == "digits-only" and l["status"] == 403 for l in lines)
+    assert all("tenant" not in l for l in lines if l["status"] == 401)
+    assert any(l.get("tenant") == "reader" and l["protocol"] == "grpc" for l in lines)
+    texts = [secured.stderr(), secured.access_log.read_text(),
+             requests.get(secured.metrics_url, timeout=10).text] + secured.bodies
+    for name, (key, h) in keys.items():
+        for t in texts:
+            assert key not in t, name
+            assert h not in t and h.split("$")[2] not in t, name
+
+
+# ---------------------------------------------------------------------------
+# metrics that need a key, and reloads
+
+
+def test_metrics_port_needs_read_when_not_open(server_factory, tmp_path):
+    (reader, rh), (inferer, ih) = new_key(), new_key()
+    config = tmp_path / "inferd.yaml"
+    config.write_text(auth_yaml([("reader", [rh], ["read"]), ("inferer", [ih], ["infer"])],
+                                open_=["health"]))
+    srv = server_factory.start("--config", str(config))
+    assert "open without a key: health" in srv.stderr()
+    r = requests.get(srv.metrics_url, timeout=10)
+    assert_error(r.status_code, r.text, 401)
+    assert r.headers["WWW-Authenticate"] == 'Bearer realm="inferd"'
+    r = requests.get(srv.metrics_url, headers=bearer(inferer), timeout=10)
+    assert_error(r.status_code, r.text, 403)
+    r = requests.get(srv.metrics_url, headers={"x-api-key": reader}, timeout=10)
+    assert r.status_code == 200
+    assert prom_parse(r.text).get("inferd_auth_refusals_total", reason="scope") == 1
+
+
+def test_sighup_reload_removes_a_key(server_factory, tmp_path):
+    (ka, ha), (kb, hb) = new_key(), new_key()
+    config = tmp_path / "inferd.yaml"
+    config.write_text(auth_yaml([("team-a", [ha], ["infer"]), ("team-b", [hb], ["infer"])]))
+    srv = server_factory.start("--config", str(config))
+    for k in (ka, kb):
+        assert requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                             headers=bearer(k), timeout=10).status_code == 200
+    config.write_text(auth_yaml([("team-b", [hb], ["infer"])]))
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + WAIT
+    while "auth: 1 tenant, 1 key" not in srv.stderr():
+        assert time.monotonic() < deadline, srv.stderr()
+        time.sleep(0.05)
+    r = requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY, headers=bearer(ka),
+                      timeout=10)
+    assert_error(r.status_code, r.text, 401)
+    assert r.json() == {"error": "invalid API key"}
+    assert requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                         headers=bearer(kb), timeout=10).status_code == 200
+    assert ka not in srv.stderr() and ha not in srv.stderr()
