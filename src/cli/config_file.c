@@ -171,6 +171,20 @@ int config_apply_flags(const struct json_value *top, struct serve_options *o,
     return 0;
 }
 
+int config_sections_defaults(const struct config_section *sections, size_t n, void **parsed,
+                             struct error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        parsed[i] = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (sections[i].parse(NULL, &parsed[i], err) != 0) {
+            config_sections_discard(sections, n, parsed);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 void config_sections_apply(const struct config_section *sections, size_t n, void **parsed)
 {
     for (size_t i = 0; i < n; i++) {

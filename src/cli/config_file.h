@@ -90,6 +90,11 @@ int config_file_load(const char *path, struct serve_options *o,
                      struct config_file **out, struct error *err);
 void config_file_free(struct config_file *f); /* NULL is a no-op */
 
+/* Without a file: every section parsed as absent (its module's defaults)
+ * into parsed[i]. 0, or -1 with err (nothing kept). */
+int config_sections_defaults(const struct config_section *sections, size_t n, void **parsed,
+                             struct error *err);
+
 /* Applies (which takes) or frees every parsed[i]; each is NULL afterwards. */
 void config_sections_apply(const struct config_section *sections, size_t n, void **parsed);
 void config_sections_discard(const struct config_section *sections, size_t n, void **parsed);

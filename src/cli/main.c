@@ -528,8 +528,9 @@ out_repository:
     return rc;
 }
 
-/* The settings: defaults < the --config file < the command line. Exits 2
- * on an error, and 0 after --check-config. Returns the file (NULL without
+/* The settings: defaults < the --config file < the command line, and the
+ * parsed policy sections (their defaults without a file). Exits 2 on an
+ * error, and 0 after --check-config. Returns the file (NULL without
  * --config), which the strings of o point into. */
 static struct config_file *load_settings(const struct serve_cmdline *cmdline,
                                          struct serve_options *o,
@@ -540,8 +541,9 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
     struct config_file *file = NULL;
     struct error err;
     error_clear(&err);
-    if (cmdline->config_path &&
-        config_file_load(cmdline->config_path, o, sections, nsections, parsed, &file, &err) != 0) {
+    if (cmdline->config_path
+            ? config_file_load(cmdline->config_path, o, sections, nsections, parsed, &file, &err)
+            : config_sections_defaults(sections, nsections, parsed, &err)) {
         fprintf(stderr, "inferd: %s\n", err.msg);
         exit(2);
     }
@@ -551,6 +553,8 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
         exit(2);
     }
     if (cmdline->check_only) {
+        config_sections_discard(sections, nsections, parsed);
+        config_file_free(file);
         printf("%s: ok\n", cmdline->config_path);
         exit(0);
     }
@@ -561,8 +565,10 @@ static int serve(int argc, char **argv)
 {
     struct serve_cmdline cmdline;
     serve_cmdline_parse(argc, argv, &cmdline);
-    /* The policy sections of the --config file (cli/config_file.h), one
-     * entry per module: sections[nsections++] = CONFIG_SECTION("key", X, store). */
+    /* The policy sections of the --config file (cli/config_file.h). Per
+     * module X: CONFIG_SECTION_ADAPTERS(X) at file scope; here its store
+     * (X_new()) and sections[nsections++] = CONFIG_SECTION("key", X, store);
+     * X_free(store) after run(). */
     struct config_section sections[CONFIG_MAX_SECTIONS];
     size_t nsections = 0;
     void *parsed[CONFIG_MAX_SECTIONS];

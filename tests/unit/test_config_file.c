@@ -372,6 +372,21 @@ static void test_bad_section_keeps_nothing(void **state)
     assert_int_equal(parses, 0);
 }
 
+/* Without a file every section gets its defaults (parsed as absent). */
+static void test_sections_without_a_file(void **state)
+{
+    (void)state;
+    void *parsed[2];
+    struct error err;
+    assert_int_equal(config_sections_defaults(sections, 2, parsed, &err), 0);
+    assert_int_equal(parses, 2);
+    config_sections_apply(sections, 2, parsed);
+    assert_int_equal(store_a.applied, 1);
+    assert_int_equal(store_a.value, -1);
+    assert_int_equal(store_b.value, -1);
+    assert_int_equal(frees, 0);
+}
+
 /* ---- the command line on top ----------------------------------------------- */
 
 static void test_command_line_overrides(void **state)
@@ -527,6 +542,7 @@ int main(void)
         TEST(test_file_errors),
         TEST(test_sections_parsed_then_applied),
         TEST(test_bad_section_keeps_nothing),
+        TEST(test_sections_without_a_file),
         TEST(test_command_line_overrides),
         TEST(test_rules_between_flags),
         TEST(test_reload),
