@@ -411,3 +411,26 @@ def test_sighup_reload_removes_a_key(server_factory, tmp_path):
     assert requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
                          headers=bearer(kb), timeout=10).status_code == 200
     assert ka not in srv.stderr() and ha not in srv.stderr()
+
+
+def test_bad_section_refused_without_quoting_secrets(tmp_path):
+    key, h = new_key()
+    cases = [
+        # a key pasted where its hash belongs
+        (auth_yaml([("team-a", [key], ["read"])]), "auth.tenants[0].keys[0]: this looks like a key"),
+        # a hash listed twice
+        (auth_yaml([("a", [h], ["read"]), ("b", [h], ["read"])]),
+         "auth.tenants[1].keys[0]: the same key hash is already listed"),
+        (auth_yaml([("team-a", [h], ["read", "write"])]), "auth.tenants[0].scopes[1]: expected"),
+        (auth_yaml([("team-a", [h], ["read"])], open_=["admin"]), "auth.open[0]: expected"),
+        (auth_yaml([("team-a", [h], ["read"])]).replace("  tenants:", "  tenant:"),
+         "auth.tenant: unknown key"),
+    ]
+    for text, message in cases:
+        config = tmp_path / "inferd.yaml"
+        config.write_text(text)
+        r = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(config)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2, r
+        assert "%s: %s" % (config, message) in r.stderr, r.stderr
+        assert key not in r.stderr + r.stdout and h.split("$")[2] not in r.stderr + r.stdout
