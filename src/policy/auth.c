@@ -245,7 +245,7 @@ static bool is_open(const struct auth_config *c, enum auth_class cls)
     case AUTH_DASHBOARD:
         return c->open & AUTH_OPEN_DASHBOARD;
     default:
-        return c->ntenants == 0;
+        return false;
     }
 }
 
