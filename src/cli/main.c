@@ -35,6 +35,7 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "sched/pool.h"
 #include "serve/shm.h"
@@ -802,7 +803,11 @@ static int serve(int argc, char **argv)
     /* Routing tables are read with each model (routing.json) and applied
      * by the pipeline's route and shadow stages. */
     struct routing *routing = routing_new(o.repo.load.repository);
-    if (!routing) {
+    /* Rate limits: no rules until the config file's `rate-limits`. */
+    struct ratelimit *ratelimit = ratelimit_new();
+    if (!routing || !ratelimit) {
+        routing_free(routing);
+        ratelimit_free(ratelimit);
         log_error("out of memory");
         sched_pool_stop(shadow_pool);
         sched_pool_stop(pool);
@@ -814,11 +819,13 @@ static int serve(int argc, char **argv)
         sched_pool_stop(shadow_pool);
         sched_pool_stop(pool);
         routing_free(routing);
+        ratelimit_free(ratelimit);
         return 1;
     }
     routing_set_repository(routing, repo);
     struct serve_pipeline pipeline;
-    pipeline_build(&pipeline, &(struct pipeline_parts){.routing = routing});
+    pipeline_build(&pipeline,
+                   &(struct pipeline_parts){.routing = routing, .ratelimit = ratelimit});
 
     int rc = 1;
     struct metrics_server *metrics = NULL;
@@ -826,6 +833,7 @@ static int serve(int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &started);
     o.obs.repo = repo;
     o.obs.routing = routing;
+    o.obs.ratelimit = ratelimit;
     o.obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
@@ -877,6 +885,7 @@ static int serve(int argc, char **argv)
 out_repository:
     repository_close(repo);
     routing_free(routing); /* no call holds a table any more */
+    ratelimit_free(ratelimit);
     sched_pool_stop(pool); /* every model's scheduler has stopped */
     sched_pool_stop(shadow_pool);
     shm_registry_free(shm); /* no request holds a region any more */
