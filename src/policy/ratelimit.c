@@ -172,9 +172,10 @@ void ratelimit_apply(struct ratelimit *rl, struct ratelimit_config *c)
     atomic_store_explicit(&rl->active, c->nrules > 0, memory_order_relaxed);
     pthread_mutex_unlock(&rl->lock);
     pthread_mutex_unlock(&rl->write_lock);
+    if (c->nrules || old->nrules)
+        log_info("rate limits: %u rules (%u unchanged keep their buckets, %u start full)",
+                 c->nrules, kept, c->nrules - kept);
     config_unref(old); /* calls admitted under it hold their own reference */
-    log_info("rate limits: %u rules (%u unchanged keep their buckets, %u start full)", c->nrules,
-             kept, c->nrules - kept);
 }
 
 /* ---- admission ---------------------------------------------------------------------- */
