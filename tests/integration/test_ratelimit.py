@@ -2,7 +2,8 @@
 configured by the `rate-limits` section of a --config file: a burst then
 429 with Retry-After and the RateLimit-* headers (values checked), refill,
 a per-model rule leaving other models alone, gRPC RESOURCE_EXHAUSTED with
-retry-after and grpc-retry-pushback-ms in the trailing metadata, the
+retry-after and grpc-retry-pushback-ms in the trailing metadata, refusals
+on a ModelStreamInfer stream as error messages, the
 ratelimit-* metadata of a success, the metrics, a SIGHUP reload that keeps
 an unchanged rule's bucket and restarts a changed one, and a section that
 does not parse.
@@ -123,6 +124,15 @@ def test_grpc_resource_exhausted_with_retry_metadata(server_factory, tmp_path, p
         # REST and gRPC calls share the bucket.
         r = simple(srv)
         assert r.status_code == 429 and r.headers["Retry-After"] == "2"
+        # On a ModelStreamInfer stream a refusal is that request's error
+        # message; the stream goes on.
+        reqs = []
+        for i in range(3):
+            reqs.append(simple_grpc_request(pbs[0]))
+            reqs[-1].id = "s%d" % i
+        responses = list(c.stream_infer()(iter(reqs), timeout=30))
+        assert [(x.infer_response.id, x.error_message) for x in responses] == [
+            ("s%d" % i, "rate limit of model simple exceeded (0.5/s, burst 2)") for i in range(3)]
     finally:
         c.close()
 
