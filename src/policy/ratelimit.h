@@ -30,16 +30,18 @@
  *
  * Fairness: a tenant's calls only ever take tokens from buckets that its
  * own calls match (its own bucket of a tenant rule, and the shared
- * buckets of rules without a tenant): one tenant over its limit is
- * refused by its own bucket and gives back what it took from shared ones.
+ * buckets of rules without a tenant). Tenant rules are checked first, so
+ * one tenant over its limit is refused by its own bucket before it
+ * touches a shared one, and a refused call gives back what it took.
  *
  * Publication and reload. The rules and their buckets are one immutable,
  * reference-counted configuration, replaced by a pointer swap under a
- * short mutex; a call holds it only while its stage runs. ratelimit_apply
- * hands each new rule alike in tenant, model, rate and burst to a rule of
- * the current configuration the bucket state (and counters) of that rule;
- * a changed or new rule starts full; a removed rule's memory goes with
- * the last call that could still use it.
+ * short mutex; a call holds it only while its stage runs (nothing of it
+ * is needed later). In ratelimit_apply a new rule alike in tenant, model,
+ * rate and burst to a rule of the current configuration takes over that
+ * rule's buckets (their state and counters); a changed or new rule starts
+ * full; a removed rule's memory goes with the last call that could still
+ * use it.
  *
  * Threads: parse on any thread; apply on any (serialized inside);
  * admission and metrics on any, concurrently with apply.
