@@ -346,6 +346,8 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         routing_write_metrics(src->routing, out);
     if (src->auth)
         auth_write_metrics(src->auth, out);
+    if (src->ratelimit)
+        ratelimit_write_metrics(src->ratelimit, out);
     write_server_metrics(out, src, cpu);
 }
 

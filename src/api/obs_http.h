@@ -23,6 +23,7 @@
 #include "model/repository.h"
 #include "obs/sysinfo.h"
 #include "policy/auth.h"
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 
 /* What the metrics and the dashboard show besides the per-model numbers.
@@ -35,6 +36,7 @@ struct obs_sources {
     /* API keys: refusal metrics, and the metrics port's check (`read`
      * unless `metrics` is open); NULL: none. */
     struct auth *auth;
+    struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
 };
 
 /* ---- the metrics listener ------------------------------------------------ */

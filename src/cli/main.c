@@ -39,6 +39,7 @@
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
 #include "policy/auth.h"
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "sched/pool.h"
 #include "serve/shm.h"
@@ -388,8 +389,10 @@ static void stop_logging_tracing(void)
 }
 
 /* Runs the server with settings o until SIGINT/SIGTERM; reload is NULL
- * without --config. Returns the exit status. */
-static int run(struct serve_options *o, struct config_reloader *reload, struct auth *auth)
+ * without --config. parts: the policy stores of the sections (run() adds
+ * the routing store). Returns the exit status. */
+static int run(struct serve_options *o, struct config_reloader *reload,
+               struct pipeline_parts *parts)
 {
     sigset_t mask;
     sigemptyset(&mask);
@@ -462,7 +465,8 @@ static int run(struct serve_options *o, struct config_reloader *reload, struct a
     }
     routing_set_repository(routing, repo);
     struct serve_pipeline pipeline;
-    pipeline_build(&pipeline, &(struct pipeline_parts){.routing = routing, .auth = auth});
+    parts->routing = routing;
+    pipeline_build(&pipeline, parts);
 
     int rc = 1;
     struct metrics_server *metrics = NULL;
@@ -470,7 +474,8 @@ static int run(struct serve_options *o, struct config_reloader *reload, struct a
     clock_gettime(CLOCK_REALTIME, &started);
     o->obs.repo = repo;
     o->obs.routing = routing;
-    o->obs.auth = auth;
+    o->obs.auth = parts->auth;
+    o->obs.ratelimit = parts->ratelimit;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
@@ -497,7 +502,8 @@ static int run(struct serve_options *o, struct config_reloader *reload, struct a
         log_error("out of memory");
         goto out_repository;
     }
-    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing, auth) == 0 &&
+    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing,
+                         parts->auth) == 0 &&
         start_metrics(o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
@@ -572,6 +578,7 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
 }
 
 CONFIG_SECTION_ADAPTERS(auth)
+CONFIG_SECTION_ADAPTERS(ratelimit)
 
 static int serve(int argc, char **argv)
 {
@@ -584,13 +591,17 @@ static int serve(int argc, char **argv)
     struct config_section sections[CONFIG_MAX_SECTIONS];
     size_t nsections = 0;
     void *parsed[CONFIG_MAX_SECTIONS];
-    /* API keys, tenants and scopes (policy/auth.h, docs/security.md). */
-    struct auth *auth = auth_new();
-    if (!auth) {
-        fputs("inferd: out of memory\n", stderr);
+    /* API keys, tenants and scopes (policy/auth.h, docs/security.md) and
+     * rate limits (policy/ratelimit.h). */
+    struct pipeline_parts parts = {.auth = auth_new(), .ratelimit = ratelimit_new()};
+    if (!parts.auth || !parts.ratelimit) {
+        fprintf(stderr, "inferd: out of memory\n");
+        auth_free(parts.auth);
+        ratelimit_free(parts.ratelimit);
         return 1;
     }
-    sections[nsections++] = CONFIG_SECTION("auth", auth, auth);
+    sections[nsections++] = CONFIG_SECTION("auth", auth, parts.auth);
+    sections[nsections++] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -601,8 +612,10 @@ static int serve(int argc, char **argv)
         .path = cmdline.config_path, .cmdline = &cmdline, .sections = sections,
         .nsections = nsections, .running = file};
     serve_runtime_of(&o, &reloader.runtime);
-    int rc = run(&o, file ? &reloader : NULL, auth);
-    auth_free(auth); /* every I/O thread has stopped */
+    int rc = run(&o, file ? &reloader : NULL, &parts);
+    /* Every I/O thread has stopped. */
+    auth_free(parts.auth);
+    ratelimit_free(parts.ratelimit);
     config_file_free(file);
     serve_cmdline_free(&cmdline);
     return rc;

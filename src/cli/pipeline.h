@@ -4,6 +4,7 @@
  * lists the stages: a new stage is its own file plus one line here.
  *
  *   resolve  → auth (API key, infer scope; sets the tenant)
+ *            → ratelimit (token buckets; 429)
  *            → route (pin, A/B, canary; decides the shadow copy)
  *            → decode → shadow (sends the copy) → submit
  */
@@ -11,6 +12,7 @@
 #define INFERD_CLI_PIPELINE_H
 
 #include "policy/auth.h"
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "serve/call.h"
 
@@ -18,6 +20,7 @@
 struct pipeline_parts {
     struct routing *routing;
     struct auth *auth;
+    struct ratelimit *ratelimit;
 };
 
 /* Fills *p with the stages, each configured from parts. */

@@ -3,6 +3,7 @@ flags override the file), `--check-config FILE`, and SIGHUP reloads (a
 reloadable setting applies, a bad file keeps the old configuration, a
 changed port needs a restart)."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import requests
 
 from conftest import (INFERD_BIN, LSAN_SUPP, SANITIZER_MARKERS, MAIN_MODELS, Server, free_port,
                       make_repository)
+from test_tls import pki  # noqa: F401  (the certificates fixture)
 
 
 def run(*args, timeout=15, **kw):
@@ -270,3 +272,26 @@ def test_sighup_applies_trace_rate(tmp_path, repo, file_servers):
     wait_for_log(srv, "config: reloaded %s" % config)
     assert "config: trace-rate is now 0.5" in srv.stderr()
     assert trace_rate(srv) == "2"
+
+
+def test_sighup_reloads_file_and_tls_certificate(server_factory, pki, tmp_path, repo):
+    """TLS files named in the file: one SIGHUP rereads the file and reloads the
+    certificate (its paths need a restart to change, its content does not)."""
+    shutil.copy(pki / "server.pem", tmp_path / "cert.pem")
+    shutil.copy(pki / "server.key", tmp_path / "key.pem")
+    config = tmp_path / "inferd.yaml"
+    config.write_text("tls-cert: %s\ntls-key: %s\nlog-level: info\n"
+                      % (tmp_path / "cert.pem", tmp_path / "key.pem"))
+    srv = server_factory.start("--config", str(config), repository=repo, wait=False)
+    wait_for_log(srv, "ready:", timeout=60)
+    assert "TLS enabled" in srv.stderr()
+    shutil.copy(pki / "server2.pem", tmp_path / "cert.pem")
+    shutil.copy(pki / "server2.key", tmp_path / "key.pem")
+    config.write_text(config.read_text().replace("log-level: info", "log-level: debug"))
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_for_log(srv, "TLS certificate reloaded (subject /CN=inferd server two")
+    assert "config: reloaded %s" % config in srv.stderr()
+    assert "config: log-level is now debug" in srv.stderr()
+    r = requests.get("https://127.0.0.1:%d/v2/health/live" % srv.port,
+                     verify=str(pki / "ca.pem"), timeout=10)
+    assert r.status_code == 200
