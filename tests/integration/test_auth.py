@@ -434,3 +434,28 @@ def test_bad_section_refused_without_quoting_secrets(tmp_path):
         assert r.returncode == 2, r
         assert "%s: %s" % (config, message) in r.stderr, r.stderr
         assert key not in r.stderr + r.stdout and h.split("$")[2] not in r.stderr + r.stdout
+
+
+def test_tenant_reaches_rate_limits(server_factory, tmp_path):
+    """The auth stage runs before the rate limits and names the tenant
+    they match: team-a's own bucket (burst 1, one token a minute) refuses
+    its second request, team-b is not limited, and a refused key takes no
+    token."""
+    (ka, ha), (kb, hb) = new_key(), new_key()
+    config = tmp_path / "inferd.yaml"
+    config.write_text(auth_yaml([("team-a", [ha], ["infer"]), ("team-b", [hb], ["infer"])]) +
+                      "rate-limits:\n  - tenant: team-a\n    rate: 0.017\n    burst: 1\n")
+    srv = server_factory.start("--config", str(config))
+
+    def infer(headers):
+        return requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                             headers=headers, timeout=10)
+
+    for _ in range(3):
+        assert infer({}).status_code == 401
+        assert infer(bearer(new_key()[0])).status_code == 401
+    assert infer(bearer(ka)).status_code == 200
+    r = infer(bearer(ka))
+    assert_error(r.status_code, r.text, 429)
+    for _ in range(3):
+        assert infer(bearer(kb)).status_code == 200
