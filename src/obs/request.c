@@ -492,6 +492,8 @@ static void record_spans(struct obsreq *o, int status, uint64_t bytes_out, uint6
         if (o->route)
             span_attr_str(&r, "inferd.route", o->route, strlen(o->route));
     }
+    if (o->tenant[0])
+        span_attr_str(&r, "inferd.tenant", o->tenant, strlen(o->tenant));
     if (o->done)
         span_attr_int(&r, "inferd.batch_size", o->batch_size);
     if (status >= 500 || status == 0) {

@@ -86,7 +86,8 @@ void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name
  * attribute inferd.route); infer requests only. */
 void obsreq_set_route(struct obsreq *o, enum route_kind route);
 /* The authenticated tenant (policy/auth.h): the access log's `tenant`
- * field, present only on requests that have one. tenant may be NULL or
+ * field and the span attribute inferd.tenant, present only on requests
+ * that have one. tenant may be NULL or
  * "" (none); copied, cut to OBSREQ_TENANT_MAX bytes. */
 void obsreq_set_tenant(struct obsreq *o, const char *tenant);
 void obsreq_infer_done(struct obsreq *o, const struct infer_request *req);

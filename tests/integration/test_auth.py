@@ -459,3 +459,27 @@ def test_tenant_reaches_rate_limits(server_factory, tmp_path):
     assert_error(r.status_code, r.text, 429)
     for _ in range(3):
         assert infer(bearer(kb)).status_code == 200
+
+
+def test_tenant_span_attribute_and_no_key_in_spans(server_factory, tmp_path):
+    """A traced request's server span carries inferd.tenant; no span
+    attribute holds the key or its hash."""
+    from test_tracing import Collector, attrs
+    collector = Collector()
+    try:
+        key, h = new_key()
+        config = tmp_path / "inferd.yaml"
+        config.write_text(auth_yaml([("team-a", [h], ["infer"])]))
+        srv = server_factory.start("--config", str(config), "--otlp-endpoint", collector.endpoint,
+                                   "--otlp-interval-ms", "100", "--trace-rate", "1")
+        r = requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                          headers=bearer(key), timeout=10)
+        assert r.status_code == 200
+        spans = collector.wait_for(lambda s: any(
+            attrs(x).get("inferd.tenant") == {"stringValue": "team-a"} for x in s))
+        text = json.dumps(collector.posts)
+        assert key not in text and h not in text
+        assert all(x["name"] != "POST /v2/models/simple/infer" or "inferd.tenant" in attrs(x)
+                   for x in spans if x["kind"] == 2)
+    finally:
+        collector.close()
