@@ -389,6 +389,46 @@ static void test_parse_errors(void **state)
 #undef TENANT
 }
 
+/* Every allocation of a parse failing in turn: a 500 and nothing kept
+ * (the sanitizer build checks that nothing leaks), until one succeeds. */
+static void test_parse_out_of_memory(void **state)
+{
+    (void)state;
+    char h1[AUTH_HASH_LEN + 1], h2[AUTH_HASH_LEN + 1], json[2048];
+    hash_text(KEY_A, h1);
+    hash_text(KEY_B, h2);
+    snprintf(json, sizeof json,
+             "{\"tenants\": [{\"name\": \"a\", \"keys\": [\"%s\"], \"scopes\": [\"infer:x\", "
+             "\"infer:y\"]}, {\"name\": \"b\", \"keys\": [\"%s\"], \"scopes\": [\"read\"]}]}",
+             h1, h2);
+    struct arena a;
+    arena_init(&a, 4096, 1 << 20);
+    struct json_value *v;
+    const char *msg;
+    size_t off;
+    assert_int_equal(json_parse(&a, json, strlen(json), NULL, &v, &msg, &off), 0);
+    bool parsed = false;
+    for (long n = 0; n < 100 && !parsed; n++) {
+        struct auth_config *c = NULL;
+        struct error err;
+        error_clear(&err);
+        mem_fail_after(n);
+        int rc = auth_config_parse(v, &c, &err);
+        mem_fail_reset();
+        if (rc == 0) {
+            assert_int_equal(c->ntenants, 2);
+            assert_int_equal(c->tenants[0].nmodels, 2);
+            auth_config_free(c);
+            parsed = true;
+        } else {
+            assert_null(c);
+            assert_int_equal(err.status, 500);
+        }
+    }
+    assert_true(parsed);
+    arena_free(&a);
+}
+
 /* 1024 keys in all; the 1025th is refused, naming where it is. */
 static void test_parse_key_cap(void **state)
 {
@@ -769,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_parse_tenants),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_key_cap),
+        cmocka_unit_test(test_parse_out_of_memory),
         cmocka_unit_test(test_no_tenants_checks_nothing),
         cmocka_unit_test(test_missing_and_invalid),
         cmocka_unit_test(test_bearer_and_x_api_key),
