@@ -16,6 +16,9 @@ _Static_assert(AUTH_TENANT_MAX == OBSREQ_TENANT_MAX, "the access log keeps whole
 
 /* Per-thread key hints: a direct-mapped table (see the top of auth.h). */
 #define HINT_SLOTS 256
+/* Per-thread wrong keys seen last: a client that repeats a wrong key (a
+ * stale one after a rotation) costs one SHA-256, not one per key. */
+#define MISS_SLOTS 64
 
 enum refusal { REFUSED_MISSING, REFUSED_INVALID, REFUSED_SCOPE, REFUSALS };
 static const char *const refusal_names[REFUSALS] = {"missing", "invalid", "scope"};
@@ -37,6 +40,15 @@ struct hint {
 };
 
 static _Thread_local struct hint hints[HINT_SLOTS];
+
+/* A wrong key, by its digest under an all-zero salt (compared whole:
+ * exact, unlike a hint's tag; never logged, like everything here). */
+struct miss {
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    uint64_t generation; /* of the configuration that refused it; 0 = empty */
+};
+
+static _Thread_local struct miss misses[MISS_SLOTS];
 
 /* Configurations get unique generations across stores, so that a hint of
  * one never applies to another. */
@@ -160,13 +172,25 @@ static int64_t find_key(const struct auth *a, const struct auth_config *c, const
             return h->key;
         tried = h->key;
     }
-    for (uint32_t i = 0; i < c->nkeys; i++) {
-        if (i == tried || !auth_key_matches(&c->keys[i].hash, key, len))
-            continue;
-        *h = (struct hint){.tag = tag, .generation = c->generation, .key = i};
-        return i;
+    static const uint8_t zero_salt[AUTH_SALT_SIZE];
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    auth_key_digest(zero_salt, key, len, digest);
+    struct miss *m = &misses[tag % MISS_SLOTS];
+    int64_t found = -1;
+    if (m->generation == c->generation && auth_ct_equal(m->digest, digest, sizeof digest))
+        goto out; /* refused before, under this configuration */
+    for (uint32_t i = 0; i < c->nkeys && found < 0; i++)
+        if (i != tried && auth_key_matches(&c->keys[i].hash, key, len))
+            found = i;
+    if (found >= 0) {
+        *h = (struct hint){.tag = tag, .generation = c->generation, .key = (uint32_t)found};
+    } else {
+        memcpy(m->digest, digest, sizeof digest);
+        m->generation = c->generation;
     }
-    return -1;
+out:
+    explicit_bzero(digest, sizeof digest);
+    return found;
 }
 
 /* The key the request presents: *key NULL when none. 0, or -1 when the
