@@ -483,3 +483,17 @@ def test_tenant_span_attribute_and_no_key_in_spans(server_factory, tmp_path):
                    for x in spans if x["kind"] == 2)
     finally:
         collector.close()
+
+
+def test_keys_usage():
+    r = subprocess.run([str(INFERD_BIN), "keys"], capture_output=True, text=True)
+    assert r.returncode == 2 and "usage: inferd keys new | hash" in r.stderr
+    r = subprocess.run([str(INFERD_BIN), "keys", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "usage: inferd keys new | hash" in r.stdout
+    r = subprocess.run([str(INFERD_BIN), "--help"], capture_output=True, text=True)
+    assert "keys         make an API key" in r.stdout
+    # a key longer than 256 characters, and an empty line
+    for text in ("k" * 257 + "\n", "\n", ""):
+        r = subprocess.run([str(INFERD_BIN), "keys", "hash"], input=text, capture_output=True,
+                           text=True)
+        assert r.returncode == 2 and r.stdout == "", (text[:10], r)
