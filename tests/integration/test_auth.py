@@ -410,7 +410,20 @@ def test_sighup_reload_removes_a_key(server_factory, tmp_path):
     assert r.json() == {"error": "invalid API key"}
     assert requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
                          headers=bearer(kb), timeout=10).status_code == 200
-    assert ka not in srv.stderr() and ha not in srv.stderr()
+    # A file with a key pasted in place of its hash: the reload fails, the
+    # running configuration stays, and the key is not in the log.
+    config.write_text(auth_yaml([("team-b", [hb], ["infer"]), ("team-a", [ka], ["infer"])]))
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + WAIT
+    while "reload of %s failed" % config not in srv.stderr():
+        assert time.monotonic() < deadline, srv.stderr()
+        time.sleep(0.05)
+    assert "auth.tenants[1].keys[0]: this looks like a key itself" in srv.stderr()
+    assert requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                         headers=bearer(kb), timeout=10).status_code == 200
+    assert requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                         headers=bearer(ka), timeout=10).status_code == 401
+    assert ka not in srv.stderr() and ha not in srv.stderr() and hb not in srv.stderr()
 
 
 def test_bad_section_refused_without_quoting_secrets(tmp_path):
