@@ -264,6 +264,22 @@ def test_read_and_admin(secured, keys):
     assert post(secured, "/v2/repository/models/strings/load", "", admin).status_code == 200
 
 
+def test_rest_over_http2(secured, keys):
+    """REST over HTTP/2 (curl, prior knowledge) reads the same headers."""
+    from test_http2 import curl_h2
+    version, status, headers, body = curl_h2(secured.url + "/v2/models/simple")
+    assert (version, status) == ("HTTP/2", 401)
+    assert headers["www-authenticate"] == 'Bearer realm="inferd"'
+    assert json.loads(body) == {"error": "missing API key"}
+    _, status, _, _ = curl_h2(secured.url + "/v2/models/simple", "-H",
+                              "x-api-key: " + keys["reader"][0])
+    assert status == 200
+    _, status, _, body = curl_h2(secured.url + "/v2/models/simple/infer", "-H",
+                                 "authorization: Bearer " + keys["digits-only"][0],
+                                 "--data-binary", SIMPLE_BODY)
+    assert status == 403, body
+
+
 def test_open_health_and_metrics(secured):
     assert get(secured, "/v2/health/live").status_code == 200
     assert get(secured, "/v2/health/ready").status_code == 200
