@@ -472,13 +472,15 @@ static const char *stream_metadata(const void *ctx, const char *name, size_t *le
     return h2_stream_header(ctx, name, len);
 }
 
-/* Whether the call may go on (policy/auth.h); else it was ended. */
+/* Whether the call may go on (policy/auth.h); else it was ended. An
+ * unknown method needs `read`, as an unknown REST path does: a client
+ * without a key learns nothing from UNIMPLEMENTED. */
 static bool authorized(struct grpc_call *call)
 {
     struct auth_result res;
     struct error err;
-    int rc = auth_check(call->api->auth, call->method->auth, NULL, stream_metadata, call->st,
-                        &res, &err);
+    enum auth_class cls = call->method ? call->method->auth : AUTH_READ;
+    int rc = auth_check(call->api->auth, cls, NULL, stream_metadata, call->st, &res, &err);
     memcpy(call->tenant, res.tenant, sizeof call->tenant);
     if (rc == 0)
         return true;
@@ -512,14 +514,14 @@ static void on_headers(void *app, struct h2_stream *st)
     call->method = path ? find_method(path, plen) : NULL;
     const char *timeout;
     size_t tlen = 0;
-    if (!call->method) {
+    if (!authorized(call)) {
+    } else if (!call->method) {
         char msg[ERROR_MSG_MAX];
         snprintf(msg, sizeof msg, "unknown method %.*s", (int)(plen < 200 ? plen : 200),
                  path ? path : "");
         grpc_call_finish(call, GRPC_UNIMPLEMENTED, msg);
     } else if (!method || mlen != 4 || memcmp(method, "POST", 4) != 0) {
         grpc_call_finish(call, GRPC_UNIMPLEMENTED, "gRPC calls use POST");
-    } else if (!authorized(call)) {
     } else if ((timeout = h2_stream_header(st, "grpc-timeout", &tlen)) != NULL) {
         uint64_t ns;
         if (grpc_timeout_parse(timeout, tlen, &ns) != 0)

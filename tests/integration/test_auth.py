@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from conftest import INFERD_BIN, MAIN_MODELS, assert_error
-from grpc_client import Client, generate
+from grpc_client import SERVICE as SERVICE_PATH, Client, generate
 from prom import parse as prom_parse
 
 SIMPLE_BODY = json.dumps({"inputs": [
@@ -329,6 +329,12 @@ def test_grpc_codes(secured, keys, pbs):
         unload(req, timeout=30, metadata=admin)
         load(pb.RepositoryModelLoadRequest(model_name="strings"), timeout=30, metadata=admin)
 
+        # an unknown method needs read, so a client without a key learns nothing
+        code, _ = rpc_code(c.raw(SERVICE_PATH + "NoSuchMethod"), b"", timeout=10)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        code, _ = rpc_code(c.raw(SERVICE_PATH + "NoSuchMethod"), b"", timeout=10,
+                           metadata=[("x-api-key", keys["reader"][0])])
+        assert code == grpc.StatusCode.UNIMPLEMENTED
         # health is open; metadata is not
         c.call("ServerLive")
         assert c.health_check() == 1
