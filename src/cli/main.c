@@ -817,8 +817,12 @@ static int serve(int argc, char **argv)
         return 1;
     }
     routing_set_repository(routing, repo);
+    /* Adaptive concurrency and circuit breakers: nothing configured yet. */
+    struct limiter *limiter = limiter_new();
+    struct breaker *breaker = breaker_new();
     struct serve_pipeline pipeline;
-    pipeline_build(&pipeline, &(struct pipeline_parts){.routing = routing});
+    pipeline_build(&pipeline, &(struct pipeline_parts){.routing = routing, .breaker = breaker,
+                                                       .limiter = limiter});
 
     int rc = 1;
     struct metrics_server *metrics = NULL;
@@ -826,12 +830,14 @@ static int serve(int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &started);
     o.obs.repo = repo;
     o.obs.routing = routing;
+    o.obs.limiter = limiter;
+    o.obs.breaker = breaker;
     o.obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
     /* Triton's system shared-memory regions, shared by every thread. */
     struct shm_registry *shm = shm_registry_new();
-    if (!shm) {
+    if (!shm || !limiter || !breaker) {
         log_error("out of memory");
         goto out_repository;
     }
@@ -877,6 +883,8 @@ static int serve(int argc, char **argv)
 out_repository:
     repository_close(repo);
     routing_free(routing); /* no call holds a table any more */
+    limiter_free(limiter);
+    breaker_free(breaker);
     sched_pool_stop(pool); /* every model's scheduler has stopped */
     sched_pool_stop(shadow_pool);
     shm_registry_free(shm); /* no request holds a region any more */

@@ -4,17 +4,27 @@
  * lists the stages: a new stage is its own file plus one line here.
  *
  *   resolve  → route (pin, A/B, canary; decides the shadow copy)
- *            → decode → shadow (sends the copy) → submit
+ *            → breaker (may switch to the fallback version) → decode
+ *            → limiter (adaptive concurrency) → shadow (sends the copy)
+ *            → submit
+ *
+ * The concurrency limiter runs after decode, not before it as the design
+ * first placed it: the call's priority level and `timeout` come with the
+ * request body (REST parameters), and the limiter needs both.
  */
 #ifndef INFERD_CLI_PIPELINE_H
 #define INFERD_CLI_PIPELINE_H
 
+#include "policy/breaker.h"
+#include "policy/limiter.h"
 #include "policy/routing.h"
 #include "serve/call.h"
 
 /* What the stages read (process-wide; outlives every I/O thread). */
 struct pipeline_parts {
     struct routing *routing;
+    struct breaker *breaker;
+    struct limiter *limiter;
 };
 
 /* Fills *p with the stages, each configured from parts. */
