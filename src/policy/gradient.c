@@ -96,14 +96,14 @@ static uint32_t scan(struct gradient *g, uint64_t now_ns, struct gradient_waiter
         struct gradient_waiter *w = g->queue[i];
         if (w->cancelled && atomic_load_explicit(w->cancelled, memory_order_relaxed)) {
             w->verdict = GRADIENT_CANCELLED;
-        } else if (!try_acquire(g, w, now_ns)) {
-            if (!out_of_budget(g, w, now_ns)) {
-                g->queue[kept++] = w;
-                continue;
-            }
+        } else if (out_of_budget(g, w, now_ns)) {
+            /* Even with a slot free now, it would likely miss its deadline. */
             w->verdict = GRADIENT_EXPIRED;
             atomic_fetch_add_explicit(&g->refused[GRADIENT_REFUSED_EXPIRED], 1,
                                       memory_order_relaxed);
+        } else if (!try_acquire(g, w, now_ns)) {
+            g->queue[kept++] = w;
+            continue;
         }
         woken[out++] = w;
     }

@@ -21,9 +21,10 @@
  * min_rtt_interval plus a random jitter of up to 15 %.
  *
  * Waiters. A queued waiter leaves the FIFO, in order, at the first
- * admission or completion that finds it admissible (GRADIENT_ADMITTED),
- * its budget no longer above the sampled latency or past (GRADIENT_EXPIRED)
- * or its client gone (GRADIENT_CANCELLED); wake(w) then tells its owner,
+ * admission or completion that finds its client gone (GRADIENT_CANCELLED),
+ * its budget no longer above the sampled latency (GRADIENT_EXPIRED: even
+ * with a slot free, it would likely miss its deadline), or it admissible
+ * (GRADIENT_ADMITTED); wake(w) then tells its owner,
  * on the thread that decided it, outside the lock. Completions take the
  * lock and admissions that queue take it too, so a waiter always sees a
  * later completion: it cannot be stranded (with none in flight, it is
