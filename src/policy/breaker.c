@@ -279,10 +279,9 @@ enum stage_result breaker_stage(struct infer_call *call, const void *cfg)
                          "circuit breaker of %s version %s is open (half-open in %llu s)",
                          st->model, st->version_str, (unsigned long long)secs);
     else
-        serve_call_error(call, 503,
-                         "circuit breaker of %s version %s is half-open (its %u probes are in "
-                         "flight)",
-                         st->model, st->version_str, st->c.p.probes);
+        serve_call_error(
+            call, 503, "circuit breaker of %s version %s is half-open (%u probe%s in flight)",
+            st->model, st->version_str, st->c.p.probes, st->c.p.probes == 1 ? "" : "s");
     call->req.err.retry_after_s = secs < 1 ? 1 : (unsigned)secs;
     state_unref(st);
     return STAGE_DONE;

@@ -163,7 +163,7 @@ void circuit_record(struct circuit *c, const struct circuit_ticket *t, enum circ
         enter(c, CIRCUIT_OPEN, now_ns, "a probe failed");
     } else if (++c->probes_ok == c->p.probes) {
         char why[64];
-        snprintf(why, sizeof why, "%u probes succeeded", c->p.probes);
+        snprintf(why, sizeof why, "%u probe%s succeeded", c->p.probes, c->p.probes == 1 ? "" : "s");
         enter(c, CIRCUIT_CLOSED, now_ns, why);
     }
 out:
