@@ -300,6 +300,17 @@ static void test_stage_refuses_or_falls_back(void **state)
     assert_int_equal(call.route, ROUTE_FALLBACK);
     assert_string_equal(route_kind_name(call.route), "fallback");
     assert_null(call.breaker_ctx); /* the fallback is not counted */
+    /* A reload with the same entry keeps the open breaker. */
+    assert_int_equal(breaker_config_parse(tree("[{\"model\": \"digits\", \"version\": 2, "
+                                               "\"consecutive-failures\": 1, \"open-secs\": 30, "
+                                               "\"fallback-version\": 1}, {\"model\": \"other\"}]"),
+                                          &c, &err),
+                     0);
+    breaker_apply(b, c);
+    call.req.model = v2;
+    call.route = ROUTE_DEFAULT;
+    assert_int_equal(breaker_stage(&call, b), STAGE_CONTINUE);
+    assert_ptr_equal(call.req.model, v1);
     /* A client that named version 2 gets the 503. */
     call.req.model = v2;
     call.route = ROUTE_URL;
