@@ -24,6 +24,7 @@
 #include "obs/sysinfo.h"
 #include "policy/breaker.h"
 #include "policy/limiter.h"
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 
 /* What the metrics and the dashboard show besides the per-model numbers.
@@ -35,6 +36,7 @@ struct obs_sources {
     struct routing *routing;       /* routing and shadow metrics; NULL: none */
     struct limiter *limiter;       /* adaptive concurrency metrics; NULL: none */
     struct breaker *breaker;       /* circuit breaker metrics; NULL: none */
+    struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
 };
 
 /* ---- the metrics listener ------------------------------------------------ */

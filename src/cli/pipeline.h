@@ -3,7 +3,8 @@
  * (serve/call.h), in the design's order. This file is the one place that
  * lists the stages: a new stage is its own file plus one line here.
  *
- *   resolve  → route (pin, A/B, canary; decides the shadow copy)
+ *   resolve  → ratelimit (token buckets; 429)
+ *            → route (pin, A/B, canary; decides the shadow copy)
  *            → breaker (may switch to the fallback version) → decode
  *            → limiter (adaptive concurrency) → shadow (sends the copy)
  *            → submit
@@ -17,12 +18,14 @@
 
 #include "policy/breaker.h"
 #include "policy/limiter.h"
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "serve/call.h"
 
 /* What the stages read (process-wide; outlives every I/O thread). */
 struct pipeline_parts {
     struct routing *routing;
+    struct ratelimit *ratelimit;
     struct breaker *breaker;
     struct limiter *limiter;
 };
