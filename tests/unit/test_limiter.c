@@ -13,7 +13,10 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/arena.h"
@@ -330,6 +333,74 @@ static void test_queue_is_bounded(void **state)
     gradient_destroy(&g);
 }
 
+/* ---- threads --------------------------------------------------------------------------- */
+
+struct stress_waiter {
+    struct gradient_waiter w;
+    atomic_bool woken;
+};
+
+static void stress_wake(struct gradient_waiter *w)
+{
+    struct stress_waiter *s = (struct stress_waiter *)w;
+    atomic_store_explicit(&s->woken, true, memory_order_release);
+}
+
+#define STRESS_LIMIT 2
+#define STRESS_THREADS 6
+#define STRESS_CALLS 1000
+
+static struct gradient stress;
+static atomic_uint stress_running, stress_max, stress_waited;
+
+static void *stress_main(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < STRESS_CALLS; i++) {
+        struct stress_waiter s = {.w = {.deadline_ns = UINT64_MAX / 2}};
+        atomic_init(&s.woken, false);
+        enum gradient_refusal why;
+        enum gradient_verdict v = gradient_admit(&stress, &s.w, SEC, &why);
+        if (v == GRADIENT_WAITING) {
+            atomic_fetch_add(&stress_waited, 1);
+            while (!atomic_load_explicit(&s.woken, memory_order_acquire))
+                sched_yield();
+            v = s.w.verdict;
+        }
+        if (v != GRADIENT_ADMITTED) {
+            fprintf(stderr, "verdict %d\n", v);
+            abort();
+        }
+        unsigned n = atomic_fetch_add(&stress_running, 1) + 1;
+        unsigned m = atomic_load(&stress_max);
+        while (n > m && !atomic_compare_exchange_weak(&stress_max, &m, n))
+            ;
+        sched_yield(); /* hold the slot a moment: others must wait */
+        atomic_fetch_sub(&stress_running, 1);
+        gradient_complete(&stress, &s.w, false, SEC);
+    }
+    return NULL;
+}
+
+/* Threads admit, wait and complete at once: never more than the limit
+ * run, every waiter is woken (none stranded), nothing is left over. */
+static void test_threads_never_exceed_the_limit_nor_strand_a_waiter(void **state)
+{
+    (void)state;
+    struct gradient_params p = params(STRESS_LIMIT, STRESS_LIMIT, STRESS_LIMIT);
+    gradient_init(&stress, &p, stress_wake, 0);
+    pthread_t t[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, stress_main, NULL), 0);
+    for (int i = 0; i < STRESS_THREADS; i++)
+        pthread_join(t[i], NULL);
+    assert_true(atomic_load(&stress_max) <= STRESS_LIMIT);
+    assert_true(atomic_load(&stress_waited) > 0);
+    assert_int_equal(atomic_load(&stress.in_flight), 0);
+    assert_int_equal(atomic_load(&stress.nwaiting), 0);
+    gradient_destroy(&stress);
+}
+
 int main(void)
 {
     log_set_level(LOG_ERROR);
@@ -341,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_lower_priority_uses_a_share),
         cmocka_unit_test(test_waiters_are_admitted_in_order_and_expire),
         cmocka_unit_test(test_queue_is_bounded),
+        cmocka_unit_test(test_threads_never_exceed_the_limit_nor_strand_a_waiter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
