@@ -88,6 +88,8 @@ static int parse_entry(const struct json_value *v, const char *path, struct brea
 int breaker_config_parse(const struct json_value *section, struct breaker_config **out,
                          struct error *err)
 {
+    if (section && section->type == JSON_NULL)
+        section = NULL; /* `breakers:` with nothing under it */
     uint32_t n = section ? section->len : 0;
     *out = NULL;
     if (section && fields_check_list(section, "breakers", BREAKER_MAX_ENTRIES, err) != 0)

@@ -101,6 +101,8 @@ static int parse_entry(const struct json_value *v, const char *path, struct limi
 int limiter_config_parse(const struct json_value *section, struct limiter_config **out,
                          struct error *err)
 {
+    if (section && section->type == JSON_NULL)
+        section = NULL; /* `concurrency:` with nothing under it */
     uint32_t n = section ? section->len : 0;
     *out = NULL;
     if (section && fields_check_list(section, "concurrency", LIMITER_MAX_ENTRIES, err) != 0)

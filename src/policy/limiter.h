@@ -52,7 +52,7 @@
 struct limiter_config;
 struct limiter;
 
-/* section: the value of `concurrency`, or NULL (nothing limited). 0 and
+/* section: the value of `concurrency`, or NULL or null (nothing limited). 0 and
  * *out (limiter_config_free), or -1 with err (400 naming the path). */
 int limiter_config_parse(const struct json_value *section, struct limiter_config **out,
                          struct error *err);

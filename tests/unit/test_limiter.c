@@ -61,6 +61,9 @@ static void test_section(void **state)
     assert_int_equal(limiter_config_parse(NULL, &c, &err), 0);
     assert_non_null(c);
     limiter_config_free(c);
+    assert_int_equal(limiter_config_parse(tree("null"), &c, &err), 0);
+    assert_non_null(c);
+    limiter_config_free(c);
     assert_int_equal(limiter_config_parse(tree("[{\"model\": \"digits\"}, {\"model\": \"digits\", "
                                                "\"version\": \"2\", \"min\": 2, \"max\": 8, "
                                                "\"queue\": false, \"tolerance\": 0.25}]"),
