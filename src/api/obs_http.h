@@ -23,6 +23,8 @@
 #include "model/repository.h"
 #include "obs/sysinfo.h"
 #include "policy/auth.h"
+#include "policy/breaker.h"
+#include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
 
@@ -36,6 +38,8 @@ struct obs_sources {
     /* API keys: refusal metrics, and the metrics port's check (`read`
      * unless `metrics` is open); NULL: none. */
     struct auth *auth;
+    struct limiter *limiter;       /* adaptive concurrency metrics; NULL: none */
+    struct breaker *breaker;       /* circuit breaker metrics; NULL: none */
     struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
 };
 

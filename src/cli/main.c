@@ -39,6 +39,8 @@
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
 #include "policy/auth.h"
+#include "policy/breaker.h"
+#include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "sched/pool.h"
@@ -476,6 +478,8 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.routing = routing;
     o->obs.auth = parts->auth;
     o->obs.ratelimit = parts->ratelimit;
+    o->obs.limiter = parts->limiter;
+    o->obs.breaker = parts->breaker;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
@@ -579,6 +583,8 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
 
 CONFIG_SECTION_ADAPTERS(auth)
 CONFIG_SECTION_ADAPTERS(ratelimit)
+CONFIG_SECTION_ADAPTERS(limiter)
+CONFIG_SECTION_ADAPTERS(breaker)
 
 static int serve(int argc, char **argv)
 {
@@ -591,17 +597,21 @@ static int serve(int argc, char **argv)
     struct config_section sections[CONFIG_MAX_SECTIONS];
     size_t nsections = 0;
     void *parsed[CONFIG_MAX_SECTIONS];
-    /* API keys, tenants and scopes (policy/auth.h, docs/security.md) and
-     * rate limits (policy/ratelimit.h). */
-    struct pipeline_parts parts = {.auth = auth_new(), .ratelimit = ratelimit_new()};
-    if (!parts.auth || !parts.ratelimit) {
+    /* The policy stores (policy/auth.h, ratelimit.h, limiter.h, breaker.h). */
+    struct pipeline_parts parts = {.auth = auth_new(), .ratelimit = ratelimit_new(),
+                                   .limiter = limiter_new(), .breaker = breaker_new()};
+    if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker) {
         fprintf(stderr, "inferd: out of memory\n");
         auth_free(parts.auth);
         ratelimit_free(parts.ratelimit);
+        limiter_free(parts.limiter);
+        breaker_free(parts.breaker);
         return 1;
     }
     sections[nsections++] = CONFIG_SECTION("auth", auth, parts.auth);
     sections[nsections++] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
+    sections[nsections++] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
+    sections[nsections++] = CONFIG_SECTION("breakers", breaker, parts.breaker);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -616,6 +626,8 @@ static int serve(int argc, char **argv)
     /* Every I/O thread has stopped. */
     auth_free(parts.auth);
     ratelimit_free(parts.ratelimit);
+    limiter_free(parts.limiter);
+    breaker_free(parts.breaker);
     config_file_free(file);
     serve_cmdline_free(&cmdline);
     return rc;
