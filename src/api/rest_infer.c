@@ -89,15 +89,16 @@ static void add_ratelimit_headers(struct http_txn *txn, const struct infer_call 
     http_txn_add_header(txn, "RateLimit-Reset", v);
 }
 
-/* Which version answered and why (docs/traffic.md), and the rate limit's
- * state, on every answer to a call that resolved a model. */
+/* The rate limit's state on every answer to a call that came under one,
+ * and which version answered and why (docs/traffic.md) on every answer to
+ * a call that resolved a model (rate limits come before resolve). */
 static void add_route_headers(struct http_txn *txn, const struct infer_call *call)
 {
+    add_ratelimit_headers(txn, call);
     if (!call->req.model)
         return;
     http_txn_add_header(txn, "x-inferd-model-version", call->req.model->version_str);
     http_txn_add_header(txn, "x-inferd-route", route_kind_name(call->route));
-    add_ratelimit_headers(txn, call);
 }
 
 static void unlink_stream(struct infer_call *call)

@@ -3,14 +3,18 @@
  * (serve/call.h), in the design's order. This file is the one place that
  * lists the stages: a new stage is its own file plus one line here.
  *
- *   resolve  → auth (API key, infer scope; sets the tenant)
+ *   auth (API key, infer scope; sets the tenant)
  *            → ratelimit (token buckets; 429)
+ *            → resolve (the model from the registry snapshot)
  *            → route (pin, A/B, canary; decides the shadow copy)
  *            → breaker (may switch to the fallback version) → decode
  *            → limiter (adaptive concurrency) → shadow (sends the copy)
  *            → submit
  *
- * The concurrency limiter runs after decode, not before it as the design
+ * Auth and rate limits come before resolve: they need only the model's
+ * name, so a caller without a key learns nothing of which models exist
+ * (401, never 404) and a refusal takes no registry snapshot. The
+ * concurrency limiter runs after decode, not before it as the design
  * first placed it: the call's priority level and `timeout` come with the
  * request body (REST parameters), and the limiter needs both.
  */

@@ -190,6 +190,11 @@ def test_missing_key_401(secured):
     assert_error(r.status_code, r.text, 401)
     assert r.json() == {"error": "missing API key"}
     assert r.headers["WWW-Authenticate"] == 'Bearer realm="inferd"'
+    # Which models exist is not for a caller without a key: 401, not 404.
+    for path in ("/v2/models/nosuchmodel/infer", "/v2/models/nosuchmodel/generate"):
+        r = post(secured, path, SIMPLE_BODY)
+        assert_error(r.status_code, r.text, 401)
+        assert r.json() == {"error": "missing API key"}
 
 
 def test_wrong_key_401(secured, keys):
