@@ -548,6 +548,28 @@ out_repository:
     return rc;
 }
 
+CONFIG_SECTION_ADAPTERS(auth)
+CONFIG_SECTION_ADAPTERS(ratelimit)
+CONFIG_SECTION_ADAPTERS(limiter)
+CONFIG_SECTION_ADAPTERS(breaker)
+
+/* The policy sections, in their order in the section table. */
+enum { SECTION_AUTH, SECTION_RATE_LIMITS, SECTION_CONCURRENCY, SECTION_BREAKERS, NSECTIONS };
+
+static bool is_tenant(const void *auth, const char *name)
+{
+    return auth_config_has_tenant(auth, name);
+}
+
+/* config_check_fn: the tenants rate-limit rules name are the auth
+ * section's. */
+static int check_sections(void *const *parsed, struct error *err)
+{
+    const struct auth_config *auth = parsed[SECTION_AUTH];
+    return ratelimit_config_check_tenants(parsed[SECTION_RATE_LIMITS], is_tenant, auth,
+                                          auth && auth->ntenants > 0, err);
+}
+
 /* The settings: defaults < the --config file < the command line, and the
  * parsed policy sections (their defaults without a file). Exits 2 on an
  * error, and 0 after --check-config. Returns the file (NULL without
@@ -562,7 +584,8 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
     struct error err;
     error_clear(&err);
     if (cmdline->config_path
-            ? config_file_load(cmdline->config_path, o, sections, nsections, parsed, &file, &err)
+            ? config_file_load(cmdline->config_path, o, sections, nsections, check_sections,
+                               parsed, &file, &err)
             : config_sections_defaults(sections, nsections, parsed, &err)) {
         fprintf(stderr, "inferd: %s\n", err.msg);
         exit(2);
@@ -581,22 +604,18 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
     return file;
 }
 
-CONFIG_SECTION_ADAPTERS(auth)
-CONFIG_SECTION_ADAPTERS(ratelimit)
-CONFIG_SECTION_ADAPTERS(limiter)
-CONFIG_SECTION_ADAPTERS(breaker)
-
 static int serve(int argc, char **argv)
 {
     struct serve_cmdline cmdline;
     serve_cmdline_parse(argc, argv, &cmdline);
     /* The policy sections of the --config file (cli/config_file.h). Per
      * module X: CONFIG_SECTION_ADAPTERS(X) at file scope; here its store
-     * (X_new()) and sections[nsections++] = CONFIG_SECTION("key", X, store);
+     * (X_new()) and its entry in sections[] at its SECTION_ index;
      * X_free(store) after run(). */
-    struct config_section sections[CONFIG_MAX_SECTIONS];
-    size_t nsections = 0;
-    void *parsed[CONFIG_MAX_SECTIONS];
+    _Static_assert(NSECTIONS <= CONFIG_MAX_SECTIONS, "too many sections");
+    struct config_section sections[NSECTIONS];
+    const size_t nsections = NSECTIONS;
+    void *parsed[NSECTIONS];
     /* The policy stores (policy/auth.h, ratelimit.h, limiter.h, breaker.h). */
     struct pipeline_parts parts = {.auth = auth_new(), .ratelimit = ratelimit_new(),
                                    .limiter = limiter_new(), .breaker = breaker_new()};
@@ -608,10 +627,10 @@ static int serve(int argc, char **argv)
         breaker_free(parts.breaker);
         return 1;
     }
-    sections[nsections++] = CONFIG_SECTION("auth", auth, parts.auth);
-    sections[nsections++] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
-    sections[nsections++] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
-    sections[nsections++] = CONFIG_SECTION("breakers", breaker, parts.breaker);
+    sections[SECTION_AUTH] = CONFIG_SECTION("auth", auth, parts.auth);
+    sections[SECTION_RATE_LIMITS] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
+    sections[SECTION_CONCURRENCY] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
+    sections[SECTION_BREAKERS] = CONFIG_SECTION("breakers", breaker, parts.breaker);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -620,7 +639,7 @@ static int serve(int argc, char **argv)
     config_sections_apply(sections, nsections, parsed);
     struct config_reloader reloader = {
         .path = cmdline.config_path, .cmdline = &cmdline, .sections = sections,
-        .nsections = nsections, .running = file};
+        .nsections = nsections, .check = check_sections, .running = file};
     serve_runtime_of(&o, &reloader.runtime);
     int rc = run(&o, file ? &reloader : NULL, &parts);
     /* Every I/O thread has stopped. */

@@ -537,3 +537,44 @@ def test_keys_usage():
         r = subprocess.run([str(INFERD_BIN), "keys", "hash"], input=text, capture_output=True,
                            text=True)
         assert r.returncode == 2 and r.stdout == "", (text[:10], r)
+
+
+def test_each_tenant_its_own_bucket(server_factory, tmp_path):
+    """A `tenant: "*"` rule gives every tenant a bucket of its own (burst 2,
+    one token a minute): team-a spending all of its tokens, and more, takes
+    nothing from team-b, which still gets its 2; then both are refused with
+    their own RateLimit-* state."""
+    (ka, ha), (kb, hb) = new_key(), new_key()
+    config = tmp_path / "inferd.yaml"
+    config.write_text(auth_yaml([("team-a", [ha], ["infer"]), ("team-b", [hb], ["infer"])]) +
+                      'rate-limits:\n  - tenant: "*"\n    rate: 0.017\n    burst: 2\n')
+    srv = server_factory.start("--config", str(config))
+
+    def infer(key):
+        return requests.post(srv.url + "/v2/models/simple/infer", data=SIMPLE_BODY,
+                             headers=bearer(key), timeout=10)
+
+    assert [infer(ka).status_code for _ in range(5)] == [200, 200, 429, 429, 429]
+    assert [infer(kb).status_code for _ in range(3)] == [200, 200, 429]
+    r = infer(kb)
+    assert r.json()["error"] == "rate limit of tenant team-b exceeded (0.017/s, burst 2)", r.text
+    assert (r.headers["RateLimit-Limit"], r.headers["RateLimit-Remaining"]) == ("2", "0")
+
+
+@pytest.mark.parametrize("rules,message", [
+    ("  - tenant: team-c\n    rate: 1\n",
+     "rate-limits[0].tenant: 'team-c' is not a tenant of the auth section"),
+    ('  - tenant: "*"\n    rate: 1\n',
+     'rate-limits[0].tenant: "*" needs tenants, and the auth section has none'),
+])
+def test_rate_limit_tenants_must_exist(tmp_path, rules, message):
+    """A rule naming a tenant the auth section does not have would never
+    match: the file is refused, at --check-config and at a SIGHUP alike."""
+    _, h = new_key()
+    tenants = [("team-a", [h], ["infer"])] if "team-c" in rules else []
+    config = tmp_path / "inferd.yaml"
+    config.write_text((auth_yaml(tenants) if tenants else "") + "rate-limits:\n" + rules)
+    r = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(config)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r
+    assert message in r.stderr, r.stderr
