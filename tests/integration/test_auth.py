@@ -293,6 +293,11 @@ def test_open_health_and_metrics(secured):
     scrape = prom_parse(r.text)
     assert scrape.types["inferd_auth_refusals_total"] == "counter"
     assert scrape.get("inferd_auth_refusals_total", reason="missing") >= 1
+    # REST infer refusals by status: a call without a key is "unauthenticated"
+    before = scrape.get("inferd_rejected_requests_total", reason="unauthenticated")
+    assert post(secured, "/v2/models/simple/infer", SIMPLE_BODY).status_code == 401
+    after = prom_parse(requests.get(secured.metrics_url, timeout=10).text)
+    assert after.get("inferd_rejected_requests_total", reason="unauthenticated") == before + 1
     # the dashboard is not open by default
     r = get(secured, "/dashboard")
     assert_error(r.status_code, r.text, 401)
