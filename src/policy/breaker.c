@@ -11,38 +11,28 @@
 #include "obs/metrics.h"
 #include "policy/circuit.h"
 #include "policy/fields.h"
-
-#define MODEL_NAME_MAX 256
+#include "policy/version_entries.h"
+#include "policy/version_states.h"
 
 struct breaker_entry {
-    char model[MODEL_NAME_MAX];
-    int64_t version;  /* -1: every version */
+    struct version_key key;
     int64_t fallback; /* -1: none */
     struct circuit_params p;
 };
 
 struct breaker_config {
-    uint32_t n;
-    struct breaker_entry e[];
+    struct version_entries l; /* of struct breaker_entry */
 };
 
-/* One version's breaker; reference counted (the store, calls). */
+/* One version's breaker (version_states.h). */
 struct brk_state {
-    atomic_uint refs;
-    char model[MODEL_NAME_MAX];
-    int64_t version;
-    char version_str[24];
+    struct version_state v;
     int64_t fallback;
     struct circuit c;
 };
 
 struct breaker {
-    pthread_mutex_t lock; /* cfg, states */
-    struct breaker_config *cfg;
-    atomic_uint nentries;
-    struct brk_state *states[BREAKER_MAX_STATES];
-    uint32_t nstates;
-    bool full_logged;
+    struct version_states t; /* of struct brk_state */
 };
 
 /* What a passed call holds until its done hook (call arena). */
@@ -53,9 +43,9 @@ struct brk_hold {
 
 /* ---- the section --------------------------------------------------------------------- */
 
-static int parse_entry(const struct json_value *v, const char *path, struct breaker_entry *e,
-                       struct error *err)
+static int parse_entry(const struct json_value *v, const char *path, void *entry, struct error *err)
 {
+    struct breaker_entry *e = entry;
     static const char *const known[] = {
         "model",        "version",   "consecutive-failures", "failure-ratio",    "window-secs",
         "min-requests", "open-secs", "half-open-probes",     "fallback-version", NULL};
@@ -63,8 +53,8 @@ static int parse_entry(const struct json_value *v, const char *path, struct brea
     struct circuit_params *p = &e->p;
     *p = (struct circuit_params){.consecutive = 5, .min_requests = 20, .probes = 1};
     if (fields_check_object(v, path, known, err) != 0 ||
-        fields_name(v, path, "model", e->model, sizeof e->model, true, err) != 0 ||
-        fields_version(v, path, "version", &e->version, err) != 0 ||
+        fields_name(v, path, "model", e->key.model, sizeof e->key.model, true, err) != 0 ||
+        fields_version(v, path, "version", &e->key.version, err) != 0 ||
         fields_u32(v, path, "consecutive-failures", 0, 1000000, &p->consecutive, err) != 0 ||
         fields_double(v, path, "failure-ratio", 0, 1, &p->ratio, err) != 0 ||
         fields_u32(v, path, "window-secs", 1, 3600, &window_s, err) != 0 ||
@@ -78,90 +68,87 @@ static int parse_entry(const struct json_value *v, const char *path, struct brea
                          "%s: consecutive-failures and failure-ratio are both 0: the "
                          "breaker could never open",
                          path);
-    if (e->fallback >= 0 && e->fallback == e->version)
+    if (e->fallback >= 0 && e->fallback == e->key.version)
         return error_set(err, 400, "%s.fallback-version: the version the breaker protects", path);
     p->window_ns = (uint64_t)window_s * 1000000000u;
     p->open_ns = (uint64_t)open_s * 1000000000u;
     return 0;
 }
 
+static const struct version_entries_spec section_spec = {
+    .section = "breakers",
+    .max = BREAKER_MAX_ENTRIES,
+    .size = sizeof(struct breaker_entry),
+    .taken = "already has a breaker in",
+    .parse = parse_entry,
+};
+
 int breaker_config_parse(const struct json_value *section, struct breaker_config **out,
                          struct error *err)
 {
-    if (section && section->type == JSON_NULL)
-        section = NULL; /* `breakers:` with nothing under it */
-    uint32_t n = section ? section->len : 0;
     *out = NULL;
-    if (section && fields_check_list(section, "breakers", BREAKER_MAX_ENTRIES, err) != 0)
-        return -1;
-    struct breaker_config *c = mem_calloc(1, sizeof *c + n * sizeof c->e[0]);
+    struct breaker_config *c = mem_calloc(1, sizeof *c);
     if (!c)
         return error_set(err, 500, "out of memory reading the breakers section");
-    for (uint32_t i = 0; i < n; i++) {
-        char path[48];
-        snprintf(path, sizeof path, "breakers[%u]", i);
-        struct breaker_entry *e = &c->e[i];
-        if (parse_entry(&section->u.items[i], path, e, err) != 0)
-            goto fail;
-        for (uint32_t k = 0; k < i; k++)
-            if (c->e[k].version == e->version && strcmp(c->e[k].model, e->model) == 0) {
-                error_set(err, 400, "%s: model %.64s%s already has a breaker in breakers[%u]", path,
-                          e->model, e->version < 0 ? "" : " (this version)", k);
-                goto fail;
-            }
-        c->n++;
+    if (version_entries_parse(section, &section_spec, &c->l, err) != 0) {
+        mem_free(c);
+        return -1;
     }
     *out = c;
     return 0;
-fail:
-    mem_free(c);
-    return -1;
 }
 
 void breaker_config_free(struct breaker_config *c)
 {
+    if (c)
+        version_entries_release(&c->l);
     mem_free(c);
 }
 
-static const struct breaker_entry *entry_for(const struct breaker_config *c, const char *model,
-                                             int64_t version)
+/* ---- the store --------------------------------------------------------------------------- */
+
+static void state_init(struct version_state *v, const void *entry, const struct model *m)
 {
-    const struct breaker_entry *any = NULL;
-    for (uint32_t i = 0; c && i < c->n; i++) {
-        if (strcmp(c->e[i].model, model) != 0)
-            continue;
-        if (c->e[i].version == version)
-            return &c->e[i];
-        if (c->e[i].version < 0)
-            any = &c->e[i];
-    }
-    return any;
+    struct brk_state *st = (struct brk_state *)v;
+    const struct breaker_entry *e = entry;
+    st->fallback = e->fallback;
+    char name[CIRCUIT_NAME_MAX];
+    snprintf(name, sizeof name, "%.256s version %s", m->name, m->version_str);
+    circuit_init(&st->c, &e->p, name);
 }
 
-static bool same_entry(const struct breaker_entry *e, const struct brk_state *st)
+static bool same_entry(const void *entry, const struct version_state *v)
 {
+    const struct breaker_entry *e = entry;
+    const struct brk_state *st = (const struct brk_state *)v;
     const struct circuit_params *a = &e->p, *b = &st->c.p;
     return e->fallback == st->fallback && a->consecutive == b->consecutive &&
            a->ratio == b->ratio && a->window_ns == b->window_ns &&
            a->min_requests == b->min_requests && a->open_ns == b->open_ns && a->probes == b->probes;
 }
 
-/* ---- the store --------------------------------------------------------------------------- */
-
-static void state_unref(struct brk_state *st)
+static void state_destroy(struct version_state *v)
 {
-    if (st && atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1) {
-        circuit_destroy(&st->c);
-        mem_free(st);
-    }
+    circuit_destroy(&((struct brk_state *)v)->c);
 }
+
+static const struct version_states_ops store_ops = {
+    .size = sizeof(struct brk_state),
+    .max = BREAKER_MAX_STATES,
+    .none_prefix = "breaker: none for",
+    .none_suffix = "",
+    .init = state_init,
+    .same = same_entry,
+    .destroy = state_destroy,
+};
 
 struct breaker *breaker_new(void)
 {
     struct breaker *b = mem_calloc(1, sizeof *b);
-    if (!b)
+    if (!b || version_states_init(&b->t, &store_ops) != 0) {
+        mem_free(b);
         return NULL;
-    pthread_mutex_init(&b->lock, NULL);
+    }
     return b;
 }
 
@@ -169,67 +156,24 @@ void breaker_free(struct breaker *b)
 {
     if (!b)
         return;
-    for (uint32_t i = 0; i < b->nstates; i++)
-        state_unref(b->states[i]);
-    breaker_config_free(b->cfg);
-    pthread_mutex_destroy(&b->lock);
+    breaker_config_free(version_states_destroy(&b->t));
     mem_free(b);
 }
 
 void breaker_apply(struct breaker *b, struct breaker_config *c)
 {
-    pthread_mutex_lock(&b->lock);
-    struct breaker_config *old = b->cfg;
-    b->cfg = c;
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < b->nstates; i++) {
-        struct brk_state *st = b->states[i];
-        const struct breaker_entry *e = entry_for(c, st->model, st->version);
-        if (e && same_entry(e, st))
-            b->states[kept++] = st;
-        else
-            state_unref(st);
-    }
-    b->nstates = kept;
-    b->full_logged = false;
-    atomic_store_explicit(&b->nentries, c ? c->n : 0, memory_order_relaxed);
-    pthread_mutex_unlock(&b->lock);
-    breaker_config_free(old);
+    breaker_config_free(version_states_apply(&b->t, c, c ? &c->l : NULL));
 }
 
 /* The breaker of model m, with a reference; NULL when it has none. */
 static struct brk_state *state_for(struct breaker *b, const struct model *m)
 {
-    struct brk_state *st = NULL;
-    pthread_mutex_lock(&b->lock);
-    const struct breaker_entry *e = entry_for(b->cfg, m->name, m->version);
-    if (!e)
-        goto out;
-    for (uint32_t i = 0; i < b->nstates && !st; i++)
-        if (b->states[i]->version == m->version && strcmp(b->states[i]->model, m->name) == 0)
-            st = b->states[i];
-    if (!st) {
-        if (b->nstates == BREAKER_MAX_STATES || !(st = mem_calloc(1, sizeof *st))) {
-            if (!b->full_logged)
-                log_error("breaker: none for %s version %s (%s)", m->name, m->version_str,
-                          b->nstates == BREAKER_MAX_STATES ? "too many versions" : "out of memory");
-            b->full_logged = true;
-            goto out;
-        }
-        atomic_init(&st->refs, 1);
-        snprintf(st->model, sizeof st->model, "%s", m->name);
-        st->version = m->version;
-        snprintf(st->version_str, sizeof st->version_str, "%s", m->version_str);
-        st->fallback = e->fallback;
-        char name[CIRCUIT_NAME_MAX];
-        snprintf(name, sizeof name, "%.256s version %s", m->name, m->version_str);
-        circuit_init(&st->c, &e->p, name);
-        b->states[b->nstates++] = st;
-    }
-    atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
-out:
-    pthread_mutex_unlock(&b->lock);
-    return st;
+    return (struct brk_state *)version_states_get(&b->t, m);
+}
+
+static void state_unref(struct breaker *b, struct brk_state *st)
+{
+    version_states_unref(&b->t, &st->v);
 }
 
 /* ---- the stage ------------------------------------------------------------------------------ */
@@ -247,7 +191,7 @@ static const struct model *fallback_of(const struct infer_call *call, const stru
 enum stage_result breaker_stage(struct infer_call *call, const void *cfg)
 {
     struct breaker *b = (struct breaker *)cfg;
-    if (atomic_load_explicit(&b->nentries, memory_order_relaxed) == 0 || !call->req.model)
+    if (!version_states_any(&b->t) || !call->req.model)
         return STAGE_CONTINUE;
     struct brk_state *st = state_for(b, call->req.model);
     if (!st)
@@ -259,7 +203,7 @@ enum stage_result breaker_stage(struct infer_call *call, const void *cfg)
         if (!h) {
             /* The probe (if it was one) is given back. */
             circuit_record(&st->c, &ticket, CIRCUIT_NEITHER, clock_now_ns());
-            state_unref(st);
+            state_unref(b, st);
             return serve_call_error(call, 503, "out of memory");
         }
         h->st = st;
@@ -272,26 +216,26 @@ enum stage_result breaker_stage(struct infer_call *call, const void *cfg)
         model_unref(call->req.model);
         call->req.model = model_ref((struct model *)fb);
         call->route = ROUTE_FALLBACK;
-        state_unref(st);
+        state_unref(b, st);
         return STAGE_CONTINUE;
     }
     uint64_t secs = (retry_ns + 999999999u) / 1000000000u;
     if (retry_ns)
         serve_call_error(call, 503,
                          "circuit breaker of %s version %s is open (half-open in %llu s)",
-                         st->model, st->version_str, (unsigned long long)secs);
+                         st->v.model, st->v.version_str, (unsigned long long)secs);
     else
         serve_call_error(
             call, 503, "circuit breaker of %s version %s is half-open (%u probe%s in flight)",
-            st->model, st->version_str, st->c.p.probes, st->c.p.probes == 1 ? "" : "s");
+            st->v.model, st->v.version_str, st->c.p.probes, st->c.p.probes == 1 ? "" : "s");
     call->req.err.retry_after_s = secs < 1 ? 1 : (unsigned)secs;
-    state_unref(st);
+    state_unref(b, st);
     return STAGE_DONE;
 }
 
 void breaker_done(struct infer_call *call, const void *cfg)
 {
-    (void)cfg;
+    struct breaker *b = (struct breaker *)cfg;
     struct brk_hold *h = call->breaker_ctx;
     if (!h)
         return;
@@ -304,7 +248,7 @@ void breaker_done(struct infer_call *call, const void *cfg)
     else if (req->err.status == 500 || req->err.status == 504)
         o = CIRCUIT_FAILURE;
     circuit_record(&h->st->c, &h->ticket, o, clock_now_ns());
-    state_unref(h->st);
+    state_unref(b, h->st);
     call->breaker_ctx = NULL;
 }
 
@@ -312,25 +256,24 @@ void breaker_done(struct infer_call *call, const void *cfg)
 
 void breaker_write_metrics(struct breaker *b, struct buf *out)
 {
-    pthread_mutex_lock(&b->lock);
+    version_states_lock(&b->t);
     metrics_write_header(out, "inferd_breaker_state", "gauge",
                          "Circuit breaker of a model version: 0 closed, 1 open, 2 half-open");
-    for (uint32_t i = 0; i < b->nstates; i++) {
-        const char *labels[] = {"model", b->states[i]->model, "version", b->states[i]->version_str};
-        metrics_write_u64(
-            out, "inferd_breaker_state", labels, 2,
-            (uint64_t)atomic_load_explicit(&b->states[i]->c.state, memory_order_relaxed));
+    for (uint32_t i = 0; i < b->t.nstates; i++) {
+        const struct brk_state *st = (const struct brk_state *)b->t.states[i];
+        const char *labels[] = {"model", st->v.model, "version", st->v.version_str};
+        metrics_write_u64(out, "inferd_breaker_state", labels, 2,
+                          (uint64_t)atomic_load_explicit(&st->c.state, memory_order_relaxed));
     }
     metrics_write_header(out, "inferd_breaker_transitions_total", "counter",
                          "Circuit breaker transitions, by the state entered");
-    for (uint32_t i = 0; i < b->nstates; i++)
+    for (uint32_t i = 0; i < b->t.nstates; i++)
         for (uint32_t s = 0; s < CIRCUIT_STATES; s++) {
-            const char *labels[] = {"model",   b->states[i]->model,
-                                    "version", b->states[i]->version_str,
-                                    "to",      circuit_state_name(s)};
-            metrics_write_u64(
-                out, "inferd_breaker_transitions_total", labels, 3,
-                atomic_load_explicit(&b->states[i]->c.transitions[s], memory_order_relaxed));
+            const struct brk_state *st = (const struct brk_state *)b->t.states[i];
+            const char *labels[] = {"model",           st->v.model, "version",
+                                    st->v.version_str, "to",        circuit_state_name(s)};
+            metrics_write_u64(out, "inferd_breaker_transitions_total", labels, 3,
+                              atomic_load_explicit(&st->c.transitions[s], memory_order_relaxed));
         }
-    pthread_mutex_unlock(&b->lock);
+    version_states_unlock(&b->t);
 }

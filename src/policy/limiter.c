@@ -11,38 +11,28 @@
 #include "obs/metrics.h"
 #include "policy/fields.h"
 #include "policy/gradient.h"
-
-#define MODEL_NAME_MAX 256
+#include "policy/version_entries.h"
+#include "policy/version_states.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 struct limiter_entry {
-    char model[MODEL_NAME_MAX];
-    int64_t version; /* -1: every version */
+    struct version_key key;
     struct gradient_params p;
 };
 
 struct limiter_config {
-    uint32_t n;
-    struct limiter_entry e[];
+    struct version_entries l; /* of struct limiter_entry */
 };
 
-/* One version's limiter; reference counted (the store, calls). */
+/* One version's limiter (version_states.h). */
 struct lim_state {
-    atomic_uint refs;
-    char model[MODEL_NAME_MAX];
-    int64_t version;
-    char version_str[24];
+    struct version_state v;
     struct gradient g;
 };
 
 struct limiter {
-    pthread_mutex_t lock; /* cfg, states */
-    struct limiter_config *cfg;
-    atomic_uint nentries; /* cfg->n, read without the lock */
-    struct lim_state *states[LIMITER_MAX_STATES];
-    uint32_t nstates;
-    bool full_logged;
+    struct version_states t; /* of struct lim_state */
 };
 
 /* What a call holds from the stage to its done hook (call arena). */
@@ -54,9 +44,9 @@ struct lim_hold {
 
 /* ---- the section --------------------------------------------------------------------- */
 
-static int parse_entry(const struct json_value *v, const char *path, struct limiter_entry *e,
-                       struct error *err)
+static int parse_entry(const struct json_value *v, const char *path, void *entry, struct error *err)
 {
+    struct limiter_entry *e = entry;
     static const char *const known[] = {"model",
                                         "version",
                                         "min",
@@ -78,8 +68,8 @@ static int parse_entry(const struct json_value *v, const char *path, struct limi
                                   .low_share = 0.9,
                                   .queue = true};
     if (fields_check_object(v, path, known, err) != 0 ||
-        fields_name(v, path, "model", e->model, sizeof e->model, true, err) != 0 ||
-        fields_version(v, path, "version", &e->version, err) != 0 ||
+        fields_name(v, path, "model", e->key.model, sizeof e->key.model, true, err) != 0 ||
+        fields_version(v, path, "version", &e->key.version, err) != 0 ||
         fields_u32(v, path, "min", 1, GRADIENT_LIMIT_MAX, &p->min, err) != 0 ||
         fields_u32(v, path, "max", p->min, GRADIENT_LIMIT_MAX, &p->max, err) != 0)
         return -1;
@@ -98,84 +88,79 @@ static int parse_entry(const struct json_value *v, const char *path, struct limi
     return 0;
 }
 
+static const struct version_entries_spec section_spec = {
+    .section = "concurrency",
+    .max = LIMITER_MAX_ENTRIES,
+    .size = sizeof(struct limiter_entry),
+    .taken = "is already limited by",
+    .parse = parse_entry,
+};
+
 int limiter_config_parse(const struct json_value *section, struct limiter_config **out,
                          struct error *err)
 {
-    if (section && section->type == JSON_NULL)
-        section = NULL; /* `concurrency:` with nothing under it */
-    uint32_t n = section ? section->len : 0;
     *out = NULL;
-    if (section && fields_check_list(section, "concurrency", LIMITER_MAX_ENTRIES, err) != 0)
-        return -1;
-    struct limiter_config *c = mem_calloc(1, sizeof *c + n * sizeof c->e[0]);
+    struct limiter_config *c = mem_calloc(1, sizeof *c);
     if (!c)
         return error_set(err, 500, "out of memory reading the concurrency section");
-    for (uint32_t i = 0; i < n; i++) {
-        char path[48];
-        snprintf(path, sizeof path, "concurrency[%u]", i);
-        struct limiter_entry *e = &c->e[i];
-        if (parse_entry(&section->u.items[i], path, e, err) != 0)
-            goto fail;
-        for (uint32_t k = 0; k < i; k++)
-            if (c->e[k].version == e->version && strcmp(c->e[k].model, e->model) == 0) {
-                error_set(err, 400, "%s: model %.64s%s is already limited by concurrency[%u]", path,
-                          e->model, e->version < 0 ? "" : " (this version)", k);
-                goto fail;
-            }
-        c->n++;
+    if (version_entries_parse(section, &section_spec, &c->l, err) != 0) {
+        mem_free(c);
+        return -1;
     }
     *out = c;
     return 0;
-fail:
-    mem_free(c);
-    return -1;
 }
 
 void limiter_config_free(struct limiter_config *c)
 {
+    if (c)
+        version_entries_release(&c->l);
     mem_free(c);
 }
 
-/* The entry that applies to (model, version): its own, else the model's. */
-static const struct limiter_entry *entry_for(const struct limiter_config *c, const char *model,
-                                             int64_t version)
+/* ---- the store --------------------------------------------------------------------------- */
+
+static void wake(struct gradient_waiter *w);
+
+static void state_init(struct version_state *v, const void *entry, const struct model *m)
 {
-    const struct limiter_entry *any = NULL;
-    for (uint32_t i = 0; c && i < c->n; i++) {
-        if (strcmp(c->e[i].model, model) != 0)
-            continue;
-        if (c->e[i].version == version)
-            return &c->e[i];
-        if (c->e[i].version < 0)
-            any = &c->e[i];
-    }
-    return any;
+    (void)m;
+    const struct limiter_entry *e = entry;
+    gradient_init(&((struct lim_state *)v)->g, &e->p, wake, clock_now_ns());
 }
 
-static bool same_params(const struct gradient_params *a, const struct gradient_params *b)
+static bool same_params(const void *entry, const struct version_state *v)
 {
+    const struct gradient_params *a = &((const struct limiter_entry *)entry)->p;
+    const struct gradient_params *b = &((const struct lim_state *)v)->g.p;
     return a->min == b->min && a->max == b->max && a->initial == b->initial &&
            a->window_ns == b->window_ns && a->min_rtt_interval_ns == b->min_rtt_interval_ns &&
            a->min_rtt_samples == b->min_rtt_samples && a->tolerance == b->tolerance &&
            a->low_share == b->low_share && a->queue == b->queue;
 }
 
-/* ---- the store --------------------------------------------------------------------------- */
-
-static void state_unref(struct lim_state *st)
+static void state_destroy(struct version_state *v)
 {
-    if (st && atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1) {
-        gradient_destroy(&st->g);
-        mem_free(st);
-    }
+    gradient_destroy(&((struct lim_state *)v)->g);
 }
+
+static const struct version_states_ops store_ops = {
+    .size = sizeof(struct lim_state),
+    .max = LIMITER_MAX_STATES,
+    .none_prefix = "concurrency: no limiter for",
+    .none_suffix = ": not limited",
+    .init = state_init,
+    .same = same_params,
+    .destroy = state_destroy,
+};
 
 struct limiter *limiter_new(void)
 {
     struct limiter *l = mem_calloc(1, sizeof *l);
-    if (!l)
+    if (!l || version_states_init(&l->t, &store_ops) != 0) {
+        mem_free(l);
         return NULL;
-    pthread_mutex_init(&l->lock, NULL);
+    }
     return l;
 }
 
@@ -183,68 +168,25 @@ void limiter_free(struct limiter *l)
 {
     if (!l)
         return;
-    for (uint32_t i = 0; i < l->nstates; i++)
-        state_unref(l->states[i]);
-    limiter_config_free(l->cfg);
-    pthread_mutex_destroy(&l->lock);
+    limiter_config_free(version_states_destroy(&l->t));
     mem_free(l);
 }
 
 void limiter_apply(struct limiter *l, struct limiter_config *c)
 {
-    pthread_mutex_lock(&l->lock);
-    struct limiter_config *old = l->cfg;
-    l->cfg = c;
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < l->nstates; i++) {
-        struct lim_state *st = l->states[i];
-        const struct limiter_entry *e = entry_for(c, st->model, st->version);
-        if (e && same_params(&e->p, &st->g.p))
-            l->states[kept++] = st;
-        else
-            state_unref(st);
-    }
-    l->nstates = kept;
-    l->full_logged = false;
-    atomic_store_explicit(&l->nentries, c ? c->n : 0, memory_order_relaxed);
-    pthread_mutex_unlock(&l->lock);
-    limiter_config_free(old);
+    limiter_config_free(version_states_apply(&l->t, c, c ? &c->l : NULL));
 }
-
-static void wake(struct gradient_waiter *w);
 
 /* The limiter of model m, with a reference; NULL when m is not limited (or
  * out of memory: then it is not limited either, and that is logged). */
 static struct lim_state *state_for(struct limiter *l, const struct model *m)
 {
-    struct lim_state *st = NULL;
-    pthread_mutex_lock(&l->lock);
-    const struct limiter_entry *e = entry_for(l->cfg, m->name, m->version);
-    if (!e)
-        goto out;
-    for (uint32_t i = 0; i < l->nstates && !st; i++)
-        if (l->states[i]->version == m->version && strcmp(l->states[i]->model, m->name) == 0)
-            st = l->states[i];
-    if (!st) {
-        if (l->nstates == LIMITER_MAX_STATES || !(st = mem_calloc(1, sizeof *st))) {
-            if (!l->full_logged)
-                log_error("concurrency: no limiter for %s version %s (%s): not limited", m->name,
-                          m->version_str,
-                          l->nstates == LIMITER_MAX_STATES ? "too many versions" : "out of memory");
-            l->full_logged = true;
-            goto out;
-        }
-        atomic_init(&st->refs, 1);
-        snprintf(st->model, sizeof st->model, "%s", m->name);
-        st->version = m->version;
-        snprintf(st->version_str, sizeof st->version_str, "%s", m->version_str);
-        gradient_init(&st->g, &e->p, wake, clock_now_ns());
-        l->states[l->nstates++] = st;
-    }
-    atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
-out:
-    pthread_mutex_unlock(&l->lock);
-    return st;
+    return (struct lim_state *)version_states_get(&l->t, m);
+}
+
+static void state_unref(struct limiter *l, struct lim_state *st)
+{
+    version_states_unref(&l->t, &st->v);
 }
 
 /* ---- the stage ------------------------------------------------------------------------------ */
@@ -283,17 +225,17 @@ static enum stage_result refuse(struct infer_call *call, struct lim_state *st,
         serve_call_error(call, 503,
                          "concurrency limit of %s version %s reached (%u in flight, %u waiting: "
                          "the queue is full)",
-                         st->model, st->version_str, n, GRADIENT_QUEUE_MAX);
+                         st->v.model, st->v.version_str, n, GRADIENT_QUEUE_MAX);
         break;
     case GRADIENT_REFUSED_EXPIRED:
         serve_call_error(call, 503,
                          "concurrency limit of %s version %s reached (%u in flight): the "
                          "deadline leaves no time to wait for a slot",
-                         st->model, st->version_str, n);
+                         st->v.model, st->v.version_str, n);
         break;
     default:
         serve_call_error(call, 503, "concurrency limit of %s version %s reached (%u in flight)",
-                         st->model, st->version_str, n);
+                         st->v.model, st->v.version_str, n);
         break;
     }
     uint64_t secs = (expect + 999999999u) / 1000000000u;
@@ -316,14 +258,14 @@ static void wake(struct gradient_waiter *w)
 enum stage_result limiter_stage(struct infer_call *call, const void *cfg)
 {
     struct limiter *l = (struct limiter *)cfg;
-    if (atomic_load_explicit(&l->nentries, memory_order_relaxed) == 0 || !call->req.model)
+    if (!version_states_any(&l->t) || !call->req.model)
         return STAGE_CONTINUE;
     struct lim_state *st = state_for(l, call->req.model);
     if (!st)
         return STAGE_CONTINUE;
     struct lim_hold *h = arena_calloc(&call->req.arena, 1, sizeof *h);
     if (!h) {
-        state_unref(st);
+        state_unref(l, st);
         return serve_call_error(call, 503, "out of memory");
     }
     h->st = st;
@@ -348,7 +290,7 @@ enum stage_result limiter_stage(struct infer_call *call, const void *cfg)
 
 void limiter_done(struct infer_call *call, const void *cfg)
 {
-    (void)cfg;
+    struct limiter *l = (struct limiter *)cfg;
     struct lim_hold *h = call->limiter_ctx;
     if (!h)
         return;
@@ -356,7 +298,7 @@ void limiter_done(struct infer_call *call, const void *cfg)
         bool cancelled = atomic_load_explicit(&call->req.cancelled, memory_order_relaxed);
         gradient_complete(&h->st->g, &h->w, call->req.rc == 0 && !cancelled, clock_now_ns());
     }
-    state_unref(h->st);
+    state_unref(l, h->st);
     call->limiter_ctx = NULL;
 }
 
@@ -377,13 +319,13 @@ void limiter_write_metrics(struct limiter *l, struct buf *out)
         {"inferd_concurrency_sampled_latency_us", "Latency of the concurrency limiter's last "
                                                   "sample window (p90), microseconds"},
     };
-    pthread_mutex_lock(&l->lock);
+    version_states_lock(&l->t);
     for (uint32_t k = 0; k < sizeof gauges / sizeof gauges[0]; k++) {
         metrics_write_header(out, gauges[k].name, "gauge", gauges[k].help);
-        for (uint32_t i = 0; i < l->nstates; i++) {
-            const struct gradient *g = &l->states[i]->g;
-            const char *labels[] = {"model", l->states[i]->model, "version",
-                                    l->states[i]->version_str};
+        for (uint32_t i = 0; i < l->t.nstates; i++) {
+            const struct lim_state *st = (const struct lim_state *)l->t.states[i];
+            const struct gradient *g = &st->g;
+            const char *labels[] = {"model", st->v.model, "version", st->v.version_str};
             uint64_t v[] = {
                 atomic_load_explicit(&g->limit, memory_order_relaxed),
                 atomic_load_explicit(&g->in_flight, memory_order_relaxed),
@@ -397,14 +339,13 @@ void limiter_write_metrics(struct limiter *l, struct buf *out)
     metrics_write_header(out, "inferd_concurrency_refusals_total", "counter",
                          "Calls the concurrency limiter refused (503), by reason: limit, "
                          "queue_full, expired");
-    for (uint32_t i = 0; i < l->nstates; i++)
+    for (uint32_t i = 0; i < l->t.nstates; i++)
         for (uint32_t r = 0; r < GRADIENT_REFUSALS; r++) {
-            const char *labels[] = {"model",   l->states[i]->model,
-                                    "version", l->states[i]->version_str,
-                                    "reason",  gradient_refusal_name(r)};
-            metrics_write_u64(
-                out, "inferd_concurrency_refusals_total", labels, 3,
-                atomic_load_explicit(&l->states[i]->g.refused[r], memory_order_relaxed));
+            const struct lim_state *st = (const struct lim_state *)l->t.states[i];
+            const char *labels[] = {"model",           st->v.model, "version",
+                                    st->v.version_str, "reason",    gradient_refusal_name(r)};
+            metrics_write_u64(out, "inferd_concurrency_refusals_total", labels, 3,
+                              atomic_load_explicit(&st->g.refused[r], memory_order_relaxed));
         }
-    pthread_mutex_unlock(&l->lock);
+    version_states_unlock(&l->t);
 }
