@@ -3,8 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* What v is, for "got ..." in a message. */
-static void describe(const struct json_value *v, char *out, size_t size)
+void fields_describe(const struct json_value *v, char *out, size_t size)
 {
     switch (v->type) {
     case JSON_NUMBER:
@@ -36,7 +35,7 @@ static int expected(const struct json_value *v, const char *path, const char *ke
                     struct error *err, const char *what)
 {
     char got[48];
-    describe(v, got, sizeof got);
+    fields_describe(v, got, sizeof got);
     return error_set(err, 400, "%s%s%s: expected %s, got %s", path, key[0] ? "." : "", key, what,
                      got);
 }

@@ -20,6 +20,10 @@
 #include "base/error.h"
 #include "base/json.h"
 
+/* What v is, for "got ..." in a message: a number as written, a string
+ * quoted, else its kind ("a list"); cut to 32 bytes of source text. */
+void fields_describe(const struct json_value *v, char *out, size_t size);
+
 /* Fails unless v is an object whose member names are all in known
  * (NULL-terminated) and appear once. */
 int fields_check_object(const struct json_value *v, const char *path, const char *const *known,

@@ -4,36 +4,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "policy/fields.h"
+
 #define SECTION "rate-limits"
 
-/* What a value is, for "got ..." (a number as written, cut short). */
+/* What a value is, for "got ..." (fields.h), a string not echoed. */
 static void describe_value(const struct json_value *v, char *out, size_t size)
 {
-    switch (v->type) {
-    case JSON_NUMBER:
-        snprintf(out, size, "%.32s", v->u.num);
-        return;
-    case JSON_STRING:
+    if (v->type == JSON_STRING)
         snprintf(out, size, "a string");
-        return;
-    case JSON_TRUE:
-        snprintf(out, size, "true");
-        return;
-    case JSON_FALSE:
-        snprintf(out, size, "false");
-        return;
-    case JSON_NULL:
-        snprintf(out, size, "null");
-        return;
-    case JSON_ARRAY:
-    case JSON_RAW:
-        snprintf(out, size, "a list");
-        return;
-    case JSON_OBJECT:
-        snprintf(out, size, "a mapping");
-        return;
-    }
-    snprintf(out, size, "something else");
+    else
+        fields_describe(v, out, size);
 }
 
 static int check_keys(const struct json_value *v, uint32_t i, struct error *err)
