@@ -25,32 +25,14 @@
 #include "policy/gradient.h"
 #include "policy/limiter.h"
 
+#include "../support/section_test.h"
+
 #define MS 1000000ull
 #define SEC 1000000000ull
 
 /* ---- the section ---------------------------------------------------------------------- */
 
-static struct arena arena;
-
-static const struct json_value *tree(const char *text)
-{
-    struct json_value *v = NULL;
-    if (json_parse(&arena, text, strlen(text), NULL, &v, NULL, NULL) != 0)
-        fail_msg("bad JSON in the test: %s", text);
-    return v;
-}
-
-static void parse_fails(const char *text, const char *message)
-{
-    struct limiter_config *c = (struct limiter_config *)1;
-    struct error err;
-    error_clear(&err);
-    assert_int_equal(limiter_config_parse(tree(text), &c, &err), -1);
-    assert_null(c);
-    assert_int_equal(err.status, 400);
-    if (strcmp(err.msg, message) != 0)
-        fail_msg("error '%s', expected '%s'", err.msg, message);
-}
+SECTION_TEST_PARSE_FAILS(limiter)
 
 static void test_section(void **state)
 {
