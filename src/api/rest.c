@@ -11,6 +11,7 @@
 #include "api/rest_obs.h"
 #include "api/rest_shm.h"
 #include "api/tensor_json.h"
+#include "base/hex.h"
 #include "base/json.h"
 #include "model/lookup.h"
 #include "policy/routing.h"
@@ -29,17 +30,6 @@ struct route {
     int n;
 };
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Splits the path into percent-decoded segments. Returns false when the
  * path has too many or too long segments or a bad escape (→ 404/400). */
 static bool split_path(const char *path, size_t len, struct route *r)
@@ -57,8 +47,8 @@ static bool split_path(const char *path, size_t len, struct route *r)
         while (i < len && path[i] != '/') {
             char c = path[i];
             if (c == '%') {
-                int hi = i + 2 < len ? hexval(path[i + 1]) : -1;
-                int lo = i + 2 < len ? hexval(path[i + 2]) : -1;
+                int hi = i + 2 < len ? hex_value(path[i + 1]) : -1;
+                int lo = i + 2 < len ? hex_value(path[i + 2]) : -1;
                 if (hi < 0 || lo < 0)
                     return false;
                 c = (char)(hi * 16 + lo);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hex.h"
+
 /*
  * The parser is a state machine over offsets into the caller's buffer. The
  * head is handled a line at a time: the search for a line's LF resumes where
@@ -46,17 +48,6 @@ _Static_assert(STEP_NEXT != ST_OK && STEP_NEXT != ST_DONE && STEP_NEXT != ST_AGA
 static bool is_digit(unsigned char c)
 {
     return c >= '0' && c <= '9';
-}
-
-static int hex_value(unsigned char c)
-{
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* tchar of RFC 9110 §5.6.2: the characters of methods, field names and

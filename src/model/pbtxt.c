@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hex.h"
 #include "base/mem.h"
 
 struct lexer {
@@ -50,17 +51,6 @@ static bool is_ident_char(int c)
 static bool is_digit(int c)
 {
     return c >= '0' && c <= '9';
-}
-
-static int hex_value(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static bool is_space(int c)

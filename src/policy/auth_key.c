@@ -4,6 +4,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "base/hex.h"
+
 static int random_bytes(uint8_t *out, size_t n)
 {
     size_t got = 0;
@@ -86,21 +88,10 @@ void auth_key_format(const struct auth_key_hash *h, char out[AUTH_HASH_LEN + 1])
     *p = '\0';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static int get_hex(const char *p, uint8_t *out, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        int hi = hexval(p[2 * i]), lo = hexval(p[2 * i + 1]);
+        int hi = hex_value(p[2 * i]), lo = hex_value(p[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out[i] = (uint8_t)(hi << 4 | lo);
