@@ -118,6 +118,22 @@ static void unlink_req(struct sched *s, struct infer_request *prev, struct infer
                               memory_order_relaxed);
 }
 
+/* The last queued request when its level is lower than `level` (a
+ * larger number; background is the lowest), taken out of the queue; NULL
+ * otherwise (lock held). The queue is in level order, so the tail is of
+ * its lowest level. */
+static struct infer_request *take_lower_tail(struct sched *s, uint32_t level)
+{
+    struct infer_request *tail = s->tail;
+    if (!tail || tail->_level <= level)
+        return NULL;
+    struct infer_request *prev = NULL;
+    for (struct infer_request *q = s->head; q != tail; q = q->next)
+        prev = q;
+    unlink_req(s, prev, tail);
+    return tail;
+}
+
 static void fail_request(struct infer_request *r, int status, const char *msg)
 {
     r->rc = error_set(&r->err, status, "%s", msg);
@@ -582,12 +598,18 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
         return error_set(err, 429, "model '%s': %u background requests are waiting",
                          s->model.name, SCHED_BACKGROUND_MAX);
     }
-    if (s->queued >= c->max_queue_size ||
-        (p->max_queue_size && s->level_queued[req->_level] >= p->max_queue_size)) {
-        uint32_t limit = s->queued >= c->max_queue_size ? c->max_queue_size : p->max_queue_size;
+    if (p->max_queue_size && s->level_queued[req->_level] >= p->max_queue_size) {
         pthread_mutex_unlock(&s->lock);
         return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
-                         s->model.name, limit);
+                         s->model.name, p->max_queue_size);
+    }
+    /* A full queue sheds its last request when that one is of a lower
+     * level (background included) than the newcomer. */
+    struct infer_request *shed = NULL;
+    if (s->queued >= c->max_queue_size && !(shed = take_lower_tail(s, req->_level))) {
+        pthread_mutex_unlock(&s->lock);
+        return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
+                         s->model.name, c->max_queue_size);
     }
     uint32_t ahead = insert(s, req);
     if (req->_deadline_ns && !p->delay && s->est_ns) {
@@ -598,6 +620,8 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
             for (struct infer_request *q = s->head; q != req; q = q->next)
                 prev = q;
             unlink_req(s, prev, req);
+            if (shed)
+                insert(s, shed); /* shed for nothing: it keeps its place */
             pthread_mutex_unlock(&s->lock);
             error_set(err, 503,
                       "model '%s': the request's deadline of %llu us cannot be met (about %llu "
@@ -610,6 +634,9 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
     }
     bool slot_free = s->free_slots != NULL;
     pthread_mutex_unlock(&s->lock);
+    if (shed)
+        fail_request(shed, 429, "the queue is full and a request of a higher priority level "
+                                "took this one's place");
     /* With every instance leased, the thread that gives one back looks at
      * the queue again. */
     if (slot_free) {

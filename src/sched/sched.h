@@ -66,7 +66,10 @@
  * instances) is refused at once with 503 and err->retry_after_s.
  * Cancelled requests are answered 499 and never run. The queue is bounded
  * by max_queue_size requests (and each level by its own max_queue_size):
- * beyond it submit fails with 429.
+ * beyond it submit fails with 429 — unless the last queued request is of a
+ * lower level than the newcomer (background requests are the lowest): that
+ * one is shed instead (answered 429) and the newcomer takes its place, so
+ * overload sheds shadow copies and low priorities first.
  *
  * Outputs of a batched request point into the batch's output memory (or,
  * for outputs cut back after padding, a copy in it), shared by the batch's

@@ -3,6 +3,7 @@ import json
 import socket
 import time
 
+import pytest
 import requests
 
 from conftest import HttpReader, assert_error_response, connect, http_request, raw_http, parse_responses
@@ -463,3 +464,38 @@ def test_absolute_form_request_target(server):
         assert json.loads(meta.body)["name"] == "simple"
     finally:
         s.close()
+
+
+SMUGGLED = b"GET /v2/repository/index HTTP/1.1\r\nHost: x\r\n\r\n"
+SMUGGLING = {
+    # Content-Length and Transfer-Encoding together: which one frames the
+    # body is what the front proxy and the server would disagree on.
+    "cl-te": b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "te-cl": b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+             b"Content-Length: 4\r\n\r\n0\r\n\r\n",
+    "two-content-lengths": b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                           b"Content-Length: 47\r\n\r\n",
+    "content-length-list": b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 0, 47\r\n\r\n",
+    "te-not-chunked-last": b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\n"
+                           b"Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+    "te-obfuscated": b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n"
+                     b"0\r\n\r\n",
+    "obs-fold": b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                b"X-Pad: a\r\n Transfer-Encoding: chunked\r\n\r\n",
+    "bare-cr": b"POST /v2/health/live HTTP/1.1\r\nHost: x\rContent-Length: 47\r\n"
+               b"Content-Length: 0\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMUGGLING))
+def test_request_smuggling_is_refused_and_closes(server, name):
+    """Each classic smuggling head is answered 400 (or 501) with a JSON error, and
+    the connection closes: the request hidden behind it is never read as a
+    second request."""
+    # A transfer coding the server does not know is 501 (RFC 9112, 6.1).
+    status = 501 if name == "te-not-chunked-last" else 400
+    resps = parse_responses(raw_http(server.port, SMUGGLING[name] + SMUGGLED))
+    assert [r.status for r in resps] == [status], (name, resps)
+    assert_error_response(resps[0], status)
+    assert "close" in resps[0].header_tokens("connection"), resps[0]

@@ -406,6 +406,36 @@ def test_timeout_action_reject_gives_504(server_factory, tmp_path):
     assert model_stats(srv, "echo")["execution_count"] == 1  # B never ran
 
 
+def test_full_queue_sheds_a_lower_priority_request(server_factory, tmp_path):
+    """--queue-limit 2: while A (level 1) runs, B and C (level 2) fill the
+    queue. D (level 1) arrives: C, the last of the lower level, is shed with
+    429 and D takes its place, running before B. E (level 2) finds nothing
+    lower to shed: 429."""
+    root = tmp_path / "models"
+    root.mkdir()
+    add_stall_model(root, "prio", stall_config(0, PRIO))
+    srv = server_factory.start("--queue-limit", "2", repository=root)
+    url = srv.url
+    a = Arrivals()
+    send_in_order(a, [
+        ("A", echo, url, "prio", 1, False, {"priority": 1}),
+        ("B", echo, url, "prio", 2, False, {"priority": 2}),
+        ("C", echo, url, "prio", 3, False, {"priority": 2}),
+        ("D", echo, url, "prio", 4, False, {"priority": 1}),
+        ("E", echo, url, "prio", 5, False, {"priority": 2}),
+    ])
+    order = a.join()
+    for name, n in (("A", 1), ("B", 2), ("D", 4)):
+        echoed(a.results[name], n)
+    msg = assert_error_response(a.results["C"], 429)
+    assert "higher priority level took this one's place" in msg, msg
+    assert "Retry-After" in a.results["C"].headers
+    msg = assert_error_response(a.results["E"], 429)
+    assert "queue is full" in msg, msg
+    assert a.before("D", "B"), order
+    assert model_stats(srv, "prio")["execution_count"] == 3  # C and E never ran
+
+
 # --------------------------------------------------------------------------
 # e) variable-length batching with a padding budget
 

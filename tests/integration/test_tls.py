@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import requests
@@ -220,3 +221,30 @@ def test_tls_bad_certificate_at_start_fails(server_factory, pki, tmp_path):
                         str(pki / "server.key")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert "cannot load certificate" in r.stderr
+
+
+def key_lines(path):
+    """The base64 lines of a PEM private key: what must never be logged."""
+    return [l for l in Path(path).read_text().splitlines() if l and not l.startswith("-----")]
+
+
+def test_private_key_is_never_logged(server_factory, pki, tmp_path):
+    """Debug logging, an access log, requests, and two reloads that fail on
+    the key (a key that is not PEM, then one that does not match the
+    certificate): no line of either key reaches the server's output."""
+    log = tmp_path / "access.log"
+    srv = tls_server(server_factory, pki, tmp_path, "--log-level", "debug",
+                     "--access-log", str(log))
+    assert requests.get(https(srv), verify=str(pki / "ca.pem"), timeout=10).status_code == 200
+    secret = key_lines(pki / "server.key") + key_lines(pki / "server2.key")
+    broken = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(key_lines(pki / "server.key")[:3]) + "\n"
+    (tmp_path / "key.pem").write_text(broken)
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_log(srv, "TLS reload failed")
+    shutil.copy(pki / "server2.key", tmp_path / "key.pem")
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_log(srv, "TLS reload failed", count=2)
+    assert requests.get(https(srv), verify=str(pki / "ca.pem"), timeout=10).status_code == 200
+    out = srv.stderr() + srv.stdout_path.read_text() + log.read_text()
+    leaked = [l for l in secret if l in out]
+    assert not leaked, "private key material in the server's output"

@@ -946,6 +946,52 @@ static void test_background_queue_is_bounded(void **state)
     free(bg);
 }
 
+/* A full queue (2 waiting) sheds its last request for a newcomer of a
+ * higher level: background first, then the lower level; a newcomer of the
+ * lowest level present is refused. */
+static void test_full_queue_sheds_lower_levels_first(void **state)
+{
+    (void)state;
+    struct sched_config cfg = {.max_batch_size = 8, .dynamic_batching = false,
+                               .max_queue_size = 2, .nlevels = 2, .default_level = 1};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 1, 4); /* holds the instance */
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    treq_init(&r[1], h, 2, 1, 4); /* level 2 */
+    submit_ok(h, &r[1]);
+    treq_init(&r[2], h, 3, 1, 4); /* background */
+    r[2].req.background = true;
+    submit_ok(h, &r[2]);
+    treq_init(&r[3], h, 4, 1, 4); /* level 2: sheds the background one */
+    submit_ok(h, &r[3]);
+    wait_completed(h, 1);
+    check_answer(h, &r[2], 429);
+    treq_init(&r[4], h, 5, 1, 4); /* level 1: sheds request 4, the last level-2 one */
+    r[4].req.priority = 1;
+    submit_ok(h, &r[4]);
+    wait_completed(h, 2);
+    check_answer(h, &r[3], 429);
+    treq_init(&r[5], h, 6, 1, 4); /* level 2 again: nothing lower to shed */
+    struct error err;
+    error_clear(&err);
+    assert_int_equal(sched_submit(h->sched, &r[5].req, NULL, &err), -1);
+    assert_int_equal(err.status, 429);
+    assert_false(r[5].done);
+    assert_int_equal(sched_queue_depth(h->sched), 2);
+    allow(h, ALL);
+    wait_completed(h, 5);
+    CHECK_CALL(h, 0, 4, 1);
+    CHECK_CALL(h, 1, 4, 5);
+    CHECK_CALL(h, 2, 4, 2);
+    assert_int_equal(ncalls(h), 3);
+    check_answer(h, &r[0], 200);
+    check_answer(h, &r[1], 200);
+    check_answer(h, &r[4], 200);
+    harness_finish(h);
+}
+
 /* ---- variable-length batching --------------------------------------------- */
 
 /* With a 20 % padding budget, widths 4, 3 and 4 share a batch padded to
@@ -1003,6 +1049,7 @@ int main(void)
         cmocka_unit_test(test_queue_full_429),
         cmocka_unit_test(test_incompatible_shapes_not_batched),
         cmocka_unit_test(test_higher_priority_level_runs_first),
+        cmocka_unit_test(test_full_queue_sheds_lower_levels_first),
         cmocka_unit_test(test_earliest_deadline_first_within_a_level),
         cmocka_unit_test(test_padding_within_budget_and_outputs_cut_back),
         cmocka_unit_test(test_background_requests_run_last_in_their_own_batch),
