@@ -54,6 +54,8 @@ PACKAGES=(
     nginx-light
     # HTTP/2, gRPC messages and TLS
     libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev openssl
+    # the --config file (YAML)
+    libyaml-dev
     # gRPC tests: protoc --python_out, Debian's grpcio as an independent
     # client; h2load/nghttp for HTTP/2 tests and make bench
     protobuf-compiler python3-protobuf python3-grpcio nghttp2-client

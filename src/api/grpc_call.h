@@ -115,6 +115,13 @@ struct grpc_call {
      * metadata; route NULL until the call resolved a model. */
     char model_version[24];
     const char *route;
+    /* ModelInfer under a rate limit (serve/call.h's call->ratelimit), as
+     * text for ratelimit-limit, -remaining and -reset in the initial
+     * metadata (the trailers of a trailers-only answer); "" = none. */
+    char ratelimit_limit[12], ratelimit_remaining[12], ratelimit_reset[12];
+    /* A 429 or 503 that said when to try again: retry-after (seconds) and
+     * grpc-retry-pushback-ms in the trailers; "" = none. */
+    char retry_after[12], retry_pushback_ms[24];
     struct obsreq *obs; /* other calls: the call's observer, NULL once ended */
     bool obs_begun;     /* call->obs was decided */
     int http_status;    /* HTTP equivalent of the status the call ended with */

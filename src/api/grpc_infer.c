@@ -106,11 +106,11 @@ static bool answerable(const struct grpc_call *call)
     return call->st && !call->finished;
 }
 
-/* ModelInfer: which version answers and why, for the response's initial
- * metadata (x-inferd-model-version, x-inferd-route: REST's headers), on
- * every answer to a call that resolved a model. ModelStreamInfer sends its
- * metadata before any request is routed: each response's model_version
- * tells the version. */
+/* ModelInfer: which version answers and why, and the rate limit's state,
+ * for the response's initial metadata (x-inferd-model-version,
+ * x-inferd-route, ratelimit-*: REST's headers), on every answer to a call
+ * that resolved a model. ModelStreamInfer sends its metadata before any
+ * request is routed: each response's model_version tells the version. */
 static void note_route(struct grpc_call *call, const struct infer_call *ic)
 {
     if (grpc_call_is_stream(call) || !ic->req.model)
@@ -118,6 +118,24 @@ static void note_route(struct grpc_call *call, const struct infer_call *ic)
     snprintf(call->model_version, sizeof call->model_version, "%s",
              ic->req.model->version_str);
     call->route = route_kind_name(ic->route);
+    if (ic->ratelimit.set) {
+        snprintf(call->ratelimit_limit, sizeof call->ratelimit_limit, "%u", ic->ratelimit.limit);
+        snprintf(call->ratelimit_remaining, sizeof call->ratelimit_remaining, "%u",
+                 ic->ratelimit.remaining);
+        snprintf(call->ratelimit_reset, sizeof call->ratelimit_reset, "%u",
+                 ic->ratelimit.reset_s);
+    }
+}
+
+/* A 429 or 503 that says when to try again: its delay in the trailers
+ * (retry-after in seconds, as REST's header, and gRPC's own pushback). */
+static void note_retry(struct grpc_call *call, const struct error *err)
+{
+    if ((err->status != 429 && err->status != 503) || !err->retry_after_s)
+        return;
+    snprintf(call->retry_after, sizeof call->retry_after, "%u", err->retry_after_s);
+    snprintf(call->retry_pushback_ms, sizeof call->retry_pushback_ms, "%llu",
+             (unsigned long long)err->retry_after_s * 1000u);
 }
 
 static void infer_emit(struct infer_call *ic, const struct serve_response *resp)
@@ -177,6 +195,7 @@ static void infer_fail(struct infer_call *ic, const struct error *err)
                           msg->id, err->msg);
     else {
         note_route(call, ic);
+        note_retry(call, err);
         grpc_call_fail(call, err->status, err->msg);
     }
 }

@@ -297,11 +297,12 @@ struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id
 /* ---- responding --------------------------------------------------------- */
 
 /* Most headers initial_metadata() writes. */
-#define INITIAL_METADATA_MAX 5
+#define INITIAL_METADATA_MAX 8
 
 /* The response's initial metadata: content-type, x-request-id, when the
  * call is traced traceparent, and on a ModelInfer call that resolved a
- * model x-inferd-model-version and x-inferd-route (as REST's headers).
+ * model x-inferd-model-version and x-inferd-route (as REST's headers),
+ * and the ratelimit-* entries when a rate limit applied to it.
  * Writes up to INITIAL_METADATA_MAX headers; returns how many. */
 static size_t initial_metadata(const struct grpc_call *call, struct h2_header *h,
                                char tp[TRACEPARENT_LEN + 1])
@@ -314,6 +315,11 @@ static size_t initial_metadata(const struct grpc_call *call, struct h2_header *h
     if (call->route) {
         h[n++] = hdr("x-inferd-model-version", call->model_version);
         h[n++] = hdr("x-inferd-route", call->route);
+    }
+    if (call->ratelimit_limit[0]) {
+        h[n++] = hdr("ratelimit-limit", call->ratelimit_limit);
+        h[n++] = hdr("ratelimit-remaining", call->ratelimit_remaining);
+        h[n++] = hdr("ratelimit-reset", call->ratelimit_reset);
     }
     return n;
 }
@@ -354,7 +360,7 @@ static void call_end(struct grpc_call *call, int code, int http_status, const ch
     }
     char status[8], encoded[3 * ERROR_MSG_MAX + 1], tp[TRACEPARENT_LEN + 1];
     snprintf(status, sizeof status, "%d", code);
-    struct h2_header t[INITIAL_METADATA_MAX + 2];
+    struct h2_header t[INITIAL_METADATA_MAX + 4];
     size_t n = 0;
     if (!call->headers_sent)
         n = initial_metadata(call, t, tp);
@@ -362,6 +368,10 @@ static void call_end(struct grpc_call *call, int code, int http_status, const ch
     if (code != GRPC_OK && msg && msg[0]) {
         grpc_message_encode(msg, encoded, sizeof encoded);
         t[n++] = hdr("grpc-message", encoded);
+    }
+    if (code != GRPC_OK && call->retry_after[0]) {
+        t[n++] = hdr("retry-after", call->retry_after);
+        t[n++] = hdr("grpc-retry-pushback-ms", call->retry_pushback_ms);
     }
     bool sent = h2_stream_finish(call->st, t, n) == 0;
     if (!sent && call->st)

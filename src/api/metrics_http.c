@@ -343,6 +343,8 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
     load_obs_write(out);
     if (src->routing)
         routing_write_metrics(src->routing, out);
+    if (src->ratelimit)
+        ratelimit_write_metrics(src->ratelimit, out);
     write_server_metrics(out, src, cpu);
 }
 

@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "model/repository.h"
 #include "obs/sysinfo.h"
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 
 /* What the metrics and the dashboard show besides the per-model numbers.
@@ -31,6 +32,7 @@ struct obs_sources {
     atomic_uint *open_connections; /* HTTP connections of the process, or NULL */
     uint64_t start_ms;             /* wall clock at start, ms since the epoch */
     struct routing *routing;       /* routing and shadow metrics; NULL: none */
+    struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
 };
 
 /* ---- the metrics listener ------------------------------------------------ */

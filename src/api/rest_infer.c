@@ -72,14 +72,29 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
 
 /* ---- answering ------------------------------------------------------------------- */
 
-/* Which version answered and why (docs/traffic.md), on every answer to a
- * call that resolved a model. */
+/* The state of the rate limit the call came under (docs/limits.md). */
+static void add_ratelimit_headers(struct http_txn *txn, const struct infer_call *call)
+{
+    if (!call->ratelimit.set)
+        return;
+    char v[12];
+    snprintf(v, sizeof v, "%u", call->ratelimit.limit);
+    http_txn_add_header(txn, "RateLimit-Limit", v);
+    snprintf(v, sizeof v, "%u", call->ratelimit.remaining);
+    http_txn_add_header(txn, "RateLimit-Remaining", v);
+    snprintf(v, sizeof v, "%u", call->ratelimit.reset_s);
+    http_txn_add_header(txn, "RateLimit-Reset", v);
+}
+
+/* Which version answered and why (docs/traffic.md), and the rate limit's
+ * state, on every answer to a call that resolved a model. */
 static void add_route_headers(struct http_txn *txn, const struct infer_call *call)
 {
     if (!call->req.model)
         return;
     http_txn_add_header(txn, "x-inferd-model-version", call->req.model->version_str);
     http_txn_add_header(txn, "x-inferd-route", route_kind_name(call->route));
+    add_ratelimit_headers(txn, call);
 }
 
 static void unlink_stream(struct infer_call *call)

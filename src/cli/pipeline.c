@@ -4,6 +4,7 @@ void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts
 {
     const struct serve_stage stages[] = {
         {"resolve", serve_stage_resolve, NULL, NULL},
+        {"ratelimit", ratelimit_stage, parts->ratelimit, NULL},
         {"route", routing_stage_route, parts->routing, routing_route_done},
         {"decode", serve_stage_decode, NULL, NULL},
         {"shadow", routing_stage_shadow, parts->routing, routing_shadow_done},

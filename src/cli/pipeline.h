@@ -3,18 +3,21 @@
  * (serve/call.h), in the design's order. This file is the one place that
  * lists the stages: a new stage is its own file plus one line here.
  *
- *   resolve  → route (pin, A/B, canary; decides the shadow copy)
+ *   resolve  → ratelimit (token buckets; 429)
+ *            → route (pin, A/B, canary; decides the shadow copy)
  *            → decode → shadow (sends the copy) → submit
  */
 #ifndef INFERD_CLI_PIPELINE_H
 #define INFERD_CLI_PIPELINE_H
 
+#include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "serve/call.h"
 
 /* What the stages read (process-wide; outlives every I/O thread). */
 struct pipeline_parts {
     struct routing *routing;
+    struct ratelimit *ratelimit;
 };
 
 /* Fills *p with the stages, each configured from parts. */

@@ -51,6 +51,9 @@ static atomic_bool enabled;
 static atomic_uint generation; /* bumped by every open, invalidates thread slots */
 static atomic_bool reopen_wanted;
 static atomic_uint_fast64_t st_written, st_dropped;
+/* The sampling ratio's bits (a double): accesslog_set_sample changes it
+ * while producers read it. */
+static _Atomic uint64_t sample_bits;
 
 static _Thread_local struct producer *tls_producer;
 static _Thread_local unsigned tls_generation;
@@ -258,6 +261,7 @@ int accesslog_open(const struct accesslog_config *cfg, struct error *err)
     if (!a)
         return error_set(err, 500, "out of memory");
     a->cfg = *cfg;
+    accesslog_set_sample(cfg->sample);
     if (!a->cfg.thread_buffer_bytes)
         a->cfg.thread_buffer_bytes = DEFAULT_THREAD_BUFFER;
     snprintf(a->path, sizeof a->path, "%s", cfg->path);
@@ -340,8 +344,17 @@ bool accesslog_sample(void)
 {
     if (!accesslog_enabled())
         return false;
-    double s = alog->cfg.sample;
+    uint64_t bits = atomic_load_explicit(&sample_bits, memory_order_relaxed);
+    double s;
+    memcpy(&s, &bits, sizeof s);
     return s >= 1.0 || (s > 0 && trace_random_unit() < s);
+}
+
+void accesslog_set_sample(double sample)
+{
+    uint64_t bits;
+    memcpy(&bits, &sample, sizeof bits);
+    atomic_store_explicit(&sample_bits, bits, memory_order_relaxed);
 }
 
 void accesslog_stats(struct accesslog_stats *out)

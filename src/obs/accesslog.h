@@ -45,6 +45,9 @@ bool accesslog_enabled(void);
 enum log_line_format accesslog_format(void);
 /* The sampling decision for one request (true when on and sampled). */
 bool accesslog_sample(void);
+/* Any thread: a new sampling ratio (0..1) for the next requests (the
+ * --config file's reload); accesslog_open sets cfg->sample. */
+void accesslog_set_sample(double sample);
 
 /* Appends one complete line (without the newline, which is added) from the
  * calling thread. Never blocks on I/O; drops and counts when the thread's

@@ -125,6 +125,18 @@ struct serve_frontend {
 typedef const char *(*serve_header_fn)(const struct infer_call *call, const char *name,
                                        size_t *len);
 
+/* The rate limit a call came under (policy/ratelimit.h): of the buckets
+ * of the rules that matched it, the one with the fewest tokens left (the
+ * refusing one when the call was refused). The front ends send it as
+ * RateLimit-Limit, -Remaining and -Reset (REST headers, gRPC metadata) on
+ * every answer. */
+struct serve_ratelimit {
+    uint32_t limit;     /* the bucket's burst */
+    uint32_t remaining; /* tokens left after this call, rounded down */
+    uint32_t reset_s;   /* seconds until the bucket is full again, rounded up */
+    bool set;           /* false: no rule matched (nothing to send) */
+};
+
 struct infer_call {
     struct infer_request req; /* first: what the scheduler sees */
     struct serve_thread *thread;
@@ -153,6 +165,7 @@ struct infer_call {
     const struct model_entry *entry; /* during the stages only (snapshot held) */
     struct model_snapshot *snapshot; /* released before submit */
     const char *tenant;              /* authenticated tenant, or NULL */
+    struct serve_ratelimit ratelimit; /* set by the rate-limit stage */
     /* Why req.model is the version it is (obs/route_kind.h): resolve sets
      * url or default, the routing stage may say pin, ab or canary. */
     enum route_kind route;

@@ -1,0 +1,68 @@
+/*
+ * ratelimit_rules: the `rate-limits` section of the config file, parsed
+ * into rules (the buckets that apply them are ratelimit.h's).
+ *
+ *   rate-limits:
+ *     - tenant: team-a   # optional: only calls of this authenticated
+ *                        # tenant; "*": every tenant, each its own bucket
+ *       model: digits    # optional: only this model (all its versions);
+ *                        # absent: every model together
+ *       rate: 100        # tokens per second, RATELIMIT_MIN_RATE ..
+ *                        # RATELIMIT_MAX_RATE, fractions allowed
+ *       burst: 200       # bucket size, 1 .. RATELIMIT_MAX_BURST
+ *                        # (default: max(1, ceil(rate)))
+ *
+ * The section may be null (no rules); at most RATELIMIT_MAX_RULES rules.
+ * Nothing is allocated; thread: any.
+ */
+#ifndef INFERD_POLICY_RATELIMIT_RULES_H
+#define INFERD_POLICY_RATELIMIT_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "policy/gcra.h"
+
+#define RATELIMIT_MAX_RULES 64
+#define RATELIMIT_TENANT_MAX 64 /* a tenant name in a rule: 1 to 63 bytes */
+#define RATELIMIT_MODEL_MAX 256 /* a model name in a rule: 1 to 255 bytes */
+#define RATELIMIT_MIN_RATE 0.001
+#define RATELIMIT_MAX_RATE 1e9
+#define RATELIMIT_MAX_BURST 1000000u
+/* The longest ratelimit_rule_describe() text, NUL included. */
+#define RATELIMIT_DESCRIBE_MAX (RATELIMIT_TENANT_MAX + RATELIMIT_MODEL_MAX + 32)
+
+enum ratelimit_tenant {
+    RATELIMIT_ANY_TENANT,  /* no `tenant`: every call, one bucket */
+    RATELIMIT_ONE_TENANT,  /* `tenant: name` */
+    RATELIMIT_EACH_TENANT, /* `tenant: "*"`: one bucket per tenant */
+};
+
+struct ratelimit_rule {
+    enum ratelimit_tenant tenant_kind;
+    char tenant[RATELIMIT_TENANT_MAX]; /* RATELIMIT_ONE_TENANT: the name; else "" */
+    char model[RATELIMIT_MODEL_MAX];   /* "" = every model */
+    double rate;
+    uint32_t burst;
+    struct gcra_params gcra;
+};
+
+/* Parses section into rules[0 .. *n) (room for RATELIMIT_MAX_RULES).
+ * 0, or -1 with err (400) naming the path ("rate-limits[1].rate: ..."). */
+int ratelimit_rules_parse(const struct json_value *section, struct ratelimit_rule *rules,
+                          uint32_t *n, struct error *err);
+
+/* Whether a and b are the same bucket shape and scope (a reload keeps
+ * the bucket of such a rule). */
+bool ratelimit_rule_same(const struct ratelimit_rule *a, const struct ratelimit_rule *b);
+
+/* What the rule limits, for a refusal's message: "tenant team-a on model
+ * digits", "tenant team-a", "model digits", "the server"; tenant: the
+ * call's tenant (the one a "*" rule's bucket belongs to). */
+void ratelimit_rule_describe(const struct ratelimit_rule *r, const char *tenant, char *out,
+                             size_t size);
+
+#endif
