@@ -28,11 +28,12 @@
       checks that two KServe v2 JSON responses hold the same outputs (name,
       datatype, shape) with values within TOL; exit 1 and a reason if not.
       OUT (JSON) gets the largest difference found.
-  report.py binary-request JSON_REQUEST OUT
+  report.py binary-request JSON_REQUEST OUT [BATCH]
       writes a KServe v2 JSON request with FP32 inputs (models/digits/sample.json,
       experiment 9's mlp request) as a request with binary tensor data
       (outputs binary too) into OUT and prints the JSON header's length
-      (Inference-Header-Content-Length).
+      (Inference-Header-Content-Length). BATCH: every input of batch 1
+      repeated BATCH times along the first dimension.
   report.py shadow-scrape METRICS_URL OUT [BEFORE]
       reads the shadow counters of `digits` (inferd_shadow_requests_total,
       inferd_shadow_dropped_total by reason, nv_inference_request_success per
@@ -329,16 +330,23 @@ def cmd_compare_outputs(args):
 
 
 def cmd_binary_request(args):
-    """binary-request JSON_REQUEST OUT: the request's FP32 inputs as binary tensor data."""
+    """binary-request JSON_REQUEST OUT [BATCH]: the request's FP32 inputs as
+    binary tensor data, each repeated BATCH times (default 1)."""
     import struct
     req = load(args[0])
+    batch = int(args[2]) if len(args) > 2 else 1
     inputs, raw = [], b""
     for t in req["inputs"]:
         if t.get("datatype") != "FP32":
             die("%s: input %s is not FP32" % (args[0], t.get("name")))
-        data = [float(x) for x in t["data"]]
+        shape = list(t["shape"])
+        if batch != 1:
+            if not shape or shape[0] != 1:
+                die("%s: input %s has no batch dimension of 1" % (args[0], t.get("name")))
+            shape[0] = batch
+        data = [float(x) for x in t["data"]] * batch
         blob = struct.pack("<%df" % len(data), *data)
-        inputs.append({"name": t["name"], "shape": t["shape"], "datatype": "FP32",
+        inputs.append({"name": t["name"], "shape": shape, "datatype": "FP32",
                        "parameters": {"binary_data_size": len(blob)}})
         raw += blob
     header = json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}},
@@ -1471,12 +1479,14 @@ def md_overload(ov):
         return out
     st = ov.get("setup") or {}
     cap = ov["capacity"]
-    w("`bench/models/mlp`, experiment 9's request as binary tensor data. Capacity: a server "
-      "without a configuration file, closed loop, %s in flight: **%s req/s** (rounds: %s). "
-      "Open-loop runs use %s connections; latency from the scheduled send time; admitted = "
-      "2xx, refused = 429 and 503 (`inferd bench`'s `latency_us_ok`, `latency_us_refused`)." % (
-          st.get("capacity_concurrency", "?"), fmt(cap["rps"]),
-          ", ".join(fmt(r["rps_ok"]) for r in cap["rounds"]), st.get("connections", "?")))
+    w("`bench/models/mlp`, %s samples per request (experiment 9's sample repeated, binary "
+      "tensor data, %s bytes). Capacity: a server without a configuration file, closed loop, "
+      "%s requests in flight: **%s req/s** (rounds: %s). Open-loop runs use %s connections; "
+      "latency from the scheduled send time; admitted = 2xx, refused = 429 and 503 "
+      "(`inferd bench`'s `latency_us_ok`, `latency_us_refused`)." % (
+          st.get("batch", "?"), st.get("request_bytes", "?"), st.get("capacity_concurrency", "?"),
+          fmt(cap["rps"]), ", ".join(fmt(r["rps_ok"]) for r in cap["rounds"]),
+          st.get("connections", "?")))
     w("")
     lim = ov.get("limiter") or {}
     w("**Concurrency limiter** (`--config`: `concurrency: [{model: mlp, min: %s, max: %s, "
