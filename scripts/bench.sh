@@ -910,7 +910,7 @@ if want 11; then
         esac
         return 1
     }
-    if ! "$INFERD" serve --help 2>&1 | grep -q -- '--check-config'; then
+    if [[ "$("$INFERD" serve --help 2>&1)" != *--check-config* ]]; then
         overload_skip all "this inferd has no configuration file (no --config, --check-config in serve --help)"
     else
         OVERLOAD_BODY="$RUN/overload_request.bin"
