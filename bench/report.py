@@ -1063,7 +1063,10 @@ def target_notes(doc):
                                       "overload_rate")))
         notes["overload_p99"] = "p99 %s µs at 3x vs %s µs at 10%% load" % (fmt(o["p99_us"]),
                                                                           fmt(u["p99_us"]))
-        notes["overload_refusal_p99"] = "503 and 429 answers, from the scheduled send time"
+        notes["overload_refusal_p99"] = ("the limiter's 503s, from the scheduled send time; "
+                                         "p50 %s µs" % fmt(median(
+                                             (r["latency_us_refused"] or {}).get("p50")
+                                             for r in o["rounds"])))
     if ten.get("skipped") or ten.get("error"):
         notes["tenant_fairness"] = "%s: %s" % ("skipped" if ten.get("skipped") else
                                                "not measured", ten.get("skipped") or ten["error"])
