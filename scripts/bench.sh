@@ -945,7 +945,6 @@ print(round(max(json.load(open(p))["rps_ok"] for p in sys.argv[1:]), 1))' "$@"
         OVERLOAD_CAPACITY="$(ok_rps "$RUN"/overload_capacity_r*.json)"
         UNLOADED_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.1)))' "$OVERLOAD_CAPACITY")"
         OVERLOAD_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 3)))' "$OVERLOAD_CAPACITY")"
-        printf '%s\n' "$OVERLOAD_CAPACITY" >"$RUN/overload_capacity"
 
         # (b), (c) the concurrency limiter at 10% and at 3x capacity
         OVERLOAD_CONFIG="$RUN/overload.yaml"
