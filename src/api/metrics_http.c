@@ -345,6 +345,10 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         routing_write_metrics(src->routing, out);
     if (src->ratelimit)
         ratelimit_write_metrics(src->ratelimit, out);
+    if (src->limiter)
+        limiter_write_metrics(src->limiter, out);
+    if (src->breaker)
+        breaker_write_metrics(src->breaker, out);
     write_server_metrics(out, src, cpu);
 }
 

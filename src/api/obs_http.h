@@ -22,6 +22,8 @@
 #include "http/server.h"
 #include "model/repository.h"
 #include "obs/sysinfo.h"
+#include "policy/breaker.h"
+#include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
 
@@ -32,6 +34,8 @@ struct obs_sources {
     atomic_uint *open_connections; /* HTTP connections of the process, or NULL */
     uint64_t start_ms;             /* wall clock at start, ms since the epoch */
     struct routing *routing;       /* routing and shadow metrics; NULL: none */
+    struct limiter *limiter;       /* adaptive concurrency metrics; NULL: none */
+    struct breaker *breaker;       /* circuit breaker metrics; NULL: none */
     struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
 };
 

@@ -36,6 +36,8 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "policy/breaker.h"
+#include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "sched/pool.h"
@@ -466,6 +468,8 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.repo = repo;
     o->obs.routing = routing;
     o->obs.ratelimit = parts->ratelimit;
+    o->obs.limiter = parts->limiter;
+    o->obs.breaker = parts->breaker;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
@@ -567,6 +571,8 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
 }
 
 CONFIG_SECTION_ADAPTERS(ratelimit)
+CONFIG_SECTION_ADAPTERS(limiter)
+CONFIG_SECTION_ADAPTERS(breaker)
 
 static int serve(int argc, char **argv)
 {
@@ -579,12 +585,15 @@ static int serve(int argc, char **argv)
     struct config_section sections[CONFIG_MAX_SECTIONS];
     size_t nsections = 0;
     void *parsed[CONFIG_MAX_SECTIONS];
-    struct pipeline_parts parts = {.ratelimit = ratelimit_new()};
-    if (!parts.ratelimit) {
+    struct pipeline_parts parts = {.ratelimit = ratelimit_new(), .limiter = limiter_new(),
+                                   .breaker = breaker_new()};
+    if (!parts.ratelimit || !parts.limiter || !parts.breaker) {
         fprintf(stderr, "inferd: out of memory\n");
         return 1;
     }
     sections[nsections++] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
+    sections[nsections++] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
+    sections[nsections++] = CONFIG_SECTION("breakers", breaker, parts.breaker);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -597,6 +606,8 @@ static int serve(int argc, char **argv)
     serve_runtime_of(&o, &reloader.runtime);
     int rc = run(&o, file ? &reloader : NULL, &parts);
     ratelimit_free(parts.ratelimit); /* every I/O thread has stopped */
+    limiter_free(parts.limiter);
+    breaker_free(parts.breaker);
     config_file_free(file);
     serve_cmdline_free(&cmdline);
     return rc;

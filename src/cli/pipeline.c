@@ -6,7 +6,9 @@ void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts
         {"resolve", serve_stage_resolve, NULL, NULL},
         {"ratelimit", ratelimit_stage, parts->ratelimit, NULL},
         {"route", routing_stage_route, parts->routing, routing_route_done},
+        {"breaker", breaker_stage, parts->breaker, breaker_done},
         {"decode", serve_stage_decode, NULL, NULL},
+        {"limiter", limiter_stage, parts->limiter, limiter_done},
         {"shadow", routing_stage_shadow, parts->routing, routing_shadow_done},
         {"submit", serve_stage_submit, NULL, NULL},
     };

@@ -5,11 +5,19 @@
  *
  *   resolve  → ratelimit (token buckets; 429)
  *            → route (pin, A/B, canary; decides the shadow copy)
- *            → decode → shadow (sends the copy) → submit
+ *            → breaker (may switch to the fallback version) → decode
+ *            → limiter (adaptive concurrency) → shadow (sends the copy)
+ *            → submit
+ *
+ * The concurrency limiter runs after decode, not before it as the design
+ * first placed it: the call's priority level and `timeout` come with the
+ * request body (REST parameters), and the limiter needs both.
  */
 #ifndef INFERD_CLI_PIPELINE_H
 #define INFERD_CLI_PIPELINE_H
 
+#include "policy/breaker.h"
+#include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
 #include "serve/call.h"
@@ -18,6 +26,8 @@
 struct pipeline_parts {
     struct routing *routing;
     struct ratelimit *ratelimit;
+    struct breaker *breaker;
+    struct limiter *limiter;
 };
 
 /* Fills *p with the stages, each configured from parts. */

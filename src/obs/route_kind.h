@@ -13,15 +13,26 @@
  *   ab       an experiment arm: the arm header, or the sticky bucket of
  *            the key header
  *   canary   the weighted canary split (either side of it)
+ *   fallback the circuit breaker of the chosen version is open and its
+ *            fallback version served (policy/breaker.h)
  */
 #ifndef INFERD_OBS_ROUTE_KIND_H
 #define INFERD_OBS_ROUTE_KIND_H
 
-enum route_kind { ROUTE_DEFAULT, ROUTE_URL, ROUTE_PIN, ROUTE_AB, ROUTE_CANARY, ROUTE_KINDS };
+enum route_kind {
+    ROUTE_DEFAULT,
+    ROUTE_URL,
+    ROUTE_PIN,
+    ROUTE_AB,
+    ROUTE_CANARY,
+    ROUTE_FALLBACK,
+    ROUTE_KINDS
+};
 
 static inline const char *route_kind_name(enum route_kind k)
 {
-    static const char *const names[ROUTE_KINDS] = {"default", "url", "pin", "ab", "canary"};
+    static const char *const names[ROUTE_KINDS] = {"default", "url",    "pin",
+                                                   "ab",      "canary", "fallback"};
     return (unsigned)k < ROUTE_KINDS ? names[k] : "default";
 }
 

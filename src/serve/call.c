@@ -219,7 +219,11 @@ void serve_call_start(struct infer_call *call)
 
 static void resume_on_loop(struct loop_task *task)
 {
-    run_stages(container_of(task, struct infer_call, _task));
+    struct infer_call *call = container_of(task, struct infer_call, _task);
+    if (call->req.rc != 0)
+        call_refuse(call, &call->req.err); /* the deferred stage answered it */
+    else
+        run_stages(call);
 }
 
 void serve_call_resume(struct infer_call *call)

@@ -171,6 +171,8 @@ struct infer_call {
     enum route_kind route;
     void *route_ctx;  /* the routing stage's, from its run() to its done() */
     void *shadow_ctx; /* the shadow stage's, from its run() to its done() */
+    void *breaker_ctx; /* the circuit breaker stage's (policy/breaker.h) */
+    void *limiter_ctx; /* the concurrency limiter stage's (policy/limiter.h) */
 
     /* Read-only for the front end: the scheduler took the request (so its
      * timings mean something). */
@@ -235,7 +237,9 @@ void serve_call_abandon(struct infer_call *call);
  * front end through its callbacks, ending with end(). */
 void serve_call_start(struct infer_call *call);
 /* A deferred stage is done with the call (any thread): the stages go on,
- * from the next one, on the call's loop. */
+ * from the next one, on the call's loop. A deferred stage that answers
+ * the call with an error instead calls serve_call_error() first: the call
+ * is then refused on its loop. */
 void serve_call_resume(struct infer_call *call);
 /* For stages that answer the call themselves (e.g. from a cache): its one,
  * final response; returns STAGE_DONE. */

@@ -109,6 +109,21 @@ def test_plugin_fail_every_n_alternates(server_factory, tmp_path):
     assert requests.get(srv.url + "/v2/models/echo/ready").status_code == 200
 
 
+def test_plugin_fails_while_a_file_exists(server_factory, tmp_path):
+    """fail_while_exists PATH: every execution fails with 500 while PATH
+    exists, and succeeds again once it is removed."""
+    flag = tmp_path / "failing"
+    srv = server_factory.start(
+        repository=plugin_repo(tmp_path, ECHO_CONFIG + param("fail_while_exists", flag)))
+    assert ok_json(echo(srv.url, [1, 2, 3, 4]))["outputs"][0]["data"] == [1, 2, 3, 4]
+    flag.write_text("")
+    for _ in range(3):
+        msg = assert_error_response(echo(srv.url, [1, 2, 3, 4]), 500)
+        assert msg == "injected failure (%s exists)" % flag, msg
+    flag.unlink()
+    assert ok_json(echo(srv.url, [1, 2, 3, 4]))["outputs"][0]["data"] == [1, 2, 3, 4]
+
+
 def test_plugin_stall_still_answers(server_factory, tmp_path):
     srv = server_factory.start(
         repository=plugin_repo(tmp_path, ECHO_CONFIG + param("delay_us", "300000")))

@@ -31,6 +31,13 @@
  *                 execution refused (shadow_fail)", before any delay or
  *                 injected failure and without counting as an execution;
  *                 0 (the default): shadow copies run like any request.
+ * and one path:
+ *   fail_while_exists PATH  every execute() (after its delay) fails with
+ *                 status 500 and "injected failure (PATH exists)" while
+ *                 the file PATH exists, so that a test can make a version
+ *                 fail and recover (create the file once the model is
+ *                 loaded: a failed warm-up fails the load). At most 1023
+ *                 bytes; checked with access(2) at each execution.
  * Any other parameter fails the load with 400, so that a misspelt one is
  * not silently ignored.
  *
@@ -57,11 +64,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <inferd/backend.h>
 
 #define DELAY_US_MAX 3600000000u
 #define PARAM_LINE_MAX 512
+#define FAIL_PATH_MAX 1024
 
 struct instance {
     struct inferd_model_io io[2]; /* input, output (the model info); names owned */
@@ -69,6 +78,7 @@ struct instance {
     uint64_t fail_skip;
     uint64_t delay_us;
     uint64_t shadow_fail; /* 0 or 1 */
+    char fail_path[FAIL_PATH_MAX]; /* fail_while_exists; "" = none */
     atomic_uint_fast64_t executions;
 };
 
@@ -121,12 +131,19 @@ static int set_parameter(struct instance *self, const char *key, const char *val
         rc = parse_u64(value, DELAY_US_MAX, &self->delay_us);
     else if (strcmp(key, "shadow_fail") == 0)
         rc = parse_u64(value, 1, &self->shadow_fail);
-    else if (file)
+    else if (strcmp(key, "fail_while_exists") == 0) {
+        size_t len = strlen(value);
+        if (len == 0 || len >= sizeof self->fail_path)
+            return fail(err, 400, "%s%sparameter fail_while_exists: a path of 1 to %d bytes",
+                        file ? file : "", file ? ": " : "", FAIL_PATH_MAX - 1);
+        memcpy(self->fail_path, value, len + 1);
+        return 0;
+    } else if (file)
         return fail(err, 400, "%s: unknown parameter '%s' (identity_stall takes fail_every_n, "
-                    "fail_skip, delay_us and shadow_fail)", file, key);
+                    "fail_skip, delay_us, shadow_fail and fail_while_exists)", file, key);
     else
         return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every_n, "
-                    "fail_skip, delay_us and shadow_fail)", key);
+                    "fail_skip, delay_us, shadow_fail and fail_while_exists)", key);
     if (rc && file)
         return fail(err, 400, "%s: parameter %s: '%s' is not a number in range", file, key,
                     value);
@@ -240,6 +257,8 @@ static int is_execute_flags(void *instance, const struct inferd_tensor *inputs, 
         stall(self->delay_us);
     if (self->fail_every_n && n > self->fail_skip && (n - self->fail_skip) % self->fail_every_n == 0)
         return fail(err, 500, "injected failure");
+    if (self->fail_path[0] && access(self->fail_path, F_OK) == 0)
+        return fail(err, 500, "injected failure (%s exists)", self->fail_path);
     if (nin != 1 || strcmp(inputs[0].name, self->io[0].name) != 0)
         return fail(err, 400, "expected the one input '%s'", self->io[0].name);
     if (nout != 1 || strcmp(output_names[0], self->io[1].name) != 0)

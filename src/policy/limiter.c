@@ -1,0 +1,410 @@
+#include "policy/limiter.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "model/model.h"
+#include "obs/metrics.h"
+#include "policy/fields.h"
+#include "policy/gradient.h"
+
+#define MODEL_NAME_MAX 256
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+struct limiter_entry {
+    char model[MODEL_NAME_MAX];
+    int64_t version; /* -1: every version */
+    struct gradient_params p;
+};
+
+struct limiter_config {
+    uint32_t n;
+    struct limiter_entry e[];
+};
+
+/* One version's limiter; reference counted (the store, calls). */
+struct lim_state {
+    atomic_uint refs;
+    char model[MODEL_NAME_MAX];
+    int64_t version;
+    char version_str[24];
+    struct gradient g;
+};
+
+struct limiter {
+    pthread_mutex_t lock; /* cfg, states */
+    struct limiter_config *cfg;
+    atomic_uint nentries; /* cfg->n, read without the lock */
+    struct lim_state *states[LIMITER_MAX_STATES];
+    uint32_t nstates;
+    bool full_logged;
+};
+
+/* What a call holds from the stage to its done hook (call arena). */
+struct lim_hold {
+    struct gradient_waiter w;
+    struct lim_state *st;
+    struct infer_call *call;
+};
+
+/* ---- the section --------------------------------------------------------------------- */
+
+static int parse_entry(const struct json_value *v, const char *path, struct limiter_entry *e,
+                       struct error *err)
+{
+    static const char *const known[] = {"model",
+                                        "version",
+                                        "min",
+                                        "max",
+                                        "initial",
+                                        "sample-window-ms",
+                                        "min-rtt-interval-secs",
+                                        "min-rtt-samples",
+                                        "tolerance",
+                                        "low-priority-share",
+                                        "queue",
+                                        NULL};
+    uint32_t window_ms = 100, interval_s = 30;
+    struct gradient_params *p = &e->p;
+    *p = (struct gradient_params){.min = 3,
+                                  .max = 1000,
+                                  .min_rtt_samples = 50,
+                                  .tolerance = 0.5,
+                                  .low_share = 0.9,
+                                  .queue = true};
+    if (fields_check_object(v, path, known, err) != 0 ||
+        fields_name(v, path, "model", e->model, sizeof e->model, true, err) != 0 ||
+        fields_version(v, path, "version", &e->version, err) != 0 ||
+        fields_u32(v, path, "min", 1, GRADIENT_LIMIT_MAX, &p->min, err) != 0 ||
+        fields_u32(v, path, "max", p->min, GRADIENT_LIMIT_MAX, &p->max, err) != 0)
+        return -1;
+    p->initial = 16 < p->min ? p->min : 16 > p->max ? p->max : 16;
+    if (fields_u32(v, path, "initial", p->min, p->max, &p->initial, err) != 0 ||
+        fields_u32(v, path, "sample-window-ms", 1, 60000, &window_ms, err) != 0 ||
+        fields_u32(v, path, "min-rtt-interval-secs", 1, 86400, &interval_s, err) != 0 ||
+        fields_u32(v, path, "min-rtt-samples", 1, GRADIENT_SAMPLES, &p->min_rtt_samples, err) !=
+            0 ||
+        fields_double(v, path, "tolerance", 0, 10, &p->tolerance, err) != 0 ||
+        fields_double(v, path, "low-priority-share", 0.01, 1, &p->low_share, err) != 0 ||
+        fields_bool(v, path, "queue", &p->queue, err) != 0)
+        return -1;
+    p->window_ns = (uint64_t)window_ms * 1000000u;
+    p->min_rtt_interval_ns = (uint64_t)interval_s * 1000000000u;
+    return 0;
+}
+
+int limiter_config_parse(const struct json_value *section, struct limiter_config **out,
+                         struct error *err)
+{
+    if (section && section->type == JSON_NULL)
+        section = NULL; /* `concurrency:` with nothing under it */
+    uint32_t n = section ? section->len : 0;
+    *out = NULL;
+    if (section && fields_check_list(section, "concurrency", LIMITER_MAX_ENTRIES, err) != 0)
+        return -1;
+    struct limiter_config *c = mem_calloc(1, sizeof *c + n * sizeof c->e[0]);
+    if (!c)
+        return error_set(err, 500, "out of memory reading the concurrency section");
+    for (uint32_t i = 0; i < n; i++) {
+        char path[48];
+        snprintf(path, sizeof path, "concurrency[%u]", i);
+        struct limiter_entry *e = &c->e[i];
+        if (parse_entry(&section->u.items[i], path, e, err) != 0)
+            goto fail;
+        for (uint32_t k = 0; k < i; k++)
+            if (c->e[k].version == e->version && strcmp(c->e[k].model, e->model) == 0) {
+                error_set(err, 400, "%s: model %.64s%s is already limited by concurrency[%u]", path,
+                          e->model, e->version < 0 ? "" : " (this version)", k);
+                goto fail;
+            }
+        c->n++;
+    }
+    *out = c;
+    return 0;
+fail:
+    mem_free(c);
+    return -1;
+}
+
+void limiter_config_free(struct limiter_config *c)
+{
+    mem_free(c);
+}
+
+/* The entry that applies to (model, version): its own, else the model's. */
+static const struct limiter_entry *entry_for(const struct limiter_config *c, const char *model,
+                                             int64_t version)
+{
+    const struct limiter_entry *any = NULL;
+    for (uint32_t i = 0; c && i < c->n; i++) {
+        if (strcmp(c->e[i].model, model) != 0)
+            continue;
+        if (c->e[i].version == version)
+            return &c->e[i];
+        if (c->e[i].version < 0)
+            any = &c->e[i];
+    }
+    return any;
+}
+
+static bool same_params(const struct gradient_params *a, const struct gradient_params *b)
+{
+    return a->min == b->min && a->max == b->max && a->initial == b->initial &&
+           a->window_ns == b->window_ns && a->min_rtt_interval_ns == b->min_rtt_interval_ns &&
+           a->min_rtt_samples == b->min_rtt_samples && a->tolerance == b->tolerance &&
+           a->low_share == b->low_share && a->queue == b->queue;
+}
+
+/* ---- the store --------------------------------------------------------------------------- */
+
+static void state_unref(struct lim_state *st)
+{
+    if (st && atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1) {
+        gradient_destroy(&st->g);
+        mem_free(st);
+    }
+}
+
+struct limiter *limiter_new(void)
+{
+    struct limiter *l = mem_calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    pthread_mutex_init(&l->lock, NULL);
+    return l;
+}
+
+void limiter_free(struct limiter *l)
+{
+    if (!l)
+        return;
+    for (uint32_t i = 0; i < l->nstates; i++)
+        state_unref(l->states[i]);
+    limiter_config_free(l->cfg);
+    pthread_mutex_destroy(&l->lock);
+    mem_free(l);
+}
+
+void limiter_apply(struct limiter *l, struct limiter_config *c)
+{
+    pthread_mutex_lock(&l->lock);
+    struct limiter_config *old = l->cfg;
+    l->cfg = c;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < l->nstates; i++) {
+        struct lim_state *st = l->states[i];
+        const struct limiter_entry *e = entry_for(c, st->model, st->version);
+        if (e && same_params(&e->p, &st->g.p))
+            l->states[kept++] = st;
+        else
+            state_unref(st);
+    }
+    l->nstates = kept;
+    l->full_logged = false;
+    atomic_store_explicit(&l->nentries, c ? c->n : 0, memory_order_relaxed);
+    pthread_mutex_unlock(&l->lock);
+    limiter_config_free(old);
+}
+
+static void wake(struct gradient_waiter *w);
+
+/* The limiter of model m, with a reference; NULL when m is not limited (or
+ * out of memory: then it is not limited either, and that is logged). */
+static struct lim_state *state_for(struct limiter *l, const struct model *m)
+{
+    struct lim_state *st = NULL;
+    pthread_mutex_lock(&l->lock);
+    const struct limiter_entry *e = entry_for(l->cfg, m->name, m->version);
+    if (!e)
+        goto out;
+    for (uint32_t i = 0; i < l->nstates && !st; i++)
+        if (l->states[i]->version == m->version && strcmp(l->states[i]->model, m->name) == 0)
+            st = l->states[i];
+    if (!st) {
+        if (l->nstates == LIMITER_MAX_STATES || !(st = mem_calloc(1, sizeof *st))) {
+            if (!l->full_logged)
+                log_error("concurrency: no limiter for %s version %s (%s): not limited", m->name,
+                          m->version_str,
+                          l->nstates == LIMITER_MAX_STATES ? "too many versions" : "out of memory");
+            l->full_logged = true;
+            goto out;
+        }
+        atomic_init(&st->refs, 1);
+        snprintf(st->model, sizeof st->model, "%s", m->name);
+        st->version = m->version;
+        snprintf(st->version_str, sizeof st->version_str, "%s", m->version_str);
+        gradient_init(&st->g, &e->p, wake, clock_now_ns());
+        l->states[l->nstates++] = st;
+    }
+    atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
+out:
+    pthread_mutex_unlock(&l->lock);
+    return st;
+}
+
+/* ---- the stage ------------------------------------------------------------------------------ */
+
+/* The earlier of the call's deadline and its `timeout` from its arrival;
+ * 0: none. */
+static uint64_t deadline_of(const struct infer_call *call)
+{
+    uint64_t d = call->deadline_ns;
+    if (call->req.timeout_us) {
+        uint64_t t = call->received_ns + call->req.timeout_us * 1000u;
+        d = d && d < t ? d : t;
+    }
+    return d;
+}
+
+/* Whether the call is of a lower priority level than the model's highest
+ * (level 1; sched.h's rule for the level of a request). */
+static bool low_priority(const struct infer_call *call)
+{
+    const struct sched_config *c = &call->req.model->sched_cfg;
+    uint32_t nlevels = c->nlevels ? c->nlevels : 1;
+    uint32_t fallback = c->default_level < nlevels ? c->default_level : 0;
+    uint64_t p = call->req.priority;
+    uint32_t level = p && p <= nlevels ? (uint32_t)p - 1 : fallback;
+    return level > 0;
+}
+
+static enum stage_result refuse(struct infer_call *call, struct lim_state *st,
+                                enum gradient_refusal why)
+{
+    uint32_t n = atomic_load_explicit(&st->g.in_flight, memory_order_relaxed);
+    uint64_t expect = gradient_expected_ns(&st->g);
+    switch (why) {
+    case GRADIENT_REFUSED_QUEUE_FULL:
+        serve_call_error(call, 503,
+                         "concurrency limit of %s version %s reached (%u in flight, %u waiting: "
+                         "the queue is full)",
+                         st->model, st->version_str, n, GRADIENT_QUEUE_MAX);
+        break;
+    case GRADIENT_REFUSED_EXPIRED:
+        serve_call_error(call, 503,
+                         "concurrency limit of %s version %s reached (%u in flight): the "
+                         "deadline leaves no time to wait for a slot",
+                         st->model, st->version_str, n);
+        break;
+    default:
+        serve_call_error(call, 503, "concurrency limit of %s version %s reached (%u in flight)",
+                         st->model, st->version_str, n);
+        break;
+    }
+    uint64_t secs = (expect + 999999999u) / 1000000000u;
+    call->req.err.retry_after_s = secs < 1 ? 1 : secs > 3600 ? 3600 : (unsigned)secs;
+    return STAGE_DONE;
+}
+
+/* A waiter's fate is decided (any thread): the call goes on, or is
+ * answered, on its loop. */
+static void wake(struct gradient_waiter *w)
+{
+    struct lim_hold *h = container_of(w, struct lim_hold, w);
+    if (w->verdict == GRADIENT_EXPIRED)
+        refuse(h->call, h->st, GRADIENT_REFUSED_EXPIRED);
+    else if (w->verdict == GRADIENT_CANCELLED)
+        serve_call_error(h->call, 499, "the client cancelled the request");
+    serve_call_resume(h->call);
+}
+
+enum stage_result limiter_stage(struct infer_call *call, const void *cfg)
+{
+    struct limiter *l = (struct limiter *)cfg;
+    if (atomic_load_explicit(&l->nentries, memory_order_relaxed) == 0 || !call->req.model)
+        return STAGE_CONTINUE;
+    struct lim_state *st = state_for(l, call->req.model);
+    if (!st)
+        return STAGE_CONTINUE;
+    struct lim_hold *h = arena_calloc(&call->req.arena, 1, sizeof *h);
+    if (!h) {
+        state_unref(st);
+        return serve_call_error(call, 503, "out of memory");
+    }
+    h->st = st;
+    h->call = call;
+    h->w.deadline_ns = deadline_of(call);
+    h->w.low = low_priority(call);
+    h->w.cancelled = &call->req.cancelled;
+    call->limiter_ctx = h;
+    enum gradient_refusal why;
+    switch (gradient_admit(&st->g, &h->w, clock_now_ns(), &why)) {
+    case GRADIENT_ADMITTED:
+        return STAGE_CONTINUE;
+    case GRADIENT_WAITING:
+        return STAGE_DEFER; /* h and call belong to wake() now */
+    case GRADIENT_CANCELLED:
+        return serve_call_error(call, 499, "the client cancelled the request");
+    case GRADIENT_EXPIRED:
+        break;
+    }
+    return refuse(call, st, why);
+}
+
+void limiter_done(struct infer_call *call, const void *cfg)
+{
+    (void)cfg;
+    struct lim_hold *h = call->limiter_ctx;
+    if (!h)
+        return;
+    if (h->w.verdict == GRADIENT_ADMITTED) {
+        bool cancelled = atomic_load_explicit(&call->req.cancelled, memory_order_relaxed);
+        gradient_complete(&h->st->g, &h->w, call->req.rc == 0 && !cancelled, clock_now_ns());
+    }
+    state_unref(h->st);
+    call->limiter_ctx = NULL;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------- */
+
+void limiter_write_metrics(struct limiter *l, struct buf *out)
+{
+    static const struct {
+        const char *name, *help;
+    } gauges[] = {
+        {"inferd_concurrency_limit", "Adaptive concurrency limit of a model version"},
+        {"inferd_concurrency_in_flight", "Calls a model version's concurrency limiter admitted "
+                                         "that have not ended"},
+        {"inferd_concurrency_waiting", "Calls waiting for a slot of a model version's "
+                                       "concurrency limit"},
+        {"inferd_concurrency_min_latency_us", "Minimum latency the concurrency limiter last "
+                                              "measured (p90 at the floor), microseconds"},
+        {"inferd_concurrency_sampled_latency_us", "Latency of the concurrency limiter's last "
+                                                  "sample window (p90), microseconds"},
+    };
+    pthread_mutex_lock(&l->lock);
+    for (uint32_t k = 0; k < sizeof gauges / sizeof gauges[0]; k++) {
+        metrics_write_header(out, gauges[k].name, "gauge", gauges[k].help);
+        for (uint32_t i = 0; i < l->nstates; i++) {
+            const struct gradient *g = &l->states[i]->g;
+            const char *labels[] = {"model", l->states[i]->model, "version",
+                                    l->states[i]->version_str};
+            uint64_t v[] = {
+                atomic_load_explicit(&g->limit, memory_order_relaxed),
+                atomic_load_explicit(&g->in_flight, memory_order_relaxed),
+                atomic_load_explicit(&g->nwaiting, memory_order_relaxed),
+                atomic_load_explicit(&g->min_rtt_ns, memory_order_relaxed) / 1000u,
+                atomic_load_explicit(&g->sampled_ns, memory_order_relaxed) / 1000u,
+            };
+            metrics_write_u64(out, gauges[k].name, labels, 2, v[k]);
+        }
+    }
+    metrics_write_header(out, "inferd_concurrency_refusals_total", "counter",
+                         "Calls the concurrency limiter refused (503), by reason: limit, "
+                         "queue_full, expired");
+    for (uint32_t i = 0; i < l->nstates; i++)
+        for (uint32_t r = 0; r < GRADIENT_REFUSALS; r++) {
+            const char *labels[] = {"model",   l->states[i]->model,
+                                    "version", l->states[i]->version_str,
+                                    "reason",  gradient_refusal_name(r)};
+            metrics_write_u64(
+                out, "inferd_concurrency_refusals_total", labels, 3,
+                atomic_load_explicit(&l->states[i]->g.refused[r], memory_order_relaxed));
+        }
+    pthread_mutex_unlock(&l->lock);
+}
