@@ -17,6 +17,12 @@
  * ModelRoutingSet on policy/routing.h, the routing tables as JSON text).
  * Anything else is UNIMPLEMENTED.
  *
+ * API keys (policy/auth.h): each method's class is checked from the
+ * metadata as soon as the headers arrive (UNAUTHENTICATED, PERMISSION_DENIED
+ * before any message is read); a ModelStreamInfer stream needs a valid
+ * key, and each of its requests, like ModelInfer, the model's infer scope
+ * (the pipeline's auth stage).
+ *
  * gRPC framing: each message is a 1-byte compressed flag (set → UNIMPLEMENTED,
  * compression is not supported), a 4-byte big-endian length and the
  * protobuf bytes. A message longer than max_message_bytes is answered
@@ -24,9 +30,9 @@
  * Status travels in the grpc-status / grpc-message (percent-encoded)
  * trailers; an error before any response message is a trailers-only
  * response. Error mapping from inferd's HTTP statuses: 400 INVALID_ARGUMENT,
- * 404 NOT_FOUND, 409 FAILED_PRECONDITION, 413 and 429 RESOURCE_EXHAUSTED,
- * 499 CANCELLED, 501 UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED,
- * other 5xx INTERNAL.
+ * 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409
+ * FAILED_PRECONDITION, 413 and 429 RESOURCE_EXHAUSTED, 499 CANCELLED, 501
+ * UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, other 5xx INTERNAL.
  * The grpc-timeout header becomes the deadline of the call's infer requests
  * in the scheduler (timed out in the queue → never run, DEADLINE_EXCEEDED).
  *
@@ -71,6 +77,7 @@
 /* Default of --grpc-max-message-bytes. */
 #define GRPC_DEFAULT_MAX_MESSAGE_BYTES (64u << 20)
 
+struct auth;
 struct grpc_call;
 struct routing;
 
@@ -82,6 +89,8 @@ struct grpc_api {
     /* The routing tables (policy/routing.h) of inferd.RoutingService; set
      * after grpc_api_init (NULL: those RPCs answer UNIMPLEMENTED). */
     struct routing *routing;
+    /* API keys (policy/auth.h), checked per method; NULL: nothing checked. */
+    struct auth *auth;
     uint64_t max_message_bytes; /* largest request message accepted */
     bool draining;              /* shutting down: readiness false, streams end */
     /* The stream application to put into struct http_server_config.grpc. */

@@ -22,6 +22,7 @@
 #include "api/grpc.h"
 #include "grpc_service.pb-c.h"
 #include "obs/request.h"
+#include "policy/auth.h"
 #include "serve/call.h"
 
 /* gRPC message prefix: compressed flag + 4-byte big-endian length. */
@@ -35,11 +36,13 @@ enum {
     GRPC_INVALID_ARGUMENT = 3,
     GRPC_DEADLINE_EXCEEDED = 4,
     GRPC_NOT_FOUND = 5,
+    GRPC_PERMISSION_DENIED = 7,
     GRPC_RESOURCE_EXHAUSTED = 8,
     GRPC_FAILED_PRECONDITION = 9,
     GRPC_UNIMPLEMENTED = 12,
     GRPC_INTERNAL = 13,
     GRPC_UNAVAILABLE = 14,
+    GRPC_UNAUTHENTICATED = 16,
 };
 
 enum method_id {
@@ -73,6 +76,9 @@ struct method {
     const char *path;
     enum method_id id;
     bool client_stream; /* each request message is handled as it arrives */
+    /* What the call needs (policy/auth.h), checked when its headers
+     * arrive; ModelInfer's stage checks the model's infer scope. */
+    enum auth_class auth;
 };
 
 #define SVC "/inference.GRPCInferenceService/"
@@ -123,6 +129,7 @@ struct grpc_call {
      * grpc-retry-pushback-ms in the trailers; "" = none. */
     char retry_after[12], retry_pushback_ms[24];
     struct obsreq *obs; /* other calls: the call's observer, NULL once ended */
+    char tenant[AUTH_TENANT_MAX + 1]; /* its key's tenant (policy/auth.h); "" = none */
     bool obs_begun;     /* call->obs was decided */
     int http_status;    /* HTTP equivalent of the status the call ended with */
     uint64_t bytes_out; /* response message bytes sent */

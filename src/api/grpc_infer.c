@@ -97,6 +97,7 @@ static int infer_decode(struct infer_call *ic, const struct model *m, struct err
     const Inference__ModelInferRequest *msg = message_of(ic);
     obsreq_attach(*infer_obs(ic), &ic->req, m->name, m->version_str, m->sha256);
     obsreq_set_route(*infer_obs(ic), ic->route);
+    obsreq_set_tenant(*infer_obs(ic), ic->tenant);
     ic->fe.flag = bool_parameter(msg, "triton_enable_empty_final_response");
     return infer_pb_decode(&ic->req, &ic->shm, m, msg, err);
 }
@@ -106,18 +107,22 @@ static bool answerable(const struct grpc_call *call)
     return call->st && !call->finished;
 }
 
-/* ModelInfer: which version answers and why, and the rate limit's state,
- * for the response's initial metadata (x-inferd-model-version,
- * x-inferd-route, ratelimit-*: REST's headers), on every answer to a call
- * that resolved a model. ModelStreamInfer sends its metadata before any
- * request is routed: each response's model_version tells the version. */
+/* ModelInfer: the rate limit's state on every answer to a call that came
+ * under one, and which version answers and why on every answer to a call
+ * that resolved a model (rate limits come before resolve), for the
+ * response's initial metadata (ratelimit-*, x-inferd-model-version,
+ * x-inferd-route: REST's headers). ModelStreamInfer sends its metadata
+ * before any request is routed: each response's model_version tells the
+ * version. */
 static void note_route(struct grpc_call *call, const struct infer_call *ic)
 {
-    if (grpc_call_is_stream(call) || !ic->req.model)
+    if (grpc_call_is_stream(call))
         return;
-    snprintf(call->model_version, sizeof call->model_version, "%s",
-             ic->req.model->version_str);
-    call->route = route_kind_name(ic->route);
+    if (ic->req.model) {
+        snprintf(call->model_version, sizeof call->model_version, "%s",
+                 ic->req.model->version_str);
+        call->route = route_kind_name(ic->route);
+    }
     if (ic->ratelimit.set) {
         snprintf(call->ratelimit_limit, sizeof call->ratelimit_limit, "%u", ic->ratelimit.limit);
         snprintf(call->ratelimit_remaining, sizeof call->ratelimit_remaining, "%u",
@@ -190,6 +195,7 @@ static void infer_fail(struct infer_call *ic, const struct error *err)
         obsreq_infer_done(*infer_obs(ic), &ic->req);
     if (!answerable(call))
         return;
+    obsreq_set_tenant(*infer_obs(ic), ic->tenant);
     if (grpc_call_is_stream(call))
         grpc_stream_error(call, &ic->fe.obs, err->status, msg->model_name, msg->model_version,
                           msg->id, err->msg);

@@ -21,31 +21,31 @@
 
 #define SVC "/inference.GRPCInferenceService/"
 const struct method grpc_methods[] = {
-    {SVC "ServerLive", M_SERVER_LIVE, false},
-    {SVC "ServerReady", M_SERVER_READY, false},
-    {SVC "ModelReady", M_MODEL_READY, false},
-    {SVC "ServerMetadata", M_SERVER_METADATA, false},
-    {SVC "ModelMetadata", M_MODEL_METADATA, false},
-    {SVC "ModelInfer", M_MODEL_INFER, false},
-    {SVC "ModelStreamInfer", M_MODEL_STREAM_INFER, true},
-    {SVC "ModelConfig", M_MODEL_CONFIG, false},
-    {SVC "ModelStatistics", M_MODEL_STATISTICS, false},
-    {SVC "RepositoryIndex", M_REPOSITORY_INDEX, false},
-    {SVC "RepositoryModelLoad", M_REPOSITORY_LOAD, false},
-    {SVC "RepositoryModelUnload", M_REPOSITORY_UNLOAD, false},
-    {SVC "TraceSetting", M_TRACE_SETTING, false},
-    {SVC "LogSettings", M_LOG_SETTINGS, false},
-    {SVC "SystemSharedMemoryStatus", M_SYSTEM_SHM_STATUS, false},
-    {SVC "SystemSharedMemoryRegister", M_SYSTEM_SHM_REGISTER, false},
-    {SVC "SystemSharedMemoryUnregister", M_SYSTEM_SHM_UNREGISTER, false},
-    {SVC "CudaSharedMemoryStatus", M_CUDA_SHM_STATUS, false},
-    {SVC "CudaSharedMemoryRegister", M_CUDA_SHM_REGISTER, false},
-    {SVC "CudaSharedMemoryUnregister", M_CUDA_SHM_UNREGISTER, false},
-    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false},
-    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false},
+    {SVC "ServerLive", M_SERVER_LIVE, false, AUTH_HEALTH},
+    {SVC "ServerReady", M_SERVER_READY, false, AUTH_HEALTH},
+    {SVC "ModelReady", M_MODEL_READY, false, AUTH_READ},
+    {SVC "ServerMetadata", M_SERVER_METADATA, false, AUTH_METADATA},
+    {SVC "ModelMetadata", M_MODEL_METADATA, false, AUTH_READ},
+    {SVC "ModelInfer", M_MODEL_INFER, false, AUTH_IN_PIPELINE},
+    {SVC "ModelStreamInfer", M_MODEL_STREAM_INFER, true, AUTH_ANY_KEY},
+    {SVC "ModelConfig", M_MODEL_CONFIG, false, AUTH_READ},
+    {SVC "ModelStatistics", M_MODEL_STATISTICS, false, AUTH_READ},
+    {SVC "RepositoryIndex", M_REPOSITORY_INDEX, false, AUTH_ADMIN},
+    {SVC "RepositoryModelLoad", M_REPOSITORY_LOAD, false, AUTH_ADMIN},
+    {SVC "RepositoryModelUnload", M_REPOSITORY_UNLOAD, false, AUTH_ADMIN},
+    {SVC "TraceSetting", M_TRACE_SETTING, false, AUTH_ADMIN},
+    {SVC "LogSettings", M_LOG_SETTINGS, false, AUTH_ADMIN},
+    {SVC "SystemSharedMemoryStatus", M_SYSTEM_SHM_STATUS, false, AUTH_INFER},
+    {SVC "SystemSharedMemoryRegister", M_SYSTEM_SHM_REGISTER, false, AUTH_INFER},
+    {SVC "SystemSharedMemoryUnregister", M_SYSTEM_SHM_UNREGISTER, false, AUTH_INFER},
+    {SVC "CudaSharedMemoryStatus", M_CUDA_SHM_STATUS, false, AUTH_INFER},
+    {SVC "CudaSharedMemoryRegister", M_CUDA_SHM_REGISTER, false, AUTH_INFER},
+    {SVC "CudaSharedMemoryUnregister", M_CUDA_SHM_UNREGISTER, false, AUTH_INFER},
+    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false, AUTH_HEALTH},
+    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false, AUTH_HEALTH},
     /* inferd's own extension (proto/inferd_routing.proto) */
-    {"/inferd.RoutingService/ModelRoutingGet", M_ROUTING_GET, false},
-    {"/inferd.RoutingService/ModelRoutingSet", M_ROUTING_SET, false},
+    {"/inferd.RoutingService/ModelRoutingGet", M_ROUTING_GET, false, AUTH_ADMIN},
+    {"/inferd.RoutingService/ModelRoutingSet", M_ROUTING_SET, false, AUTH_ADMIN},
 };
 #undef SVC
 const size_t grpc_nmethods = sizeof grpc_methods / sizeof grpc_methods[0];
@@ -60,6 +60,10 @@ int grpc_status_from_http(int status)
         return GRPC_OK;
     case 400:
         return GRPC_INVALID_ARGUMENT;
+    case 401:
+        return GRPC_UNAUTHENTICATED;
+    case 403:
+        return GRPC_PERMISSION_DENIED;
     case 404:
         return GRPC_NOT_FOUND;
     case 409:
@@ -97,6 +101,10 @@ static int http_status_from_grpc(int code)
         return 504;
     case GRPC_NOT_FOUND:
         return 404;
+    case GRPC_PERMISSION_DENIED:
+        return 403;
+    case GRPC_UNAUTHENTICATED:
+        return 401;
     case GRPC_RESOURCE_EXHAUSTED:
         return 429;
     case GRPC_FAILED_PRECONDITION:
@@ -276,6 +284,7 @@ static void call_obs_begin(struct grpc_call *call)
     call->obs_begun = true;
     call->obs = grpc_obs_begin(call, call->request_id, call->request_id_len, call->msg.len,
                           call->received_ns);
+    obsreq_set_tenant(call->obs, call->tenant);
 }
 
 void grpc_call_obs_end(struct grpc_call *call, int http_status)
@@ -458,6 +467,27 @@ static const struct method *find_method(const char *path, size_t len)
     return NULL;
 }
 
+static const char *stream_metadata(const void *ctx, const char *name, size_t *len)
+{
+    return h2_stream_header(ctx, name, len);
+}
+
+/* Whether the call may go on (policy/auth.h); else it was ended. An
+ * unknown method needs `read`, as an unknown REST path does: a client
+ * without a key learns nothing from UNIMPLEMENTED. */
+static bool authorized(struct grpc_call *call)
+{
+    struct auth_result res;
+    struct error err;
+    enum auth_class cls = call->method ? call->method->auth : AUTH_READ;
+    int rc = auth_check(call->api->auth, cls, NULL, stream_metadata, call->st, &res, &err);
+    memcpy(call->tenant, res.tenant, sizeof call->tenant);
+    if (rc == 0)
+        return true;
+    grpc_call_fail(call, err.status, err.msg);
+    return false;
+}
+
 static void on_headers(void *app, struct h2_stream *st)
 {
     struct grpc_api *api = app;
@@ -484,7 +514,8 @@ static void on_headers(void *app, struct h2_stream *st)
     call->method = path ? find_method(path, plen) : NULL;
     const char *timeout;
     size_t tlen = 0;
-    if (!call->method) {
+    if (!authorized(call)) {
+    } else if (!call->method) {
         char msg[ERROR_MSG_MAX];
         snprintf(msg, sizeof msg, "unknown method %.*s", (int)(plen < 200 ? plen : 200),
                  path ? path : "");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/auth_http.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -343,6 +344,8 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
     load_obs_write(out);
     if (src->routing)
         routing_write_metrics(src->routing, out);
+    if (src->auth)
+        auth_write_metrics(src->auth, out);
     if (src->ratelimit)
         ratelimit_write_metrics(src->ratelimit, out);
     if (src->limiter)
@@ -368,6 +371,8 @@ static void metrics_handle(void *app, struct http_txn *txn)
 {
     struct metrics_server *ms = app;
     const struct http1_request *r = &txn->req;
+    if (!auth_http_allow(ms->src->auth, AUTH_METRICS, txn))
+        return;
     if (r->path_len != 8 || memcmp(r->path, "/metrics", 8) != 0) {
         http_txn_error(txn, 404, "unknown path; metrics are at /metrics");
         return;

@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "model/repository.h"
 #include "obs/sysinfo.h"
+#include "policy/auth.h"
 #include "policy/breaker.h"
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
@@ -34,6 +35,9 @@ struct obs_sources {
     atomic_uint *open_connections; /* HTTP connections of the process, or NULL */
     uint64_t start_ms;             /* wall clock at start, ms since the epoch */
     struct routing *routing;       /* routing and shadow metrics; NULL: none */
+    /* API keys: refusal metrics, and the metrics port's check (`read`
+     * unless `metrics` is open); NULL: none. */
+    struct auth *auth;
     struct limiter *limiter;       /* adaptive concurrency metrics; NULL: none */
     struct breaker *breaker;       /* circuit breaker metrics; NULL: none */
     struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/auth_http.h"
 #include "api/obs_http.h"
 #include "api/rest_obs.h"
 #include "api/rest_shm.h"
@@ -472,6 +473,37 @@ static void route_dashboard(struct rest_api *api, struct http_txn *txn, const st
         obs_http_dashboard_data(api->obs, txn);
 }
 
+/* ---- API keys (policy/auth.h) ------------------------------------------------- */
+
+/* What a request to r needs, following rest_handle's dispatch. Only the
+ * exact infer paths are left to the pipeline's auth stage; a path no
+ * handler takes needs `read`, so that a client without a key learns
+ * nothing from a 404. */
+static enum auth_class route_class(const struct route *r)
+{
+    if (seg_is(r, 0, "dashboard"))
+        return AUTH_DASHBOARD;
+    if (!seg_is(r, 0, "v2"))
+        return AUTH_READ;
+    if (r->n == 1)
+        return AUTH_METADATA;
+    if (seg_is(r, 1, "health"))
+        return AUTH_HEALTH;
+    if (seg_is(r, 1, "logging") || seg_is(r, 1, "trace") || seg_is(r, 1, "repository"))
+        return AUTH_ADMIN;
+    if (seg_is(r, 1, "systemsharedmemory") || seg_is(r, 1, "cudasharedmemory"))
+        return AUTH_INFER;
+    if (!seg_is(r, 1, "models") || r->n < 4)
+        return AUTH_READ;
+    if (seg_is(r, 3, "routing") || seg_is(r, 3, "trace"))
+        return AUTH_ADMIN;
+    int action = r->n == 4 ? 3 : r->n == 6 && seg_is(r, 3, "versions") ? 5 : -1;
+    for (size_t k = 0; action > 0 && k < sizeof infer_actions / sizeof infer_actions[0]; k++)
+        if (seg_is(r, action, infer_actions[k].action))
+            return AUTH_IN_PIPELINE;
+    return AUTH_READ;
+}
+
 void rest_handle(void *app, struct http_txn *txn)
 {
     struct rest_api *api = app;
@@ -481,6 +513,8 @@ void rest_handle(void *app, struct http_txn *txn)
         http_txn_error(txn, 404, "unknown path");
         return;
     }
+    if (!auth_http_allow(api->auth, route_class(&r), txn))
+        return;
     if (seg_is(&r, 0, "dashboard"))
         return route_dashboard(api, txn, &r);
     if (!seg_is(&r, 0, "v2")) {

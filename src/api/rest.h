@@ -21,6 +21,9 @@
  *   POST .../unregister (with or without /region/{n})  (api/rest_shm.h);
  *   /v2/cudasharedmemory/...: 400, not supported on this build
  * Every response carries x-request-id (api/rest_obs.h).
+ * With API keys configured (policy/auth.h), each route is checked before
+ * its handler runs: 401 (with WWW-Authenticate) or 403, JSON error body;
+ * infer, generate and generate_stream are checked by the pipeline.
  * HEAD is accepted wherever GET is.
  *
  * All functions run on the I/O loop thread that owns the connection.
@@ -32,6 +35,7 @@
 #include <stdint.h>
 
 #include "api/obs_http.h"
+#include "policy/auth.h"
 #include "policy/routing.h"
 #include "api/rest_infer.h"
 #include "http/server.h"
@@ -45,6 +49,7 @@ struct rest_api {
     bool draining;              /* shutting down: readiness answers 503 */
     const struct obs_sources *obs; /* what the dashboard shows besides models */
     struct routing *routing;       /* the routing tables (GET/PUT .../routing) */
+    struct auth *auth;             /* API keys (policy/auth.h); NULL: nothing checked */
     struct rest_infer_api infer;
 };
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/auth_http.h"
 #include "api/generate_json.h"
 #include "api/infer_json.h"
 #include "api/rest_obs.h"
@@ -51,6 +52,7 @@ static int infer_decode(struct infer_call *call, const struct model *m, struct e
     int64_t header_len;
     rest_obs_infer_begin(txn, &call->req, m);
     obsreq_set_route(txn->obs, call->route);
+    obsreq_set_tenant(txn->obs, call->tenant);
     if (header_length(txn, &header_len, err) != 0)
         return -1;
     return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len,
@@ -64,6 +66,7 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
     size_t len;
     rest_obs_infer_begin(txn, &call->req, m);
     obsreq_set_route(txn->obs, call->route);
+    obsreq_set_tenant(txn->obs, call->tenant);
     if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len,
                                &text, &len, err) != 0)
         return -1;
@@ -86,15 +89,16 @@ static void add_ratelimit_headers(struct http_txn *txn, const struct infer_call 
     http_txn_add_header(txn, "RateLimit-Reset", v);
 }
 
-/* Which version answered and why (docs/traffic.md), and the rate limit's
- * state, on every answer to a call that resolved a model. */
+/* The rate limit's state on every answer to a call that came under one,
+ * and which version answered and why (docs/traffic.md) on every answer to
+ * a call that resolved a model (rate limits come before resolve). */
 static void add_route_headers(struct http_txn *txn, const struct infer_call *call)
 {
+    add_ratelimit_headers(txn, call);
     if (!call->req.model)
         return;
     http_txn_add_header(txn, "x-inferd-model-version", call->req.model->version_str);
     http_txn_add_header(txn, "x-inferd-route", route_kind_name(call->route));
-    add_ratelimit_headers(txn, call);
 }
 
 static void unlink_stream(struct infer_call *call)
@@ -214,6 +218,8 @@ static void rest_fail(struct infer_call *call, const struct error *err)
         return;
     }
     add_route_headers(txn, call);
+    obsreq_set_tenant(txn->obs, call->tenant);
+    auth_http_challenge(txn, err);
     if (err->status == 429 || err->status == 503) {
         char secs[16];
         snprintf(secs, sizeof secs, "%u", err->retry_after_s ? err->retry_after_s : 1);

@@ -212,7 +212,8 @@ void config_file_free(struct config_file *f)
 
 /* Everything of config_file_load but the file's name in front of errors. */
 static int load(const char *path, struct serve_options *o, const struct config_section *sections,
-                size_t n, void **parsed, struct config_file *f, struct error *err)
+                size_t n, config_check_fn check, void **parsed, struct config_file *f,
+                struct error *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -229,12 +230,12 @@ static int load(const char *path, struct serve_options *o, const struct config_s
     for (size_t i = 0; i < n; i++)
         if (sections[i].parse(json_get(top, sections[i].key), &parsed[i], err) != 0)
             return -1;
-    return 0;
+    return check ? check(parsed, err) : 0;
 }
 
 int config_file_load(const char *path, struct serve_options *o,
-                     const struct config_section *sections, size_t n, void **parsed,
-                     struct config_file **out, struct error *err)
+                     const struct config_section *sections, size_t n, config_check_fn check,
+                     void **parsed, struct config_file **out, struct error *err)
 {
     if (n > CONFIG_MAX_SECTIONS)
         return error_set(err, 400, "%s: more than %d sections registered", path,
@@ -247,7 +248,7 @@ int config_file_load(const char *path, struct serve_options *o,
     arena_init(&f->arena, ARENA_CHUNK, ARENA_MAX);
     struct error e;
     error_clear(&e);
-    if (load(path, o, sections, n, parsed, f, &e) != 0) {
+    if (load(path, o, sections, n, check, parsed, f, &e) != 0) {
         config_sections_discard(sections, n, parsed);
         config_file_free(f);
         return error_set(err, 400, "%s: %s", path, e.msg);
@@ -328,7 +329,8 @@ void config_reload(struct config_reloader *r)
     struct config_file *f = NULL;
     struct error err;
     error_clear(&err);
-    if (config_file_load(r->path, &next, r->sections, r->nsections, parsed, &f, &err) != 0) {
+    if (config_file_load(r->path, &next, r->sections, r->nsections, r->check, parsed, &f,
+                         &err) != 0) {
         log_error("config: reload of %s failed, keeping the current configuration: %s", r->path,
                   err.msg);
         return;

@@ -74,6 +74,11 @@ struct config_section {
         key, X##_section_parse, X##_section_apply, X##_section_free, store                         \
     }
 
+/* A check across sections (e.g. rate-limit rules that name tenants of the
+ * auth section), run when every section of the file parsed: parsed[i]
+ * for sections[i]. 0, or -1 with err (the file is then refused). */
+typedef int (*config_check_fn)(void *const *parsed, struct error *err);
+
 /* A loaded file: its tree, which the strings of the options applied from
  * it point into. */
 struct config_file;
@@ -81,13 +86,14 @@ struct config_file;
 /*
  * Reads path (at most CONFIG_MAX_FILE_BYTES), applies its flag keys to o
  * with serve_option_apply() and parses every one of the n sections,
- * parsed[i] for sections[i] (n <= CONFIG_MAX_SECTIONS). Returns 0 with *out (config_file_free() it
+ * parsed[i] for sections[i] (n <= CONFIG_MAX_SECTIONS), then runs check
+ * (NULL: none). Returns 0 with *out (config_file_free() it
  * after the last use of o), or -1 with a 400 in err; then nothing is kept
  * (parsed[] all NULL) and o is partly changed (the caller exits or drops it).
  */
 int config_file_load(const char *path, struct serve_options *o,
-                     const struct config_section *sections, size_t n, void **parsed,
-                     struct config_file **out, struct error *err);
+                     const struct config_section *sections, size_t n, config_check_fn check,
+                     void **parsed, struct config_file **out, struct error *err);
 void config_file_free(struct config_file *f); /* NULL is a no-op */
 
 /* Without a file: every section parsed as absent (its module's defaults)
@@ -115,6 +121,7 @@ struct config_reloader {
     const struct serve_cmdline *cmdline;
     const struct config_section *sections;
     size_t nsections;
+    config_check_fn check;
     const struct config_file *running; /* what the process started with */
     struct serve_runtime runtime;      /* the reloadable settings as applied */
 };

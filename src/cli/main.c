@@ -1,6 +1,7 @@
 /*
  * inferd command line: `inferd serve` runs the server; `inferd bench` and
- * `inferd routing` (cli/routing_cmd.h) are clients of one; `--help`, `--version`.
+ * `inferd routing` (cli/routing_cmd.h) are clients of one; `inferd keys`
+ * (cli/keys_cmd.h) makes API keys; `--help`, `--version`.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@
 #include "base/mem.h"
 #include "bench/bench.h"
 #include "cli/config_file.h"
+#include "cli/keys_cmd.h"
 #include "cli/pipeline.h"
 #include "cli/routing_cmd.h"
 #include "cli/serve_options.h"
@@ -36,6 +38,7 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "policy/auth.h"
 #include "policy/breaker.h"
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
@@ -51,12 +54,15 @@ static const char usage_text[] =
     "  bench        load-test a server (KServe v2 infer requests or any endpoint)\n"
     "  routing      read or change a model's routing table on a running server\n"
     "               (canary, A/B, shadow: docs/traffic.md)\n"
+    "  keys         make an API key (keys new) or the hash of one (keys hash) for the\n"
+    "               configuration's auth section (docs/security.md)\n"
     "\n"
     "  inferd --help | -h       this text\n"
     "  inferd --version | -V    print the version\n"
     "  inferd serve --help      options of serve\n"
     "  inferd bench --help      options of bench\n"
-    "  inferd routing --help    options of routing\n";
+    "  inferd routing --help    options of routing\n"
+    "  inferd keys --help       usage of keys\n";
 
 /* The default number of I/O threads: one per usable CPU, at most 64. */
 #define MAX_DEFAULT_IO_THREADS 64
@@ -256,7 +262,8 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
 
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
                             struct repository *repo, struct shm_registry *shm,
-                            const struct serve_pipeline *pipeline, struct routing *routing)
+                            const struct serve_pipeline *pipeline, struct routing *routing,
+                            struct auth *auth)
 {
     static atomic_uint open_connections; /* --max-connections counts all threads */
     struct http_server_config http = o->http;
@@ -280,11 +287,13 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->serve.idle_arg = t;
         rest_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
         t->api.routing = routing;
+        t->api.auth = auth;
         if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes) != 0) {
             log_error("cannot set up the gRPC front end: %s", strerror(errno));
             return -1;
         }
         t->grpc.routing = routing;
+        t->grpc.auth = auth;
         http.grpc = &t->grpc.app;
         http.on_tick = io_tick;
         http.tick_arg = t;
@@ -467,6 +476,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     clock_gettime(CLOCK_REALTIME, &started);
     o->obs.repo = repo;
     o->obs.routing = routing;
+    o->obs.auth = parts->auth;
     o->obs.ratelimit = parts->ratelimit;
     o->obs.limiter = parts->limiter;
     o->obs.breaker = parts->breaker;
@@ -496,7 +506,8 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         log_error("out of memory");
         goto out_repository;
     }
-    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing) == 0 &&
+    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing,
+                         parts->auth) == 0 &&
         start_metrics(o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
@@ -537,6 +548,28 @@ out_repository:
     return rc;
 }
 
+CONFIG_SECTION_ADAPTERS(auth)
+CONFIG_SECTION_ADAPTERS(ratelimit)
+CONFIG_SECTION_ADAPTERS(limiter)
+CONFIG_SECTION_ADAPTERS(breaker)
+
+/* The policy sections, in their order in the section table. */
+enum { SECTION_AUTH, SECTION_RATE_LIMITS, SECTION_CONCURRENCY, SECTION_BREAKERS, NSECTIONS };
+
+static bool is_tenant(const void *auth, const char *name)
+{
+    return auth_config_has_tenant(auth, name);
+}
+
+/* config_check_fn: the tenants rate-limit rules name are the auth
+ * section's. */
+static int check_sections(void *const *parsed, struct error *err)
+{
+    const struct auth_config *auth = parsed[SECTION_AUTH];
+    return ratelimit_config_check_tenants(parsed[SECTION_RATE_LIMITS], is_tenant, auth,
+                                          auth && auth->ntenants > 0, err);
+}
+
 /* The settings: defaults < the --config file < the command line, and the
  * parsed policy sections (their defaults without a file). Exits 2 on an
  * error, and 0 after --check-config. Returns the file (NULL without
@@ -551,7 +584,8 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
     struct error err;
     error_clear(&err);
     if (cmdline->config_path
-            ? config_file_load(cmdline->config_path, o, sections, nsections, parsed, &file, &err)
+            ? config_file_load(cmdline->config_path, o, sections, nsections, check_sections,
+                               parsed, &file, &err)
             : config_sections_defaults(sections, nsections, parsed, &err)) {
         fprintf(stderr, "inferd: %s\n", err.msg);
         exit(2);
@@ -570,30 +604,33 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
     return file;
 }
 
-CONFIG_SECTION_ADAPTERS(ratelimit)
-CONFIG_SECTION_ADAPTERS(limiter)
-CONFIG_SECTION_ADAPTERS(breaker)
-
 static int serve(int argc, char **argv)
 {
     struct serve_cmdline cmdline;
     serve_cmdline_parse(argc, argv, &cmdline);
     /* The policy sections of the --config file (cli/config_file.h). Per
      * module X: CONFIG_SECTION_ADAPTERS(X) at file scope; here its store
-     * (X_new()) and sections[nsections++] = CONFIG_SECTION("key", X, store);
+     * (X_new()) and its entry in sections[] at its SECTION_ index;
      * X_free(store) after run(). */
-    struct config_section sections[CONFIG_MAX_SECTIONS];
-    size_t nsections = 0;
-    void *parsed[CONFIG_MAX_SECTIONS];
-    struct pipeline_parts parts = {.ratelimit = ratelimit_new(), .limiter = limiter_new(),
-                                   .breaker = breaker_new()};
-    if (!parts.ratelimit || !parts.limiter || !parts.breaker) {
+    _Static_assert(NSECTIONS <= CONFIG_MAX_SECTIONS, "too many sections");
+    struct config_section sections[NSECTIONS];
+    const size_t nsections = NSECTIONS;
+    void *parsed[NSECTIONS];
+    /* The policy stores (policy/auth.h, ratelimit.h, limiter.h, breaker.h). */
+    struct pipeline_parts parts = {.auth = auth_new(), .ratelimit = ratelimit_new(),
+                                   .limiter = limiter_new(), .breaker = breaker_new()};
+    if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker) {
         fprintf(stderr, "inferd: out of memory\n");
+        auth_free(parts.auth);
+        ratelimit_free(parts.ratelimit);
+        limiter_free(parts.limiter);
+        breaker_free(parts.breaker);
         return 1;
     }
-    sections[nsections++] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
-    sections[nsections++] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
-    sections[nsections++] = CONFIG_SECTION("breakers", breaker, parts.breaker);
+    sections[SECTION_AUTH] = CONFIG_SECTION("auth", auth, parts.auth);
+    sections[SECTION_RATE_LIMITS] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
+    sections[SECTION_CONCURRENCY] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
+    sections[SECTION_BREAKERS] = CONFIG_SECTION("breakers", breaker, parts.breaker);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -602,10 +639,12 @@ static int serve(int argc, char **argv)
     config_sections_apply(sections, nsections, parsed);
     struct config_reloader reloader = {
         .path = cmdline.config_path, .cmdline = &cmdline, .sections = sections,
-        .nsections = nsections, .running = file};
+        .nsections = nsections, .check = check_sections, .running = file};
     serve_runtime_of(&o, &reloader.runtime);
     int rc = run(&o, file ? &reloader : NULL, &parts);
-    ratelimit_free(parts.ratelimit); /* every I/O thread has stopped */
+    /* Every I/O thread has stopped. */
+    auth_free(parts.auth);
+    ratelimit_free(parts.ratelimit);
     limiter_free(parts.limiter);
     breaker_free(parts.breaker);
     config_file_free(file);
@@ -634,6 +673,8 @@ int main(int argc, char **argv)
         return bench_main(argc - 1, argv + 1);
     if (strcmp(cmd, "routing") == 0)
         return routing_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "keys") == 0)
+        return keys_main(argc - 1, argv + 1);
     fprintf(stderr, "inferd: unknown command or option '%s'\n%s", cmd, usage_text);
     return 2;
 }

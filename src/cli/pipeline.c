@@ -3,8 +3,9 @@
 void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts)
 {
     const struct serve_stage stages[] = {
-        {"resolve", serve_stage_resolve, NULL, NULL},
+        {"auth", auth_stage, parts->auth, auth_stage_done},
         {"ratelimit", ratelimit_stage, parts->ratelimit, NULL},
+        {"resolve", serve_stage_resolve, NULL, NULL},
         {"route", routing_stage_route, parts->routing, routing_route_done},
         {"breaker", breaker_stage, parts->breaker, breaker_done},
         {"decode", serve_stage_decode, NULL, NULL},

@@ -47,6 +47,7 @@ struct obsreq {
     char version[24];
     char sha12[13];
     const char *route; /* route_kind_name(), or NULL: not routed (not an infer request) */
+    char tenant[OBSREQ_TENANT_MAX + 1]; /* "" = none */
     char tracestate[TRACESTATE_MAX + 1];
     char inputs[INPUTS_MAX]; /* formatted for the access log's format */
     char error[ERROR_MSG_MAX]; /* the error answer's message; error_len 0: none */
@@ -183,6 +184,7 @@ struct obsreq *obsreq_begin(const struct obsreq_start *s)
     o->model[0] = o->version[0] = o->sha12[0] = '\0';
     o->model_len = o->version_len = o->sha12_len = o->inputs_len = o->error_len = 0;
     o->route = NULL;
+    o->tenant[0] = '\0';
     return o;
 }
 
@@ -207,6 +209,12 @@ void obsreq_set_route(struct obsreq *o, enum route_kind route)
 {
     if (o)
         o->route = route_kind_name(route);
+}
+
+void obsreq_set_tenant(struct obsreq *o, const char *tenant)
+{
+    if (o)
+        copy_str(o->tenant, sizeof o->tenant, tenant, tenant ? strlen(tenant) : 0);
 }
 
 void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name,
@@ -370,6 +378,10 @@ static void write_json_line(struct obsreq *o, struct jline *l, const char *ts, s
     jl_str_or_null(l, o->version, o->version_len);
     jl_lit(l, ",\"route\":");
     jl_str_or_null(l, o->route, o->route ? strlen(o->route) : 0);
+    if (o->tenant[0]) {
+        jl_lit(l, ",\"tenant\":");
+        jl_str(l, o->tenant, strlen(o->tenant));
+    }
     jl_lit(l, ",\"model_sha256\":");
     jl_str_or_null(l, o->sha12, o->sha12_len);
     jl_lit(l, ",\"inputs\":");
@@ -434,6 +446,8 @@ static void write_text_line(struct obsreq *o, struct jline *l, const char *ts, s
     put_token(l, "model", o->model, o->model_len);
     put_token(l, "version", o->version, o->version_len);
     put_token(l, "route", o->route, o->route ? strlen(o->route) : 0);
+    if (o->tenant[0])
+        put_token(l, "tenant", o->tenant, strlen(o->tenant));
     put_token(l, "model_sha256", o->sha12, o->sha12_len);
     put_token(l, "inputs", o->inputs, o->inputs_len);
     put_number(l, "batch_size", o->batch_size);
@@ -478,6 +492,8 @@ static void record_spans(struct obsreq *o, int status, uint64_t bytes_out, uint6
         if (o->route)
             span_attr_str(&r, "inferd.route", o->route, strlen(o->route));
     }
+    if (o->tenant[0])
+        span_attr_str(&r, "inferd.tenant", o->tenant, strlen(o->tenant));
     if (o->done)
         span_attr_int(&r, "inferd.batch_size", o->batch_size);
     if (status >= 500 || status == 0) {

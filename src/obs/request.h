@@ -40,6 +40,8 @@
 #include "obs/trace.h"
 
 #define REQUEST_ID_MAX 128
+/* Longest tenant name the access log keeps (policy/auth.h's). */
+#define OBSREQ_TENANT_MAX 64
 
 enum obs_protocol { OBS_PROTO_HTTP1, OBS_PROTO_HTTP10, OBS_PROTO_H2, OBS_PROTO_GRPC };
 
@@ -83,6 +85,11 @@ void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name
 /* The rule that chose the model version (access log `route`, span
  * attribute inferd.route); infer requests only. */
 void obsreq_set_route(struct obsreq *o, enum route_kind route);
+/* The authenticated tenant (policy/auth.h): the access log's `tenant`
+ * field and the span attribute inferd.tenant, present only on requests
+ * that have one. tenant may be NULL or
+ * "" (none); copied, cut to OBSREQ_TENANT_MAX bytes. */
+void obsreq_set_tenant(struct obsreq *o, const char *tenant);
 void obsreq_infer_done(struct obsreq *o, const struct infer_request *req);
 /* The response's traceparent value (our server span) when the request is
  * traced: writes TRACEPARENT_LEN chars + NUL into out and returns true. */

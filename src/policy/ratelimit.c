@@ -50,6 +50,25 @@ struct ratelimit {
     pthread_mutex_t write_lock; /* ratelimit_apply: one at a time */
 };
 
+int ratelimit_config_check_tenants(const struct ratelimit_config *c,
+                                   bool (*known)(const void *ctx, const char *name),
+                                   const void *ctx, bool any_tenants, struct error *err)
+{
+    for (uint32_t i = 0; c && i < c->nrules; i++) {
+        const struct ratelimit_rule *r = &c->rules[i];
+        if (r->tenant_kind == RATELIMIT_EACH_TENANT && !any_tenants)
+            return error_set(err, 400,
+                             "rate-limits[%u].tenant: \"*\" needs tenants, and the auth section "
+                             "has none (without API keys no call has a tenant)",
+                             i);
+        if (r->tenant_kind == RATELIMIT_ONE_TENANT && !known(ctx, r->tenant))
+            return error_set(err, 400,
+                             "rate-limits[%u].tenant: '%s' is not a tenant of the auth section", i,
+                             r->tenant);
+    }
+    return 0;
+}
+
 /* ---- states and configurations ---------------------------------------------------- */
 
 static struct rule_state *state_new(const struct ratelimit_rule *r)

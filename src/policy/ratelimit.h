@@ -76,6 +76,14 @@ int ratelimit_config_parse(const struct json_value *section, struct ratelimit_co
 /* A configuration never applied; NULL is a no-op. */
 void ratelimit_config_free(struct ratelimit_config *c);
 
+/* Checks the tenants c's rules name against the tenants that exist
+ * (known(ctx, name): the auth section's): a rule naming another tenant, or
+ * a "*" rule when there are none (any_tenants false), is refused, 400
+ * "rate-limits[i].tenant: ...". 0 or -1 with err. */
+int ratelimit_config_check_tenants(const struct ratelimit_config *c,
+                                   bool (*known)(const void *ctx, const char *name),
+                                   const void *ctx, bool any_tenants, struct error *err);
+
 /* The process-wide store, with no rules; NULL when out of memory. */
 struct ratelimit *ratelimit_new(void);
 /* After every I/O thread stopped; NULL is a no-op. */

@@ -3,7 +3,7 @@
  * reopen (logrotate) switches files, an oversized line and a full buffer
  * are dropped and counted, and a reader that stops reading (a FIFO) never
  * blocks writers or the close. Also the request-id rule, a request's
- * `error` field (JSON and text), and the line
+ * `error` and `tenant` fields (JSON and text), and the line
  * builder's string escaping (eight bytes at a time) against a byte-by-byte
  * reference.
  */
@@ -231,7 +231,9 @@ static void test_request_id(void **state)
 
 /* One request's line through obsreq (obs/request.h) in `format`, with the
  * error message `error` (NULL: a success). Returns the line, newline cut. */
-static const char *request_line(enum log_line_format format, int status, const char *error)
+/* The line of one request; tenant may be NULL (none). */
+static const char *request_line(enum log_line_format format, int status, const char *error,
+                                const char *tenant)
 {
     char path[] = "/tmp/inferd_accesslog_XXXXXX";
     int fd = mkstemp(path);
@@ -250,6 +252,7 @@ static const char *request_line(enum log_line_format format, int status, const c
     struct obsreq *o = obsreq_begin(&s);
     assert_non_null(o);
     obsreq_set_error(o, error);
+    obsreq_set_tenant(o, tenant);
     obsreq_end(o, status, 10);
     accesslog_close();
     obsreq_pool_free();
@@ -272,10 +275,10 @@ static bool ends_with(const char *s, const char *tail)
 static void test_error_field(void **state)
 {
     (void)state;
-    const char *line = request_line(LOG_LINE_JSON, 200, NULL);
+    const char *line = request_line(LOG_LINE_JSON, 200, NULL, NULL);
     assert_true(ends_with(line, ",\"status\":200,\"bytes_in\":0,\"bytes_out\":10,\"client\":\"\","
                                 "\"error\":null}"));
-    line = request_line(LOG_LINE_JSON, 400, "unknown input 'in\"put' for model 'mlp'\n\xff");
+    line = request_line(LOG_LINE_JSON, 400, "unknown input 'in\"put' for model 'mlp'\n\xff", NULL);
     assert_true(ends_with(line, ",\"status\":400,\"bytes_in\":0,\"bytes_out\":10,\"client\":\"\","
                                 "\"error\":\"unknown input 'in\\\"put' for model "
                                 "'mlp'\\u000a\\u00ff\"}"));
@@ -283,16 +286,32 @@ static void test_error_field(void **state)
     char longmsg[ERROR_MSG_MAX + 200];
     memset(longmsg, 'e', sizeof longmsg - 1);
     longmsg[sizeof longmsg - 1] = '\0';
-    line = request_line(LOG_LINE_JSON, 500, longmsg);
+    line = request_line(LOG_LINE_JSON, 500, longmsg, NULL);
     const char *e = strstr(line, "\"error\":\"");
     assert_non_null(e);
     assert_int_equal(strlen(e), strlen("\"error\":\"\"}") + ERROR_MSG_MAX - 1);
 
-    line = request_line(LOG_LINE_TEXT, 200, NULL);
+    line = request_line(LOG_LINE_TEXT, 200, NULL, NULL);
     assert_true(ends_with(line, " status=200 bytes_in=0 bytes_out=10 client=- error=-"));
-    line = request_line(LOG_LINE_TEXT, 413, "request body of 10 bytes exceeds the limit");
+    line = request_line(LOG_LINE_TEXT, 413, "request body of 10 bytes exceeds the limit", NULL);
     assert_true(ends_with(line, " status=413 bytes_in=0 bytes_out=10 client=- "
                                 "error=request_body_of_10_bytes_exceeds_the_limit"));
+}
+
+/* `tenant` (policy/auth.h) follows `route`, only on requests that have one. */
+static void test_tenant_field(void **state)
+{
+    (void)state;
+    const char *line = request_line(LOG_LINE_JSON, 200, NULL, NULL);
+    assert_null(strstr(line, "tenant"));
+    line = request_line(LOG_LINE_JSON, 200, NULL, "");
+    assert_null(strstr(line, "tenant"));
+    line = request_line(LOG_LINE_JSON, 403, "no scope", "team-a");
+    assert_non_null(strstr(line, ",\"route\":null,\"tenant\":\"team-a\",\"model_sha256\":"));
+    line = request_line(LOG_LINE_TEXT, 403, "no scope", "team-a");
+    assert_non_null(strstr(line, " route=- tenant=team-a model_sha256=-"));
+    line = request_line(LOG_LINE_TEXT, 200, NULL, NULL);
+    assert_null(strstr(line, "tenant"));
 }
 
 /* The reference: one byte at a time, as RFC 8259 asks (valid UTF-8 kept,
@@ -372,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_stalled_reader),
         cmocka_unit_test(test_request_id),
         cmocka_unit_test(test_error_field),
+        cmocka_unit_test(test_tenant_field),
         cmocka_unit_test(test_jl_str_escapes_every_byte_anywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -114,7 +114,7 @@ static struct config_file *load_ok(const char *text, struct serve_options *o, vo
     struct config_file *f = NULL;
     struct error err;
     error_clear(&err);
-    int rc = config_file_load(path, o, sections, 2, parsed, &f, &err);
+    int rc = config_file_load(path, o, sections, 2, NULL, parsed, &f, &err);
     if (rc != 0)
         print_error("load failed: %s\n", err.msg);
     assert_int_equal(rc, 0);
@@ -131,7 +131,7 @@ static const char *load_fail(const char *text)
     void *parsed[2] = {(void *)1, (void *)1};
     struct config_file *f = (struct config_file *)1;
     error_clear(&err);
-    assert_int_equal(config_file_load(path, &o, sections, 2, parsed, &f, &err), -1);
+    assert_int_equal(config_file_load(path, &o, sections, 2, NULL, parsed, &f, &err), -1);
     assert_int_equal(err.status, 400);
     assert_null(parsed[0]);
     assert_null(parsed[1]);
@@ -319,11 +319,11 @@ static void test_file_errors(void **state)
     struct error err;
     char missing[160];
     snprintf(missing, sizeof missing, "%s/missing.yaml", dir);
-    assert_int_equal(config_file_load(missing, &o, sections, 2, parsed, &f, &err), -1);
+    assert_int_equal(config_file_load(missing, &o, sections, 2, NULL, parsed, &f, &err), -1);
     char expected[256];
     snprintf(expected, sizeof expected, "%s: cannot open: No such file or directory", missing);
     assert_string_equal(err.msg, expected);
-    assert_int_equal(config_file_load(dir, &o, sections, 2, parsed, &f, &err), -1);
+    assert_int_equal(config_file_load(dir, &o, sections, 2, NULL, parsed, &f, &err), -1);
     snprintf(expected, sizeof expected, "%s: not a regular file", dir);
     assert_string_equal(err.msg, expected);
     /* Over 1 MiB. */
@@ -408,7 +408,7 @@ static void test_command_line_overrides(void **state)
     void *parsed[2];
     struct config_file *f = NULL;
     struct error err;
-    assert_int_equal(config_file_load(path, &o, sections, 2, parsed, &f, &err), 0);
+    assert_int_equal(config_file_load(path, &o, sections, 2, NULL, parsed, &f, &err), 0);
     serve_cmdline_apply(&cl, &o);
     assert_int_equal(serve_options_check(&o, &err), 0);
     assert_int_equal(o.http.port, 8200);      /* the flag */

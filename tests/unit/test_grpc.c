@@ -64,6 +64,8 @@ static void test_status_mapping(void **state)
 {
     (void)state;
     assert_int_equal(grpc_status_from_http(400), 3);  /* INVALID_ARGUMENT */
+    assert_int_equal(grpc_status_from_http(401), 16); /* UNAUTHENTICATED */
+    assert_int_equal(grpc_status_from_http(403), 7);  /* PERMISSION_DENIED */
     assert_int_equal(grpc_status_from_http(404), 5);  /* NOT_FOUND */
     assert_int_equal(grpc_status_from_http(413), 8);  /* RESOURCE_EXHAUSTED */
     assert_int_equal(grpc_status_from_http(429), 8);
