@@ -1010,6 +1010,7 @@ EOF
                 log "  tenants: limit $TENANT_LIMIT req/s each (burst $TENANT_BURST); A offers" \
                     "$TENANT_A_RATE req/s, B $TENANT_LIMIT req/s, at once, $ROUNDS round(s)"
                 for r in $(seq 1 "$ROUNDS"); do
+                    "${REPORT[@]}" ratelimit-scrape "$SERVER_METRICS_URL" "$RUN/overload_tenants_r${r}_before.json"
                     overload_load "$RUN/overload_tenant_a_r$r.json" --connections "$OVERLOAD_CONNECTIONS" \
                         --rate "$TENANT_A_RATE" --header "Authorization: Bearer $(sed -n 1p "$RUN/tenant_a.key")" &
                     TENANT_A_PID=$!
@@ -1018,10 +1019,13 @@ EOF
                         --rate "$TENANT_LIMIT" --header "Authorization: Bearer $(sed -n 1p "$RUN/tenant_b.key")"
                     wait "$TENANT_A_PID" || die "tenant A's load generator failed"
                     forget_pid "$TENANT_A_PID"
+                    "${REPORT[@]}" ratelimit-scrape "$SERVER_METRICS_URL" "$RUN/overload_tenants_r${r}_after.json"
                     log "  round $r: admitted: A $(get "$RUN/overload_tenant_a_r$r.json" rps_ok) req/s" \
                         "($(get "$RUN/overload_tenant_a_r$r.json" requests_refused) refused)," \
                         "B $(get "$RUN/overload_tenant_b_r$r.json" rps_ok) req/s" \
-                        "($(get "$RUN/overload_tenant_b_r$r.json" requests_refused) refused)"
+                        "($(get "$RUN/overload_tenant_b_r$r.json" requests_refused) refused);" \
+                        "server: $("${REPORT[@]}" ratelimit-delta "$RUN/overload_tenants_r${r}_before.json" \
+                            "$RUN/overload_tenants_r${r}_after.json")"
                 done
                 stop_pid "$SERVER_PID"
             fi
