@@ -265,13 +265,16 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
     }
 }
 
-/* Infer requests refused before they ran, by the HTTP status they got. */
+/* REST infer requests refused before they ran, by the HTTP status they
+ * got (docs/metrics.md says which refusals share a status; the policy
+ * modules' own metrics tell them apart). */
 static const struct {
     int status;
     const char *reason;
 } reject_reasons[] = {
-    {400, "invalid"},   {404, "not_found"},   {413, "too_large"},
-    {429, "queue_full"}, {503, "unavailable"}, {504, "queue_timeout"},
+    {400, "invalid"},    {401, "unauthenticated"}, {403, "forbidden"},
+    {404, "not_found"},  {413, "too_large"},       {429, "queue_full"},
+    {503, "unavailable"}, {504, "queue_timeout"},
 };
 
 static void write_server_metrics(struct buf *b, const struct obs_sources *src,

@@ -48,6 +48,9 @@ static const char routing_usage_text[] =
     "                             " DEFAULT_URL ")\n"
     "  -h, --help                 this text\n"
     "\n"
+    "Environment: INFERD_API_KEY, when set, is sent as `Authorization: Bearer` (a server\n"
+    "with API keys needs one whose tenant has the admin scope: docs/security.md).\n"
+    "\n"
     "Exit status: 0 success; 1 the request failed (the server's message on stderr);\n"
     "2 usage error.\n";
 
@@ -69,6 +72,7 @@ struct canary_arg {
 
 struct routing_opts {
     const char *url;
+    const char *api_key; /* $INFERD_API_KEY; NULL: none */
     const char *file;
     const char *json;
     bool stdin_body;
@@ -171,9 +175,10 @@ static int append_target(struct buf *b, const struct http_url *u, const char *mo
 
 /* One exchange with the server: 0 with *status and the body in *resp, or
  * 1 after printing why it failed. */
-static int exchange(const char *url, const char *method, const char *model, const char *body,
-                    size_t body_len, int *status, struct buf *resp)
+static int exchange(const struct routing_opts *o, const char *method, const char *model,
+                    const char *body, size_t body_len, int *status, struct buf *resp)
 {
+    const char *url = o->url;
     struct http_url u;
     const char *uerr;
     if (http_url_parse(url, &u, &uerr) != 0)
@@ -190,6 +195,8 @@ static int exchange(const char *url, const char *method, const char *model, cons
     buf_printf(&req, " HTTP/1.1\r\nHost: %s\r\nUser-Agent: inferd-routing\r\n"
                      "Accept: application/json\r\nConnection: close\r\n",
                u.authority);
+    if (o->api_key)
+        buf_printf(&req, "Authorization: Bearer %s\r\n", o->api_key);
     if (body) {
         buf_printf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", body_len);
     }
@@ -248,7 +255,7 @@ static int canary_body(const struct routing_opts *o, const char *model, struct b
     int status = 0;
     struct buf cur;
     buf_init(&cur, MAX_TABLE_BYTES);
-    int rc = exchange(o->url, "GET", model, NULL, 0, &status, &cur);
+    int rc = exchange(o, "GET", model, NULL, 0, &status, &cur);
     if (rc == 0 && status != 200)
         rc = report(status, &cur);
     struct route_table *t = NULL;
@@ -281,6 +288,11 @@ int routing_main(int argc, char **argv)
     o.url = getenv("INFERD_URL");
     if (!o.url || !*o.url)
         o.url = DEFAULT_URL;
+    o.api_key = getenv("INFERD_API_KEY");
+    if (o.api_key && !*o.api_key)
+        o.api_key = NULL;
+    if (o.api_key && strpbrk(o.api_key, "\r\n"))
+        return usage_error("INFERD_API_KEY: a key is one line");
     const char *positional[3];
     int npos = 0;
     /* getopt_long permutes: options may come before or after the
@@ -350,7 +362,7 @@ int routing_main(int argc, char **argv)
     buf_init(&resp, MAX_TABLE_BYTES);
     int status = 0, rc = 0;
     if (get) {
-        rc = exchange(o.url, "GET", model, NULL, 0, &status, &resp);
+        rc = exchange(&o, "GET", model, NULL, 0, &status, &resp);
     } else {
         if (o.json) {
             buf_append(&body, o.json, strlen(o.json));
@@ -367,7 +379,7 @@ int routing_main(int argc, char **argv)
         if (rc == 0 && body.err)
             rc = fail("out of memory");
         if (rc == 0)
-            rc = exchange(o.url, "PUT", model, body.data ? body.data : "", body.len, &status,
+            rc = exchange(&o, "PUT", model, body.data ? body.data : "", body.len, &status,
                           &resp);
     }
     if (rc == 0)

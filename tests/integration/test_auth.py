@@ -285,6 +285,30 @@ def test_rest_over_http2(secured, keys):
     assert status == 403, body
 
 
+def test_routing_cli_sends_the_key_from_the_environment(secured, keys):
+    """`inferd routing` needs the admin scope on a server with keys: it
+    sends $INFERD_API_KEY as a Bearer token."""
+    import os
+
+    def routing(key):
+        env = {k: v for k, v in os.environ.items() if k != "INFERD_API_KEY"}
+        if key is not None:
+            env["INFERD_API_KEY"] = key
+        return subprocess.run([str(INFERD_BIN), "routing", "get", "simple", "--url", secured.url],
+                              capture_output=True, text=True, timeout=30, env=env)
+
+    r = routing(None)
+    assert r.returncode == 1 and "missing API key" in r.stderr, r
+    r = routing(keys["reader"][0])
+    assert r.returncode == 1 and "lacks scope 'admin'" in r.stderr, r
+    r = routing(keys["admin"][0])
+    assert r.returncode == 0, r
+    assert json.loads(r.stdout)["model"] == "simple"
+    assert keys["admin"][0] not in r.stdout + r.stderr
+    r = routing("a\r\nX-Injected: 1")
+    assert r.returncode == 2 and "INFERD_API_KEY" in r.stderr, r
+
+
 def test_open_health_and_metrics(secured):
     assert get(secured, "/v2/health/live").status_code == 200
     assert get(secured, "/v2/health/ready").status_code == 200
@@ -293,6 +317,11 @@ def test_open_health_and_metrics(secured):
     scrape = prom_parse(r.text)
     assert scrape.types["inferd_auth_refusals_total"] == "counter"
     assert scrape.get("inferd_auth_refusals_total", reason="missing") >= 1
+    # REST infer refusals by status: a call without a key is "unauthenticated"
+    before = scrape.get("inferd_rejected_requests_total", reason="unauthenticated")
+    assert post(secured, "/v2/models/simple/infer", SIMPLE_BODY).status_code == 401
+    after = prom_parse(requests.get(secured.metrics_url, timeout=10).text)
+    assert after.get("inferd_rejected_requests_total", reason="unauthenticated") == before + 1
     # the dashboard is not open by default
     r = get(secured, "/dashboard")
     assert_error(r.status_code, r.text, 401)
