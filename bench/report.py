@@ -28,16 +28,23 @@
       checks that two KServe v2 JSON responses hold the same outputs (name,
       datatype, shape) with values within TOL; exit 1 and a reason if not.
       OUT (JSON) gets the largest difference found.
-  report.py digits-binary SAMPLE OUT
-      writes the KServe v2 JSON request SAMPLE (models/digits/sample.json) as
-      a request with binary tensor data (outputs binary too) into OUT and
-      prints the JSON header's length (Inference-Header-Content-Length).
+  report.py binary-request JSON_REQUEST OUT [BATCH]
+      writes a KServe v2 JSON request with FP32 inputs (models/digits/sample.json,
+      experiment 9's mlp request) as a request with binary tensor data
+      (outputs binary too) into OUT and prints the JSON header's length
+      (Inference-Header-Content-Length). BATCH: every input of batch 1
+      repeated BATCH times along the first dimension.
   report.py shadow-scrape METRICS_URL OUT [BEFORE]
       reads the shadow counters of `digits` (inferd_shadow_requests_total,
       inferd_shadow_dropped_total by reason, nv_inference_request_success per
       version) from the metrics port into OUT. With BEFORE (an earlier
       scrape), waits up to 3 s until every primary request of version 1
       since then has its copy compared or dropped.
+  report.py ratelimit-scrape METRICS_URL OUT
+      reads inferd_rate_limit_requests_total from the metrics port into OUT:
+      {tenant: {"admitted": n, "limited": n}}, summed over rules.
+  report.py ratelimit-delta BEFORE AFTER
+      prints one line: calls each tenant's bucket admitted and limited between them.
   report.py shadow-delta BEFORE AFTER
       prints one line: primaries, copies compared and dropped between them.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
@@ -73,6 +80,13 @@ TARGETS = {
                  lambda v: v < 1.0),
     "shadow_p99": ("p99 with 100% shadow traffic ÷ without, digits at 50% load",
                    "<= 1.05 (≤ 5 % added)", lambda v: v <= 1.05),
+    "overload_throughput": ("admitted req/s at 3x capacity ÷ capacity (mlp, concurrency limiter)",
+                            ">= 0.90", lambda v: v >= 0.90),
+    "overload_p99": ("admitted p99 at 3x capacity ÷ p99 at 10% load", "<= 2", lambda v: v <= 2.0),
+    "overload_refusal_p99": ("p99 of the refusals at 3x capacity", "< 1 ms",
+                             lambda v: v < 1000.0),
+    "tenant_fairness": ("calls admitted for two tenants with equal rate limits, lower ÷ "
+                        "higher (one offers 3x its limit)", ">= 0.90 (within 10 %)", lambda v: v >= 0.90),
 }
 
 NOTE = ("This machine is shared and noisy (other jobs run on the same cores); absolute "
@@ -320,17 +334,24 @@ def cmd_compare_outputs(args):
         sys.exit(1)
 
 
-def cmd_digits_binary(args):
-    """digits-binary SAMPLE OUT: SAMPLE's FP32 inputs as binary tensor data."""
+def cmd_binary_request(args):
+    """binary-request JSON_REQUEST OUT [BATCH]: the request's FP32 inputs as
+    binary tensor data, each repeated BATCH times (default 1)."""
     import struct
     req = load(args[0])
+    batch = int(args[2]) if len(args) > 2 else 1
     inputs, raw = [], b""
     for t in req["inputs"]:
         if t.get("datatype") != "FP32":
             die("%s: input %s is not FP32" % (args[0], t.get("name")))
-        data = [float(x) for x in t["data"]]
+        shape = list(t["shape"])
+        if batch != 1:
+            if not shape or shape[0] != 1:
+                die("%s: input %s has no batch dimension of 1" % (args[0], t.get("name")))
+            shape[0] = batch
+        data = [float(x) for x in t["data"]] * batch
         blob = struct.pack("<%df" % len(data), *data)
-        inputs.append({"name": t["name"], "shape": t["shape"], "datatype": "FP32",
+        inputs.append({"name": t["name"], "shape": shape, "datatype": "FP32",
                        "parameters": {"binary_data_size": len(blob)}})
         raw += blob
     header = json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}},
@@ -386,10 +407,52 @@ def shadow_delta(before, after):
             "unaccounted": prim - comp - nd}
 
 
-def scrape(url):
+def fetch_text(url):
     import urllib.request
     with urllib.request.urlopen(url, timeout=5) as r:
-        return shadow_counters(r.read().decode("utf-8", "replace"))
+        return r.read().decode("utf-8", "replace")
+
+
+def scrape(url):
+    return shadow_counters(fetch_text(url))
+
+
+def ratelimit_counters(text):
+    """inferd_rate_limit_requests_total by tenant: {tenant: {outcome: n}},
+    summed over rules and models."""
+    out = {}
+    for line in text.splitlines():
+        m = PROM_RE.match(line.strip())
+        if not m or line.startswith("#") or m.group(1) != "inferd_rate_limit_requests_total":
+            continue
+        labels = dict(PROM_LABEL_RE.findall(m.group(2) or ""))
+        per = out.setdefault(labels.get("tenant", ""), {})
+        outcome = labels.get("outcome", "?")
+        per[outcome] = per.get(outcome, 0) + int(float(m.group(3)))
+    return out
+
+
+def ratelimit_delta(before, after):
+    """{tenant: {outcome: n}} between two ratelimit-scrape files."""
+    return {t: {k: n - before.get(t, {}).get(k, 0) for k, n in per.items()}
+            for t, per in after.items()}
+
+
+def cmd_ratelimit_delta(args):
+    d = ratelimit_delta(load(args[0]), load(args[1]))
+    print(", ".join("%s %d admitted (%d limited)" % (t, per.get("admitted", 0),
+                                                   per.get("limited", 0))
+                    for t, per in sorted(d.items())) or "no rate-limit counters")
+
+
+def cmd_ratelimit_scrape(args):
+    url, out = args
+    try:
+        c = ratelimit_counters(fetch_text(url))
+    except OSError as e:
+        die("cannot read %s: %s" % (url, e))
+    with open(out, "w") as f:
+        json.dump(c, f)
 
 
 def cmd_shadow_scrape(args):
@@ -494,10 +557,14 @@ def bench_summary(path):
     }
 
 
+def round_paths(run_dir, prefix):
+    """PREFIX_r1.json, PREFIX_r2.json, ... in round order."""
+    return sorted(glob.glob(os.path.join(run_dir, prefix + "_r*.json")),
+                  key=lambda p: int(re.search(r"_r(\d+)\.json$", p).group(1)))
+
+
 def rounds(run_dir, prefix):
-    paths = sorted(glob.glob(os.path.join(run_dir, prefix + "_r*.json")),
-                   key=lambda p: int(re.search(r"_r(\d+)\.json$", p).group(1)))
-    return [bench_summary(p) for p in paths]
+    return [bench_summary(p) for p in round_paths(run_dir, prefix)]
 
 
 def best(rs, key="rps"):
@@ -727,6 +794,144 @@ def assemble_shadow(run_dir):
     return doc
 
 
+def median(vals):
+    vals = sorted(v for v in vals if v is not None)
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+def admission_summary(path):
+    """An `inferd bench --json` report of a run under admission control:
+    admitted (2xx) and refused (429, 503) responses apart."""
+    r = load(path)
+    cpu = load_opt(path + ".cpu") or {}
+    n = r.get("requests") or 0
+    return {
+        "rate": (r.get("config") or {}).get("rate"),
+        "rps_ok": r.get("rps_ok"),
+        "requests": n,
+        "requests_ok": r.get("requests_ok"),
+        "requests_refused": r.get("requests_refused"),
+        "refused_share": r["requests_refused"] / n if n and "requests_refused" in r else None,
+        "latency_us": r.get("latency_us"),
+        "latency_us_ok": r.get("latency_us_ok"),
+        "latency_us_refused": r.get("latency_us_refused"),
+        "status": r.get("status"),
+        "errors": {k: v for k, v in (r.get("errors") or {}).items() if v},
+        "server_cpu_util": (cpu["server_cpu_s"] / cpu["wall_s"]
+                            if cpu.get("wall_s") and "server_cpu_s" in cpu else None),
+        "client_cpu_util": (cpu["client_cpu_s"] / cpu["wall_s"]
+                            if cpu.get("wall_s") and "client_cpu_s" in cpu else None),
+    }
+
+
+def admission_rounds(run_dir, prefix):
+    return [admission_summary(p) for p in round_paths(run_dir, prefix)]
+
+
+def part_state(run_dir, part):
+    """{"skipped": why} or {"error": why} for a part of experiment 11, else None."""
+    for kind in ("skipped", "failed"):
+        p = os.path.join(run_dir, "overload_%s.%s" % (part, kind))
+        if os.path.exists(p):
+            return {"skipped" if kind == "skipped" else "error": open(p).read().strip()}
+    return None
+
+
+def concurrency_metrics(text, model="mlp"):
+    """inferd_concurrency_* series of `model` (Prometheus text): name → value,
+    with the labels other than model in the name."""
+    out = {}
+    for line in text.splitlines():
+        m = PROM_RE.match(line.strip())
+        if not m or line.startswith("#") or not m.group(1).startswith("inferd_concurrency_"):
+            continue
+        labels = dict(PROM_LABEL_RE.findall(m.group(2) or ""))
+        if labels.pop("model", None) != model:
+            continue
+        key = m.group(1) + ("{%s}" % ",".join("%s=%s" % kv for kv in sorted(labels.items()))
+                            if labels else "")
+        try:
+            out[key] = float(m.group(3))
+        except ValueError:
+            pass
+    return out
+
+
+def assemble_overload(run_dir):
+    """Experiment 11: capacity, the concurrency limiter at 10% and 3x
+    capacity, two tenants with equal rate limits."""
+    cap_rounds = admission_rounds(run_dir, "overload_capacity")
+    if not cap_rounds:
+        state = part_state(run_dir, "limiter")
+        return state if state else {"error": "not measured"}
+    capacity = max(r["rps_ok"] or 0 for r in cap_rounds)
+    doc = {"setup": load_opt(os.path.join(run_dir, "overload_setup.json")),
+           "capacity": {"rps": capacity, "rounds": cap_rounds}}
+
+    lim = part_state(run_dir, "limiter")
+    if lim is None:
+        un, ov = (admission_rounds(run_dir, "overload_unloaded"),
+                  admission_rounds(run_dir, "overload_3x"))
+        if not un or not ov:
+            lim = {"error": "not measured"}
+        else:
+            lim = {
+                "unloaded": {"rounds": un,
+                             "p50_us": median((r["latency_us_ok"] or {}).get("p50") for r in un),
+                             "p99_us": median((r["latency_us_ok"] or {}).get("p99") for r in un)},
+                "overload": {"rounds": ov,
+                             "rps_ok": max(r["rps_ok"] or 0 for r in ov),
+                             "p50_us": median((r["latency_us_ok"] or {}).get("p50") for r in ov),
+                             "p99_us": median((r["latency_us_ok"] or {}).get("p99") for r in ov),
+                             "refused_p99_us": median((r["latency_us_refused"] or {}).get("p99")
+                                                      for r in ov),
+                             "refused_share": median(r["refused_share"] for r in ov)},
+            }
+            lim["throughput_ratio"] = ratio(lim["overload"]["rps_ok"], capacity)
+            lim["p99_ratio"] = ratio(lim["overload"]["p99_us"], lim["unloaded"]["p99_us"])
+            mp = os.path.join(run_dir, "overload_limiter_metrics.txt")
+            lim["metrics_after"] = (concurrency_metrics(open(mp, errors="replace").read())
+                                    if os.path.exists(mp) else None)
+            lim["config"] = (open(os.path.join(run_dir, "overload.yaml")).read()
+                             if os.path.exists(os.path.join(run_dir, "overload.yaml")) else None)
+    doc["limiter"] = lim
+
+    ten = part_state(run_dir, "tenants")
+    if ten is None:
+        a, b = (admission_rounds(run_dir, "overload_tenant_a"),
+                admission_rounds(run_dir, "overload_tenant_b"))
+        limit = (doc["setup"] or {}).get("tenant_limit")
+        if not a or not b or len(a) != len(b):
+            ten = {"error": "not measured"}
+        else:
+            # Client side: mean admitted (2xx) req/s of each load generator's window.
+            ra = sum(r["rps_ok"] or 0 for r in a) / len(a)
+            rb = sum(r["rps_ok"] or 0 for r in b) / len(b)
+            # Server side: calls each tenant's bucket admitted while both ran
+            # (metrics port, read before and after each round).
+            server = []
+            for i in range(1, len(a) + 1):
+                bf = os.path.join(run_dir, "overload_tenants_r%d_before.json" % i)
+                af = os.path.join(run_dir, "overload_tenants_r%d_after.json" % i)
+                server.append(ratelimit_delta(load(bf), load(af))
+                              if os.path.exists(bf) and os.path.exists(af) else None)
+            sa = sum((d or {}).get("tenant-a", {}).get("admitted", 0) for d in server)
+            sb = sum((d or {}).get("tenant-b", {}).get("admitted", 0) for d in server)
+            measured = all(server) and sa and sb
+            ten = {"limit": limit, "a": {"rounds": a, "rps_ok": ra, "share": ratio(ra, limit),
+                                         "server_admitted": sa if measured else None},
+                   "b": {"rounds": b, "rps_ok": rb, "share": ratio(rb, limit),
+                         "server_admitted": sb if measured else None},
+                   "server_rounds": server,
+                   "fairness": ratio(min(sa, sb), max(sa, sb)) if measured else None,
+                   "client_fairness": ratio(min(ra, rb), max(ra, rb))}
+    doc["tenants"] = ten
+    return doc
+
+
 def assemble_node(run_dir):
     skipped = os.path.join(run_dir, "node.skipped")
     if os.path.exists(skipped):
@@ -771,7 +976,10 @@ def cmd_assemble(args):
         "shared_memory": assemble_shm(run_dir),
         "node": assemble_node(run_dir),
         "shadow": assemble_shadow(run_dir),
+        "overload": assemble_overload(run_dir),
     }
+    ov = exps["overload"]
+    ov_lim, ov_ten = ov.get("limiter") or {}, ov.get("tenants") or {}
     lat = exps["latency"]
     http = exps["http_floor"]
     if lat.get("rate") and http.get("inferd"):
@@ -789,6 +997,10 @@ def cmd_assemble(args):
         target("node_ratio", exps["node"].get("ratio")),
         target("node_p99", exps["node"].get("p99_ratio")),
         target("shadow_p99", exps["shadow"].get("ratio")),
+        target("overload_throughput", ov_lim.get("throughput_ratio")),
+        target("overload_p99", ov_lim.get("p99_ratio")),
+        target("overload_refusal_p99", (ov_lim.get("overload") or {}).get("refused_p99_us")),
+        target("tenant_fairness", ov_ten.get("fairness")),
     ]
     doc = {
         "schema": 1,
@@ -899,6 +1111,35 @@ def target_notes(doc):
                                    fmt(sh["on"]["p99_us"]), fmt(sh["off"]["p99_us"]),
                                    fmt(sh.get("p99_added_pct"), "%+.1f %%"), fmt(sh.get("rate")),
                                    pct(c.get("compared_share")), pct(c.get("dropped_share"))))
+    ov = e.get("overload") or {}
+    lim, ten = ov.get("limiter") or {}, ov.get("tenants") or {}
+    for name in ("overload_throughput", "overload_p99", "overload_refusal_p99"):
+        if lim.get("skipped") or lim.get("error"):
+            notes[name] = "%s: %s" % ("skipped" if lim.get("skipped") else "not measured",
+                                      lim.get("skipped") or lim.get("error"))
+    if lim.get("overload"):
+        o, u = lim["overload"], lim["unloaded"]
+        notes["overload_throughput"] = "%s admitted vs %s req/s capacity; %s of the offered " \
+            "%s req/s refused" % (fmt(o["rps_ok"]), fmt(ov["capacity"]["rps"]),
+                                  pct(o["refused_share"]), fmt((ov.get("setup") or {}).get(
+                                      "overload_rate")))
+        notes["overload_p99"] = "p99 %s µs at 3x vs %s µs at 10%% load" % (fmt(o["p99_us"]),
+                                                                          fmt(u["p99_us"]))
+        notes["overload_refusal_p99"] = ("the limiter's 503s, from the scheduled send time; "
+                                         "p50 %s µs" % fmt(median(
+                                             (r["latency_us_refused"] or {}).get("p50")
+                                             for r in o["rounds"])))
+    if ten.get("skipped") or ten.get("error"):
+        notes["tenant_fairness"] = "%s: %s" % ("skipped" if ten.get("skipped") else
+                                               "not measured", ten.get("skipped") or ten["error"])
+    elif ten.get("a"):
+        notes["tenant_fairness"] = ("admitted by the server: A (offers 3x its limit) %s, B "
+                                    "(offers its limit) %s calls; load generators: A %s req/s "
+                                    "= %s of its limit, B %s req/s = %s" % (
+                                        fmt(ten["a"]["server_admitted"], "%d"),
+                                        fmt(ten["b"]["server_admitted"], "%d"),
+                                        fmt(ten["a"]["rps_ok"]), pct(ten["a"]["share"]),
+                                        fmt(ten["b"]["rps_ok"]), pct(ten["b"]["share"])))
     for t in doc["targets"]:
         if t.get("why"):
             notes[t["name"]] = "**%s** — %s" % (t["why"], notes.get(t["name"], ""))
@@ -950,11 +1191,12 @@ def md_run(doc):
         v = t["value"]
         if t["name"] in ("http_floor", "compute_floor", "obs_overhead"):
             s = fmt(v, "%.3f")
-        elif t["name"] == "latency_p99":
+        elif t["name"] in ("latency_p99", "overload_refusal_p99"):
             s = fmt(v, "%.0f µs")
         elif t["name"] in ("json_decode", "node_ratio"):
             s = fmt(v, "%.2f×")
-        elif t["name"] in ("node_p99", "shadow_p99"):
+        elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
+                           "tenant_fairness"):
             s = fmt(v, "%.3f")
         elif t["name"] == "allocations":
             s = fmt(v, "%.4g")
@@ -1200,6 +1442,7 @@ def md_run(doc):
     w("")
     out += md_node(e.get("node") or {"error": "no Node.js row in this results file"}, cfg)
     out += md_shadow(e.get("shadow") or {"error": "no shadow row in this results file"}, cfg)
+    out += md_overload(e.get("overload") or {"error": "no overload row in this results file"})
     return out
 
 
@@ -1275,6 +1518,101 @@ def md_shadow(sh, cfg):
     return out
 
 
+def md_admission_row(name, r):
+    """A table row of an experiment 11 run: rates, latencies apart, CPU."""
+    ok, ref = r.get("latency_us_ok") or {}, r.get("latency_us_refused") or {}
+    return "| %s | %s | %s | %s / %s | %s | %s / %s | %s | %s |" % (
+        name, fmt(r.get("rate")), fmt(r.get("rps_ok")), fmt(ok.get("p50")), fmt(ok.get("p99")),
+        fmt(r.get("requests_refused"), "%d"), fmt(ref.get("p50")), fmt(ref.get("p99")),
+        ", ".join("%s× %s" % (n, k) for k, n in sorted(r.get("errors", {}).items())) or "none",
+        pct(r.get("server_cpu_util")))
+
+
+ADMISSION_HEAD = ("| run | offered req/s | admitted req/s | admitted p50 / p99 µs | refused | "
+                  "refused p50 / p99 µs | errors | server CPU |\n"
+                  "|---|---|---|---|---|---|---|---|")
+
+
+def md_overload(ov):
+    out = []
+    w = out.append
+    w("### 11. Overload: `mlp` at 3x its capacity, concurrency limiter; two tenants with equal "
+      "rate limits")
+    w("")
+    if ov.get("skipped") or ov.get("error"):
+        w("%s: %s" % ("Skipped" if ov.get("skipped") else "Not measured",
+                      ov.get("skipped") or ov.get("error")))
+        w("")
+        return out
+    st = ov.get("setup") or {}
+    cap = ov["capacity"]
+    w("`bench/models/mlp`, %s samples per request (experiment 9's sample repeated, binary "
+      "tensor data, %s bytes). Capacity: a server without a configuration file, closed loop, "
+      "%s requests in flight: **%s req/s** (rounds: %s). Open-loop runs use %s connections; "
+      "latency from the scheduled send time; admitted = 2xx, refused = 429 and 503 "
+      "(`inferd bench`'s `latency_us_ok`, `latency_us_refused`)." % (
+          st.get("batch", "?"), st.get("request_bytes", "?"), st.get("capacity_concurrency", "?"),
+          fmt(cap["rps"]), ", ".join(fmt(r["rps_ok"]) for r in cap["rounds"]),
+          st.get("connections", "?")))
+    w("")
+    lim = ov.get("limiter") or {}
+    w("**Concurrency limiter** (`--config`: `concurrency: [{model: mlp, min: %s, max: %s, "
+      "queue: false}]`), one server, alternating rounds at 10%% of capacity and at 3x:" % (
+          st.get("floor", "?"), st.get("ceiling", "?")))
+    w("")
+    if lim.get("skipped") or lim.get("error"):
+        w("%s: %s" % ("Skipped" if lim.get("skipped") else "Not measured",
+                      lim.get("skipped") or lim.get("error")))
+    else:
+        w(ADMISSION_HEAD)
+        for i, r in enumerate(lim["unloaded"]["rounds"]):
+            w(md_admission_row("10%%, round %d" % (i + 1), r))
+        for i, r in enumerate(lim["overload"]["rounds"]):
+            w(md_admission_row("3x, round %d" % (i + 1), r))
+        w("")
+        o, u = lim["overload"], lim["unloaded"]
+        w("**admitted ÷ capacity = %s** (best round; target ≥ 0.90); **admitted p99 at 3x ÷ p99 "
+          "at 10%% = %s** (medians over rounds, %s vs %s µs; target ≤ 2); **refusal p99 %s µs** "
+          "(median; target < 1 ms); %s of the offered requests refused." % (
+              fmt(lim["throughput_ratio"], "%.3f"), fmt(lim["p99_ratio"], "%.2f"),
+              fmt(o["p99_us"]), fmt(u["p99_us"]), fmt(o["refused_p99_us"]),
+              pct(o["refused_share"])))
+        if lim.get("metrics_after"):
+            w("")
+            w("Limiter metrics after the last run: %s." % ", ".join(
+                "`%s` %s" % (k, fmt(v, "%g")) for k, v in sorted(lim["metrics_after"].items())))
+    w("")
+    ten = ov.get("tenants") or {}
+    w("**Two tenants** (`auth` with one key each; `rate-limits: [{tenant: \"*\", rate: %s, "
+      "burst: %s}]`, 45%% of capacity each), two load generators at once: tenant A offers %s "
+      "req/s (3x its limit), tenant B %s req/s (its limit):" % (
+          fmt(st.get("tenant_limit"), "%.1f"), st.get("tenant_burst", "?"),
+          fmt(st.get("tenant_a_rate"), "%.1f"), fmt(st.get("tenant_limit"), "%.1f")))
+    w("")
+    if ten.get("skipped") or ten.get("error"):
+        w("%s: %s" % ("Skipped" if ten.get("skipped") else "Not measured",
+                      ten.get("skipped") or ten.get("error")))
+    else:
+        w(ADMISSION_HEAD)
+        for key, name in (("a", "tenant A"), ("b", "tenant B")):
+            for i, r in enumerate(ten[key]["rounds"]):
+                w(md_admission_row("%s, round %d" % (name, i + 1), r))
+        w("")
+        w("Calls the tenants' buckets admitted while both ran (the server's "
+          "`inferd_rate_limit_requests_total`, read before and after each round, all rounds): "
+          "A %s, B %s. **Lower ÷ higher = %s** (target ≥ 0.90: one tenant over its limit never "
+          "takes another's admitted capacity). The load generators' windows: A %s req/s = %s of "
+          "its limit, B %s req/s = %s (mean over rounds; lower ÷ higher %s). The server's "
+          "counts decide: they cover the same stretch of time for both tenants, where a "
+          "window's count moves with how far the server fell behind the schedule during it." % (
+              fmt(ten["a"]["server_admitted"], "%d"), fmt(ten["b"]["server_admitted"], "%d"),
+              fmt(ten["fairness"], "%.3f"), fmt(ten["a"]["rps_ok"]), pct(ten["a"]["share"]),
+              fmt(ten["b"]["rps_ok"]), pct(ten["b"]["share"]),
+              fmt(ten.get("client_fairness"), "%.3f")))
+    w("")
+    return out
+
+
 def md_node(nd, cfg):
     out = []
     w = out.append
@@ -1337,21 +1675,27 @@ def md_history(results_dir):
         shm = (d["experiments"].get("shared_memory") or {}).get("ratio")
         shadow = d["experiments"].get("shadow") or {}
         shadow_cell = fmt(shadow.get("ratio"), "%.3f")
+        overload_cell = " / ".join((
+            v("overload_throughput", "%.2f"), v("overload_p99", "%.2f"),
+            v("overload_refusal_p99", "%.0f µs"), v("tenant_fairness", "%.2f")))
+        if not any(name in t for name in ("overload_throughput", "tenant_fairness")):
+            overload_cell = "—"  # results from before experiment 11
         if (shadow.get("shadow") or {}).get("compared_share") is not None:
             shadow_cell += " (%s compared)" % pct(shadow["shadow"]["compared_share"])
         rows.append("| [%s](results/%s) | %s | `%s` |" % (
             os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
-            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
             fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f"),
-            v("node_ratio", "%.2f×"), v("node_p99", "%.3f"), shadow_cell))
+            v("node_ratio", "%.2f×"), v("node_p99", "%.3f"), shadow_cell, overload_cell))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
            "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary | "
-           "×Node.js | p99 ÷ Node.js | shadow p99 ÷ none |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "×Node.js | p99 ÷ Node.js | shadow p99 ÷ none | overload: admitted ÷ capacity / "
+           "p99 ÷ unloaded / refusal p99 / tenants |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 
@@ -1379,8 +1723,9 @@ def main():
         "cores": cmd_cores, "cpu": cmd_cpu, "free-port": cmd_free_port, "get": cmd_get,
         "nginx-conf": cmd_nginx_conf, "stats": cmd_stats, "json-decode": cmd_json_decode,
         "h2load": cmd_h2load, "mlp-request": cmd_mlp_request,
-        "compare-outputs": cmd_compare_outputs, "digits-binary": cmd_digits_binary,
+        "compare-outputs": cmd_compare_outputs, "binary-request": cmd_binary_request,
         "shadow-scrape": cmd_shadow_scrape, "shadow-delta": cmd_shadow_delta,
+        "ratelimit-scrape": cmd_ratelimit_scrape, "ratelimit-delta": cmd_ratelimit_delta,
         "assemble": cmd_assemble, "markdown": cmd_markdown,
     }
     cmd = cmds.get(sys.argv[1])

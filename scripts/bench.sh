@@ -38,6 +38,15 @@
 #                     of shadow copies compared vs dropped (metrics port).
 #                     Skipped (with the reason) when a model file is missing or
 #                     the server has no routing API.
+#  11. overload      admission control: mlp's capacity (closed loop), then open
+#                     loop at 10% and at 3x capacity with the adaptive
+#                     concurrency limiter (--config); figures admitted req/s /
+#                     capacity (target >= 0.90), admitted p99 / unloaded p99
+#                     (target <= 2), refusal p99 (target < 1 ms); and two
+#                     tenants (API keys) with equal rate limits, one offering 3x
+#                     its limit: lower / higher admitted rate (target >= 0.90).
+#                     Skipped (with the reason) when the server has no --config
+#                     or does not know the sections.
 #
 # The server (inferd, nginx, ort_floor, json_decode, node) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -46,6 +55,7 @@
 #
 # Environment: QUICK=1; INFERD (default build/inferd); SERVER_CPUS, CLIENT_CPUS;
 # DURATION, WARMUP, ROUNDS (override the mode's run length, warm-up, rounds);
+# ONLY=11 (a comma-separated list) runs only those experiments (see below);
 # BENCH_NICE=0 keeps normal scheduling priority (see "Priority" below);
 # PERF=1 also records `perf record -g` profiles of the inferd runs of
 # experiments 1 and 2 into bench/results/tmp/run/perf_*.txt.
@@ -108,6 +118,18 @@ GIT_DIRTY=false
 [ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] || GIT_DIRTY=true
 FAILED_STEPS=()
 
+# ONLY=LIST (comma-separated experiment numbers): run those experiments alone,
+# for a closer look at one of them. Experiments 1 and 3 run together (3 loads
+# at half of 1's maximum), as do 2 and 6 (one server); 5 sizes its run from
+# 1's maximum, so it brings 1 and 3. Such a partial run writes its results to
+# bench/results/tmp/run/results.json only, never to bench/results/ or
+# bench/RESULTS.md.
+ONLY="${ONLY:-}"
+[[ "$ONLY" =~ ^([0-9]+(,[0-9]+)*)?$ ]] || die "ONLY=$ONLY: expected experiment numbers, e.g. ONLY=11 or ONLY=2,10"
+want() { # N: is experiment N part of this run?
+    [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]
+}
+
 # --- mode -----------------------------------------------------------------------
 if [ "${QUICK:-0}" = 1 ]; then
     MODE=quick
@@ -130,6 +152,10 @@ else
 fi
 HTTP_CONNECTIONS=64      # experiments 1, 3, 5: closed loop, one request in flight each
 COMPUTE_CONNECTIONS=128  # experiment 2: batch-1 requests in flight, for the batcher
+SHM_CONNECTIONS=16       # experiment 8: 1 MiB requests in flight
+SHADOW_CONNECTIONS=$COMPUTE_CONNECTIONS # experiment 10
+# Figures one experiment hands to others; empty when it did not run (ONLY=...).
+MAX_RPS= RATE= MEM_DURATION= MEM_WARMUP=
 BATCHES=1,8,16,32,64,128 # ort_floor batch sizes
 
 # --- prerequisites ----------------------------------------------------------------
@@ -140,11 +166,12 @@ command -v taskset >/dev/null || die "taskset missing (Debian package util-linux
 command -v curl >/dev/null || die "curl missing: run scripts/deps.sh"
 NGINX="$(command -v nginx || true)"
 [ -n "$NGINX" ] || [ ! -x /usr/sbin/nginx ] || NGINX=/usr/sbin/nginx
-[ -n "$NGINX" ] || die "nginx missing: run scripts/deps.sh (Debian package nginx-light)"
+[ -n "$NGINX" ] || ! { want 1 || want 3 || want 5; } || die "nginx missing: run scripts/deps.sh (Debian package nginx-light)"
 [ -f "$ORT_DIR/lib/libonnxruntime.so.1" ] || die "ONNX Runtime missing: run scripts/deps.sh"
 
 read -r SERVER_CPUS CLIENT_CPUS NSERVER NCLIENT < <("${REPORT[@]}" cores "${SERVER_CPUS:-}" "${CLIENT_CPUS:-}")
 log "mode $MODE: ${DURATION}s runs after ${WARMUP}s warm-up, $ROUNDS round(s); priority $PRIORITY"
+[ -z "$ONLY" ] || log "experiments $ONLY only (ONLY=$ONLY): results in ${RUN#"$root"/}/results.json"
 log "cores: server (inferd, nginx, ort_floor, json_decode) on CPU $SERVER_CPUS;" \
     "load generator (inferd bench --threads $NCLIENT) on CPU $CLIENT_CPUS"
 [ "$SERVER_CPUS" != "$CLIENT_CPUS" ] ||
@@ -191,10 +218,11 @@ wait_http() {
     return 1
 }
 
-# start_inferd NAME REPO: sets SERVER_PID, SERVER_URL, SERVER_GRPC_PORT,
+# start_inferd NAME REPO [FLAGS...]: sets SERVER_PID, SERVER_URL, SERVER_GRPC_PORT,
 # SERVER_METRICS_URL; log in $RUN/NAME_server.log
 start_inferd() {
     local name="$1" repo="$2" port metrics_port
+    shift 2
     port="$("${REPORT[@]}" free-port)"
     SERVER_GRPC_PORT="$("${REPORT[@]}" free-port)"
     metrics_port="$("${REPORT[@]}" free-port)"
@@ -202,7 +230,7 @@ start_inferd() {
     taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$repo" \
         --host 127.0.0.1 --http-port "$port" --grpc-port "$SERVER_GRPC_PORT" \
         --metrics-port "$metrics_port" --io-threads "$NSERVER" \
-        --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
+        --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 "$@" \
         2>"$RUN/${name}_server.log" &
     SERVER_PID=$!
     PIDS+=("$SERVER_PID")
@@ -307,199 +335,208 @@ simple_load() { # OUT URL ARGS...: the simple request, closed loop unless ARGS s
 }
 
 # --- 1. HTTP floor, and 3. latency --------------------------------------------------------
-log "1. HTTP floor: inferd vs nginx, simple over JSON, $HTTP_CONNECTIONS connections"
-start_inferd http "$RUN/repo_simple"
-INFERD_PID=$SERVER_PID
-INFERD_URL=$SERVER_URL
-curl -sf -o "$RUN/simple_response.json" -H 'Content-Type: application/json' \
-    --data-binary "@$SIMPLE_REQ" "$INFERD_URL$SIMPLE_PATH" ||
-    die "inferd did not answer the simple request"
+if want 1 || want 3 || want 5; then
+    log "1. HTTP floor: inferd vs nginx, simple over JSON, $HTTP_CONNECTIONS connections"
+    start_inferd http "$RUN/repo_simple"
+    INFERD_PID=$SERVER_PID
+    INFERD_URL=$SERVER_URL
+    curl -sf -o "$RUN/simple_response.json" -H 'Content-Type: application/json' \
+        --data-binary "@$SIMPLE_REQ" "$INFERD_URL$SIMPLE_PATH" ||
+        die "inferd did not answer the simple request"
 
-NGINX_DIR="$RUN/nginx"
-mkdir -p "$NGINX_DIR"
-NGINX_PORT="$("${REPORT[@]}" free-port)"
-"${REPORT[@]}" nginx-conf "$root/bench/nginx/nginx.conf.in" "$NGINX_DIR/nginx.conf" \
-    --dir "$NGINX_DIR" --port "$NGINX_PORT" --body "$RUN/simple_response.json" \
-    --workers "$NSERVER"
-taskset -c "$SERVER_CPUS" "$NGINX" -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" \
-    -e "$NGINX_DIR/error.log" 2>"$NGINX_DIR/stderr.log" &
-NGINX_PID=$!
-PIDS+=("$NGINX_PID")
-NGINX_URL="http://127.0.0.1:$NGINX_PORT"
-for i in $(seq 1 100); do
-    curl -sf -o "$RUN/nginx_response.json" -X POST -H 'Content-Type: application/json' \
-        --data-binary "@$SIMPLE_REQ" "$NGINX_URL$SIMPLE_PATH" && break
-    kill -0 "$NGINX_PID" 2>/dev/null || { cat "$NGINX_DIR"/*.log >&2; die "nginx did not start"; }
-    sleep 0.1
-done
-cmp -s "$RUN/simple_response.json" "$RUN/nginx_response.json" ||
-    die "nginx does not return inferd's response body"
-log "nginx ready on $NGINX_URL, pid $NGINX_PID (same $(wc -c <"$RUN/simple_response.json")-byte body)"
+    NGINX_DIR="$RUN/nginx"
+    mkdir -p "$NGINX_DIR"
+    NGINX_PORT="$("${REPORT[@]}" free-port)"
+    "${REPORT[@]}" nginx-conf "$root/bench/nginx/nginx.conf.in" "$NGINX_DIR/nginx.conf" \
+        --dir "$NGINX_DIR" --port "$NGINX_PORT" --body "$RUN/simple_response.json" \
+        --workers "$NSERVER"
+    taskset -c "$SERVER_CPUS" "$NGINX" -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" \
+        -e "$NGINX_DIR/error.log" 2>"$NGINX_DIR/stderr.log" &
+    NGINX_PID=$!
+    PIDS+=("$NGINX_PID")
+    NGINX_URL="http://127.0.0.1:$NGINX_PORT"
+    for i in $(seq 1 100); do
+        curl -sf -o "$RUN/nginx_response.json" -X POST -H 'Content-Type: application/json' \
+            --data-binary "@$SIMPLE_REQ" "$NGINX_URL$SIMPLE_PATH" && break
+        kill -0 "$NGINX_PID" 2>/dev/null || { cat "$NGINX_DIR"/*.log >&2; die "nginx did not start"; }
+        sleep 0.1
+    done
+    cmp -s "$RUN/simple_response.json" "$RUN/nginx_response.json" ||
+        die "nginx does not return inferd's response body"
+    log "nginx ready on $NGINX_URL, pid $NGINX_PID (same $(wc -c <"$RUN/simple_response.json")-byte body)"
 
-for r in $(seq 1 "$ROUNDS"); do
-    LOAD_SERVER_PID=$NGINX_PID
-    simple_load "$RUN/http_nginx_r$r.json" "$NGINX_URL" --concurrency "$HTTP_CONNECTIONS" \
-        --duration "$DURATION" --warmup "$WARMUP"
-    log "  round $r: nginx  $(get "$RUN/http_nginx_r$r.json" rps) req/s"
-    LOAD_SERVER_PID=$INFERD_PID
-    if [ "$r" = 1 ]; then perf_start http "$INFERD_PID"; fi
-    simple_load "$RUN/http_inferd_r$r.json" "$INFERD_URL" --concurrency "$HTTP_CONNECTIONS" \
-        --duration "$DURATION" --warmup "$WARMUP"
-    perf_stop
-    log "  round $r: inferd $(get "$RUN/http_inferd_r$r.json" rps) req/s"
-done
-MAX_RPS="$("$PY" -c '
+    for r in $(seq 1 "$ROUNDS"); do
+        LOAD_SERVER_PID=$NGINX_PID
+        simple_load "$RUN/http_nginx_r$r.json" "$NGINX_URL" --concurrency "$HTTP_CONNECTIONS" \
+            --duration "$DURATION" --warmup "$WARMUP"
+        log "  round $r: nginx  $(get "$RUN/http_nginx_r$r.json" rps) req/s"
+        LOAD_SERVER_PID=$INFERD_PID
+        if [ "$r" = 1 ]; then perf_start http "$INFERD_PID"; fi
+        simple_load "$RUN/http_inferd_r$r.json" "$INFERD_URL" --concurrency "$HTTP_CONNECTIONS" \
+            --duration "$DURATION" --warmup "$WARMUP"
+        perf_stop
+        log "  round $r: inferd $(get "$RUN/http_inferd_r$r.json" rps) req/s"
+    done
+    MAX_RPS="$("$PY" -c '
 import json, sys
 ok = lambda d: d["status"].get("200", 0) / d["duration_s"]
 print(round(max(ok(json.load(open(p))) for p in sys.argv[1:]), 1))' "$RUN"/http_inferd_r*.json)"
-RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.5)))' "$MAX_RPS")"
-log "3. latency: simple at $RATE req/s (50% of $MAX_RPS), open loop"
-LOAD_SERVER_PID=$INFERD_PID
-simple_load "$RUN/latency.json" "$INFERD_URL" --rate "$RATE" --duration "$DURATION" \
-    --warmup "$WARMUP"
-log "  inferd: p50 $(get "$RUN/latency.json" latency_us.p50) us, p99 $(get "$RUN/latency.json" latency_us.p99) us"
-# Reference: nginx at the same rate shows what the machine and the load
-# generator alone add to the tail.
-LOAD_SERVER_PID=$NGINX_PID
-simple_load "$RUN/latency_nginx.json" "$NGINX_URL" --rate "$RATE" --duration "$DURATION" \
-    --warmup "$WARMUP"
-log "  nginx:  p50 $(get "$RUN/latency_nginx.json" latency_us.p50) us, p99 $(get "$RUN/latency_nginx.json" latency_us.p99) us"
-stop_pid "$NGINX_PID" QUIT
-stop_pid "$INFERD_PID"
+    RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.5)))' "$MAX_RPS")"
+    log "3. latency: simple at $RATE req/s (50% of $MAX_RPS), open loop"
+    LOAD_SERVER_PID=$INFERD_PID
+    simple_load "$RUN/latency.json" "$INFERD_URL" --rate "$RATE" --duration "$DURATION" \
+        --warmup "$WARMUP"
+    log "  inferd: p50 $(get "$RUN/latency.json" latency_us.p50) us, p99 $(get "$RUN/latency.json" latency_us.p99) us"
+    # Reference: nginx at the same rate shows what the machine and the load
+    # generator alone add to the tail.
+    LOAD_SERVER_PID=$NGINX_PID
+    simple_load "$RUN/latency_nginx.json" "$NGINX_URL" --rate "$RATE" --duration "$DURATION" \
+        --warmup "$WARMUP"
+    log "  nginx:  p50 $(get "$RUN/latency_nginx.json" latency_us.p50) us, p99 $(get "$RUN/latency_nginx.json" latency_us.p99) us"
+    stop_pid "$NGINX_PID" QUIT
+    stop_pid "$INFERD_PID"
+fi
 
 # --- 2. compute floor ------------------------------------------------------------------------
-log "2. compute floor: in-process ONNX Runtime vs inferd (binary, batch 1, $COMPUTE_CONNECTIONS in flight)"
-start_inferd compute "$RUN/repo_compute"
-LOAD_SERVER_PID=$SERVER_PID
-for m in mlp digits; do
-    curl -sf -o "$RUN/compute_${m}_config.json" "$SERVER_URL/v2/models/$m/config" ||
-        rm -f "$RUN/compute_${m}_config.json"
-done
-ort_floor() { # MODEL_PATH OUT
-    taskset -c "$SERVER_CPUS" "$ORT_FLOOR" --model "$1" --batches "$BATCHES" \
-        --seconds "$ORT_SECONDS" --warmup "$("$PY" -c "print($ORT_SECONDS / 4)")" \
-        --intra-op-threads "$NSERVER" --inter-op-threads 1 --json >"$2" ||
-        die "ort_floor $1 failed"
-}
-compute_load() { # MODEL OUT
-    load "$2" --url "$SERVER_URL" --model "$1" --format binary --batch 1 \
-        --connections "$COMPUTE_CONNECTIONS" --concurrency "$COMPUTE_CONNECTIONS" \
-        --duration "$DURATION" --warmup "$WARMUP"
-}
-for r in $(seq 1 "$ROUNDS"); do
-    ort_floor "$MLP_MODEL" "$RUN/compute_ort_mlp_r$r.json"
-    log "  round $r: mlp in process: best $(get "$RUN/compute_ort_mlp_r$r.json" best.inferences_per_s)/s at batch $(get "$RUN/compute_ort_mlp_r$r.json" best.batch)"
-    if [ "$r" = 1 ]; then perf_start mlp "$SERVER_PID"; fi
-    compute_load mlp "$RUN/compute_inferd_mlp_r$r.json"
-    perf_stop
-    log "  round $r: mlp inferd: $(get "$RUN/compute_inferd_mlp_r$r.json" rps)/s"
-done
-ort_floor "$root/models/digits/1/model.onnx" "$RUN/compute_ort_digits_r1.json"
-log "  digits in process: best $(get "$RUN/compute_ort_digits_r1.json" best.inferences_per_s)/s at batch $(get "$RUN/compute_ort_digits_r1.json" best.batch)"
-compute_load digits "$RUN/compute_inferd_digits_r1.json"
-log "  digits inferd: $(get "$RUN/compute_inferd_digits_r1.json" rps)/s"
-
-# --- 6. gRPC vs REST binary (same server, digits) ---------------------------------------------
-# h2load drives both over HTTP/2 with the same in-flight count: gRPC ModelInfer
-# (a pre-serialized, length-prefixed ModelInferRequest with raw_input_contents)
-# on the gRPC port, and REST with binary tensors on the HTTP port (prior
-# knowledge). h2load counts HTTP statuses only, so a few calls through grpcio
-# check beforehand that the same message gets grpc-status 0.
-log "6. gRPC vs REST binary tensors: digits, h2load, $COMPUTE_CONNECTIONS streams in flight"
-"$PY" "$root/bench/grpc_bodies.py" "$TMP/grpc_py" "$RUN" "127.0.0.1:$SERVER_GRPC_PORT" ||
-    die "gRPC bodies or the grpc-status check failed"
-# h2load takes whole seconds of warm-up (QUICK's 0.5 s is refused).
-H2LOAD_WARMUP="$("$PY" -c "import math; print(max(1, math.ceil(float('$WARMUP'))))")"
-h2_load() { # NAME URL BODY HEADERS...
-    local name="$1" url="$2" body="$3" r
-    shift 3
-    for r in $(seq 1 "$ROUNDS"); do
-        taskset -c "$CLIENT_CPUS" h2load -t "$NCLIENT" -c "$NCLIENT" \
-            -m "$((COMPUTE_CONNECTIONS / NCLIENT))" -D "$DURATION" --warm-up-time "$H2LOAD_WARMUP" \
-            -d "$body" "$@" "$url" >"$RUN/grpc_${name}_r$r.txt" 2>&1 ||
-            die "h2load ($name) failed: $(tail -3 "$RUN/grpc_${name}_r$r.txt")"
-        "${REPORT[@]}" h2load "$RUN/grpc_${name}_r$r.txt" "$RUN/grpc_${name}_r$r.json"
-        log "  round $r: $name $(get "$RUN/grpc_${name}_r$r.json" rps)/s"
+if want 2 || want 6; then
+    log "2. compute floor: in-process ONNX Runtime vs inferd (binary, batch 1, $COMPUTE_CONNECTIONS in flight)"
+    start_inferd compute "$RUN/repo_compute"
+    LOAD_SERVER_PID=$SERVER_PID
+    for m in mlp digits; do
+        curl -sf -o "$RUN/compute_${m}_config.json" "$SERVER_URL/v2/models/$m/config" ||
+            rm -f "$RUN/compute_${m}_config.json"
     done
-}
-h2_load grpc "http://127.0.0.1:$SERVER_GRPC_PORT/inference.GRPCInferenceService/ModelInfer" \
-    "$RUN/digits_grpc.bin" -H "content-type: application/grpc" -H "te: trailers"
-h2_load rest "$SERVER_URL/v2/models/digits/infer" "$RUN/digits_rest.bin" \
-    -H "content-type: application/octet-stream" \
-    -H "inference-header-content-length: $(cat "$RUN/digits_rest.json_len")"
-stop_pid "$SERVER_PID"
+    ort_floor() { # MODEL_PATH OUT
+        taskset -c "$SERVER_CPUS" "$ORT_FLOOR" --model "$1" --batches "$BATCHES" \
+            --seconds "$ORT_SECONDS" --warmup "$("$PY" -c "print($ORT_SECONDS / 4)")" \
+            --intra-op-threads "$NSERVER" --inter-op-threads 1 --json >"$2" ||
+            die "ort_floor $1 failed"
+    }
+    compute_load() { # MODEL OUT
+        load "$2" --url "$SERVER_URL" --model "$1" --format binary --batch 1 \
+            --connections "$COMPUTE_CONNECTIONS" --concurrency "$COMPUTE_CONNECTIONS" \
+            --duration "$DURATION" --warmup "$WARMUP"
+    }
+    for r in $(seq 1 "$ROUNDS"); do
+        ort_floor "$MLP_MODEL" "$RUN/compute_ort_mlp_r$r.json"
+        log "  round $r: mlp in process: best $(get "$RUN/compute_ort_mlp_r$r.json" best.inferences_per_s)/s at batch $(get "$RUN/compute_ort_mlp_r$r.json" best.batch)"
+        if [ "$r" = 1 ]; then perf_start mlp "$SERVER_PID"; fi
+        compute_load mlp "$RUN/compute_inferd_mlp_r$r.json"
+        perf_stop
+        log "  round $r: mlp inferd: $(get "$RUN/compute_inferd_mlp_r$r.json" rps)/s"
+    done
+    ort_floor "$root/models/digits/1/model.onnx" "$RUN/compute_ort_digits_r1.json"
+    log "  digits in process: best $(get "$RUN/compute_ort_digits_r1.json" best.inferences_per_s)/s at batch $(get "$RUN/compute_ort_digits_r1.json" best.batch)"
+    compute_load digits "$RUN/compute_inferd_digits_r1.json"
+    log "  digits inferd: $(get "$RUN/compute_inferd_digits_r1.json" rps)/s"
+
+    # --- 6. gRPC vs REST binary (same server, digits) ---------------------------------------------
+    # h2load drives both over HTTP/2 with the same in-flight count: gRPC ModelInfer
+    # (a pre-serialized, length-prefixed ModelInferRequest with raw_input_contents)
+    # on the gRPC port, and REST with binary tensors on the HTTP port (prior
+    # knowledge). h2load counts HTTP statuses only, so a few calls through grpcio
+    # check beforehand that the same message gets grpc-status 0.
+    log "6. gRPC vs REST binary tensors: digits, h2load, $COMPUTE_CONNECTIONS streams in flight"
+    "$PY" "$root/bench/grpc_bodies.py" "$TMP/grpc_py" "$RUN" "127.0.0.1:$SERVER_GRPC_PORT" ||
+        die "gRPC bodies or the grpc-status check failed"
+    # h2load takes whole seconds of warm-up (QUICK's 0.5 s is refused).
+    H2LOAD_WARMUP="$("$PY" -c "import math; print(max(1, math.ceil(float('$WARMUP'))))")"
+    h2_load() { # NAME URL BODY HEADERS...
+        local name="$1" url="$2" body="$3" r
+        shift 3
+        for r in $(seq 1 "$ROUNDS"); do
+            taskset -c "$CLIENT_CPUS" h2load -t "$NCLIENT" -c "$NCLIENT" \
+                -m "$((COMPUTE_CONNECTIONS / NCLIENT))" -D "$DURATION" --warm-up-time "$H2LOAD_WARMUP" \
+                -d "$body" "$@" "$url" >"$RUN/grpc_${name}_r$r.txt" 2>&1 ||
+                die "h2load ($name) failed: $(tail -3 "$RUN/grpc_${name}_r$r.txt")"
+            "${REPORT[@]}" h2load "$RUN/grpc_${name}_r$r.txt" "$RUN/grpc_${name}_r$r.json"
+            log "  round $r: $name $(get "$RUN/grpc_${name}_r$r.json" rps)/s"
+        done
+    }
+    h2_load grpc "http://127.0.0.1:$SERVER_GRPC_PORT/inference.GRPCInferenceService/ModelInfer" \
+        "$RUN/digits_grpc.bin" -H "content-type: application/grpc" -H "te: trailers"
+    h2_load rest "$SERVER_URL/v2/models/digits/infer" "$RUN/digits_rest.bin" \
+        -H "content-type: application/octet-stream" \
+        -H "inference-header-content-length: $(cat "$RUN/digits_rest.json_len")"
+    stop_pid "$SERVER_PID"
+fi
 
 # --- 4. JSON decode -----------------------------------------------------------------------------
-log "4. JSON decode: inferd vs cJSON (bench/json_decode.c)"
-JSON_DECODE_SRC="$root/bench/json_decode.c"
-if [ ! -f "$JSON_DECODE_SRC" ]; then
-    echo "bench/json_decode.c is missing: the JSON-decode micro-benchmark was not written yet" \
-        >"$RUN/json_decode.missing"
-    log "  ERROR: $(cat "$RUN/json_decode.missing")"
-    FAILED_STEPS+=("4. JSON decode: bench/json_decode.c is missing")
-else
-    JSON_DECODE_BIN="$TMP/json_decode"
-    # Built against the core library of the same build as $INFERD (the same
-    # objects, flags -O2 -g, as the server's decoder) and Debian's libcjson;
-    # bench/json_decode.c's header gives the equivalent from-source command.
-    INFERD_BUILD_DIR="$(dirname "$INFERD")"
-    gcc -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I "$root/src" \
-        "$JSON_DECODE_SRC" -o "$JSON_DECODE_BIN" "$INFERD_BUILD_DIR/libinferd_core.a" \
-        "$ORT_DIR/lib/libonnxruntime.so.1" -Wl,-rpath,"$ORT_DIR/lib" -lcjson -lm -lpthread \
-        2>"$RUN/json_decode.build.log" || {
-        cat "$RUN/json_decode.build.log" >&2
-        die "bench/json_decode.c does not build (log: $RUN/json_decode.build.log)"
-    }
-    taskset -c "$SERVER_CPUS" "$JSON_DECODE_BIN" "$JSON_DECODE_N" >"$RUN/json_decode.out" 2>&1 ||
-        die "bench/json_decode failed: $(tail -5 "$RUN/json_decode.out")"
-    "${REPORT[@]}" json-decode "$RUN/json_decode.json" "$RUN/json_decode.out"
-    sed 's/^/bench:   /' "$RUN/json_decode.out" >&2
+if want 4; then
+    log "4. JSON decode: inferd vs cJSON (bench/json_decode.c)"
+    JSON_DECODE_SRC="$root/bench/json_decode.c"
+    if [ ! -f "$JSON_DECODE_SRC" ]; then
+        echo "bench/json_decode.c is missing: the JSON-decode micro-benchmark was not written yet" \
+            >"$RUN/json_decode.missing"
+        log "  ERROR: $(cat "$RUN/json_decode.missing")"
+        FAILED_STEPS+=("4. JSON decode: bench/json_decode.c is missing")
+    else
+        JSON_DECODE_BIN="$TMP/json_decode"
+        # Built against the core library of the same build as $INFERD (the same
+        # objects, flags -O2 -g, as the server's decoder) and Debian's libcjson;
+        # bench/json_decode.c's header gives the equivalent from-source command.
+        INFERD_BUILD_DIR="$(dirname "$INFERD")"
+        gcc -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I "$root/src" \
+            "$JSON_DECODE_SRC" -o "$JSON_DECODE_BIN" "$INFERD_BUILD_DIR/libinferd_core.a" \
+            "$ORT_DIR/lib/libonnxruntime.so.1" -Wl,-rpath,"$ORT_DIR/lib" -lcjson -lm -lpthread \
+            2>"$RUN/json_decode.build.log" || {
+            cat "$RUN/json_decode.build.log" >&2
+            die "bench/json_decode.c does not build (log: $RUN/json_decode.build.log)"
+        }
+        taskset -c "$SERVER_CPUS" "$JSON_DECODE_BIN" "$JSON_DECODE_N" >"$RUN/json_decode.out" 2>&1 ||
+            die "bench/json_decode failed: $(tail -5 "$RUN/json_decode.out")"
+        "${REPORT[@]}" json-decode "$RUN/json_decode.json" "$RUN/json_decode.out"
+        sed 's/^/bench:   /' "$RUN/json_decode.out" >&2
+    fi
 fi
 
 # --- 5. memory ------------------------------------------------------------------------------------
-MEM_DURATION="$("$PY" -c '
+if want 5; then
+    MEM_DURATION="$("$PY" -c '
 import sys
 n, rps, lo, hi = (float(x) for x in sys.argv[1:])
 print(round(min(hi, max(lo, 1.1 * n / rps)), 1))' "$MEM_REQUESTS" "$MAX_RPS" "$DURATION" "$MEM_MAX_S")"
-MEM_WARMUP="$("$PY" -c "print(max(1.0, float('$WARMUP')))")"
-log "5. memory: simple over JSON, ${MEM_DURATION}s (target $MEM_REQUESTS requests) after ${MEM_WARMUP}s warm-up"
-start_inferd memory "$RUN/repo_simple"
-LOAD_SERVER_PID=$SERVER_PID
-MEM_LOG="$RUN/memory_server.log"
-# usr1 N: ask for the counters and wait for the Nth stats line.
-usr1() {
-    local i
-    kill -USR1 "$SERVER_PID"
-    for i in $(seq 1 100); do
-        [ "$(grep -c 'stats:' "$MEM_LOG" || true)" -ge "$1" ] && return 0
-        sleep 0.05
-    done
-    die "inferd logged no stats line after SIGUSR1 (is SIGUSR1 handled?)"
-}
-sleep 1
-usr1 1  # idle
-# One load run; the second reading is taken inside it, after its warm-up, so
-# connection setup is not counted against requests.
-simple_load "$RUN/memory_run.json" "$SERVER_URL" --concurrency "$HTTP_CONNECTIONS" \
-    --duration "$MEM_DURATION" --warmup "$MEM_WARMUP" &
-LOAD_PID=$!
-PIDS+=("$LOAD_PID")
-sleep "$("$PY" -c "print(float('$MEM_WARMUP') + 0.5)")"
-usr1 2  # after warm-up
-wait "$LOAD_PID" || die "memory load run failed"
-forget_pid "$LOAD_PID"
-usr1 3  # after the run
-"${REPORT[@]}" stats "$MEM_LOG" | sed 's/^/bench:   /' >&2
-stop_pid "$SERVER_PID"
+    MEM_WARMUP="$("$PY" -c "print(max(1.0, float('$WARMUP')))")"
+    log "5. memory: simple over JSON, ${MEM_DURATION}s (target $MEM_REQUESTS requests) after ${MEM_WARMUP}s warm-up"
+    start_inferd memory "$RUN/repo_simple"
+    LOAD_SERVER_PID=$SERVER_PID
+    MEM_LOG="$RUN/memory_server.log"
+    # usr1 N: ask for the counters and wait for the Nth stats line.
+    usr1() {
+        local i
+        kill -USR1 "$SERVER_PID"
+        for i in $(seq 1 100); do
+            [ "$(grep -c 'stats:' "$MEM_LOG" || true)" -ge "$1" ] && return 0
+            sleep 0.05
+        done
+        die "inferd logged no stats line after SIGUSR1 (is SIGUSR1 handled?)"
+    }
+    sleep 1
+    usr1 1  # idle
+    # One load run; the second reading is taken inside it, after its warm-up, so
+    # connection setup is not counted against requests.
+    simple_load "$RUN/memory_run.json" "$SERVER_URL" --concurrency "$HTTP_CONNECTIONS" \
+        --duration "$MEM_DURATION" --warmup "$MEM_WARMUP" &
+    LOAD_PID=$!
+    PIDS+=("$LOAD_PID")
+    sleep "$("$PY" -c "print(float('$MEM_WARMUP') + 0.5)")"
+    usr1 2  # after warm-up
+    wait "$LOAD_PID" || die "memory load run failed"
+    forget_pid "$LOAD_PID"
+    usr1 3  # after the run
+    "${REPORT[@]}" stats "$MEM_LOG" | sed 's/^/bench:   /' >&2
+    stop_pid "$SERVER_PID"
+fi
 
 # --- 7. observability overhead -------------------------------------------------------------------
 # The same server twice, alternating rounds on the same cores: everything off
 # (--no-metrics, no access log, no tracing) vs metrics + access log to a file +
 # 10% of requests traced and exported (OTLP/HTTP JSON to a local sink that
 # discards, on the client cores). Figure: on req/s / off req/s.
-log "7. observability overhead: simple, all off vs metrics + access log + 10% traces"
-OTLP_PORT="$("${REPORT[@]}" free-port)"
-taskset -c "$CLIENT_CPUS" "$PY" - "$OTLP_PORT" <<'PYEOF' 2>"$RUN/otlp_sink.log" &
+if want 7; then
+    log "7. observability overhead: simple, all off vs metrics + access log + 10% traces"
+    OTLP_PORT="$("${REPORT[@]}" free-port)"
+    taskset -c "$CLIENT_CPUS" "$PY" - "$OTLP_PORT" <<'PYEOF' 2>"$RUN/otlp_sink.log" &
 import http.server, sys
 class Sink(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -512,72 +549,74 @@ class Sink(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 PYEOF
-SINK_PID=$!
-PIDS+=("$SINK_PID")
-obs_server() { # NAME FLAGS...: sets OBS_PID, OBS_URL
-    local name="$1" port
-    shift
-    port="$("${REPORT[@]}" free-port)"
-    taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$RUN/repo_simple" \
-        --host 127.0.0.1 --http-port "$port" --grpc-port "$("${REPORT[@]}" free-port)" \
-        --io-threads "$NSERVER" --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
-        "$@" 2>"$RUN/obs_${name}_server.log" &
-    OBS_PID=$!
-    PIDS+=("$OBS_PID")
-    OBS_URL="http://127.0.0.1:$port"
-    wait_http "$OBS_URL/v2/health/ready" "$OBS_PID" || die "inferd (obs $name) did not become ready"
-}
-obs_server off --no-metrics
-OFF_PID=$OBS_PID OFF_URL=$OBS_URL
-obs_server on --metrics-port "$("${REPORT[@]}" free-port)" --access-log "$RUN/obs_access.log" \
-    --trace-rate 0.1 --otlp-endpoint "http://127.0.0.1:$OTLP_PORT/v1/traces"
-ON_PID=$OBS_PID ON_URL=$OBS_URL
-for r in $(seq 1 "$ROUNDS"); do
-    LOAD_SERVER_PID=$OFF_PID
-    simple_load "$RUN/obs_off_r$r.json" "$OFF_URL" --concurrency "$HTTP_CONNECTIONS" \
-        --duration "$DURATION" --warmup "$WARMUP"
-    LOAD_SERVER_PID=$ON_PID
-    simple_load "$RUN/obs_on_r$r.json" "$ON_URL" --concurrency "$HTTP_CONNECTIONS" \
-        --duration "$DURATION" --warmup "$WARMUP"
-    log "  round $r: off $(get "$RUN/obs_off_r$r.json" rps) req/s, on $(get "$RUN/obs_on_r$r.json" rps) req/s"
-done
-stop_pid "$OFF_PID"
-stop_pid "$ON_PID"
-stop_pid "$SINK_PID"
-grep -h "access log closed" "$RUN/obs_on_server.log" | sed 's/^/bench:   /' >&2 || true
-rm -f "$RUN/obs_access.log"
+    SINK_PID=$!
+    PIDS+=("$SINK_PID")
+    obs_server() { # NAME FLAGS...: sets OBS_PID, OBS_URL
+        local name="$1" port
+        shift
+        port="$("${REPORT[@]}" free-port)"
+        taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$RUN/repo_simple" \
+            --host 127.0.0.1 --http-port "$port" --grpc-port "$("${REPORT[@]}" free-port)" \
+            --io-threads "$NSERVER" --ort-intra-op-threads "$NSERVER" --ort-inter-op-threads 1 \
+            "$@" 2>"$RUN/obs_${name}_server.log" &
+        OBS_PID=$!
+        PIDS+=("$OBS_PID")
+        OBS_URL="http://127.0.0.1:$port"
+        wait_http "$OBS_URL/v2/health/ready" "$OBS_PID" || die "inferd (obs $name) did not become ready"
+    }
+    obs_server off --no-metrics
+    OFF_PID=$OBS_PID OFF_URL=$OBS_URL
+    obs_server on --metrics-port "$("${REPORT[@]}" free-port)" --access-log "$RUN/obs_access.log" \
+        --trace-rate 0.1 --otlp-endpoint "http://127.0.0.1:$OTLP_PORT/v1/traces"
+    ON_PID=$OBS_PID ON_URL=$OBS_URL
+    for r in $(seq 1 "$ROUNDS"); do
+        LOAD_SERVER_PID=$OFF_PID
+        simple_load "$RUN/obs_off_r$r.json" "$OFF_URL" --concurrency "$HTTP_CONNECTIONS" \
+            --duration "$DURATION" --warmup "$WARMUP"
+        LOAD_SERVER_PID=$ON_PID
+        simple_load "$RUN/obs_on_r$r.json" "$ON_URL" --concurrency "$HTTP_CONNECTIONS" \
+            --duration "$DURATION" --warmup "$WARMUP"
+        log "  round $r: off $(get "$RUN/obs_off_r$r.json" rps) req/s, on $(get "$RUN/obs_on_r$r.json" rps) req/s"
+    done
+    stop_pid "$OFF_PID"
+    stop_pid "$ON_PID"
+    stop_pid "$SINK_PID"
+    grep -h "access log closed" "$RUN/obs_on_server.log" | sed 's/^/bench:   /' >&2 || true
+    rm -f "$RUN/obs_access.log"
+fi
 
 # --- 8. system shared memory vs binary REST (same server, 1 MiB input) ---------------------------
 # identity_fp32 with one [1, 262144] FP32 input (1 MiB) and its output: sent
 # and answered as binary tensor data, vs input and output in two regions of
 # one shared-memory object (the client writes the input once; every request
 # names the same regions, so the contents are checked only before the run).
-SHM_CONNECTIONS=16
-log "8. shared memory vs binary REST: identity_fp32, 1 MiB in and out, $SHM_CONNECTIONS in flight"
-start_inferd shm "$RUN/repo_shm"
-LOAD_SERVER_PID=$SERVER_PID
-SHM_KEY="inferd_bench_$$"
-"$PY" "$root/bench/shm_bodies.py" make "$RUN" "$SHM_KEY" || die "shared-memory bodies failed"
-"$PY" "$root/bench/shm_bodies.py" check "$RUN" "$SHM_KEY" "$SERVER_URL" ||
-    die "the shared-memory or binary request was not answered right"
-shm_load() { # OUT BODY HEADERS...
-    local out="$1" body="$2"
-    shift 2
-    load "$out" --url "$SERVER_URL" --path /v2/models/identity_fp32/infer --body-file "$body" \
-        --connections "$SHM_CONNECTIONS" --concurrency "$SHM_CONNECTIONS" \
-        --duration "$DURATION" --warmup "$WARMUP" "$@"
-}
-for r in $(seq 1 "$ROUNDS"); do
-    shm_load "$RUN/shm_binary_r$r.json" "$RUN/shm_rest.bin" \
-        --header 'Content-Type: application/octet-stream' \
-        --header "Inference-Header-Content-Length: $(cat "$RUN/shm_rest.json_len")"
-    shm_load "$RUN/shm_shm_r$r.json" "$RUN/shm_shm.json" --header 'Content-Type: application/json'
-    log "  round $r: binary $(get "$RUN/shm_binary_r$r.json" rps) req/s, shared memory $(get "$RUN/shm_shm_r$r.json" rps) req/s"
-done
-curl -sf -o /dev/null -X POST "$SERVER_URL/v2/systemsharedmemory/unregister" || true
-stop_pid "$SERVER_PID"
-"$PY" "$root/bench/shm_bodies.py" remove "$SHM_KEY" || true
-SHM_KEY=
+if want 8; then
+    log "8. shared memory vs binary REST: identity_fp32, 1 MiB in and out, $SHM_CONNECTIONS in flight"
+    start_inferd shm "$RUN/repo_shm"
+    LOAD_SERVER_PID=$SERVER_PID
+    SHM_KEY="inferd_bench_$$"
+    "$PY" "$root/bench/shm_bodies.py" make "$RUN" "$SHM_KEY" || die "shared-memory bodies failed"
+    "$PY" "$root/bench/shm_bodies.py" check "$RUN" "$SHM_KEY" "$SERVER_URL" ||
+        die "the shared-memory or binary request was not answered right"
+    shm_load() { # OUT BODY HEADERS...
+        local out="$1" body="$2"
+        shift 2
+        load "$out" --url "$SERVER_URL" --path /v2/models/identity_fp32/infer --body-file "$body" \
+            --connections "$SHM_CONNECTIONS" --concurrency "$SHM_CONNECTIONS" \
+            --duration "$DURATION" --warmup "$WARMUP" "$@"
+    }
+    for r in $(seq 1 "$ROUNDS"); do
+        shm_load "$RUN/shm_binary_r$r.json" "$RUN/shm_rest.bin" \
+            --header 'Content-Type: application/octet-stream' \
+            --header "Inference-Header-Content-Length: $(cat "$RUN/shm_rest.json_len")"
+        shm_load "$RUN/shm_shm_r$r.json" "$RUN/shm_shm.json" --header 'Content-Type: application/json'
+        log "  round $r: binary $(get "$RUN/shm_binary_r$r.json" rps) req/s, shared memory $(get "$RUN/shm_shm_r$r.json" rps) req/s"
+    done
+    curl -sf -o /dev/null -X POST "$SERVER_URL/v2/systemsharedmemory/unregister" || true
+    stop_pid "$SERVER_PID"
+    "$PY" "$root/bench/shm_bodies.py" remove "$SHM_KEY" || true
+    SHM_KEY=
+fi
 
 # --- 9. what users build instead: Node.js + onnxruntime-node, mlp over JSON ---------------------
 # bench/node/server.js (Node's http module, one process, onnxruntime-node with
@@ -588,87 +627,89 @@ SHM_KEY=
 # Without onnxruntime-node (scripts/deps.sh --bench could not install it) the
 # experiment is skipped, with the reason, and the rest of the run stands.
 # Where scripts/deps.sh --bench put it (it honours INFERD_THIRD_PARTY too).
-NODE_TP="${INFERD_THIRD_PARTY:-$root/third_party}"
-NODE_ORT="$NODE_TP/onnxruntime-node"
-NODE_REQ="$RUN/mlp_request.json"
-MLP_PATH=/v2/models/mlp/infer
-log "9. what users build instead: Node.js + onnxruntime-node vs inferd, mlp over JSON," \
-    "$HTTP_CONNECTIONS connections"
-node_skip() { # REASON
-    printf '%s\n' "$1" >"$RUN/node.skipped"
-    log "  skipped: $1"
-}
-node_fail() { # REASON: the step fails, the run goes on and exits non-zero
-    printf '%s\n' "$1" >"$RUN/node.failed"
-    log "  ERROR: $1"
-    FAILED_STEPS+=("9. Node.js: $1")
-}
-NODE_BIN="$(command -v node || true)"
-if [ -z "$NODE_BIN" ]; then
-    node_skip "no node on PATH (scripts/deps.sh --bench installs Debian's nodejs)"
-elif [ ! -f "$NODE_ORT/.stamp" ]; then
-    if [ -f "$NODE_TP/.onnxruntime-node.failed" ]; then
-        node_skip "onnxruntime-node could not be installed: $(cat "$NODE_TP/.onnxruntime-node.failed")"
-    else
-        node_skip "onnxruntime-node is not installed (run scripts/deps.sh --bench)"
-    fi
-else
-    "${REPORT[@]}" mlp-request "$NODE_REQ"
-    NODE_PORT="$("${REPORT[@]}" free-port)"
-    NODE_PATH="$NODE_ORT/node_modules" taskset -c "$SERVER_CPUS" "$NODE_BIN" \
-        "$root/bench/node/server.js" --model "$MLP_MODEL" --name mlp --host 127.0.0.1 \
-        --port "$NODE_PORT" --intra-op-threads "$NSERVER" 2>"$RUN/node_server.log" &
-    NODE_PID=$!
-    PIDS+=("$NODE_PID")
-    NODE_URL="http://127.0.0.1:$NODE_PORT"
-    if ! wait_http "$NODE_URL/v2/health/ready" "$NODE_PID"; then
-        node_fail "bench/node/server.js did not become ready: $(tail -n 3 "$RUN/node_server.log" | tr '\n' ' ')"
-        stop_pid "$NODE_PID"
-    else
-        log "node ready on $NODE_URL, pid $NODE_PID: $(head -n 1 "$RUN/node_server.log")"
-        start_inferd node "$RUN/repo_mlp"
-        mlp_json() { # URL OUT: one request, the response into OUT
-            curl -sf -o "$2" -H 'Content-Type: application/json' --data-binary "@$NODE_REQ" \
-                "$1$MLP_PATH"
-        }
-        NODE_CHECK=ok
-        mlp_json "$SERVER_URL" "$RUN/node_check_inferd.json" || NODE_CHECK="inferd did not answer"
-        mlp_json "$NODE_URL" "$RUN/node_check_node.json" || NODE_CHECK="node did not answer"
-        if [ "$NODE_CHECK" = ok ]; then
-            NODE_CHECK="$("${REPORT[@]}" compare-outputs "$RUN/node_check_inferd.json" \
-                "$RUN/node_check_node.json" 1e-5 "$RUN/node_check.json")" || true
-            [ -n "$NODE_CHECK" ] || NODE_CHECK=ok
-        fi
-        if [ "$NODE_CHECK" != ok ]; then
-            node_fail "inferd and node answer the mlp request differently, not measured: $NODE_CHECK"
+if want 9; then
+    NODE_TP="${INFERD_THIRD_PARTY:-$root/third_party}"
+    NODE_ORT="$NODE_TP/onnxruntime-node"
+    NODE_REQ="$RUN/mlp_request.json"
+    MLP_PATH=/v2/models/mlp/infer
+    log "9. what users build instead: Node.js + onnxruntime-node vs inferd, mlp over JSON," \
+        "$HTTP_CONNECTIONS connections"
+    node_skip() { # REASON
+        printf '%s\n' "$1" >"$RUN/node.skipped"
+        log "  skipped: $1"
+    }
+    node_fail() { # REASON: the step fails, the run goes on and exits non-zero
+        printf '%s\n' "$1" >"$RUN/node.failed"
+        log "  ERROR: $1"
+        FAILED_STEPS+=("9. Node.js: $1")
+    }
+    NODE_BIN="$(command -v node || true)"
+    if [ -z "$NODE_BIN" ]; then
+        node_skip "no node on PATH (scripts/deps.sh --bench installs Debian's nodejs)"
+    elif [ ! -f "$NODE_ORT/.stamp" ]; then
+        if [ -f "$NODE_TP/.onnxruntime-node.failed" ]; then
+            node_skip "onnxruntime-node could not be installed: $(cat "$NODE_TP/.onnxruntime-node.failed")"
         else
-            log "  same outputs from both (largest difference $(get "$RUN/node_check.json" max_abs_diff))"
-            "$PY" - "$RUN/node_versions.json" "$NODE_ORT" "$("$NODE_BIN" --version)" \
-                "$(wc -c <"$NODE_REQ")" <<'EOF'
+            node_skip "onnxruntime-node is not installed (run scripts/deps.sh --bench)"
+        fi
+    else
+        "${REPORT[@]}" mlp-request "$NODE_REQ"
+        NODE_PORT="$("${REPORT[@]}" free-port)"
+        NODE_PATH="$NODE_ORT/node_modules" taskset -c "$SERVER_CPUS" "$NODE_BIN" \
+            "$root/bench/node/server.js" --model "$MLP_MODEL" --name mlp --host 127.0.0.1 \
+            --port "$NODE_PORT" --intra-op-threads "$NSERVER" 2>"$RUN/node_server.log" &
+        NODE_PID=$!
+        PIDS+=("$NODE_PID")
+        NODE_URL="http://127.0.0.1:$NODE_PORT"
+        if ! wait_http "$NODE_URL/v2/health/ready" "$NODE_PID"; then
+            node_fail "bench/node/server.js did not become ready: $(tail -n 3 "$RUN/node_server.log" | tr '\n' ' ')"
+            stop_pid "$NODE_PID"
+        else
+            log "node ready on $NODE_URL, pid $NODE_PID: $(head -n 1 "$RUN/node_server.log")"
+            start_inferd node "$RUN/repo_mlp"
+            mlp_json() { # URL OUT: one request, the response into OUT
+                curl -sf -o "$2" -H 'Content-Type: application/json' --data-binary "@$NODE_REQ" \
+                    "$1$MLP_PATH"
+            }
+            NODE_CHECK=ok
+            mlp_json "$SERVER_URL" "$RUN/node_check_inferd.json" || NODE_CHECK="inferd did not answer"
+            mlp_json "$NODE_URL" "$RUN/node_check_node.json" || NODE_CHECK="node did not answer"
+            if [ "$NODE_CHECK" = ok ]; then
+                NODE_CHECK="$("${REPORT[@]}" compare-outputs "$RUN/node_check_inferd.json" \
+                    "$RUN/node_check_node.json" 1e-5 "$RUN/node_check.json")" || true
+                [ -n "$NODE_CHECK" ] || NODE_CHECK=ok
+            fi
+            if [ "$NODE_CHECK" != ok ]; then
+                node_fail "inferd and node answer the mlp request differently, not measured: $NODE_CHECK"
+            else
+                log "  same outputs from both (largest difference $(get "$RUN/node_check.json" max_abs_diff))"
+                "$PY" - "$RUN/node_versions.json" "$NODE_ORT" "$("$NODE_BIN" --version)" \
+                    "$(wc -c <"$NODE_REQ")" <<'EOF'
 import json, os, sys
 out, ort, node, req = sys.argv[1:]
 pkg = json.load(open(os.path.join(ort, "node_modules", "onnxruntime-node", "package.json")))
 json.dump({"node": node.lstrip("v"), "onnxruntime_node": pkg["version"],
            "request_bytes": int(req)}, open(out, "w"))
 EOF
-            mlp_json_load() { # OUT URL
-                load "$1" --url "$2" --path "$MLP_PATH" --body-file "$NODE_REQ" \
-                    --header 'Content-Type: application/json' --connections "$HTTP_CONNECTIONS" \
-                    --concurrency "$HTTP_CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP"
-            }
-            for r in $(seq 1 "$ROUNDS"); do
-                LOAD_SERVER_PID=$NODE_PID
-                mlp_json_load "$RUN/node_node_r$r.json" "$NODE_URL"
-                LOAD_SERVER_PID=$SERVER_PID
-                mlp_json_load "$RUN/node_inferd_r$r.json" "$SERVER_URL"
-                log "  round $r: node $(get "$RUN/node_node_r$r.json" rps) req/s" \
-                    "(p99 $(get "$RUN/node_node_r$r.json" latency_us.p99) us)," \
-                    "inferd $(get "$RUN/node_inferd_r$r.json" rps) req/s" \
-                    "(p99 $(get "$RUN/node_inferd_r$r.json" latency_us.p99) us)"
-            done
+                mlp_json_load() { # OUT URL
+                    load "$1" --url "$2" --path "$MLP_PATH" --body-file "$NODE_REQ" \
+                        --header 'Content-Type: application/json' --connections "$HTTP_CONNECTIONS" \
+                        --concurrency "$HTTP_CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP"
+                }
+                for r in $(seq 1 "$ROUNDS"); do
+                    LOAD_SERVER_PID=$NODE_PID
+                    mlp_json_load "$RUN/node_node_r$r.json" "$NODE_URL"
+                    LOAD_SERVER_PID=$SERVER_PID
+                    mlp_json_load "$RUN/node_inferd_r$r.json" "$SERVER_URL"
+                    log "  round $r: node $(get "$RUN/node_node_r$r.json" rps) req/s" \
+                        "(p99 $(get "$RUN/node_node_r$r.json" latency_us.p99) us)," \
+                        "inferd $(get "$RUN/node_inferd_r$r.json" rps) req/s" \
+                        "(p99 $(get "$RUN/node_inferd_r$r.json" latency_us.p99) us)"
+                done
+            fi
+            stop_pid "$NODE_PID"
+            stop_pid "$SERVER_PID"
         fi
-        stop_pid "$NODE_PID"
-        stop_pid "$SERVER_PID"
     fi
 fi
 
@@ -683,135 +724,356 @@ fi
 # port is read around each run: shadow copies compared vs dropped (a shadow
 # that sheds its copies would look free). Missing files or no routing API:
 # skipped, with the reason; anything else that fails is a failed step.
-SHADOW_CONNECTIONS=$COMPUTE_CONNECTIONS
-log "10. shadow traffic: digits v1 at 50% load, no shadow vs 100% shadow to v2," \
-    "$SHADOW_CONNECTIONS connections"
-shadow_skip() { # REASON
-    printf '%s\n' "$1" >"$RUN/shadow.skipped"
-    log "  skipped: $1"
-}
-shadow_fail() { # REASON: the step fails, the run goes on and exits non-zero
-    printf '%s\n' "$1" >"$RUN/shadow.failed"
-    log "  ERROR: $1"
-    FAILED_STEPS+=("10. shadow: $1")
-}
-SHADOW_V1="$root/models/digits/1/model.onnx"
-SHADOW_V2="$root/tests/models/digits_v2/2/model.onnx"
-SHADOW_SAMPLE="$root/models/digits/sample.json"
-SHADOW_MISSING=
-for f in "$SHADOW_V1" "$SHADOW_V2" "$SHADOW_SAMPLE"; do
-    [ -f "$f" ] || SHADOW_MISSING="${SHADOW_MISSING:+$SHADOW_MISSING, }${f#"$root"/}"
-done
-if [ -n "$SHADOW_MISSING" ]; then
-    shadow_skip "missing: $SHADOW_MISSING"
-else
-    SHADOW_REPO="$RUN/repo_shadow"
-    mkdir -p "$SHADOW_REPO/digits"
-    printf 'version_policy: { all: {} }\n' >"$SHADOW_REPO/digits/config.pbtxt"
-    ln -s "$(dirname "$SHADOW_V1")" "$SHADOW_REPO/digits/1"
-    ln -s "$(dirname "$SHADOW_V2")" "$SHADOW_REPO/digits/2"
-    # The sample image with binary tensor data (as experiment 6's REST body).
-    SHADOW_BODY="$RUN/shadow_request.bin"
-    SHADOW_HLEN="$("${REPORT[@]}" digits-binary "$SHADOW_SAMPLE" "$SHADOW_BODY")"
-    start_inferd shadow "$SHADOW_REPO"
-    LOAD_SERVER_PID=$SERVER_PID
-    SHADOW_OK=1
-    # routing_put JSON: sets SHADOW_PUT_STATUS (the HTTP status), body in $RUN
-    routing_put() {
-        SHADOW_PUT_STATUS="$(curl -s -o "$RUN/shadow_routing_put.json" -w '%{http_code}' \
-            -X PUT --data-binary "$1" "$SERVER_URL/v2/models/digits/routing" || true)"
+if want 10; then
+    log "10. shadow traffic: digits v1 at 50% load, no shadow vs 100% shadow to v2," \
+        "$SHADOW_CONNECTIONS connections"
+    shadow_skip() { # REASON
+        printf '%s\n' "$1" >"$RUN/shadow.skipped"
+        log "  skipped: $1"
     }
-    shadow_load() { # OUT PATH ARGS...
-        local out="$1" path="$2"
-        shift 2
-        load "$out" --url "$SERVER_URL" --path "$path" --body-file "$SHADOW_BODY" \
-            --header 'Content-Type: application/octet-stream' \
-            --header "Inference-Header-Content-Length: $SHADOW_HLEN" \
-            --connections "$SHADOW_CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" "$@"
+    shadow_fail() { # REASON: the step fails, the run goes on and exits non-zero
+        printf '%s\n' "$1" >"$RUN/shadow.failed"
+        log "  ERROR: $1"
+        FAILED_STEPS+=("10. shadow: $1")
     }
-    for v in 1 2; do
-        curl -sf -o /dev/null "$SERVER_URL/v2/models/digits/versions/$v/ready" || {
-            shadow_fail "version $v of digits is not ready: $(tail -n 3 "$RUN/shadow_server.log" | tr '\n' ' ')"
-            SHADOW_OK=
-            break
-        }
+    SHADOW_V1="$root/models/digits/1/model.onnx"
+    SHADOW_V2="$root/tests/models/digits_v2/2/model.onnx"
+    SHADOW_SAMPLE="$root/models/digits/sample.json"
+    SHADOW_MISSING=
+    for f in "$SHADOW_V1" "$SHADOW_V2" "$SHADOW_SAMPLE"; do
+        [ -f "$f" ] || SHADOW_MISSING="${SHADOW_MISSING:+$SHADOW_MISSING, }${f#"$root"/}"
     done
-    curl -sf -o "$RUN/shadow_digits_config.json" "$SERVER_URL/v2/models/digits/config" ||
-        rm -f "$RUN/shadow_digits_config.json"
-    if [ -n "$SHADOW_OK" ]; then
-        curl -sf -o /dev/null "$SERVER_METRICS_URL" || {
-            shadow_fail "the metrics port ($SERVER_METRICS_URL) does not answer"
-            SHADOW_OK=
+    if [ -n "$SHADOW_MISSING" ]; then
+        shadow_skip "missing: $SHADOW_MISSING"
+    else
+        SHADOW_REPO="$RUN/repo_shadow"
+        mkdir -p "$SHADOW_REPO/digits"
+        printf 'version_policy: { all: {} }\n' >"$SHADOW_REPO/digits/config.pbtxt"
+        ln -s "$(dirname "$SHADOW_V1")" "$SHADOW_REPO/digits/1"
+        ln -s "$(dirname "$SHADOW_V2")" "$SHADOW_REPO/digits/2"
+        # The sample image with binary tensor data (as experiment 6's REST body).
+        SHADOW_BODY="$RUN/shadow_request.bin"
+        SHADOW_HLEN="$("${REPORT[@]}" binary-request "$SHADOW_SAMPLE" "$SHADOW_BODY")"
+        start_inferd shadow "$SHADOW_REPO"
+        LOAD_SERVER_PID=$SERVER_PID
+        SHADOW_OK=1
+        # routing_put JSON: sets SHADOW_PUT_STATUS (the HTTP status), body in $RUN
+        routing_put() {
+            SHADOW_PUT_STATUS="$(curl -s -o "$RUN/shadow_routing_put.json" -w '%{http_code}' \
+                -X PUT --data-binary "$1" "$SERVER_URL/v2/models/digits/routing" || true)"
         }
-    fi
-    if [ -n "$SHADOW_OK" ]; then
-        for r in $(seq 1 "$ROUNDS"); do
-            shadow_load "$RUN/shadow_max_r$r.json" /v2/models/digits/versions/1/infer \
-                --concurrency "$SHADOW_CONNECTIONS"
-            log "  round $r: version 1, closed loop, no routing table: $(get "$RUN/shadow_max_r$r.json" rps) req/s"
+        shadow_load() { # OUT PATH ARGS...
+            local out="$1" path="$2"
+            shift 2
+            load "$out" --url "$SERVER_URL" --path "$path" --body-file "$SHADOW_BODY" \
+                --header 'Content-Type: application/octet-stream' \
+                --header "Inference-Header-Content-Length: $SHADOW_HLEN" \
+                --connections "$SHADOW_CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" "$@"
+        }
+        for v in 1 2; do
+            curl -sf -o /dev/null "$SERVER_URL/v2/models/digits/versions/$v/ready" || {
+                shadow_fail "version $v of digits is not ready: $(tail -n 3 "$RUN/shadow_server.log" | tr '\n' ' ')"
+                SHADOW_OK=
+                break
+            }
         done
-        SHADOW_MAX="$("$PY" -c '
+        curl -sf -o "$RUN/shadow_digits_config.json" "$SERVER_URL/v2/models/digits/config" ||
+            rm -f "$RUN/shadow_digits_config.json"
+        if [ -n "$SHADOW_OK" ]; then
+            curl -sf -o /dev/null "$SERVER_METRICS_URL" || {
+                shadow_fail "the metrics port ($SERVER_METRICS_URL) does not answer"
+                SHADOW_OK=
+            }
+        fi
+        if [ -n "$SHADOW_OK" ]; then
+            for r in $(seq 1 "$ROUNDS"); do
+                shadow_load "$RUN/shadow_max_r$r.json" /v2/models/digits/versions/1/infer \
+                    --concurrency "$SHADOW_CONNECTIONS"
+                log "  round $r: version 1, closed loop, no routing table: $(get "$RUN/shadow_max_r$r.json" rps) req/s"
+            done
+            SHADOW_MAX="$("$PY" -c '
 import json, sys
 ok = lambda d: d["status"].get("200", 0) / d["duration_s"]
 print(round(max(ok(json.load(open(p))) for p in sys.argv[1:]), 1))' "$RUN"/shadow_max_r*.json)"
-        SHADOW_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.5)))' "$SHADOW_MAX")"
-        routing_put '{"default_version": 1}'
-        case "$SHADOW_PUT_STATUS" in
-        200) ;;
-        404 | 405 | 501)
-            shadow_skip "this inferd has no routing API (PUT /v2/models/digits/routing answered $SHADOW_PUT_STATUS)"
-            SHADOW_OK= ;;
-        *)
-            shadow_fail "PUT /v2/models/digits/routing answered ${SHADOW_PUT_STATUS:-nothing}: $(cat "$RUN/shadow_routing_put.json" 2>/dev/null)"
-            SHADOW_OK= ;;
-        esac
-    fi
-    if [ -n "$SHADOW_OK" ]; then
-        log "  at $SHADOW_RATE req/s (50% of $SHADOW_MAX), open loop, $ROUNDS round(s) of no shadow / 100% shadow"
-        SHADOW_ON='{"default_version": 1, "shadow": {"version": 2, "percent": 100, "log_every": 0}}'
-        for r in $(seq 1 "$ROUNDS"); do
-            for side in off on; do
-                if [ "$side" = on ]; then routing_put "$SHADOW_ON"; else routing_put '{"default_version": 1}'; fi
-                [ "$SHADOW_PUT_STATUS" = 200 ] || {
-                    shadow_fail "PUT routing ($side) answered ${SHADOW_PUT_STATUS:-nothing}: $(cat "$RUN/shadow_routing_put.json" 2>/dev/null)"
-                    SHADOW_OK=
-                    break 2
-                }
-                "${REPORT[@]}" shadow-scrape "$SERVER_METRICS_URL" "$RUN/shadow_metrics_${side}_r${r}_before.json" ||
-                    { shadow_fail "cannot read $SERVER_METRICS_URL"; SHADOW_OK=; break 2; }
-                shadow_load "$RUN/shadow_${side}_r$r.json" /v2/models/digits/infer --rate "$SHADOW_RATE"
-                # Waits (at most 3 s) until every copy of the run was compared or dropped.
-                "${REPORT[@]}" shadow-scrape "$SERVER_METRICS_URL" "$RUN/shadow_metrics_${side}_r${r}_after.json" \
-                    "$RUN/shadow_metrics_${side}_r${r}_before.json" ||
-                    { shadow_fail "cannot read $SERVER_METRICS_URL"; SHADOW_OK=; break 2; }
+            SHADOW_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.5)))' "$SHADOW_MAX")"
+            routing_put '{"default_version": 1}'
+            case "$SHADOW_PUT_STATUS" in
+            200) ;;
+            404 | 405 | 501)
+                shadow_skip "this inferd has no routing API (PUT /v2/models/digits/routing answered $SHADOW_PUT_STATUS)"
+                SHADOW_OK= ;;
+            *)
+                shadow_fail "PUT /v2/models/digits/routing answered ${SHADOW_PUT_STATUS:-nothing}: $(cat "$RUN/shadow_routing_put.json" 2>/dev/null)"
+                SHADOW_OK= ;;
+            esac
+        fi
+        if [ -n "$SHADOW_OK" ]; then
+            log "  at $SHADOW_RATE req/s (50% of $SHADOW_MAX), open loop, $ROUNDS round(s) of no shadow / 100% shadow"
+            SHADOW_ON='{"default_version": 1, "shadow": {"version": 2, "percent": 100, "log_every": 0}}'
+            for r in $(seq 1 "$ROUNDS"); do
+                for side in off on; do
+                    if [ "$side" = on ]; then routing_put "$SHADOW_ON"; else routing_put '{"default_version": 1}'; fi
+                    [ "$SHADOW_PUT_STATUS" = 200 ] || {
+                        shadow_fail "PUT routing ($side) answered ${SHADOW_PUT_STATUS:-nothing}: $(cat "$RUN/shadow_routing_put.json" 2>/dev/null)"
+                        SHADOW_OK=
+                        break 2
+                    }
+                    "${REPORT[@]}" shadow-scrape "$SERVER_METRICS_URL" "$RUN/shadow_metrics_${side}_r${r}_before.json" ||
+                        { shadow_fail "cannot read $SERVER_METRICS_URL"; SHADOW_OK=; break 2; }
+                    shadow_load "$RUN/shadow_${side}_r$r.json" /v2/models/digits/infer --rate "$SHADOW_RATE"
+                    # Waits (at most 3 s) until every copy of the run was compared or dropped.
+                    "${REPORT[@]}" shadow-scrape "$SERVER_METRICS_URL" "$RUN/shadow_metrics_${side}_r${r}_after.json" \
+                        "$RUN/shadow_metrics_${side}_r${r}_before.json" ||
+                        { shadow_fail "cannot read $SERVER_METRICS_URL"; SHADOW_OK=; break 2; }
+                done
+                log "  round $r: no shadow p50 $(get "$RUN/shadow_off_r$r.json" latency_us.p50) us," \
+                    "p99 $(get "$RUN/shadow_off_r$r.json" latency_us.p99) us; 100% shadow" \
+                    "p50 $(get "$RUN/shadow_on_r$r.json" latency_us.p50) us," \
+                    "p99 $(get "$RUN/shadow_on_r$r.json" latency_us.p99) us;" \
+                    "$("${REPORT[@]}" shadow-delta "$RUN/shadow_metrics_on_r${r}_before.json" \
+                        "$RUN/shadow_metrics_on_r${r}_after.json")"
             done
-            log "  round $r: no shadow p50 $(get "$RUN/shadow_off_r$r.json" latency_us.p50) us," \
-                "p99 $(get "$RUN/shadow_off_r$r.json" latency_us.p99) us; 100% shadow" \
-                "p50 $(get "$RUN/shadow_on_r$r.json" latency_us.p50) us," \
-                "p99 $(get "$RUN/shadow_on_r$r.json" latency_us.p99) us;" \
-                "$("${REPORT[@]}" shadow-delta "$RUN/shadow_metrics_on_r${r}_before.json" \
-                    "$RUN/shadow_metrics_on_r${r}_after.json")"
-        done
+        fi
+        stop_pid "$SERVER_PID"
     fi
-    stop_pid "$SERVER_PID"
+fi
+
+# --- 11. overload: admission control at 3x capacity ---------------------------------------------
+# bench/models/mlp, experiment 9's sample OVERLOAD_BATCH times in one request
+# ([16, 784] FP32, binary tensor data): about a millisecond of compute per
+# request, so the model, not HTTP, is what runs out. A refusal still costs the
+# server the request's HTTP handling (tens of µs for a 50 KiB body, measured
+# here), and at 3x two of them come with every admitted request: with
+# batch-1 requests (40 µs of compute) the refusals alone would saturate the
+# server core and the run would measure HTTP, not admission control; with
+# digits (even less compute), 3x its capacity is more than one
+# load-generator core can send. Parts, each on its own server:
+#  (a) capacity: no configuration file; closed loop, OVERLOAD_CONCURRENCY
+#      requests in flight, best of ROUNDS.
+#  (b), (c) --config overload.yaml: the adaptive concurrency limiter on mlp,
+#      floor OVERLOAD_FLOOR, ceiling OVERLOAD_CEILING (below), over the limit
+#      503 at once (no queueing). Alternating ROUNDS times, open loop:
+#      (b) at 10% of capacity: the unloaded latency; (c) at 3x capacity.
+#  (d) --config tenants.yaml: API keys of two tenants (`inferd keys new`) and
+#      one rate-limit rule, `tenant: "*"`, giving each tenant its own bucket of
+#      45% of capacity (together 90%: what the server can serve, so a tenant
+#      short of its limit lost capacity to the other, not to the model). Two
+#      load generators at once, ROUNDS times: tenant A offers 3x its limit,
+#      tenant B exactly its limit.
+# Skipped, with the reason, when this inferd has no --config or
+# --check-config refuses a section it does not know; (d) alone without
+# `inferd keys`. Anything else that fails is a failed step.
+if want 11; then
+    OVERLOAD_BATCH=16        # samples per request
+    OVERLOAD_CONCURRENCY=32  # (a): 512 samples in flight, 4 of mlp's largest batches
+    # Open loop: enough connections that the load generator never waits for
+    # one while the server answers (3x capacity, most of it refused at once).
+    OVERLOAD_CONNECTIONS=$COMPUTE_CONNECTIONS
+    # The limiter's floor: 8 requests = 128 samples, mlp's largest preferred
+    # batch (bench/models/mlp/config.pbtxt: 64, 128, 2 ms batching delay). At
+    # the floor, which the limiter holds while it measures the minimum
+    # latency again, the batcher still fills a batch at once (measured here,
+    # closed loop: 8 in flight serve about 95% of capacity, 4 only 73%). The
+    # ceiling, 16 = two such batches, one running while the next forms: more
+    # in flight only queues (32 serve a few % more at twice the latency).
+    OVERLOAD_FLOOR=8
+    OVERLOAD_CEILING=16
+    if [ "$MODE" = quick ]; then
+        OVERLOAD_DURATION=0.5 OVERLOAD_WARMUP=0.3
+    else
+        OVERLOAD_DURATION=$DURATION OVERLOAD_WARMUP=$WARMUP
+    fi
+    log "11. overload: mlp, capacity, then 10% and 3x capacity with the concurrency limiter," \
+        "then two tenants with equal rate limits"
+    overload_skip() { # PART(limiter|tenants|all) REASON
+        local p
+        for p in limiter tenants; do
+            [ "$1" != all ] && [ "$1" != "$p" ] || printf '%s\n' "$2" >"$RUN/overload_$p.skipped"
+        done
+        log "  skipped ($1): $2"
+    }
+    overload_fail() { # PART REASON: the step fails, the run goes on and exits non-zero
+        printf '%s\n' "$2" >"$RUN/overload_$1.failed"
+        log "  ERROR ($1): $2"
+        FAILED_STEPS+=("11. overload ($1): $2")
+    }
+    # check_config PART FILE: 0 when this inferd accepts FILE; else skips
+    # (a section it does not know) or fails PART, and returns 1.
+    check_config() {
+        local why
+        why="$("$INFERD" serve --check-config "$2" 2>&1)" && return 0
+        why="$(printf '%s' "$why" | head -n 3 | tr '\n' ' ')"
+        why="${why#inferd: }"
+        why="${why//"$2: "/}"
+        case "$why" in
+        *"unknown key"*) overload_skip "$1" "this inferd does not know a section of ${2##*/}: $why" ;;
+        *) overload_fail "$1" "inferd serve --check-config ${2##*/} failed: $why" ;;
+        esac
+        return 1
+    }
+    if [[ "$("$INFERD" serve --help 2>&1)" != *--check-config* ]]; then
+        overload_skip all "this inferd has no configuration file (no --config, --check-config in serve --help)"
+    else
+        OVERLOAD_BODY="$RUN/overload_request.bin"
+        "${REPORT[@]}" mlp-request "$RUN/overload_request.json"
+        OVERLOAD_HLEN="$("${REPORT[@]}" binary-request "$RUN/overload_request.json" "$OVERLOAD_BODY" \
+            "$OVERLOAD_BATCH")"
+        overload_load() { # OUT ARGS...: mlp on SERVER_URL, binary tensor data
+            local out="$1"
+            shift
+            load "$out" --url "$SERVER_URL" --path /v2/models/mlp/infer --body-file "$OVERLOAD_BODY" \
+                --header 'Content-Type: application/octet-stream' \
+                --header "Inference-Header-Content-Length: $OVERLOAD_HLEN" \
+                --duration "$OVERLOAD_DURATION" --warmup "$OVERLOAD_WARMUP" --timeout-ms 20000 "$@"
+        }
+        ok_rps() { # FILES...: the best admitted (2xx) req/s among the runs
+            "$PY" -c '
+import json, sys
+print(round(max(json.load(open(p))["rps_ok"] for p in sys.argv[1:]), 1))' "$@"
+        }
+
+        # (a) capacity
+        start_inferd overload_capacity "$RUN/repo_mlp"
+        LOAD_SERVER_PID=$SERVER_PID
+        for r in $(seq 1 "$ROUNDS"); do
+            overload_load "$RUN/overload_capacity_r$r.json" \
+                --connections "$OVERLOAD_CONCURRENCY" --concurrency "$OVERLOAD_CONCURRENCY"
+            log "  round $r: capacity (closed loop, $OVERLOAD_CONCURRENCY in flight):" \
+                "$(get "$RUN/overload_capacity_r$r.json" rps_ok) req/s"
+        done
+        stop_pid "$SERVER_PID"
+        OVERLOAD_CAPACITY="$(ok_rps "$RUN"/overload_capacity_r*.json)"
+        UNLOADED_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.1)))' "$OVERLOAD_CAPACITY")"
+        OVERLOAD_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 3)))' "$OVERLOAD_CAPACITY")"
+
+        # (b), (c) the concurrency limiter at 10% and at 3x capacity
+        OVERLOAD_CONFIG="$RUN/overload.yaml"
+        cat >"$OVERLOAD_CONFIG" <<EOF
+# make bench, experiment 11 (scripts/bench.sh): the adaptive concurrency limiter on mlp
+concurrency:
+  - model: mlp
+    min: $OVERLOAD_FLOOR
+    max: $OVERLOAD_CEILING
+    queue: false
+EOF
+        if check_config limiter "$OVERLOAD_CONFIG"; then
+            start_inferd overload_limiter "$RUN/repo_mlp" --config "$OVERLOAD_CONFIG"
+            LOAD_SERVER_PID=$SERVER_PID
+            log "  limiter (floor $OVERLOAD_FLOOR, ceiling $OVERLOAD_CEILING): $ROUNDS round(s) of" \
+                "$UNLOADED_RATE req/s (10%) / $OVERLOAD_RATE req/s (3x), open loop"
+            for r in $(seq 1 "$ROUNDS"); do
+                overload_load "$RUN/overload_unloaded_r$r.json" --connections "$OVERLOAD_CONNECTIONS" \
+                    --rate "$UNLOADED_RATE"
+                overload_load "$RUN/overload_3x_r$r.json" --connections "$OVERLOAD_CONNECTIONS" \
+                    --rate "$OVERLOAD_RATE"
+                log "  round $r: 10%: p99 $(get "$RUN/overload_unloaded_r$r.json" latency_us_ok.p99) us;" \
+                    "3x: admitted $(get "$RUN/overload_3x_r$r.json" rps_ok) req/s," \
+                    "p99 $(get "$RUN/overload_3x_r$r.json" latency_us_ok.p99) us;" \
+                    "refused $(get "$RUN/overload_3x_r$r.json" requests_refused)," \
+                    "p99 $(get "$RUN/overload_3x_r$r.json" latency_us_refused.p99) us"
+            done
+            curl -sf -o "$RUN/overload_limiter_metrics.txt" "$SERVER_METRICS_URL" ||
+                rm -f "$RUN/overload_limiter_metrics.txt"
+            stop_pid "$SERVER_PID"
+        fi
+
+        # (d) two tenants with equal rate limits, one of them over its limit
+        TENANT_LIMIT="$("$PY" -c 'import sys; print(round(float(sys.argv[1]) * 0.45, 1))' "$OVERLOAD_CAPACITY")"
+        # 200 ms of tokens: B's even schedule reaches the server bunched after
+        # a stall of the shared machine, and a bunch beyond the burst is
+        # refused although B keeps to its rate (50 ms refused ~1% of B's
+        # calls under load); A gains at most one burst a round (< 2% in 10 s).
+        TENANT_BURST="$("$PY" -c 'import math, sys; print(max(1, math.ceil(float(sys.argv[1]) / 5)))' "$TENANT_LIMIT")"
+        TENANT_A_RATE="$("$PY" -c 'import sys; print(round(float(sys.argv[1]) * 3, 1))' "$TENANT_LIMIT")"
+        if ! { "$INFERD" keys new >"$RUN/tenant_a.key" && "$INFERD" keys new >"$RUN/tenant_b.key"; } 2>"$RUN/keys.err"; then
+            overload_skip tenants "this inferd cannot make API keys (inferd keys new: $(head -n 1 "$RUN/keys.err"))"
+        else
+            TENANTS_CONFIG="$RUN/tenants.yaml"
+            cat >"$TENANTS_CONFIG" <<EOF
+# make bench, experiment 11 (scripts/bench.sh): two tenants, one rate limit each
+auth:
+  tenants:
+    - name: tenant-a
+      keys: ["$(sed -n 2p "$RUN/tenant_a.key")"]
+      scopes: [infer]
+    - name: tenant-b
+      keys: ["$(sed -n 2p "$RUN/tenant_b.key")"]
+      scopes: [infer]
+rate-limits:
+  - tenant: "*"
+    rate: $TENANT_LIMIT
+    burst: $TENANT_BURST
+EOF
+            if check_config tenants "$TENANTS_CONFIG"; then
+                start_inferd overload_tenants "$RUN/repo_mlp" --config "$TENANTS_CONFIG"
+                LOAD_SERVER_PID=$SERVER_PID
+                log "  tenants: limit $TENANT_LIMIT req/s each (burst $TENANT_BURST); A offers" \
+                    "$TENANT_A_RATE req/s, B $TENANT_LIMIT req/s, at once, $ROUNDS round(s)"
+                for r in $(seq 1 "$ROUNDS"); do
+                    "${REPORT[@]}" ratelimit-scrape "$SERVER_METRICS_URL" "$RUN/overload_tenants_r${r}_before.json"
+                    overload_load "$RUN/overload_tenant_a_r$r.json" --connections "$OVERLOAD_CONNECTIONS" \
+                        --rate "$TENANT_A_RATE" --header "Authorization: Bearer $(sed -n 1p "$RUN/tenant_a.key")" &
+                    TENANT_A_PID=$!
+                    PIDS+=("$TENANT_A_PID")
+                    overload_load "$RUN/overload_tenant_b_r$r.json" --connections "$OVERLOAD_CONNECTIONS" \
+                        --rate "$TENANT_LIMIT" --header "Authorization: Bearer $(sed -n 1p "$RUN/tenant_b.key")"
+                    wait "$TENANT_A_PID" || die "tenant A's load generator failed"
+                    forget_pid "$TENANT_A_PID"
+                    "${REPORT[@]}" ratelimit-scrape "$SERVER_METRICS_URL" "$RUN/overload_tenants_r${r}_after.json"
+                    log "  round $r: admitted: A $(get "$RUN/overload_tenant_a_r$r.json" rps_ok) req/s" \
+                        "($(get "$RUN/overload_tenant_a_r$r.json" requests_refused) refused)," \
+                        "B $(get "$RUN/overload_tenant_b_r$r.json" rps_ok) req/s" \
+                        "($(get "$RUN/overload_tenant_b_r$r.json" requests_refused) refused);" \
+                        "server: $("${REPORT[@]}" ratelimit-delta "$RUN/overload_tenants_r${r}_before.json" \
+                            "$RUN/overload_tenants_r${r}_after.json")"
+                done
+                stop_pid "$SERVER_PID"
+            fi
+        fi
+        "$PY" - "$RUN/overload_setup.json" capacity_rps="$OVERLOAD_CAPACITY" \
+            unloaded_rate="$UNLOADED_RATE" overload_rate="$OVERLOAD_RATE" floor="$OVERLOAD_FLOOR" \
+            ceiling="$OVERLOAD_CEILING" tenant_limit="$TENANT_LIMIT" tenant_burst="$TENANT_BURST" \
+            tenant_a_rate="$TENANT_A_RATE" connections="$OVERLOAD_CONNECTIONS" \
+            capacity_concurrency="$OVERLOAD_CONCURRENCY" batch="$OVERLOAD_BATCH" \
+            request_bytes="$(wc -c <"$OVERLOAD_BODY")" duration_s="$OVERLOAD_DURATION" \
+            warmup_s="$OVERLOAD_WARMUP" <<'EOF'
+import json, sys
+setup = {}
+for arg in sys.argv[2:]:
+    k, v = arg.split("=", 1)
+    setup[k] = int(v) if v.isdigit() else float(v)
+json.dump(setup, open(sys.argv[1], "w"), indent=1)
+EOF
+    fi
 fi
 
 # --- report -------------------------------------------------------------------------------------------
 t_end=$(date +%s)
 DATE="$(date +%Y-%m-%d)"
-OUT="$root/bench/results/$DATE.json"
-[ ! -e "$OUT" ] || OUT="$root/bench/results/$DATE-$(date +%H%M%S).json"
+if [ -n "$ONLY" ]; then
+    OUT="$RUN/results.json"
+else
+    OUT="$root/bench/results/$DATE.json"
+    [ ! -e "$OUT" ] || OUT="$root/bench/results/$DATE-$(date +%H%M%S).json"
+fi
 
 export MODE DURATION WARMUP ROUNDS ORT_SECONDS BATCHES HTTP_CONNECTIONS COMPUTE_CONNECTIONS SHM_CONNECTIONS \
     SHADOW_CONNECTIONS \
     MEM_REQUESTS MEM_DURATION MEM_WARMUP SERVER_CPUS CLIENT_CPUS NSERVER NCLIENT GIT_COMMIT \
     GIT_DIRTY RATE MAX_RPS PRIORITY
 export LOADAVG_START ELAPSED=$((t_end - t_start))
-export REQ_BYTES="$(wc -c <"$SIMPLE_REQ")" RESP_BYTES="$(wc -c <"$RUN/simple_response.json")"
+export REQ_BYTES="$(wc -c <"$SIMPLE_REQ")" RESP_BYTES=
+[ ! -f "$RUN/simple_response.json" ] || RESP_BYTES="$(wc -c <"$RUN/simple_response.json")"
 export DATE_ISO="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 "$PY" - "$RUN/meta.json" <<'EOF'
 import json, os, sys
 e = os.environ
+
+
+def num(key, kind):  # None for a figure of an experiment that did not run (ONLY=...)
+    return kind(e[key]) if e.get(key) else None
+
+
 meta = {
     "date": e["DATE_ISO"],
     "mode": e["MODE"],
@@ -830,22 +1092,29 @@ meta = {
         "shm_connections": int(e["SHM_CONNECTIONS"]),
         "shadow_connections": int(e["SHADOW_CONNECTIONS"]),
         "ort_seconds_per_batch": float(e["ORT_SECONDS"]), "ort_batches": e["BATCHES"],
-        "latency_rate": int(e["RATE"]), "max_rps": float(e["MAX_RPS"]),
-        "memory_requests": int(e["MEM_REQUESTS"]), "memory_duration_s": float(e["MEM_DURATION"]),
-        "memory_warmup_s": float(e["MEM_WARMUP"]),
-        "simple_request_bytes": int(e["REQ_BYTES"]), "simple_response_bytes": int(e["RESP_BYTES"]),
+        "latency_rate": num("RATE", int), "max_rps": num("MAX_RPS", float),
+        "memory_requests": int(e["MEM_REQUESTS"]), "memory_duration_s": num("MEM_DURATION", float),
+        "memory_warmup_s": num("MEM_WARMUP", float),
+        "simple_request_bytes": int(e["REQ_BYTES"]),
+        "simple_response_bytes": num("RESP_BYTES", int),
     },
 }
 json.dump(meta, open(sys.argv[1], "w"), indent=2)
 EOF
 "${REPORT[@]}" assemble "$RUN" "$OUT"
-"${REPORT[@]}" markdown "$root/bench/results" "$root/bench/RESULTS.md"
-log "wrote ${OUT#"$root"/} and bench/RESULTS.md in $((t_end - t_start)) s"
-"$PY" - "$OUT" <<'EOF'
+if [ -n "$ONLY" ]; then
+    log "wrote ${OUT#"$root"/} in $((t_end - t_start)) s (experiments $ONLY only: not a results file)"
+else
+    "${REPORT[@]}" markdown "$root/bench/results" "$root/bench/RESULTS.md"
+    log "wrote ${OUT#"$root"/} and bench/RESULTS.md in $((t_end - t_start)) s"
+fi
+"$PY" - "$OUT" "$ONLY" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for t in d["targets"]:
     v = t["value"]
+    if v is None and sys.argv[2]:
+        continue  # ONLY=...: the experiments of the other targets did not run
     s = "not measured" if v is None else ("%.4g" % v)
     m = {True: "met", False: "MISSED", None: "-"}[t["met"]]
     print("bench: %-55s %12s  target %-10s %s" % (t["what"], s, t["target"], m), file=sys.stderr)

@@ -41,7 +41,8 @@ static const char bench_usage_text[] =
     "usage: inferd bench [options]\n"
     "\n"
     "HTTP/1.1 load generator for KServe v2 servers (--model) and arbitrary endpoints\n"
-    "(--path). Reports throughput, latency percentiles, statuses and errors.\n"
+    "(--path). Reports throughput, latency percentiles, statuses and errors; latency\n"
+    "also apart for admitted (2xx) and refused (429, 503) responses.\n"
     "\n"
     "target:\n"
     "  --url URL              server base URL, http://HOST:PORT (default http://127.0.0.1:8000)\n"
@@ -71,7 +72,10 @@ static const char bench_usage_text[] =
     "  --timeout-ms MS        per-request timeout (default 10000), counted as error \"timeout\"\n"
     "\n"
     "output:\n"
-    "  --json                 print one JSON object instead of the text report\n"
+    "  --json                 print one JSON object instead of the text report: latency_us\n"
+    "                         of every response, latency_us_ok and latency_us_refused of the\n"
+    "                         2xx and the 429/503 responses (with requests_ok, rps_ok and\n"
+    "                         requests_refused)\n"
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 the run happened (even with HTTP errors), 1 no connection could be made\n"
@@ -704,8 +708,22 @@ enum err_kind { E_CONNECT, E_RESET, E_TIMEOUT, E_PARSE, E_COUNT };
 static const char *const err_names[E_COUNT] = {"connect", "reset", "timeout", "parse"};
 enum phase { P_CONNECT, P_RUN, P_DONE };
 
+/* Admitted and refused responses, apart: under admission control a fast
+ * refusal must not hide the latency of the requests that were served. */
+static bool status_admitted(int status)
+{
+    return status >= 200 && status < 300;
+}
+
+static bool status_refused(int status)
+{
+    return status == 429 || status == 503;
+}
+
 struct bench_stats {
-    struct hist latency; /* ns, measured responses */
+    struct hist latency;         /* ns, measured responses (every status) */
+    struct hist latency_ok;      /* ... of them answered 2xx */
+    struct hist latency_refused; /* ... of them answered 429 or 503 */
     uint64_t status[600];
     uint64_t errors[E_COUNT];
     uint64_t bytes_sent, bytes_received;
@@ -945,7 +963,12 @@ static void conn_complete(struct conn *c, uint64_t now, bool must_close)
 {
     struct worker *w = c->w;
     if (c->measured) {
-        hist_record(&w->st.latency, now - c->start_ns);
+        uint64_t lat = now - c->start_ns;
+        hist_record(&w->st.latency, lat);
+        if (status_admitted(c->resp.status))
+            hist_record(&w->st.latency_ok, lat);
+        else if (status_refused(c->resp.status))
+            hist_record(&w->st.latency_refused, lat);
         w->st.status[c->resp.status]++;
     }
     if (c->resp.keep_alive && !must_close) {
@@ -1276,6 +1299,8 @@ static int worker_init(struct worker *w, struct bench_shared *sh, uint32_t id, u
     w->ns_per_req = sh->open_loop ? 1e9 / sh->o->rate : 0;
     w->timer.fd = -1;
     hist_init(&w->st.latency);
+    hist_init(&w->st.latency_ok);
+    hist_init(&w->st.latency_refused);
     w->conns = mem_calloc(nconns, sizeof *w->conns);
     w->rbufs = mem_alloc((size_t)nconns * RECV_BUF_SIZE);
     if (!w->conns || !w->rbufs)
@@ -1388,6 +1413,22 @@ static const double report_percentiles[] = {50, 90, 99, 99.9};
 static const char *const report_json_keys[] = {"p50", "p90", "p99", "p999"};
 static const char *const report_text_keys[] = {"p50", "p90", "p99", "p99.9"};
 
+/* "key": {"p50", "p90", "p99", "p999", "max", "mean"} in µs; all 0 when empty. */
+static void write_latency(struct json_writer *jw, const char *key, const struct hist *h)
+{
+    json_w_key(jw, key);
+    json_w_obj_begin(jw);
+    for (size_t i = 0; i < sizeof report_percentiles / sizeof report_percentiles[0]; i++) {
+        json_w_key(jw, report_json_keys[i]);
+        json_w_fixed1(jw, us(hist_percentile(h, report_percentiles[i])));
+    }
+    json_w_key(jw, "max");
+    json_w_fixed1(jw, us(hist_max(h)));
+    json_w_key(jw, "mean");
+    json_w_fixed1(jw, hist_mean(h) / 1000.0);
+    json_w_obj_end(jw);
+}
+
 static void report_json(const struct bench_options *o, const struct report_info *ri,
                         const struct bench_stats *st)
 {
@@ -1403,17 +1444,15 @@ static void report_json(const struct bench_options *o, const struct report_info 
     json_w_f64(&jw, o->duration_s);
     json_w_key(&jw, "rps");
     json_w_fixed1(&jw, (double)n / o->duration_s);
-    json_w_key(&jw, "latency_us");
-    json_w_obj_begin(&jw);
-    for (size_t i = 0; i < sizeof report_percentiles / sizeof report_percentiles[0]; i++) {
-        json_w_key(&jw, report_json_keys[i]);
-        json_w_fixed1(&jw, us(hist_percentile(&st->latency, report_percentiles[i])));
-    }
-    json_w_key(&jw, "max");
-    json_w_fixed1(&jw, us(hist_max(&st->latency)));
-    json_w_key(&jw, "mean");
-    json_w_fixed1(&jw, hist_mean(&st->latency) / 1000.0);
-    json_w_obj_end(&jw);
+    write_latency(&jw, "latency_us", &st->latency);
+    json_w_key(&jw, "requests_ok");
+    json_w_uint(&jw, st->latency_ok.count);
+    json_w_key(&jw, "rps_ok");
+    json_w_fixed1(&jw, (double)st->latency_ok.count / o->duration_s);
+    write_latency(&jw, "latency_us_ok", &st->latency_ok);
+    json_w_key(&jw, "requests_refused");
+    json_w_uint(&jw, st->latency_refused.count);
+    write_latency(&jw, "latency_us_refused", &st->latency_refused);
     json_w_key(&jw, "status");
     json_w_obj_begin(&jw);
     for (int s = 100; s < 600; s++) {
@@ -1456,6 +1495,14 @@ static void print_bytes(const char *label, uint64_t n)
         printf("%s %llu B", label, (unsigned long long)n);
 }
 
+static void print_latency(const char *label, const struct hist *h)
+{
+    printf("%s", label);
+    for (size_t i = 0; i < sizeof report_percentiles / sizeof report_percentiles[0]; i++)
+        printf(" %s %.1f ", report_text_keys[i], us(hist_percentile(h, report_percentiles[i])));
+    printf(" max %.1f  mean %.1f\n", us(hist_max(h)), hist_mean(h) / 1000.0);
+}
+
 static void report_text(const struct bench_options *o, const struct report_info *ri,
                         const struct bench_stats *st)
 {
@@ -1473,11 +1520,12 @@ static void report_text(const struct bench_options *o, const struct report_info 
            o->threads == 1 ? "" : "s", o->duration_s, o->warmup_s);
     printf("  requests    %llu in %g s = %.1f req/s\n", (unsigned long long)n, o->duration_s,
            (double)n / o->duration_s);
-    printf("  latency µs ");
-    for (size_t i = 0; i < sizeof report_percentiles / sizeof report_percentiles[0]; i++)
-        printf(" %s %.1f ", report_text_keys[i],
-               us(hist_percentile(&st->latency, report_percentiles[i])));
-    printf(" max %.1f  mean %.1f\n", us(hist_max(&st->latency)), hist_mean(&st->latency) / 1000.0);
+    print_latency("  latency µs ", &st->latency);
+    printf("  admitted    %llu (2xx) = %.1f req/s\n", (unsigned long long)st->latency_ok.count,
+           (double)st->latency_ok.count / o->duration_s);
+    print_latency("    latency µs ", &st->latency_ok);
+    printf("  refused     %llu (429, 503)\n", (unsigned long long)st->latency_refused.count);
+    print_latency("    latency µs ", &st->latency_refused);
     printf("  status     ");
     bool any = false;
     for (int s = 100; s < 600; s++) {
@@ -1558,6 +1606,8 @@ out:
 static void merge_stats(struct bench_stats *total, const struct bench_stats *st)
 {
     hist_merge(&total->latency, &st->latency);
+    hist_merge(&total->latency_ok, &st->latency_ok);
+    hist_merge(&total->latency_refused, &st->latency_refused);
     for (int s = 0; s < 600; s++)
         total->status[s] += st->status[s];
     for (int k = 0; k < E_COUNT; k++)
@@ -1712,6 +1762,8 @@ int bench_main(int argc, char **argv)
     }
     memset(total, 0, sizeof *total);
     hist_init(&total->latency);
+    hist_init(&total->latency_ok);
+    hist_init(&total->latency_refused);
     raise_fd_limit(o.connections + 64);
     rc = run(&o, &sh, total);
     if (rc == 0) {

@@ -5,6 +5,7 @@ and against a small Python HTTP server that answers in the less common ways
 No timing assertions beyond a loose check of the open-loop rate: the suite
 runs on shared, noisy machines.
 """
+import itertools
 import json
 import os
 import struct
@@ -58,6 +59,21 @@ def check_report_shape(doc):
         assert order == [0] * len(order) and lat["mean"] == 0, lat
     assert set(doc["errors"]) == {"connect", "reset", "timeout", "parse"}, doc["errors"]
     assert sum(doc["status"].values()) == doc["requests"], doc
+    # Admitted (2xx) and refused (429, 503) responses, apart, with the shape of latency_us.
+    st = doc["status"]
+    assert doc["requests_ok"] == sum(n for c, n in st.items() if 200 <= int(c) < 300), doc
+    assert doc["requests_refused"] == st.get("429", 0) + st.get("503", 0), doc
+    assert doc["rps_ok"] == round(doc["requests_ok"] / doc["duration_s"], 1), doc
+    for key, n in (("latency_us_ok", doc["requests_ok"]),
+                   ("latency_us_refused", doc["requests_refused"])):
+        part = doc[key]
+        assert set(part) == set(lat), (key, part)
+        order = [part[k] for k in ("p50", "p90", "p99", "p999", "max")]
+        assert order == sorted(order), (key, part)
+        if n:
+            assert order[0] > 0 and part["max"] <= lat["max"], (key, part, lat)
+        else:
+            assert order == [0] * len(order) and part["mean"] == 0, (key, part)
     for code in doc["status"]:
         assert 100 <= int(code) <= 599, doc["status"]
 
@@ -232,7 +248,7 @@ def test_text_report(server):
               "0", "--connections", "2")
     assert p.returncode == 0, p
     for word in ("req/s", "p50", "p90", "p99", "p99.9", "max", "mean", "200:", "connect", "reset",
-                 "timeout", "parse", "sent", "received"):
+                 "timeout", "parse", "sent", "received", "admitted", "refused"):
         assert word in p.stdout, "%r missing from the text report:\n%s" % (word, p.stdout)
 
 
@@ -243,8 +259,13 @@ def test_text_report(server):
 BIG_BODY = b"x" * (3 << 20)
 
 
+MIXED_OK_DELAY_S = 0.05
+MIXED_STATUSES = (200, 429, 503, 404)  # /mixed answers these in turn
+
+
 class OddHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    mixed_turn = itertools.count()
 
     def log_message(self, *args):
         pass
@@ -278,6 +299,11 @@ class OddHandler(BaseHTTPRequestHandler):
             self._send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BIG_BODY) + BIG_BODY)
         elif path == "/garbage":
             self._send(b"NOT HTTP AT ALL\r\n\r\n", close=True)
+        elif path == "/mixed":
+            status = MIXED_STATUSES[next(self.mixed_turn) % len(MIXED_STATUSES)]
+            if status == 200:
+                time.sleep(MIXED_OK_DELAY_S)
+            self._send(b"HTTP/1.1 %d X\r\nContent-Length: 0\r\n\r\n" % status)
         elif path == "/hang":
             time.sleep(1.5)
             self.close_connection = True
@@ -316,6 +342,19 @@ def test_connection_close_reconnects(odd_server, path):
     assert doc["requests"] > 0 and doc["status"] == {"200": doc["requests"]}, doc
     no_errors(doc)
     assert doc["reconnects"] > 0, doc
+
+
+def test_admitted_and_refused_latency_apart(odd_server):
+    # 2xx answers take 50 ms, 429 and 503 come at once, 404 is neither.
+    doc = bench_json("--url", odd_server, "--path", "/mixed", "--duration", "1", "--warmup", "0",
+                     "--connections", "4")
+    no_errors(doc)
+    st = doc["status"]
+    assert set(st) == {"200", "429", "503", "404"}, st
+    assert doc["requests_ok"] == st["200"] and doc["requests_refused"] == st["429"] + st["503"]
+    ok, refused = doc["latency_us_ok"], doc["latency_us_refused"]
+    assert ok["p50"] >= MIXED_OK_DELAY_S * 1e6 * 0.99, ok
+    assert refused["p50"] < MIXED_OK_DELAY_S * 1e6, refused
 
 
 def test_large_bodies(odd_server):
