@@ -3,7 +3,7 @@
 # one run, and write bench/results/<date>.json and bench/RESULTS.md.
 #
 #   scripts/bench.sh              full run, ~5-10 minutes
-#   QUICK=1 scripts/bench.sh      smoke run, under a minute
+#   QUICK=1 scripts/bench.sh      smoke run, about a minute and a half
 #
 # Experiments (bench/README.md says what each one measures and why):
 #   1. HTTP floor     inferd serving `simple` (JSON) vs nginx returning the same
