@@ -32,7 +32,8 @@
  * response. Error mapping from inferd's HTTP statuses: 400 INVALID_ARGUMENT,
  * 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409
  * FAILED_PRECONDITION, 413 and 429 RESOURCE_EXHAUSTED, 499 CANCELLED, 501
- * UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, other 5xx INTERNAL.
+ * status 12 (not implemented), 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED,
+ * other 5xx INTERNAL.
  * The grpc-timeout header becomes the deadline of the call's infer requests
  * in the scheduler (timed out in the queue → never run, DEADLINE_EXCEEDED).
  *

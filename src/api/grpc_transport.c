@@ -474,7 +474,7 @@ static const char *stream_metadata(const void *ctx, const char *name, size_t *le
 
 /* Whether the call may go on (policy/auth.h); else it was ended. An
  * unknown method needs `read`, as an unknown REST path does: a client
- * without a key learns nothing from UNIMPLEMENTED. */
+ * without a key learns nothing from a "method not implemented" answer. */
 static bool authorized(struct grpc_call *call)
 {
     struct auth_result res;
