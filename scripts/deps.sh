@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install everything inferd's build and tests need. Idempotent: a second run
-# checks, prints two lines and does nothing.
+# checks, prints three lines and does nothing.
 #
-#   scripts/deps.sh            1 and 2 below (what `make` runs)
+#   scripts/deps.sh            1, 2 and 4 below (what `make` runs)
 #   scripts/deps.sh --bench    only 3 below (what `make bench` runs first)
 #
 # 1. Debian packages: installed with apt-get only when missing (apt-get update
 #    runs only if something has to be installed). Uses sudo when not root.
+#    Debian's nodejs and npm are among them only when no node / npm is on PATH
+#    (a machine may have a newer Node.js from elsewhere, with its own npm).
 # 2. ONNX Runtime into $INFERD_THIRD_PARTY/onnxruntime/{include,lib}
 #    (default: <repo>/third_party), pinned and sha256-verified:
 #      lib:     libonnxruntime.so.1 (1.30.0) from the npm package
@@ -29,6 +31,14 @@
 #    here is a warning, never an error: it is written to
 #    $INFERD_THIRD_PARTY/.onnxruntime-node.failed and make bench reports the
 #    experiment as skipped with that reason.
+# 4. The Node.js clients of the integration tests (tests/node: the official
+#    `openai` SDK and onnxruntime-node for an independent generation loop)
+#    into $INFERD_THIRD_PARTY/node-tests with `npm ci --ignore-scripts` from
+#    tests/node/package-lock.json (every package pinned with its integrity
+#    hash; no install script ever runs). The binding's libonnxruntime.so.1
+#    must be inferd's (same sha256 as in 2), the binding must load and the SDK
+#    must import. Skipped in a second when already installed (a stamp holds
+#    the lock file's sha256). Unlike 3, a failure here is an error.
 set -euo pipefail
 
 # --- Debian packages, by purpose ---------------------------------------------
@@ -63,7 +73,9 @@ PACKAGES=(
     # Chromium for the dashboard
     prometheus chromium
 )
-# npm (to fetch the ONNX Runtime library) only if no npm is on PATH already.
+# Node.js (the test clients of 4) and npm (to fetch the ONNX Runtime library
+# and those clients) only if none is on PATH already.
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 # 3 (--bench): Debian's Node.js and npm, only if none is on PATH already (a
@@ -93,6 +105,8 @@ ort_dir="$third_party/onnxruntime"
 node_ort_dir="$third_party/onnxruntime-node"
 node_ort_failed="$third_party/.onnxruntime-node.failed"
 node_ort_pins="$root/bench/node"  # package.json + package-lock.json
+node_tests_dir="$third_party/node-tests"
+node_tests_pins="$root/tests/node" # package.json + package-lock.json
 
 SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
@@ -344,10 +358,72 @@ install_node_ort() {
     log "onnxruntime-node $ORT_VERSION ready ($node_ort_dir, node $(node --version))"
 }
 
+# --- 4. the Node.js test clients (tests/node) -------------------------------------
+node_tests_stamp_text() {
+    printf 'node-tests lock sha256 %s\n' \
+        "$(sha256sum "$node_tests_pins/package-lock.json" | cut -d' ' -f1)"
+    printf 'lib libonnxruntime.so.1 sha256 %s\n' "$ORT_LIB_SHA256"
+}
+
+node_tests_is_current() {
+    [ -f "$node_tests_dir/.stamp" ] && [ -d "$node_tests_dir/node_modules/openai" ] &&
+        [ -f "$node_tests_dir/$NODE_ORT_BIN/onnxruntime_binding.node" ] &&
+        [ "$(cat "$node_tests_dir/.stamp")" = "$(node_tests_stamp_text)" ]
+}
+
+install_node_tests() {
+    if node_tests_is_current; then
+        log "node test clients ready (cached)"
+        return
+    fi
+    command -v node >/dev/null 2>&1 || die "no node on PATH (Debian package nodejs)"
+    command -v npm >/dev/null 2>&1 || die "no npm on PATH (Debian package npm)"
+    log "installing the node test clients into $node_tests_dir (npm ci --ignore-scripts)"
+    mkdir -p "$third_party"
+    local stage old lib_sha why
+    stage="$(mktemp -d "$third_party/.node-tests.new.XXXXXX")"
+    tmp_dirs+=("$stage")
+    cp "$node_tests_pins/package.json" "$node_tests_pins/package-lock.json" "$stage/"
+    (cd "$stage" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+        >"$stage/npm.log" 2>&1) || {
+        why="$(grep -v '^npm error  *at ' "$stage/npm.log" | head -n 4 |
+            sed 's/^npm error //' | tr '\n' ' ')"
+        die "npm ci in tests/node failed (npm registry unreachable?): $why"
+    }
+    [ -f "$stage/$NODE_ORT_BIN/onnxruntime_binding.node" ] ||
+        die "onnxruntime-node has no $NODE_ORT_BIN/onnxruntime_binding.node"
+    lib_sha="$(sha256sum "$stage/$NODE_ORT_BIN/libonnxruntime.so.1" | cut -d' ' -f1)"
+    [ "$lib_sha" = "$ORT_LIB_SHA256" ] ||
+        die "onnxruntime-node's libonnxruntime.so.1 is not inferd's (sha256 $lib_sha)"
+    (cd "$stage" && node --input-type=module -e '
+        import OpenAI from "openai";
+        import ort from "onnxruntime-node";
+        if (ort.env.versions.node !== process.argv[1]) {
+            console.error("loaded onnxruntime-node " + ort.env.versions.node);
+            process.exit(1);
+        }
+        new OpenAI({ apiKey: "x", baseURL: "http://127.0.0.1:1/v1" });' "$ORT_VERSION" \
+        >"$stage/load.log" 2>&1) || {
+        why="$(tail -n 3 "$stage/load.log" | tr '\n' ' ')"
+        die "the node test clients do not load in node $(node --version): $why"
+    }
+    rm -f "$stage/npm.log" "$stage/load.log"
+    node_tests_stamp_text >"$stage/.stamp"
+    chmod 0755 "$stage"
+    if [ -e "$node_tests_dir" ]; then
+        old="$third_party/.node-tests.old.$$"
+        tmp_dirs+=("$old")
+        mv -- "$node_tests_dir" "$old"
+    fi
+    mv -- "$stage" "$node_tests_dir"
+    log "node test clients ready ($node_tests_dir, node $(node --version))"
+}
+
 case "${1:-}" in
 "")
     install_packages
     install_ort
+    install_node_tests
     ;;
 --bench)
     # Never fails: make bench reports the experiment as skipped instead.
