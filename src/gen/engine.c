@@ -383,6 +383,8 @@ static void *engine_main(void *arg)
                 pthread_mutex_unlock(&e->mu);
                 return NULL;
             }
+            if (!e->wait_head)
+                gen_kv_pool_trim(&e->pool, 0); /* idle: the pooled blocks go back */
             wait_locked(e, now);
         }
         pthread_mutex_unlock(&e->mu);
