@@ -370,6 +370,7 @@ static void wait_locked(struct gen_engine *e, uint64_t now)
 static void *engine_main(void *arg)
 {
     struct gen_engine *e = arg;
+    pthread_setname_np(pthread_self(), "generate");
     for (;;) {
         struct gen_seq *expired = NULL;
         pthread_mutex_lock(&e->mu);
