@@ -9,6 +9,10 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "gen/gen_text.h"
+
+_Static_assert(OPENAI_MAX_STOPS <= GEN_MAX_STOPS && OPENAI_MAX_STOP_LEN == GEN_MAX_STOP_LEN,
+               "every stop sequence the API accepts is one the engine takes");
 
 #define TYPE_INVALID "invalid_request_error"
 
