@@ -33,11 +33,11 @@ struct gen_stream {
     struct buf events; /* the SSE text of every event, in order */
     uint32_t *ends;    /* ends[i]: where event i ends in events */
     uint32_t nevents, cap_ends;
-    bool started;         /* the first subscriber came: the id is known */
-    bool last;            /* the last event is in */
-    bool full;            /* over STREAM_MAX_BYTES: the sequence was cancelled */
-    bool grace_cancelled; /* nobody came back in time */
-    atomic_bool *cancel;  /* the call's flag; NULL once the call ended */
+    bool started;           /* the first subscriber came: the id is known */
+    bool last;              /* the last event is in */
+    bool full;              /* over STREAM_MAX_BYTES: the sequence was cancelled */
+    bool grace_cancelled;   /* nobody came back in time */
+    atomic_bool *cancel;    /* the call's flag; NULL once the call ended */
     struct stream_sub *sub; /* one reference */
     uint64_t idle_since_ns; /* when the last subscriber left (sub NULL) */
     struct gen_fields gen;
@@ -158,7 +158,10 @@ int stream_create(const char *tenant, const uint8_t digest[SHA256_DIGEST_SIZE], 
     struct gen_stream *s = mem_calloc(1, sizeof *s);
     if (!s)
         return error_set(err, 500, "out of memory");
-    request_id_resolve(NULL, 0, s->id);
+    char hex[REQUEST_ID_MAX + 1];
+    request_id_resolve(NULL, 0, hex); /* STREAM_ID_LEN random hex digits */
+    _Static_assert(STREAM_ID_LEN == 32, "request_id_resolve makes 32 digits");
+    memcpy(s->id, hex, STREAM_ID_LEN);
     copy_text(s->tenant, sizeof s->tenant, tenant);
     memcpy(s->digest, digest, SHA256_DIGEST_SIZE);
     s->kind = kind;
@@ -201,9 +204,11 @@ static void deliver(struct stream_sub *sub)
         return;
     buf_reset(&t->scratch);
     bool end = true;
+    char id[STREAM_ID_LEN + 1] = "";
     lock();
     struct gen_stream *s = sub->stream;
     if (s) {
+        memcpy(id, s->id, sizeof id);
         if (sub->next_event < s->nevents) {
             uint32_t from = sub->next_event ? s->ends[sub->next_event - 1] : 0;
             buf_append(&t->scratch, s->events.data + from, s->ends[s->nevents - 1] - from);
@@ -215,12 +220,13 @@ static void deliver(struct stream_sub *sub)
     unlock();
     if (!sub->begun) {
         sub->begun = true;
-        http_txn_add_header(txn, "x-inferd-stream-id", s ? s->id : "");
+        if (id[0])
+            http_txn_add_header(txn, "x-inferd-stream-id", id);
         if (sse_begin(txn) != 0)
             end = true;
     }
-    if (t->scratch.err || (t->scratch.len && http_txn_stream_write(txn, t->scratch.data,
-                                                                   t->scratch.len) != 0))
+    if (t->scratch.err ||
+        (t->scratch.len && http_txn_stream_write(txn, t->scratch.data, t->scratch.len) != 0))
         end = true; /* the client is gone, or does not read: it may come back */
     sub->last_write_ns = clock_now_ns();
     if (end)
@@ -396,8 +402,8 @@ struct http_txn *stream_origin_txn(struct gen_stream *s)
     return origin ? sub->txn : NULL;
 }
 
-void stream_set_generation(struct gen_stream *s, uint32_t prompt_tokens,
-                           uint32_t completion_tokens, const char *finish)
+void stream_set_generation(struct gen_stream *s, uint32_t prompt_tokens, uint32_t completion_tokens,
+                           const char *finish)
 {
     lock();
     s->gen.prompt_tokens = prompt_tokens;
@@ -465,8 +471,8 @@ static struct gen_stream *find_locked(const char *id, size_t id_len, const char 
     for (uint32_t i = 0; i < reg.expired_count; i++) {
         const struct expired_id *e = &reg.expired[i];
         if (id_is(e->id, id, id_len) && strncmp(e->tenant, who, sizeof e->tenant) == 0) {
-            error_set(err, 410, "stream '%.*s' has expired (its grace period passed)",
-                      (int)id_len, id);
+            error_set(err, 410, "stream '%.*s' has expired (its grace period passed)", (int)id_len,
+                      id);
             return NULL;
         }
     }
@@ -484,8 +490,7 @@ int streams_resume(struct stream_thread *t, struct http_txn *txn, const struct s
     lock();
     struct gen_stream *s = NULL;
     if (reg.resume_secs == 0)
-        error_set(err, 404,
-                  "streams cannot be resumed on this server (--stream-resume-secs is 0)");
+        error_set(err, 404, "streams cannot be resumed on this server (--stream-resume-secs is 0)");
     else
         s = find_locked(r->id, r->id_len, r->tenant, err);
     if (s && r->digest &&
@@ -497,7 +502,8 @@ int streams_resume(struct stream_thread *t, struct http_txn *txn, const struct s
         s = NULL;
     }
     if (s && r->has_last && r->last_seq >= s->nevents) {
-        error_set(err, 400, "Last-Event-ID names event %" PRIu64 " but stream '%s' has sent %" PRIu32
+        error_set(err, 400,
+                  "Last-Event-ID names event %" PRIu64 " but stream '%s' has sent %" PRIu32
                   " events so far",
                   r->last_seq, s->id, s->nevents);
         s = NULL;

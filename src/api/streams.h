@@ -121,8 +121,8 @@ int stream_append(struct gen_stream *s, const char *data, size_t len, bool last)
 struct http_txn *stream_origin_txn(struct gen_stream *s);
 /* The access log fields of the responses that follow the stream
  * (obsreq_set_generation); finish NULL or "" until it is known. */
-void stream_set_generation(struct gen_stream *s, uint32_t prompt_tokens,
-                           uint32_t completion_tokens, const char *finish);
+void stream_set_generation(struct gen_stream *s, uint32_t prompt_tokens, uint32_t completion_tokens,
+                           const char *finish);
 /* The call ended: the stream forgets its cancel flag and the caller lets
  * go of s. A stream without any event is freed at once (its id was never
  * told). */
@@ -138,8 +138,8 @@ int stream_parse_event_id(const char *v, size_t len, char id[STREAM_ID_LEN + 1],
 struct stream_resume {
     const char *id; /* the stream id */
     size_t id_len;
-    bool has_last;     /* the client saw events up to last_seq */
-    uint64_t last_seq; /* else it wants them from the first */
+    bool has_last;      /* the client saw events up to last_seq */
+    uint64_t last_seq;  /* else it wants them from the first */
     const char *tenant; /* the request's; NULL: none */
     /* A re-POST: the digest of its body and its route; NULL: GET. */
     const uint8_t *digest;
