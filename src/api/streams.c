@@ -40,6 +40,7 @@ struct gen_stream {
     atomic_bool *cancel;    /* the call's flag; NULL once the call ended */
     struct stream_sub *sub; /* one reference */
     uint64_t idle_since_ns; /* when the last subscriber left (sub NULL) */
+    uint64_t ended_ns;      /* when the call ended */
     struct gen_fields gen;
 };
 
@@ -142,11 +143,15 @@ static void stream_free_locked(struct gen_stream *s)
     mem_free(s);
 }
 
-/* No subscriber, the call ended and the grace period passed: freed. */
+/* No subscriber, the call ended, and the grace period passed since both
+ * (a client that comes back just after a cancel still gets the end):
+ * freed. */
 static bool stream_expire_locked(struct gen_stream *s, uint64_t now_ns)
 {
-    if (s->sub || s->cancel || !s->started ||
-        now_ns - s->idle_since_ns < (uint64_t)reg.resume_secs * 1000000000u)
+    if (s->sub || s->cancel || !s->started)
+        return false;
+    uint64_t since = s->idle_since_ns > s->ended_ns ? s->idle_since_ns : s->ended_ns;
+    if (since > now_ns || now_ns - since < (uint64_t)reg.resume_secs * 1000000000u)
         return false;
     stream_free_locked(s);
     return true;
@@ -202,6 +207,10 @@ static void deliver(struct stream_sub *sub)
     struct http_txn *txn = sub->txn;
     if (!txn)
         return;
+    if (atomic_load_explicit(&sub->cancel, memory_order_relaxed)) {
+        sub_end(sub); /* the client went away: noticed at the next event */
+        return;
+    }
     buf_reset(&t->scratch);
     bool end = true;
     char id[STREAM_ID_LEN + 1] = "";
@@ -417,6 +426,7 @@ void stream_call_ended(struct gen_stream *s)
     struct stream_sub *wake = NULL;
     lock();
     s->cancel = NULL;
+    s->ended_ns = clock_now_ns();
     if (!s->started) {
         stream_free_locked(s);
     } else {
@@ -562,9 +572,10 @@ void stream_thread_init(struct stream_thread *t, struct loop *loop, uint64_t kee
 }
 
 /* The grace period of every stream. */
-static void sweep(uint64_t now_ns)
+static void sweep(void)
 {
     lock();
+    uint64_t now_ns = clock_now_ns(); /* not before any time stored under the lock */
     uint64_t grace_ns = (uint64_t)reg.resume_secs * 1000000000u;
     struct gen_stream *next;
     for (struct gen_stream *s = reg.list; s; s = next) {
@@ -594,7 +605,7 @@ void stream_thread_tick(struct stream_thread *t, uint64_t now_ns)
                 sub_end(sub);
         }
     }
-    sweep(now_ns);
+    sweep();
 }
 
 void stream_thread_free(struct stream_thread *t)
