@@ -1,6 +1,7 @@
 #include "api/openai_json.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -8,6 +9,10 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "gen/gen_text.h"
+
+_Static_assert(OPENAI_MAX_STOPS <= GEN_MAX_STOPS && OPENAI_MAX_STOP_LEN == GEN_MAX_STOP_LEN,
+               "every stop sequence the API accepts is one the engine takes");
 
 #define TYPE_INVALID "invalid_request_error"
 
@@ -116,11 +121,15 @@ static int get_float(const struct json_value *v, const char *name, double lo, bo
         return fail_type(err, name, "a number", v);
     double x;
     int rc = json_num_f64(v, &x);
-    if (rc != 0 || !(lo_open ? x > lo : x >= lo) || !(x <= hi))
-        return fail(err, 400, name, "invalid_value", "'%s' must be %s %g and %g, not %s", name,
-                    lo_open ? "greater than" : "between", lo, hi, v->u.num);
-    *out = x;
-    return 0;
+    if (rc == 0 && (lo_open ? x > lo : x >= lo) && x <= hi) {
+        *out = x;
+        return 0;
+    }
+    if (lo_open)
+        return fail(err, 400, name, "invalid_value",
+                    "'%s' must be greater than %g and at most %g, not %s", name, lo, hi, v->u.num);
+    return fail(err, 400, name, "invalid_value", "'%s' must be between %g and %g, not %s", name, lo,
+                hi, v->u.num);
 }
 
 static int get_bool(const struct json_value *v, const char *name, bool *out,
@@ -320,7 +329,8 @@ static int parse_sampling(const struct json_value *root, struct openai_request *
     if ((v = field(root, "top_p"))) {
         if (get_float(v, "top_p", 0, true, 1, &d, err) != 0)
             return -1;
-        out->top_p = (float)d;
+        /* a positive value below float's range keeps its meaning: the top token */
+        out->top_p = (float)d > 0 ? (float)d : FLT_MIN;
     }
     if ((v = field(root, "top_k"))) {
         if (get_int(v, "top_k", -1, INT32_MAX, &x, err) != 0)

@@ -25,7 +25,7 @@
  *   stream                     boolean; stream_options {include_usage} only with stream
  * Refused (400, code "unsupported_value"), since inferd generates one plain
  * text completion: n != 1, best_of != 1, echo true, logprobs (true or a
- * number), suffix, non-zero presence/frequency_penalty, a non-empty
+ * number), a non-empty suffix, non-zero presence/frequency_penalty, a non-empty
  * logit_bias, non-empty tools / functions, response_format other than
  * {"type": "text"}, a non-text content part, the roles tool and function.
  * Limits: prompt text (chat: all contents with their separators) <=
@@ -34,9 +34,10 @@
  *
  * Errors: OpenAI's shape {"error": {"message", "type", "param", "code"}}.
  * type is "invalid_request_error"; param names the field as OpenAI does
- * ("temperature", "messages.[2].content"); code is NULL or one of
- * "invalid_json", "invalid_type", "invalid_value",
- * "missing_required_parameter", "unsupported_value", "request_too_large".
+ * ("temperature", "messages.[2].content"), NULL for the body as a whole;
+ * code is one of "invalid_json", "invalid_type", "invalid_value",
+ * "missing_required_parameter", "unsupported_value", "request_too_large"
+ * (the writer writes a NULL param or code as null).
  * The status is 400, or 413 when the request does not fit in the arena.
  *
  * Responses: the writers append to a struct buf (errors sticky in

@@ -467,8 +467,10 @@ static void test_temperature_top_p_top_k(void **state)
     assert_true(req.top_p == 1.0f);
     expect_chat_ok(", \"top_p\": 1e-30");
     assert_true(req.top_p > 0);
+    expect_chat_ok(", \"top_p\": 1e-300");
+    assert_true(req.top_p > 0);
     expect_chat_err(", \"top_p\": 0", "top_p", "invalid_value",
-                    "'top_p' must be greater than 0 and 1, not 0");
+                    "'top_p' must be greater than 0 and at most 1, not 0");
     expect_chat_err(", \"top_p\": 1.5", "top_p", "invalid_value", NULL);
     expect_chat_err(", \"top_p\": {}", "top_p", "invalid_type", NULL);
 
