@@ -29,6 +29,7 @@ import requests
 from conftest import REPO_ROOT, ok_json
 from grpc_client import Client, generate, split_bytes
 from test_auth import auth_yaml, bearer, new_key
+from test_decoupled import sse_post
 
 NODE = shutil.which("node")
 CURL = shutil.which("curl")
@@ -137,6 +138,11 @@ def pbs(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("proto_py_gen"))
 
 
+def only_last(n, last, others=None):
+    """[others] * (n - 1) + [last]: a field set only on the last of n messages."""
+    return [others] * (n - 1) + [last]
+
+
 def completion_tokens_ok(got, ref):
     """usage.completion_tokens / num_output_tokens against the reference's
     count of text tokens: equal, or one more when the end-of-text token
@@ -197,15 +203,15 @@ def test_completions_equal_the_reference(srv, expected):
         assert (choice["text"], choice["finish_reason"]) == (ref["text"], ref["finish_reason"]), \
             (prompt, n)
         assert doc["usage"]["prompt_tokens"] == ref["num_input_tokens"], (prompt, n)
-        assert completion_tokens_ok(doc["usage"]["completion_tokens"], ref), (prompt, n, doc["usage"])
+        assert completion_tokens_ok(doc["usage"]["completion_tokens"], ref), \
+            (prompt, n, doc["usage"])
 
 
 def test_long_prompt_ends_at_the_context(expected, long_prompt, kjv):
     ref = expected[(long_prompt, None)]
     context = json.loads((kjv / "1" / "generation.json").read_text())["max_context"]
-    assert ref["finish_reason"] == "length" or ref["num_input_tokens"] + ref["num_output_tokens"] < context
-    if ref["finish_reason"] == "length":
-        assert ref["num_input_tokens"] + ref["num_output_tokens"] == context
+    used = ref["num_input_tokens"] + ref["num_output_tokens"]
+    assert used == context if ref["finish_reason"] == "length" else used < context
 
 
 def generate_body(prompt, n):
@@ -217,8 +223,8 @@ def generate_body(prompt, n):
 
 def test_triton_generate_equals_the_reference(srv, expected):
     for (prompt, n), ref in expected.items():
-        doc = ok_json(requests.post(srv.url + "/v2/models/kjv/generate", json=generate_body(prompt, n),
-                                    timeout=120))
+        doc = ok_json(requests.post(srv.url + "/v2/models/kjv/generate",
+                                    json=generate_body(prompt, n), timeout=120))
         assert doc["model_name"] == "kjv"
         assert (doc["text_output"], doc["finish_reason"]) == (ref["text"], ref["finish_reason"]), \
             (prompt, n)
@@ -227,7 +233,6 @@ def test_triton_generate_equals_the_reference(srv, expected):
 
 
 def test_triton_generate_stream_equals_the_reference(srv, expected):
-    from test_decoupled import sse_post
     for (prompt, n), ref in expected.items():
         r, reader = sse_post(srv.url + "/v2/models/kjv/generate_stream", generate_body(prompt, n))
         assert r.status_code == 200, r.text
@@ -235,7 +240,8 @@ def test_triton_generate_stream_equals_the_reference(srv, expected):
         while (ev := reader.next_event()) is not None:
             events.append(json.loads(ev[1]))
         assert "".join(e["text_output"] for e in events) == ref["text"], (prompt, n)
-        assert [e["finish_reason"] for e in events] == [""] * (len(events) - 1) + [ref["finish_reason"]]
+        finishes = [e["finish_reason"] for e in events]
+        assert finishes == only_last(len(events), ref["finish_reason"], "")
 
 
 def stream_infer_request(pb, prompt, n, rid):
@@ -257,7 +263,8 @@ def outputs_of(resp):
     for i, o in enumerate(r.outputs):
         if r.raw_output_contents:
             raw = r.raw_output_contents[i]
-            out[o.name] = split_bytes(raw)[0] if o.datatype == "BYTES" else int.from_bytes(raw, "little")
+            out[o.name] = (split_bytes(raw)[0] if o.datatype == "BYTES"
+                           else int.from_bytes(raw, "little"))
         elif o.datatype == "BYTES":
             out[o.name] = o.contents.bytes_contents[0]
         else:
@@ -271,12 +278,14 @@ def test_grpc_stream_infer_one_response_per_token_equals_the_reference(srv, pbs,
     try:
         for k, ((prompt, n), ref) in enumerate(expected.items()):
             rid = "g%d" % k
-            responses = list(c.stream_infer()(iter([stream_infer_request(pb, prompt, n, rid)]), timeout=120))
+            call = c.stream_infer()(iter([stream_infer_request(pb, prompt, n, rid)]), timeout=120)
+            responses = list(call)
             assert [r.error_message for r in responses] == [""] * len(responses)
             assert {r.infer_response.id for r in responses} == {rid}
             outs = [outputs_of(r) for r in responses]
-            finals = [r.infer_response.parameters["triton_final_response"].bool_param for r in responses]
-            assert finals == [False] * (len(responses) - 1) + [True], (prompt, n)
+            finals = [r.infer_response.parameters["triton_final_response"].bool_param
+                      for r in responses]
+            assert finals == only_last(len(responses), True, False), (prompt, n)
             text = b"".join(o["text_output"] for o in outs)
             assert text.decode() == ref["text"], (prompt, n)
             assert outs[-1]["finish_reason"] == ref["finish_reason"].encode(), (prompt, n)
@@ -285,7 +294,8 @@ def test_grpc_stream_infer_one_response_per_token_equals_the_reference(srv, pbs,
             counts = [o["num_output_tokens"] for o in outs]
             tokens = ref["num_output_tokens"]
             assert counts[:tokens] == list(range(1, tokens + 1)), (prompt, n, counts)
-            assert len(counts) <= tokens + 1 and completion_tokens_ok(counts[-1], ref), (prompt, n, counts)
+            assert len(counts) <= tokens + 1, (prompt, n, counts)
+            assert completion_tokens_ok(counts[-1], ref), (prompt, n, counts)
             assert {o["num_input_tokens"] for o in outs} == {ref["num_input_tokens"]}
     finally:
         c.close()
@@ -322,7 +332,7 @@ def test_sdk_completion_stream(sdk, expected):
     assert r["text"] == ref["text"]
     assert len({c["id"] for c in chunks}) == 1 and chunks[0]["id"].startswith("cmpl-")
     assert {c["object"] for c in chunks} == {"text_completion"}
-    assert [c["finish_reason"] for c in chunks] == [None] * (len(chunks) - 1) + [ref["finish_reason"]]
+    assert [c["finish_reason"] for c in chunks] == only_last(len(chunks), ref["finish_reason"])
     assert all(c["usage"] is None for c in chunks)  # no include_usage
 
 
@@ -344,7 +354,7 @@ def test_sdk_chat_stream_with_usage(sdk, expected):
     # content chunks, the finish chunk, then the usage chunk with no choices
     *content, usage = chunks
     assert usage["n_choices"] == 0 and usage["content"] is None
-    assert [c["finish_reason"] for c in content] == [None] * (len(content) - 1) + [ref["finish_reason"]]
+    assert [c["finish_reason"] for c in content] == only_last(len(content), ref["finish_reason"])
     assert all(c["usage"] is None for c in content)
     u = usage["usage"]
     assert u["prompt_tokens"] == ref["num_input_tokens"]
@@ -388,7 +398,8 @@ def test_sdk_authentication(module_server_factory, node, kjv, tmp_path, expected
     config.write_text(auth_yaml([("gen", [key_hash], ["infer", "read"])]))
     srv = module_server_factory.start("--config", str(config), models={"kjv": kjv})
     url = srv.url + "/v1"
-    wrong = node("openai_sdk.mjs", ["--base-url", url, "--model", "kjv", "--api-key", "inferd_wrong" + "0" * 38,
+    wrong_key = "inferd_" + "0" * 43
+    wrong = node("openai_sdk.mjs", ["--base-url", url, "--model", "kjv", "--api-key", wrong_key,
                                     "--cases", "completion,models"])
     for case in ("completion", "models"):
         e = wrong[case]["error"]

@@ -281,8 +281,8 @@ def specs_of(rng, n):
 
 
 def test_resumed_streams_equal_uninterrupted_streams(srv):
-    failures = [r for r in (run_one(srv.port, s, True) for s in specs_of(random.Random(SEED), STREAMS))
-                if r is not None]
+    results = [run_one(srv.port, s, True) for s in specs_of(random.Random(SEED), STREAMS)]
+    failures = [r for r in results if r is not None]
     assert not failures, "%d of %d streams differ:\n%s" % (len(failures), STREAMS,
                                                            "\n".join(failures[:5]))
 

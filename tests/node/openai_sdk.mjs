@@ -59,7 +59,8 @@ function errorOf(e) {
 }
 
 async function completion(client, model, extra = {}) {
-    const r = await client.completions.create({ model, prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0, ...extra });
+    const r = await client.completions.create({
+        model, prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0, ...extra });
     return { id: r.id, object: r.object, model: r.model, created: r.created, text: r.choices[0].text,
              finish_reason: r.choices[0].finish_reason, n_choices: r.choices.length, usage: r.usage };
 }
@@ -68,8 +69,8 @@ const CASES = {
     completion: (client, model) => completion(client, model),
 
     async completion_stream(client, model) {
-        const stream = await client.completions.create({ model, prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0,
-                                                         stream: true });
+        const stream = await client.completions.create({
+            model, prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0, stream: true });
         const chunks = [];
         for await (const c of stream) {
             chunks.push({ id: c.id, object: c.object, model: c.model, text: c.choices[0]?.text ?? null,
@@ -80,7 +81,8 @@ const CASES = {
 
     async chat(client, model) {
         const r = await client.chat.completions.create({
-            model, messages: [{ role: "user", content: CHAT_PROMPT }], max_tokens: MAX_TOKENS, temperature: 0 });
+            model, messages: [{ role: "user", content: CHAT_PROMPT }], max_tokens: MAX_TOKENS,
+            temperature: 0 });
         const m = r.choices[0].message;
         return { id: r.id, object: r.object, model: r.model, role: m.role, content: m.content,
                  finish_reason: r.choices[0].finish_reason, n_choices: r.choices.length, usage: r.usage };
@@ -120,7 +122,8 @@ const CASES = {
 
     async models(client) {
         const ids = [];
-        for await (const m of client.models.list()) ids.push({ id: m.id, object: m.object, owned_by: m.owned_by });
+        for await (const m of client.models.list())
+            ids.push({ id: m.id, object: m.object, owned_by: m.owned_by });
         return { data: ids };
     },
 };

@@ -2,7 +2,7 @@
  * An in-process greedy generation loop over a generative model directory
  * (models/kjv/1/: model.onnx, tokenizer.json, generation.json), written
  * independently of inferd's C code (src/gen/) from the model interface of
- * issue 15 (models/kjv/README.md). The integration tests compare the
+ * issue 15 (docs/generative.md). The integration tests compare the
  * server's greedy output with what this prints, byte for byte.
  *
  *   node tests/node/reference_generate.mjs MODEL_DIR < job.json
@@ -124,7 +124,8 @@ class Model {
         const feeds = {};
         for (let i = 0; i < layers; i++) {
             for (const kv of ["key", "value"])
-                feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor("float32", new Float32Array(0), [1, heads, 0, dim]);
+                feeds[`past_key_values.${i}.${kv}`] =
+                    new ort.Tensor("float32", new Float32Array(0), [1, heads, 0, dim]);
         }
         return feeds;
     }
@@ -135,8 +136,10 @@ class Model {
         const n = ids.length;
         const feeds = {
             input_ids: new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, n]),
-            position_ids: new ort.Tensor("int64", BigInt64Array.from(ids, (_, i) => BigInt(pastLen + i)), [1, n]),
-            attention_mask: new ort.Tensor("int64", new BigInt64Array(pastLen + n).fill(1n), [1, pastLen + n]),
+            position_ids: new ort.Tensor("int64", BigInt64Array.from(ids, (_, i) => BigInt(pastLen + i)),
+                                         [1, n]),
+            attention_mask: new ort.Tensor("int64", new BigInt64Array(pastLen + n).fill(1n),
+                                           [1, pastLen + n]),
             ...past,
         };
         const out = await this.session.run(feeds);
@@ -148,7 +151,8 @@ class Model {
         for (let v = 1; v < vocab; v++) if (logits[base + v] > logits[base + next]) next = v;
         const present = {};
         for (let i = 0; i < this.gen.num_layers; i++) {
-            for (const kv of ["key", "value"]) present[`past_key_values.${i}.${kv}`] = out[`present.${i}.${kv}`];
+            for (const kv of ["key", "value"])
+                present[`past_key_values.${i}.${kv}`] = out[`present.${i}.${kv}`];
         }
         return { next, present };
     }
@@ -156,7 +160,8 @@ class Model {
     async generate(tok, prompt, maxTokens, kvCache) {
         const promptIds = tok.encode(prompt);
         if (promptIds.length === 0) fail("empty prompt");
-        if (promptIds.length >= this.gen.max_context) fail("prompt of " + promptIds.length + " tokens fills the context");
+        if (promptIds.length >= this.gen.max_context)
+            fail("prompt of " + promptIds.length + " tokens fills the context");
         const room = this.gen.max_context - promptIds.length;
         const limit = maxTokens === null || maxTokens === undefined ? room : Math.min(maxTokens, room);
         const out = [];
@@ -198,18 +203,22 @@ async function main() {
     } catch (e) {
         fail("job: " + e.message);
     }
-    if (!Array.isArray(job.prompts) || job.prompts.length > MAX_PROMPTS || !job.prompts.every((p) => typeof p === "string"))
+    if (!Array.isArray(job.prompts) || job.prompts.length > MAX_PROMPTS ||
+        !job.prompts.every((p) => typeof p === "string"))
         fail("job: prompts must be an array of at most " + MAX_PROMPTS + " strings");
     const tok = new Tokenizer(JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")));
     if (job.mode === "tokenize") {
-        process.stdout.write(JSON.stringify(job.prompts.map((p) => ({ prompt: p, ids: tok.encode(p) }))) + "\n");
+        const out = job.prompts.map((p) => ({ prompt: p, ids: tok.encode(p) }));
+        process.stdout.write(JSON.stringify(out) + "\n");
         return;
     }
     if (job.mode !== "generate") fail("job: mode must be generate or tokenize");
     const maxTokens = job.max_tokens ?? null;
-    if (maxTokens !== null && !(Number.isInteger(maxTokens) && maxTokens >= 1)) fail("job: max_tokens must be a positive integer");
+    if (maxTokens !== null && !(Number.isInteger(maxTokens) && maxTokens >= 1))
+        fail("job: max_tokens must be a positive integer");
     const gen = JSON.parse(readFileSync(join(dir, "generation.json"), "utf8"));
-    if (gen.vocab_size !== tok.vocabSize || gen.eos_token_id !== tok.eos) fail("generation.json disagrees with tokenizer.json");
+    if (gen.vocab_size !== tok.vocabSize || gen.eos_token_id !== tok.eos)
+        fail("generation.json disagrees with tokenizer.json");
     const session = await ort.InferenceSession.create(join(dir, "model.onnx"), {
         intraOpNumThreads: 1,
         interOpNumThreads: 1,
