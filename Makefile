@@ -38,7 +38,8 @@ BUILD_DIR := build
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo
 endif
 
-# Re-run scripts/deps.sh whenever it changes (new packages or pins).
+# Re-run scripts/deps.sh whenever it or the node test clients' lock file
+# changes (new packages or pins).
 DEPS_STAMP := third_party/.deps-done
 INFERD := $(BUILD_DIR)/inferd
 
@@ -49,7 +50,7 @@ all: build
 deps:
 	scripts/deps.sh
 
-$(DEPS_STAMP): scripts/deps.sh
+$(DEPS_STAMP): scripts/deps.sh tests/node/package-lock.json
 	scripts/deps.sh
 	touch $@
 
