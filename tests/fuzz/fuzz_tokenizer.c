@@ -59,7 +59,7 @@ static void read_ranks(struct model *m, const char *json, size_t len)
     check(m->rank != NULL, "out of memory");
     memset(m->rank, 0xff, (size_t)m->vocab * m->vocab * sizeof *m->rank);
     for (uint32_t k = 0; k < merges->len; k++) {
-        int64_t x, y;
+        int64_t x = 0, y = 0;
         check(json_num_i64(&merges->u.items[k].u.items[0], &x) == 0 &&
                   json_num_i64(&merges->u.items[k].u.items[1], &y) == 0,
               "merge ids");
