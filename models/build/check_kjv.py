@@ -16,12 +16,17 @@ few default-domain ops the graph uses), and the script checks:
     and values as computed alone, within 1e-4; a fully masked padded past
     gives no NaN;
   - with the trained torch model (when called from make_kjv.py): the ONNX
-    logits equal torch's within 1e-4.
+    logits equal torch's within 1e-4;
+  - when node and third_party/onnxruntime-node (scripts/deps.sh) are present:
+    ONNX Runtime gives the same outputs as the numpy evaluation within 1e-4
+    for the prefill (0-length past) and the padded batch step.
 
 Run from the repo root: /usr/bin/python3 models/build/check_kjv.py
 """
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -29,6 +34,29 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from scipy.special import erf
 
+ORT_NODE_MODULES = "third_party/onnxruntime-node/node_modules"
+ORT_JS = r"""
+const ort = require('onnxruntime-node');
+let inp = '';
+process.stdin.on('data', (d) => { inp += d; });
+process.stdin.on('end', async () => {
+  const req = JSON.parse(inp);
+  const sess = await ort.InferenceSession.create(req.model);
+  const all = [];
+  for (const feeds of req.runs) {
+    const f = {};
+    for (const [n, t] of Object.entries(feeds)) {
+      f[n] = t.type === 'int64' ? new ort.Tensor('int64', BigInt64Array.from(t.data.map(BigInt)), t.dims)
+                                : new ort.Tensor('float32', Float32Array.from(t.data), t.dims);
+    }
+    const r = await sess.run(f);
+    const o = {};
+    for (const [n, t] of Object.entries(r)) o[n] = {dims: t.dims, data: Array.from(t.data)};
+    all.push(o);
+  }
+  process.stdout.write(JSON.stringify(all));
+});
+"""
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-4
 
@@ -101,6 +129,7 @@ class Model:
             feeds["past_key_values.%d.key" % i] = k
             feeds["past_key_values.%d.value" % i] = v
         out = run(self.onnx, feeds)
+        self.last = (feeds, out)
         present = [(out["present.%d.key" % i], out["present.%d.value" % i]) for i in range(self.layers)]
         return out["logits"], present
 
@@ -162,6 +191,28 @@ def check_tokenizer(out_dir, gen):
     return tok
 
 
+def check_ort(model_path, cases):
+    """cases: list of (feeds, numpy outputs). Returns the max |diff|, or None
+    when ONNX Runtime for Node is not installed."""
+    modules = os.path.join(ROOT, ORT_NODE_MODULES)
+    if not shutil.which("node") or not os.path.isdir(os.path.join(modules, "onnxruntime-node")):
+        return None
+    runs = [{n: {"type": "int64" if a.dtype == np.int64 else "float32", "dims": list(a.shape),
+                 "data": a.reshape(-1).tolist()} for n, a in feeds.items()} for feeds, _ in cases]
+    res = subprocess.run(["node", "-e", ORT_JS], input=json.dumps({"model": model_path, "runs": runs}),
+                         stdout=subprocess.PIPE, check=True, text=True,
+                         env=dict(os.environ, NODE_PATH=modules))
+    worst = 0.0
+    for got, (_, want) in zip(json.loads(res.stdout), cases):
+        assert set(got) == set(want), sorted(got)
+        for name, arr in want.items():
+            g = np.array(got[name]["data"], np.float32).reshape(got[name]["dims"])
+            assert g.shape == arr.shape, (name, g.shape, arr.shape)
+            if arr.size:
+                worst = max(worst, float(np.abs(g - arr).max()))
+    return worst
+
+
 def check(out_dir, torch_model=None):
     with open(os.path.join(out_dir, "generation.json")) as f:
         gen = json.load(f)
@@ -174,6 +225,7 @@ def check(out_dir, torch_model=None):
 
     # (a) full sequence vs prefill 5 + one token at a time
     full, full_past = m.step([ids], [list(range(n))], [[1] * n], m.empty_past(1))
+    ort_cases = [m.last]
     logits, past = m.step([ids[:5]], [list(range(5))], [[1] * 5], m.empty_past(1))
     worst = float(np.abs(logits[0] - full[0, :5]).max())
     for t in range(5, n):
@@ -200,6 +252,7 @@ def check(out_dir, torch_model=None):
         mask_b = [1] * 3 + [0] * 4 if pad_after else [0] * 4 + [1] * 3
         logits, pres = m.step([row_a[7:], row_b[3:]], [[7, 8], [3, 4]], [[1] * 9, mask_b + [1, 1]], past)
         assert not np.isnan(logits).any()
+        ort_cases.append(m.last)
         worst = max(worst, float(np.abs(logits[0] - alone_a[0]).max()),
                     float(np.abs(logits[1] - alone_b[0]).max()))
         for (k, v), (ka, va), (kb, vb) in zip(pres, pres_a, pres_b):
@@ -222,6 +275,12 @@ def check(out_dir, torch_model=None):
         diff = float(np.abs(ref - full).max())
         assert diff < TOL, diff
         print("check: ONNX vs torch logits: max |diff| %.2e" % diff)
+    ort = check_ort(os.path.join(out_dir, "model.onnx"), ort_cases)
+    if ort is None:
+        print("check: ONNX Runtime for Node not installed, skipped")
+    else:
+        assert ort < TOL, ort
+        print("check: ONNX Runtime (Node) vs numpy evaluation: max |diff| %.2e" % ort)
     print("checks passed")
 
 
