@@ -54,7 +54,7 @@ static int field_u32(const struct json_value *root, const char *key, uint32_t mi
 static int parse_generation(const char *text, size_t len, struct gen_file *g, struct error *err)
 {
     static const char *const keys[] = {"tokenizer", "max_context", "eos_token_id", "num_layers",
-                                       "num_heads", "head_dim", "vocab_size"};
+                                       "num_heads", "head_dim",    "vocab_size"};
     struct arena a;
     arena_init(&a, 4096, 1u << 20);
     struct json_value *root;
@@ -189,7 +189,7 @@ static int warm_up(struct gen_engine *e, struct error *err)
     for (uint32_t i = 0; i < 3 && !rc; i++) {
         uint32_t n = i < 2 ? 1 : 2, t = i == 0 ? 2 : 1;
         struct gen_seq **r = i == 1 ? &rows[1] : rows;
-        rc = gen_run(e, r, n, t, &logits, &state, err);
+        rc = gen_run(e, r, n, t, false, &logits, &state, err);
         if (rc)
             break;
         for (size_t k = 0; k < (size_t)n * t * e->shape.vocab; k++)
@@ -217,9 +217,9 @@ struct iface_io {
 
 static const struct iface_io iface_inputs[] = {
     {"text_input", DT_BYTES, 1, false}, {"max_tokens", DT_INT32, 1, true},
-    {"temperature", DT_FP32, 1, true}, {"top_k", DT_INT32, 1, true},
-    {"top_p", DT_FP32, 1, true},      {"random_seed", DT_UINT64, 1, true},
-    {"stop_words", DT_BYTES, -1, true},  {"stream", DT_BOOL, 1, true},
+    {"temperature", DT_FP32, 1, true},  {"top_k", DT_INT32, 1, true},
+    {"top_p", DT_FP32, 1, true},        {"random_seed", DT_UINT64, 1, true},
+    {"stop_words", DT_BYTES, -1, true}, {"stream", DT_BOOL, 1, true},
 };
 static const struct iface_io iface_outputs[GEN_NOUTPUTS] = {
     {"text_output", DT_BYTES, 1, false},
@@ -248,8 +248,11 @@ static struct model_config_io *config_ios(struct arena *a, const struct iface_io
 {
     struct model_config_io *ios = arena_calloc(a, n, sizeof *ios);
     for (uint32_t i = 0; ios && i < n; i++) {
-        ios[i] = (struct model_config_io){.dtype = src[i].dtype, .ndim = 1, .dims = {src[i].dim},
-                                          .has_dims = true, .optional = src[i].optional,
+        ios[i] = (struct model_config_io){.dtype = src[i].dtype,
+                                          .ndim = 1,
+                                          .dims = {src[i].dim},
+                                          .has_dims = true,
+                                          .optional = src[i].optional,
                                           .label_filename = ""};
         ios[i].name = arena_strndup(a, src[i].name, strlen(src[i].name));
         if (!ios[i].name)
@@ -298,6 +301,11 @@ static void engine_free(struct gen_engine *e)
     mem_free(e->present_names);
     mem_free(e->run_outputs);
     mem_free(e->running);
+    gen_prev_drop(e);
+    mem_free(e->prev.ids);
+    mem_free(e->prev.present);
+    mem_free(e->masks[0]);
+    mem_free(e->masks[1]);
     mem_free(e->ints);
     mem_free(e->past);
     buf_free(&e->text);
@@ -369,8 +377,7 @@ static int engine_new(struct model *m, const char *version_dir, const struct gen
         return -1;
     if (tokenizer_vocab_size(e->tok) != e->shape.vocab ||
         tokenizer_eos(e->tok) != (int32_t)e->shape.eos)
-        return error_set(err, 400,
-                         "%s: vocab_size %u and eos_token_id %u, but %s has %u and %d",
+        return error_set(err, 400, "%s: vocab_size %u and eos_token_id %u, but %s has %u and %d",
                          GENERATION_FILE, e->shape.vocab, e->shape.eos, g->tokenizer,
                          tokenizer_vocab_size(e->tok), tokenizer_eos(e->tok));
     if (check_graph(e, &m->info, err) != 0 || warm_up(e, err) != 0)

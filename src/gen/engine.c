@@ -26,20 +26,71 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t,
+void gen_prev_drop(struct gen_engine *e)
+{
+    if (e->prev.state)
+        e->backend->release(e->instance, e->prev.state);
+    e->prev.state = NULL;
+    e->prev.n = 0;
+}
+
+/* Whether rows are exactly e->prev's rows, in its order. */
+static bool same_rows(const struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n)
+{
+    if (!e->prev.state || e->prev.n != n)
+        return false;
+    for (uint32_t b = 0; b < n; b++)
+        if (seqs[b]->id != e->prev.ids[b])
+            return false;
+    return true;
+}
+
+/* Makes this run (its outputs in state) e->prev. 0 or -ENOMEM (prev is
+ * then dropped and the caller keeps the state). */
+static int keep_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t past,
+                    int64_t *mask, const struct tensor *out, void *state)
+{
+    gen_prev_drop(e);
+    if (grow((void **)&e->prev.ids, &e->prev.ids_cap, n, sizeof(uint64_t)))
+        return -ENOMEM;
+    if (!e->prev.present) {
+        e->prev.present = mem_calloc(2u * e->shape.kv.layers, sizeof *e->prev.present);
+        if (!e->prev.present)
+            return -ENOMEM;
+    }
+    for (uint32_t b = 0; b < n; b++)
+        e->prev.ids[b] = seqs[b]->id;
+    for (uint32_t l = 0; l < 2u * e->shape.kv.layers; l++)
+        e->prev.present[l] = out[1 + l].data;
+    e->prev.n = n;
+    e->prev.past = past;
+    e->prev.mask = mask;
+    e->prev.state = state;
+    e->mask_cur ^= 1; /* the next run writes the other mask */
+    return 0;
+}
+
+int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t, bool keep,
             const float **logits, void **state, struct error *err)
 {
     const struct gen_kv_shape *ks = &e->shape.kv;
     uint32_t layers = ks->layers, past = 0;
-    for (uint32_t b = 0; b < n; b++)
-        if (seqs[b]->kv.len > past)
-            past = seqs[b]->kv.len;
+    bool reuse = t == 1 && same_rows(e, seqs, n);
+    if (reuse)
+        past = e->prev.past;
+    else
+        for (uint32_t b = 0; b < n; b++)
+            if (seqs[b]->kv.len > past)
+                past = seqs[b]->kv.len;
     size_t row = (size_t)ks->heads * past * ks->head_dim; /* one row of one past tensor */
-    size_t ncache = 2u * layers * n * row, nt = (size_t)n * t;
-    if (grow((void **)&e->ints, &e->ints_cap, 2 * nt + (size_t)n * (past + t), sizeof(int64_t)) ||
+    size_t ncache = reuse ? 1 : 2u * layers * n * row, nt = (size_t)n * t;
+    uint32_t cur = e->mask_cur;
+    if (grow((void **)&e->ints, &e->ints_cap, 2 * nt, sizeof(int64_t)) ||
+        grow((void **)&e->masks[cur], &e->masks_cap[cur], (size_t)n * (past + t),
+             sizeof(int64_t)) ||
         grow((void **)&e->past, &e->past_cap, ncache ? ncache : 1, sizeof(float)))
         return error_set(err, 500, "out of memory");
-    int64_t *ids = e->ints, *pos = ids + nt, *mask = pos + nt;
+    int64_t *ids = e->ints, *pos = ids + nt, *mask = e->masks[cur];
     for (uint32_t b = 0; b < n; b++) {
         const struct gen_seq *s = seqs[b];
         for (uint32_t i = 0; i < t; i++) {
@@ -47,6 +98,12 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
             pos[b * t + i] = s->kv.len + i;
         }
         int64_t *m = mask + (size_t)b * (past + t);
+        if (reuse) {
+            /* The previous run's mask of this row, then its new token. */
+            memcpy(m, e->prev.mask + (size_t)b * past, past * sizeof *m);
+            m[past] = 1;
+            continue;
+        }
         for (uint32_t k = 0; k < past + t; k++)
             m[k] = k < s->kv.len || k >= past;
         for (uint32_t l = 0; l < 2u * layers; l++)
@@ -55,25 +112,37 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
     }
     struct tensor in[3 + 2 * GEN_MAX_LAYERS];
     uint32_t nin = 0;
-    in[nin++] = (struct tensor){.name = "input_ids", .dtype = DT_INT64, .ndim = 2,
-                                .shape = {n, t}, .data = ids,
+    in[nin++] = (struct tensor){.name = "input_ids",
+                                .dtype = DT_INT64,
+                                .ndim = 2,
+                                .shape = {n, t},
+                                .data = ids,
                                 .nbytes = (size_t)n * t * sizeof(int64_t)};
-    in[nin++] = (struct tensor){.name = "position_ids", .dtype = DT_INT64, .ndim = 2,
-                                .shape = {n, t}, .data = pos,
+    in[nin++] = (struct tensor){.name = "position_ids",
+                                .dtype = DT_INT64,
+                                .ndim = 2,
+                                .shape = {n, t},
+                                .data = pos,
                                 .nbytes = (size_t)n * t * sizeof(int64_t)};
-    in[nin++] = (struct tensor){.name = "attention_mask", .dtype = DT_INT64, .ndim = 2,
-                                .shape = {n, past + t}, .data = mask,
+    in[nin++] = (struct tensor){.name = "attention_mask",
+                                .dtype = DT_INT64,
+                                .ndim = 2,
+                                .shape = {n, past + t},
+                                .data = mask,
                                 .nbytes = (size_t)n * (past + t) * sizeof(int64_t)};
     for (uint32_t l = 0; l < 2u * layers; l++)
-        in[nin++] = (struct tensor){.name = e->past_names[l], .dtype = DT_FP32, .ndim = 4,
+        in[nin++] = (struct tensor){.name = e->past_names[l],
+                                    .dtype = DT_FP32,
+                                    .ndim = 4,
                                     .shape = {n, ks->heads, past, ks->head_dim},
-                                    .data = e->past + (size_t)l * n * row,
+                                    .data = reuse ? (void *)e->prev.present[l]
+                                                  : e->past + (size_t)l * n * row,
                                     .nbytes = (size_t)n * row * sizeof(float)};
     uint32_t nout = 1 + 2u * layers;
     struct tensor out[1 + 2 * GEN_MAX_LAYERS];
     arena_reset(&e->arena);
-    if (e->backend->execute(e->instance, &e->arena, in, nin, e->run_outputs, nout, out, state,
-                            0, err) != 0) {
+    if (e->backend->execute(e->instance, &e->arena, in, nin, e->run_outputs, nout, out, state, 0,
+                            err) != 0) {
         if (!err->status)
             err->status = 500;
         return -1;
@@ -94,12 +163,15 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
         s->kv.len += t;
     }
     *logits = out[0].data;
+    if (keep && keep_run(e, seqs, n, past + t, mask, out, *state) == 0)
+        *state = NULL;
     return 0;
 }
 
 void gen_run_release(struct gen_engine *e, void *state)
 {
-    e->backend->release(e->instance, state);
+    if (state)
+        e->backend->release(e->instance, state);
 }
 
 /* ---- ending a sequence ------------------------------------------------------------ */
@@ -140,8 +212,7 @@ static bool advance(struct gen_engine *e, struct gen_seq *s, const float *logits
         metrics_hist_observe(&st->ttft, &gen_latency_spec, now - s->submit_ns,
                              METRICS_SHARED_SHARD);
     } else {
-        metrics_hist_observe(&st->tpot, &gen_latency_spec, now - s->last_ns,
-                             METRICS_SHARED_SHARD);
+        metrics_hist_observe(&st->tpot, &gen_latency_spec, now - s->last_ns, METRICS_SHARED_SHARD);
     }
     s->last_ns = now;
     s->generated++;
@@ -180,6 +251,7 @@ static void fail_all(struct gen_engine *e, struct gen_seq **seqs, uint32_t n,
                      const struct error *err)
 {
     log_error("model %s version %s: generation step failed: %s", e->name, e->version, err->msg);
+    gen_prev_drop(e);
     for (uint32_t i = 0; i < n; i++) {
         retire(e, seqs[i], err);
         seqs[i] = NULL;
@@ -200,7 +272,7 @@ static void prefill(struct gen_engine *e, uint32_t i)
     const float *logits;
     void *state;
     struct error err;
-    if (gen_run(e, &e->running[i], 1, t, &logits, &state, &err) != 0)
+    if (gen_run(e, &e->running[i], 1, t, false, &logits, &state, &err) != 0)
         return fail_all(e, &e->running[i], 1, &err);
     bool ended = false;
     if (s->kv.len == s->nprompt)
@@ -232,7 +304,7 @@ static void decode(struct gen_engine *e)
     atomic_fetch_add_explicit(&e->stats.steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->stats.step_rows, n, memory_order_relaxed);
     metrics_hist_observe(&e->stats.batch, &gen_batch_spec, n, METRICS_SHARED_SHARD);
-    if (gen_run(e, rows, n, 1, &logits, &state, &err) != 0) {
+    if (gen_run(e, rows, n, 1, true, &logits, &state, &err) != 0) {
         fail_all(e, rows, n, &err);
         for (uint32_t b = 0; b < n; b++)
             e->running[slot[b]] = NULL;
@@ -300,6 +372,7 @@ static void admit_locked(struct gen_engine *e, uint64_t now)
             e->wait_tail = NULL;
         e->nwaiting--;
         s->next = NULL;
+        s->id = ++e->next_id;
         s->req->exec_start_ns = now;
         e->running[e->nrunning++] = s;
     }
@@ -386,8 +459,11 @@ static void *engine_main(void *arg)
                 pthread_mutex_unlock(&e->mu);
                 return NULL;
             }
-            if (!e->wait_head)
-                gen_kv_pool_trim(&e->pool, 0); /* idle: the pooled blocks go back */
+            if (!e->wait_head) {
+                /* idle: the pooled blocks and the last run's outputs go back */
+                gen_kv_pool_trim(&e->pool, 0);
+                gen_prev_drop(e);
+            }
             wait_locked(e, now);
         }
         pthread_mutex_unlock(&e->mu);
@@ -433,8 +509,7 @@ int gen_engine_submit(void *engine, struct infer_request *req, struct error *err
 {
     struct gen_engine *e = engine;
     if (req->background)
-        return error_set(err, 400, "model '%s' is generative: it takes no shadow copies",
-                         e->name);
+        return error_set(err, 400, "model '%s' is generative: it takes no shadow copies", e->name);
     struct gen_seq *s;
     if (gen_seq_new(e, req, &s, err) != 0)
         return -1;

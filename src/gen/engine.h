@@ -53,9 +53,9 @@
 #include "model/model.h"
 
 struct gen_settings {
-    uint64_t kv_cache_bytes;  /* process-wide KV cache budget */
-    uint32_t max_running;     /* sequences in one engine's running set */
-    uint32_t prefill_chunk;   /* prompt tokens per prefill run */
+    uint64_t kv_cache_bytes; /* process-wide KV cache budget */
+    uint32_t max_running;    /* sequences in one engine's running set */
+    uint32_t prefill_chunk;  /* prompt tokens per prefill run */
 };
 
 #define GEN_DEFAULT_KV_CACHE_BYTES (256ull << 20)

@@ -40,7 +40,7 @@ enum { GEN_OUT_TEXT, GEN_OUT_FINISH, GEN_OUT_NIN, GEN_OUT_NOUT, GEN_NOUTPUTS };
 struct gen_seq {
     struct gen_seq *next; /* waiting line */
     struct infer_request *req;
-    int32_t *tokens;      /* prompt then generated; room for nprompt + max_new */
+    int32_t *tokens; /* prompt then generated; room for nprompt + max_new */
     uint32_t ntokens, nprompt, max_new;
     uint32_t generated;   /* tokens sampled (an eos included) */
     struct gen_kv_seq kv; /* tokens [0, kv.len) cached */
@@ -51,12 +51,26 @@ struct gen_seq {
     bool stream;
     uint32_t out_index[GEN_NOUTPUTS]; /* response position of each output, or UINT32_MAX */
     uint64_t submit_ns, deadline_ns, first_ns, last_ns;
+    uint64_t id; /* unique in its engine: tells a reused address apart */
+};
+
+/* The last decode run, kept while the next one has the same rows in the
+ * same order: its present.* outputs are then the next run's past (no
+ * copy out of the KV blocks), its attention mask grows by one column. */
+struct gen_prev {
+    void *state;   /* the run's outputs (backend state); NULL: none */
+    uint64_t *ids; /* its rows' gen_seq ids */
+    uint32_t n;
+    size_t ids_cap;
+    uint32_t past;         /* present.*'s axis 2: the next run's past */
+    const float **present; /* [2 * layers] */
+    int64_t *mask;         /* [n, past]: the run's mask (one of masks[]) */
 };
 
 struct gen_stats {
     _Atomic uint64_t prompt_tokens, generation_tokens;
     _Atomic uint64_t finished[GEN_FINISH_N];
-    _Atomic uint64_t refused_waiting; /* 503: waiting line full or deadline while waiting */
+    _Atomic uint64_t refused_waiting;  /* 503: waiting line full or deadline while waiting */
     _Atomic uint64_t steps, step_rows; /* decode steps and the sequences they carried */
     _Atomic uint32_t running, waiting;
     struct metrics_hist ttft, tpot, batch;
@@ -95,10 +109,15 @@ struct gen_engine {
     uint32_t nrunning;
     struct gen_kv_pool pool;
     struct sample_scratch scratch;
-    struct arena arena;  /* per backend run */
-    struct buf text;     /* a response's text */
-    int64_t *ints; /* a run's input_ids, position_ids, attention_mask */
+    struct arena arena; /* per backend run */
+    struct buf text;    /* a response's text */
+    int64_t *ints;      /* a run's input_ids and position_ids */
     size_t ints_cap;
+    int64_t *masks[2]; /* attention masks: the current run's and prev's */
+    size_t masks_cap[2];
+    uint32_t mask_cur;
+    struct gen_prev prev;
+    uint64_t next_id;
     float *past;
     size_t past_cap;
 
@@ -119,9 +138,13 @@ bool gen_seq_respond(struct gen_engine *e, struct gen_seq *s, bool final, enum g
 /* One backend run over rows [0, n) of seqs, each feeding tokens
  * [kv.len, kv.len + t) (t equal for every row); stores their keys and
  * values and points *logits at the run's [n, t, vocab] logits, valid until
- * gen_run_release(). 0 or -1 with err. */
-int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t,
+ * gen_run_release(). keep (decode steps): the run becomes e->prev, which
+ * owns its outputs (*state is then NULL), and the next run with the same
+ * rows takes its past from it. 0 or -1 with err. */
+int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t, bool keep,
             const float **logits, void **state, struct error *err);
+/* Frees e->prev's outputs (idle, on a failure, at the end). */
+void gen_prev_drop(struct gen_engine *e);
 void gen_run_release(struct gen_engine *e, void *state);
 int gen_engine_start(struct gen_engine *e);
 void gen_engine_stop(struct gen_engine *e);

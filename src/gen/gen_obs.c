@@ -10,9 +10,8 @@
 
 const struct metrics_hist_spec gen_latency_spec = {
     .nbounds = 14,
-    .bounds = {1000000u, 2500000u, 5000000u, 10000000u, 20000000u, 40000000u, 60000000u,
-               80000000u, 100000000u, 250000000u, 500000000u, 1000000000u, 2500000000u,
-               10000000000u},
+    .bounds = {1000000u, 2500000u, 5000000u, 10000000u, 20000000u, 40000000u, 60000000u, 80000000u,
+               100000000u, 250000000u, 500000000u, 1000000000u, 2500000000u, 10000000000u},
     .divisor = 1e9,
 };
 
@@ -80,8 +79,8 @@ static const struct {
     {"inferd_gen_generation_tokens_total", "counter", "Tokens generated (an end of text included).",
      generation_tokens},
     {"inferd_gen_sequences_running", "gauge", "Sequences in the running set.", running},
-    {"inferd_gen_sequences_waiting", "gauge", "Sequences waiting for room in the KV cache or the running set.",
-     waiting},
+    {"inferd_gen_sequences_waiting", "gauge",
+     "Sequences waiting for room in the KV cache or the running set.", waiting},
     {"inferd_gen_requests_refused_total", "counter",
      "Requests answered 503: the waiting line was full or their deadline passed while waiting.",
      refused},
@@ -119,8 +118,8 @@ void gen_write_metrics(struct buf *out)
                          "Sequences finished, by finish reason.");
     for (const struct gen_engine *e = engines; e; e = e->next)
         for (int f = 0; f < GEN_FINISH_N; f++) {
-            const char *labels[] = {"model", e->name, "version", e->version, "reason",
-                                    gen_finish_name(f)};
+            const char *labels[] = {"model",    e->name,  "version",
+                                    e->version, "reason", gen_finish_name(f)};
             metrics_write_u64(out, "inferd_gen_requests_finished_total", labels, 3,
                               metrics_load(&e->stats.finished[f]));
         }
@@ -129,8 +128,8 @@ void gen_write_metrics(struct buf *out)
         for (const struct gen_engine *e = engines; e; e = e->next) {
             const char *labels[] = {"model", e->name, "version", e->version};
             struct metrics_hist_snapshot snap = {0};
-            metrics_hist_accumulate(&snap, (const struct metrics_hist *)((const char *)&e->stats +
-                                                                         hists[k].offset));
+            metrics_hist_accumulate(
+                &snap, (const struct metrics_hist *)((const char *)&e->stats + hists[k].offset));
             metrics_write_hist(out, hists[k].name, labels, 2, hists[k].spec, &snap);
         }
     }

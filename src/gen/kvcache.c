@@ -139,8 +139,8 @@ void gen_kv_gather(const struct gen_kv_pool *p, const struct gen_kv_seq *seq, ui
         size_t off = block_offset(s, layer, kv, h);
         uint32_t done = 0;
         for (uint32_t b = 0; done < seq->len; b++) {
-            uint32_t n = seq->len - done < GEN_KV_BLOCK_TOKENS ? seq->len - done
-                                                                : GEN_KV_BLOCK_TOKENS;
+            uint32_t n =
+                seq->len - done < GEN_KV_BLOCK_TOKENS ? seq->len - done : GEN_KV_BLOCK_TOKENS;
             memcpy(out + (size_t)done * d, seq->blocks[b] + off, (size_t)n * d * sizeof(float));
             done += n;
         }

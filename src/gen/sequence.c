@@ -29,8 +29,7 @@ static const struct tensor *input(const struct infer_request *req, const char *n
         int64_t n = tensor_count(t, INT64_MAX);
         if (t->dtype != dtype || (count && n != count)) {
             *bad = error_set(err, 400, "input '%s' must be %s with %s element%s", name,
-                             dtype_name(dtype), count ? "one" : "any number of",
-                             count ? "" : "s");
+                             dtype_name(dtype), count ? "one" : "any number of", count ? "" : "s");
             return NULL;
         }
         return t;

@@ -177,9 +177,10 @@ static void fake_model_free(struct model *m)
 
 struct call {
     struct infer_request req;
-    struct tensor inputs[2];
+    struct tensor inputs[3];
     struct tensor_bytes prompt;
     int32_t max_tokens;
+    float temperature;
     const char *names[4];
     int responses, done;
     char last_finish[16];
@@ -195,7 +196,7 @@ static bool on_response(struct infer_request *req, const struct tensor *outputs,
     c->responses++;
     const struct tensor_bytes *fin = outputs[1].data;
     snprintf(c->last_finish, sizeof c->last_finish, "%.*s", (int)fin->len, fin->ptr);
-    (void)n, (void)final;
+    (void)n, (void) final;
     pthread_mutex_unlock(&c->mu);
     return true;
 }
@@ -209,21 +210,37 @@ static void on_complete(struct infer_request *req)
     pthread_mutex_unlock(&c->mu);
 }
 
-static void call_init(struct call *c, const struct model *m, int32_t max_tokens, uint64_t timeout_us)
+static void call_init(struct call *c, const struct model *m, int32_t max_tokens,
+                      uint64_t timeout_us)
 {
     memset(c, 0, sizeof *c);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->prompt = (struct tensor_bytes){"In the beginning", 16}; /* 8 tokens */
     c->max_tokens = max_tokens;
-    c->inputs[0] = (struct tensor){.name = "text_input", .dtype = DT_BYTES, .ndim = 1,
-                                   .shape = {1}, .data = &c->prompt, .nbytes = 16};
-    c->inputs[1] = (struct tensor){.name = "max_tokens", .dtype = DT_INT32, .ndim = 1,
-                                   .shape = {1}, .data = &c->max_tokens, .nbytes = 4};
+    c->inputs[0] = (struct tensor){.name = "text_input",
+                                   .dtype = DT_BYTES,
+                                   .ndim = 1,
+                                   .shape = {1},
+                                   .data = &c->prompt,
+                                   .nbytes = 16};
+    c->inputs[1] = (struct tensor){.name = "max_tokens",
+                                   .dtype = DT_INT32,
+                                   .ndim = 1,
+                                   .shape = {1},
+                                   .data = &c->max_tokens,
+                                   .nbytes = 4};
     for (int i = 0; i < 4; i++)
         c->names[i] = m->info.outputs[i].name;
+    c->temperature = 0; /* greedy: token 0 of the all-zero logits, never the end of text */
+    c->inputs[2] = (struct tensor){.name = "temperature",
+                                   .dtype = DT_FP32,
+                                   .ndim = 1,
+                                   .shape = {1},
+                                   .data = &c->temperature,
+                                   .nbytes = 4};
     c->req.inputs = c->inputs;
-    c->req.ninputs = 2;
+    c->req.ninputs = 3;
     c->req.output_names = c->names;
     c->req.noutputs = 4;
     c->req.many_responses = true;
@@ -242,8 +259,8 @@ static void call_wait(struct call *c)
 
 static void setup_engine(struct model **out, uint32_t blocks, uint32_t max_waiting)
 {
-    struct gen_settings s = {.kv_cache_bytes = blocks * BLOCK_BYTES, .max_running = 8,
-                             .prefill_chunk = 64};
+    struct gen_settings s = {
+        .kv_cache_bytes = blocks * BLOCK_BYTES, .max_running = 8, .prefill_chunk = 64};
     gen_configure(&s);
     grant(-1); /* the warm-up runs freely */
     struct model *m = fake_model(max_waiting);
