@@ -12,6 +12,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "gen/engine.h"
 #include "obs/load_obs.h"
 #include "obs/metrics.h"
 #include "obs/stats.h"
@@ -355,6 +356,7 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         limiter_write_metrics(src->limiter, out);
     if (src->breaker)
         breaker_write_metrics(src->breaker, out);
+    gen_write_metrics(out);
     write_server_metrics(out, src, cpu);
 }
 

@@ -424,6 +424,9 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     /* Every version's backend runs feed its statistics and batch spans;
      * every load's outcome feeds the load metrics. */
     o->repo.load.observe_version = batch_obs_attach;
+    /* A version with generation.json is served by its generation engine. */
+    gen_configure(&o->gen);
+    o->repo.load.attach_engine = gen_engine_attach;
     o->repo.observe_load = load_obs_record;
     o->repo.observe_gone = load_obs_forget;
     if (o->worker_threads <= 0)

@@ -51,6 +51,16 @@ const char serve_usage_text[] =
     "                             0 = max(1, usable CPUs / instances))\n"
     "  --ort-inter-op-threads N   ONNX Runtime threads across operators (default: 1)\n"
     "\n"
+    "generative models (docs/generative.md):\n"
+    "  --kv-cache-bytes N         KV cache budget shared by every generative model; a request\n"
+    "                             reserves its prompt + max_tokens when admitted, and waits\n"
+    "                             (or gets 503 at its deadline) when it does not fit\n"
+    "                             (default: 268435456)\n"
+    "  --max-running-sequences N  sequences a generative model decodes together (its running\n"
+    "                             set, batched at every step; default: 64)\n"
+    "  --prefill-chunk N          prompt tokens per prefill run: a long prompt joins the\n"
+    "                             running set over several steps (default: 64)\n"
+    "\n"
     "listening:\n"
     "  --host ADDR                address to listen on (default: 0.0.0.0)\n"
     "  --http-port N              HTTP port, HTTP/1.1 and HTTP/2 (default: 8000;\n"
@@ -120,6 +130,9 @@ static const struct option getopt_table[] = {
     {"header-timeout-secs", required_argument, NULL, SERVE_OPT_HEADER_TIMEOUT},
     {"idle-timeout-secs", required_argument, NULL, SERVE_OPT_IDLE_TIMEOUT},
     {"queue-limit", required_argument, NULL, SERVE_OPT_QUEUE_LIMIT},
+    {"kv-cache-bytes", required_argument, NULL, SERVE_OPT_KV_CACHE_BYTES},
+    {"max-running-sequences", required_argument, NULL, SERVE_OPT_MAX_RUNNING_SEQUENCES},
+    {"prefill-chunk", required_argument, NULL, SERVE_OPT_PREFILL_CHUNK},
     {"exit-timeout-secs", required_argument, NULL, SERVE_OPT_EXIT_TIMEOUT},
     {"write-timeout-secs", required_argument, NULL, SERVE_OPT_WRITE_TIMEOUT},
     {"ort-intra-op-threads", required_argument, NULL, SERVE_OPT_INTRA},
@@ -198,6 +211,9 @@ void serve_options_defaults(struct serve_options *o)
                  .grpc_port = 8001,
                  .h2_max_concurrent_streams = 128,
                  .on_response = obs_http_on_response},
+        .gen = {.kv_cache_bytes = GEN_DEFAULT_KV_CACHE_BYTES,
+                .max_running = GEN_DEFAULT_MAX_RUNNING,
+                .prefill_chunk = GEN_DEFAULT_PREFILL_CHUNK},
         .inline_budget_us = DEFAULT_INLINE_BUDGET_US,
         .exit_timeout_secs = 30,
         .metrics_port = 8002,
@@ -281,6 +297,9 @@ static const struct num_option num_options[] = {
     NUM(SERVE_OPT_GRPC_MAX_MESSAGE, 1024, 1ull << 31, 1, grpc_max_message_bytes),
     NUM(SERVE_OPT_SSE_KEEPALIVE, 100, 3600000, 1, sse_keepalive_ms),
     NUM(SERVE_OPT_INTRA, 0, 1024, 1, repo.load.intra_op_threads),
+    NUM(SERVE_OPT_KV_CACHE_BYTES, 1ull << 20, 1ull << 40, 1, gen.kv_cache_bytes),
+    NUM(SERVE_OPT_MAX_RUNNING_SEQUENCES, 1, 1024, 1, gen.max_running),
+    NUM(SERVE_OPT_PREFILL_CHUNK, 1, 4096, 1, gen.prefill_chunk),
     NUM(SERVE_OPT_INTER, 0, 1024, 1, repo.load.inter_op_threads),
     NUM(SERVE_OPT_OTLP_INTERVAL, 1, 3600000, 1, otlp.interval_ms),
 };

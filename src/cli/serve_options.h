@@ -21,6 +21,7 @@
 
 #include "api/obs_http.h"
 #include "base/error.h"
+#include "gen/engine.h"
 #include "http/server.h"
 #include "model/repository.h"
 #include "net/tls.h"
@@ -49,6 +50,7 @@ struct serve_options {
     int log_format;                     /* enum log_line_format; -1 = not given */
     struct trace_settings trace;
     struct otlp_config otlp; /* endpoint NULL = no export */
+    struct gen_settings gen; /* generative models (gen/engine.h) */
 };
 
 /* The flags; each is also a file key (but for help, config, check-config). */
@@ -91,6 +93,9 @@ enum serve_option_id {
     SERVE_OPT_NO_METRICS,
     SERVE_OPT_GRPC_MAX_MESSAGE,
     SERVE_OPT_SSE_KEEPALIVE,
+    SERVE_OPT_KV_CACHE_BYTES,
+    SERVE_OPT_MAX_RUNNING_SEQUENCES,
+    SERVE_OPT_PREFILL_CHUNK,
     SERVE_OPT_CONFIG,       /* command line only */
     SERVE_OPT_CHECK_CONFIG, /* command line only */
 };

@@ -65,6 +65,10 @@ struct infer_request {
      * run by the worker pool, timeout_us its queue limit whatever the
      * model's policy; dropped (429) when SCHED_BACKGROUND_MAX wait. */
     bool background;
+    /* The front end carries many responses (a streaming endpoint): a
+     * generative model streams one per token unless told otherwise
+     * (gen/engine.h). Set by the pipeline. */
+    bool many_responses;
 
     /* Filled by the worker before complete(). */
     int rc;                /* 0 or -1 with err set */

@@ -82,6 +82,15 @@ struct registry_options {
      * is freed. Filled by the layer above (src/cli/main.c:
      * obs/batch_obs.h's batch_obs_attach). NULL: no observer. */
     void (*observe_version)(const char *name, int64_t version, struct sched_observer *out);
+    /* Called once a version's backend instances are loaded and its config
+     * checked, before its warm-up: makes it generative when its version
+     * directory says so (src/gen/engine.h; filled by src/cli/main.c),
+     * setting m->engine_ops and m->engine and replacing m->info and the
+     * config's inputs and outputs by what clients send and receive. A
+     * generative version is not warmed up by the model layer (its engine
+     * does it). Returns 0 (generative or not) or -1 with err: the version
+     * fails to load (MODEL_FAIL_CONFIG). NULL: no version is generative. */
+    int (*attach_engine)(struct model *m, const char *version_dir, struct error *err);
 };
 
 /* Loads model `name` of the repository into *e (never fails as a call: a
@@ -115,6 +124,11 @@ enum model_dir_kind model_dir_check(const struct registry_options *opts, const c
 /* Changes whenever config.pbtxt, a version's model file or the set of
  * numeric version directories changes. */
 uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *name);
+
+/* Queues req for version m: its engine's when it is generative, else its
+ * scheduler's (sched_submit, with `here` as there). Same contract. */
+int model_submit(struct model *m, struct infer_request *req, struct sched_local *here,
+                 struct error *err);
 
 struct model *model_ref(struct model *m);
 void model_unref(struct model *m);

@@ -96,6 +96,8 @@ void model_free(struct model *m)
 {
     if (!m)
         return;
+    if (m->engine)
+        m->engine_ops->stop(m->engine);
     sched_stop(m->sched);
     for (uint32_t i = 0; i < m->ninstances; i++)
         m->backend->unload(m->instances[i]);
@@ -343,8 +345,13 @@ static int model_load_with(const struct registry_options *opts, const char *name
     refine_dims(m->info.inputs, m->info.ninputs, m->config.inputs, m->config.ninputs, m->batched);
     refine_dims(m->info.outputs, m->info.noutputs, m->config.outputs, m->config.noutputs,
                 m->batched);
+    if (opts->attach_engine && opts->attach_engine(m, version_dir, err) != 0) {
+        model_free(m);
+        *kind = MODEL_FAIL_CONFIG;
+        return -1;
+    }
     sched_config_from(m, opts, cfg_text != NULL);
-    if (m->config.decoupled && !m->backend->execute_stream) {
+    if (m->config.decoupled && !m->engine && !m->backend->execute_stream) {
         rc = error_set(err, 400,
                        "model_transaction_policy { decoupled: true }: backend '%s' cannot run "
                        "decoupled models",
@@ -358,7 +365,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
      * zero-filled warm-up is a courtesy that many valid models reject (zero
      * Resize scales, zero Slice steps): its failure is a warning; a warm-up
      * the config asks for must pass, as in Triton. */
-    if (model_warmup(m, &m->warmup_us, err) != 0) {
+    if (!m->engine && model_warmup(m, &m->warmup_us, err) != 0) {
         if (m->config.nwarmups > 0) {
             model_free(m);
             *kind = MODEL_FAIL_WARMUP;
@@ -401,6 +408,14 @@ static int model_load(const struct registry_options *opts, const char *name, int
     int rc = model_load_with(opts, name, version, cfg_text, cfg_len, bc.config, out, err, kind);
     model_backend_config_free(&bc);
     return rc;
+}
+
+int model_submit(struct model *m, struct infer_request *req, struct sched_local *here,
+                 struct error *err)
+{
+    if (m->engine)
+        return m->engine_ops->submit(m->engine, req, err);
+    return sched_submit(m->sched, req, here, err);
 }
 
 struct model *model_ref(struct model *m)

@@ -24,6 +24,18 @@
 #include "model/config.h"
 #include "sched/sched.h"
 
+/* A generative model's engine (gen/engine.h): it runs the version's
+ * requests instead of the scheduler (model_submit). Set by the
+ * registry_options' attach_engine hook, which the model layer cannot see
+ * past. */
+struct model_engine_ops {
+    /* As sched_submit: 0, or -1 with err and the request still the caller's. */
+    int (*submit)(void *engine, struct infer_request *req, struct error *err);
+    /* Once no request can come any more (the last reference is gone):
+     * finishes, frees the engine. */
+    void (*stop)(void *engine);
+};
+
 struct model {
     char *name;
     int64_t version;
@@ -46,7 +58,11 @@ struct model {
      * version serves anyway (logged as a warning). */
     bool warmup_failed;
     struct sched_config sched_cfg;
+    /* Every version has one (its statistics and queue gauges live there);
+     * a generative version's requests go to its engine instead. */
     struct sched *sched;
+    const struct model_engine_ops *engine_ops; /* NULL: not generative */
+    void *engine;
 
     atomic_uint refs;
     /* Called (on any thread) when refs drops to 0; NULL = model_free now. */

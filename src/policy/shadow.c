@@ -418,7 +418,7 @@ struct shadow_job *shadow_start(struct shadow_stats *s, const struct route_table
     job->req.timeout_us = SHADOW_TIMEOUT_US;
     job->req.complete = on_complete;
     struct error err;
-    if (sched_submit(target->sched, &job->req, NULL, &err) != 0) {
+    if (model_submit(target, &job->req, NULL, &err) != 0) {
         drop(x, drop_of(err.status));
         job_free(job);
         return NULL;

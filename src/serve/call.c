@@ -425,8 +425,9 @@ enum stage_result serve_stage_submit(struct infer_call *call, const void *cfg)
             req->timeout_us = left_us;
     }
     req->complete = on_complete;
+    req->many_responses = call->mode == SERVE_MANY_RESPONSES;
     req->on_response = req->model->sched_cfg.decoupled ? on_response : NULL;
-    if (sched_submit(req->model->sched, req, call->thread->sched, &err) != 0) {
+    if (model_submit(req->model, req, call->thread->sched, &err) != 0) {
         req->err = err; /* with its Retry-After */
         req->rc = -1;
         return STAGE_DONE;

@@ -1,0 +1,472 @@
+/*
+ * engine.c: the engine thread (engine.h): admission under the KV budget,
+ * chunked prefill, batched decode steps, retiring sequences.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "gen/engine_int.h"
+
+/* ---- one backend run ------------------------------------------------------------ */
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    void *n = mem_realloc(*p, need * elem);
+    if (!n)
+        return -ENOMEM;
+    *p = n;
+    *cap = need;
+    return 0;
+}
+
+int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t,
+            const float **logits, void **state, struct error *err)
+{
+    const struct gen_kv_shape *ks = &e->shape.kv;
+    uint32_t layers = ks->layers, past = 0;
+    for (uint32_t b = 0; b < n; b++)
+        if (seqs[b]->kv.len > past)
+            past = seqs[b]->kv.len;
+    size_t row = (size_t)ks->heads * past * ks->head_dim; /* one row of one past tensor */
+    size_t ncache = 2u * layers * n * row, nt = (size_t)n * t;
+    if (grow((void **)&e->ints, &e->ints_cap, 2 * nt + (size_t)n * (past + t), sizeof(int64_t)) ||
+        grow((void **)&e->past, &e->past_cap, ncache ? ncache : 1, sizeof(float)))
+        return error_set(err, 500, "out of memory");
+    int64_t *ids = e->ints, *pos = ids + nt, *mask = pos + nt;
+    for (uint32_t b = 0; b < n; b++) {
+        const struct gen_seq *s = seqs[b];
+        for (uint32_t i = 0; i < t; i++) {
+            ids[b * t + i] = s->tokens[s->kv.len + i];
+            pos[b * t + i] = s->kv.len + i;
+        }
+        int64_t *m = mask + (size_t)b * (past + t);
+        for (uint32_t k = 0; k < past + t; k++)
+            m[k] = k < s->kv.len || k >= past;
+        for (uint32_t l = 0; l < 2u * layers; l++)
+            gen_kv_gather(&e->pool, &s->kv, l / 2, l % 2, e->past + ((size_t)l * n + b) * row,
+                          past);
+    }
+    struct tensor in[3 + 2 * GEN_MAX_LAYERS];
+    uint32_t nin = 0;
+    in[nin++] = (struct tensor){.name = "input_ids", .dtype = DT_INT64, .ndim = 2,
+                                .shape = {n, t}, .data = ids,
+                                .nbytes = (size_t)n * t * sizeof(int64_t)};
+    in[nin++] = (struct tensor){.name = "position_ids", .dtype = DT_INT64, .ndim = 2,
+                                .shape = {n, t}, .data = pos,
+                                .nbytes = (size_t)n * t * sizeof(int64_t)};
+    in[nin++] = (struct tensor){.name = "attention_mask", .dtype = DT_INT64, .ndim = 2,
+                                .shape = {n, past + t}, .data = mask,
+                                .nbytes = (size_t)n * (past + t) * sizeof(int64_t)};
+    for (uint32_t l = 0; l < 2u * layers; l++)
+        in[nin++] = (struct tensor){.name = e->past_names[l], .dtype = DT_FP32, .ndim = 4,
+                                    .shape = {n, ks->heads, past, ks->head_dim},
+                                    .data = e->past + (size_t)l * n * row,
+                                    .nbytes = (size_t)n * row * sizeof(float)};
+    uint32_t nout = 1 + 2u * layers;
+    struct tensor out[1 + 2 * GEN_MAX_LAYERS];
+    arena_reset(&e->arena);
+    if (e->backend->execute(e->instance, &e->arena, in, nin, e->run_outputs, nout, out, state,
+                            0, err) != 0) {
+        if (!err->status)
+            err->status = 500;
+        return -1;
+    }
+    /* The new tokens' keys and values: positions [past, past + t) of each
+     * present row, stored after the row's own cached tokens. */
+    size_t prow = (size_t)ks->heads * (past + t) * ks->head_dim;
+    for (uint32_t b = 0; b < n; b++) {
+        struct gen_seq *s = seqs[b];
+        if (gen_kv_seq_reserve(&e->pool, &s->kv, s->kv.len + t) != 0) {
+            e->backend->release(e->instance, *state);
+            return error_set(err, 500, "out of memory for the KV cache");
+        }
+        for (uint32_t l = 0; l < 2u * layers; l++)
+            gen_kv_scatter(&e->pool, &s->kv, l / 2, l % 2,
+                           (const float *)out[1 + l].data + (size_t)b * prow, past + t, past, t,
+                           s->kv.len);
+        s->kv.len += t;
+    }
+    *logits = out[0].data;
+    return 0;
+}
+
+void gen_run_release(struct gen_engine *e, void *state)
+{
+    e->backend->release(e->instance, state);
+}
+
+/* ---- ending a sequence ------------------------------------------------------------ */
+
+/* Frees s's cache and reservation and completes its request. */
+static void retire(struct gen_engine *e, struct gen_seq *s, const struct error *err)
+{
+    struct infer_request *req = s->req;
+    req->rc = err ? -1 : 0;
+    if (err)
+        req->err = *err;
+    req->exec_end_ns = req->infer_end_ns = clock_now_ns();
+    if (!req->infer_start_ns)
+        req->infer_start_ns = req->exec_end_ns;
+    gen_kv_seq_release(&e->pool, &s->kv);
+    gen_kv_unreserve(s->reserved);
+    gen_seq_free(e, s);
+    req->complete(req);
+}
+
+static void finish(struct gen_engine *e, struct gen_seq *s, enum gen_finish why)
+{
+    gen_seq_respond(e, s, true, why);
+    atomic_fetch_add_explicit(&e->stats.finished[why], 1, memory_order_relaxed);
+    retire(e, s, NULL);
+}
+
+/* Samples s's next token from its logits row and hands out what it
+ * makes. Returns true when s ended (and is freed). */
+static bool advance(struct gen_engine *e, struct gen_seq *s, const float *logits)
+{
+    int32_t tok = sample_token(logits, e->shape.vocab, &s->sp, &s->rng, &e->scratch);
+    uint64_t now = clock_now_ns();
+    struct gen_stats *st = &e->stats;
+    atomic_fetch_add_explicit(&st->generation_tokens, 1, memory_order_relaxed);
+    if (!s->first_ns) {
+        s->first_ns = now;
+        metrics_hist_observe(&st->ttft, &gen_latency_spec, now - s->submit_ns,
+                             METRICS_SHARED_SHARD);
+    } else {
+        metrics_hist_observe(&st->tpot, &gen_latency_spec, now - s->last_ns,
+                             METRICS_SHARED_SHARD);
+    }
+    s->last_ns = now;
+    s->generated++;
+    if (tok == (int32_t)e->shape.eos) {
+        finish(e, s, GEN_FINISH_STOP);
+        return true;
+    }
+    s->tokens[s->ntokens++] = tok;
+    size_t len = 0;
+    const char *bytes = tokenizer_token(e->tok, tok, &len);
+    int r = gen_text_append(&s->text, bytes, len);
+    if (r < 0) {
+        struct error err;
+        error_set(&err, 500, "out of memory for the generated text");
+        retire(e, s, &err);
+        return true;
+    }
+    if (r == 1) {
+        finish(e, s, GEN_FINISH_STOP);
+        return true;
+    }
+    if (s->generated == s->max_new) {
+        finish(e, s, GEN_FINISH_LENGTH);
+        return true;
+    }
+    if (s->stream && !gen_seq_respond(e, s, false, GEN_FINISH_STOP)) {
+        atomic_fetch_add_explicit(&st->finished[GEN_FINISH_CANCELLED], 1, memory_order_relaxed);
+        retire(e, s, NULL);
+        return true;
+    }
+    return false;
+}
+
+/* Every sequence of a failed run ends with its error. */
+static void fail_all(struct gen_engine *e, struct gen_seq **seqs, uint32_t n,
+                     const struct error *err)
+{
+    log_error("model %s version %s: generation step failed: %s", e->name, e->version, err->msg);
+    for (uint32_t i = 0; i < n; i++) {
+        retire(e, seqs[i], err);
+        seqs[i] = NULL;
+    }
+}
+
+/* ---- one step of the running set ---------------------------------------------------- */
+
+/* One prefill chunk of slot i (a sequence still reading its prompt). */
+static void prefill(struct gen_engine *e, uint32_t i)
+{
+    struct gen_seq *s = e->running[i];
+    uint32_t t = s->nprompt - s->kv.len;
+    if (t > e->prefill_chunk)
+        t = e->prefill_chunk;
+    if (!s->req->infer_start_ns)
+        s->req->infer_start_ns = clock_now_ns();
+    const float *logits;
+    void *state;
+    struct error err;
+    if (gen_run(e, &e->running[i], 1, t, &logits, &state, &err) != 0)
+        return fail_all(e, &e->running[i], 1, &err);
+    bool ended = false;
+    if (s->kv.len == s->nprompt)
+        ended = advance(e, s, logits + (size_t)(t - 1) * e->shape.vocab);
+    gen_run_release(e, state);
+    if (ended)
+        e->running[i] = NULL;
+}
+
+/* One decode step of every sequence past its prompt. */
+static void decode(struct gen_engine *e)
+{
+    struct gen_seq *rows[e->nrunning];
+    uint32_t slot[e->nrunning], n = 0;
+    for (uint32_t i = 0; i < e->nrunning; i++) {
+        struct gen_seq *s = e->running[i];
+        if (s && s->kv.len >= s->nprompt) {
+            slot[n] = i;
+            rows[n++] = s;
+        }
+    }
+    if (n == 0)
+        return;
+    const float *logits;
+    void *state;
+    struct error err;
+    atomic_fetch_add_explicit(&e->stats.steps, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->stats.step_rows, n, memory_order_relaxed);
+    metrics_hist_observe(&e->stats.batch, &gen_batch_spec, n, METRICS_SHARED_SHARD);
+    if (gen_run(e, rows, n, 1, &logits, &state, &err) != 0) {
+        fail_all(e, rows, n, &err);
+        for (uint32_t b = 0; b < n; b++)
+            e->running[slot[b]] = NULL;
+        return;
+    }
+    for (uint32_t b = 0; b < n; b++)
+        if (advance(e, rows[b], logits + (size_t)b * e->shape.vocab))
+            e->running[slot[b]] = NULL;
+    gen_run_release(e, state);
+}
+
+/* Cancelled or past their deadline: they end now, with what they have. */
+static void cut_short(struct gen_engine *e, uint64_t now)
+{
+    for (uint32_t i = 0; i < e->nrunning; i++) {
+        struct gen_seq *s = e->running[i];
+        if (!s)
+            continue;
+        bool gone = atomic_load_explicit(&s->req->cancelled, memory_order_relaxed);
+        if (gone || (s->deadline_ns && now >= s->deadline_ns)) {
+            finish(e, s, GEN_FINISH_CANCELLED);
+            e->running[i] = NULL;
+        }
+    }
+}
+
+static void compact(struct gen_engine *e)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->nrunning; i++)
+        if (e->running[i])
+            e->running[n++] = e->running[i];
+    e->nrunning = n;
+    atomic_store_explicit(&e->stats.running, n, memory_order_relaxed);
+}
+
+static void step(struct gen_engine *e)
+{
+    cut_short(e, clock_now_ns());
+    compact(e);
+    /* Decode first: the sequences already streaming keep their pace while
+     * newcomers read their prompts a chunk per step. */
+    decode(e);
+    for (uint32_t i = 0; i < e->nrunning; i++)
+        if (e->running[i] && e->running[i]->kv.len < e->running[i]->nprompt)
+            prefill(e, i);
+    compact(e);
+}
+
+/* ---- the waiting line ------------------------------------------------------------------- */
+
+/* Under mu: moves what fits from the head of the line into the running
+ * set (arrival order: a sequence that does not fit blocks those behind
+ * it, so a large one is never starved by small ones). */
+static void admit_locked(struct gen_engine *e, uint64_t now)
+{
+    while (e->wait_head && e->nrunning < e->max_running) {
+        struct gen_seq *s = e->wait_head;
+        uint64_t need = gen_kv_bytes_for(&e->shape.kv, s->nprompt + s->max_new);
+        if (!gen_kv_reserve(need))
+            break;
+        s->reserved = need;
+        e->wait_head = s->next;
+        if (!e->wait_head)
+            e->wait_tail = NULL;
+        e->nwaiting--;
+        s->next = NULL;
+        s->req->exec_start_ns = now;
+        e->running[e->nrunning++] = s;
+    }
+    atomic_store_explicit(&e->stats.waiting, e->nwaiting, memory_order_relaxed);
+    atomic_store_explicit(&e->stats.running, e->nrunning, memory_order_relaxed);
+}
+
+/* Under mu: takes the waiting sequences that were cancelled or whose
+ * deadline passed out of the line, into *out. */
+static void expire_locked(struct gen_engine *e, uint64_t now, struct gen_seq **out)
+{
+    struct gen_seq **p = &e->wait_head, *prev = NULL;
+    while (*p) {
+        struct gen_seq *s = *p;
+        bool gone = atomic_load_explicit(&s->req->cancelled, memory_order_relaxed);
+        if (gone || (s->deadline_ns && now >= s->deadline_ns)) {
+            *p = s->next;
+            e->nwaiting--;
+            s->next = *out;
+            *out = s;
+            continue;
+        }
+        prev = s;
+        p = &s->next;
+    }
+    e->wait_tail = prev;
+}
+
+static void refuse_expired(struct gen_engine *e, struct gen_seq *list)
+{
+    while (list) {
+        struct gen_seq *s = list;
+        list = s->next;
+        struct error err;
+        if (atomic_load_explicit(&s->req->cancelled, memory_order_relaxed)) {
+            error_set(&err, 499, "request cancelled by the client");
+        } else {
+            error_set(&err, 503,
+                      "model '%s': no room in the KV cache (--kv-cache-bytes) or the running "
+                      "set before the request's deadline",
+                      e->name);
+            err.retry_after_s = 1;
+            atomic_fetch_add_explicit(&e->stats.refused_waiting, 1, memory_order_relaxed);
+        }
+        retire(e, s, &err);
+    }
+}
+
+/* The time to wake up at when nothing runs: the earliest deadline of the
+ * line, and every 20 ms while something waits for room that another
+ * engine may free. */
+static void wait_locked(struct gen_engine *e, uint64_t now)
+{
+    if (!e->wait_head) {
+        pthread_cond_wait(&e->cv, &e->mu);
+        return;
+    }
+    uint64_t until = now + 20000000u;
+    for (const struct gen_seq *s = e->wait_head; s; s = s->next)
+        if (s->deadline_ns && s->deadline_ns < until)
+            until = s->deadline_ns;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (until - now);
+    ts.tv_sec = (time_t)(abs / 1000000000u);
+    ts.tv_nsec = (long)(abs % 1000000000u);
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+}
+
+static void *engine_main(void *arg)
+{
+    struct gen_engine *e = arg;
+    for (;;) {
+        struct gen_seq *expired = NULL;
+        pthread_mutex_lock(&e->mu);
+        for (;;) {
+            uint64_t now = clock_now_ns();
+            expire_locked(e, now, &expired);
+            admit_locked(e, now);
+            if (e->nrunning > 0 || expired)
+                break;
+            if (e->stopping && !e->wait_head) {
+                pthread_mutex_unlock(&e->mu);
+                return NULL;
+            }
+            wait_locked(e, now);
+        }
+        pthread_mutex_unlock(&e->mu);
+        refuse_expired(e, expired);
+        if (e->nrunning > 0)
+            step(e);
+    }
+}
+
+int gen_engine_start(struct gen_engine *e)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&e->mu, NULL);
+    int rc = pthread_create(&e->thread, NULL, engine_main, e);
+    if (rc) {
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
+        return -rc;
+    }
+    e->thread_started = true;
+    return 0;
+}
+
+void gen_engine_stop(struct gen_engine *e)
+{
+    if (!e->thread_started)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    e->thread_started = false;
+}
+
+int gen_engine_submit(void *engine, struct infer_request *req, struct error *err)
+{
+    struct gen_engine *e = engine;
+    if (req->background)
+        return error_set(err, 400, "model '%s' is generative: it takes no shadow copies",
+                         e->name);
+    struct gen_seq *s;
+    if (gen_seq_new(e, req, &s, err) != 0)
+        return -1;
+    uint64_t need = gen_kv_bytes_for(&e->shape.kv, s->nprompt + s->max_new);
+    if (need > gen_kv_budget()) {
+        gen_seq_free(e, s);
+        return error_set(err, 400,
+                         "the request needs %llu bytes of KV cache (%u prompt and %u new "
+                         "tokens), more than the server's whole budget (--kv-cache-bytes %llu)",
+                         (unsigned long long)need, s->nprompt, s->max_new,
+                         (unsigned long long)gen_kv_budget());
+    }
+    uint64_t now = clock_now_ns();
+    req->enqueue_ns = s->submit_ns = now;
+    s->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping || e->nwaiting >= e->max_waiting) {
+        bool stopping = e->stopping;
+        pthread_mutex_unlock(&e->mu);
+        gen_seq_free(e, s);
+        atomic_fetch_add_explicit(&e->stats.refused_waiting, 1, memory_order_relaxed);
+        error_set(err, 503,
+                  stopping ? "model '%s' is stopping"
+                           : "model '%s': too many requests waiting for room to generate",
+                  e->name);
+        err->retry_after_s = 1;
+        return -1;
+    }
+    if (e->wait_tail)
+        e->wait_tail->next = s;
+    else
+        e->wait_head = s;
+    e->wait_tail = s;
+    e->nwaiting++;
+    atomic_fetch_add_explicit(&e->stats.prompt_tokens, s->nprompt, memory_order_relaxed);
+    atomic_store_explicit(&e->stats.waiting, e->nwaiting, memory_order_relaxed);
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
