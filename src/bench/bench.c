@@ -385,7 +385,8 @@ static int parse_bench_args(int argc, char **argv, struct bench_options *o)
     if (!o->model && !o->path && !o->openai)
         return usage_error("say what to load: --model NAME, --openai MODEL or --path PATH");
     if (o->openai && (o->model || o->path || o->body_file || o->method))
-        return usage_error("--openai excludes --model and raw mode (--path, --body-file, --method)");
+        return usage_error(
+            "--openai excludes --model and raw mode (--path, --body-file, --method)");
     if (!o->openai && o->gen_set)
         return usage_error("--prompt, --max-tokens, --temperature and --seed need --openai");
     if (o->model && (o->path || o->body_file || o->method))
@@ -1939,8 +1940,7 @@ int bench_main(int argc, char **argv)
         goto out;
     }
     buf_putc(&target, '\0');
-    put_head(&req, &o, &u, method, target.data, has_body, body.len, content_type, accept,
-             json_len);
+    put_head(&req, &o, &u, method, target.data, has_body, body.len, content_type, accept, json_len);
     buf_append(&req, body.data, body.len);
     if (req.err) {
         fprintf(stderr, "inferd bench: request too large\n");

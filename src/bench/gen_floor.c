@@ -87,8 +87,16 @@ struct floor {
     struct arena arena;
 };
 
-enum { OPT_MODEL_DIR = 256, OPT_PROMPT, OPT_MAX_TOKENS, OPT_REPEAT, OPT_INTRA, OPT_INTER, OPT_JSON,
-       OPT_FLOOR };
+enum {
+    OPT_MODEL_DIR = 256,
+    OPT_PROMPT,
+    OPT_MAX_TOKENS,
+    OPT_REPEAT,
+    OPT_INTRA,
+    OPT_INTER,
+    OPT_JSON,
+    OPT_FLOOR
+};
 
 static const struct option floor_options_table[] = {
     {"generate-floor", no_argument, NULL, OPT_FLOOR},
@@ -310,8 +318,8 @@ static int setup_io(struct floor *f, const char *model_path)
                         dtype_name(dt), f->inputs[i].name, cfg->num_layers);
     }
     if (f->info.ninputs != f->nin)
-        return fail("%s: %u inputs, the generation interface has %u", model_path,
-                    f->info.ninputs, f->nin);
+        return fail("%s: %u inputs, the generation interface has %u", model_path, f->info.ninputs,
+                    f->nin);
     for (uint32_t i = 0; i < f->nout; i++)
         if (!has_io(f->info.outputs, f->info.noutputs, f->output_names[i], DT_FP32))
             return fail("%s: no FP32 output '%s'", model_path, f->output_names[i]);
@@ -359,8 +367,8 @@ static int floor_load(struct floor *f, const struct floor_options *o)
     if (n == 0)
         return fail("the prompt encodes to no token");
     if (n >= ctx)
-        return fail("the prompt is %lld tokens: no room left in a %u-token context",
-                    (long long)n, ctx);
+        return fail("the prompt is %lld tokens: no room left in a %u-token context", (long long)n,
+                    ctx);
     f->nprompt = (uint32_t)n;
     return 0;
 }
@@ -432,8 +440,8 @@ static int step(struct floor *f, uint32_t n, uint32_t pos, void **state, int32_t
     struct tensor out[1 + 2 * MAX_LAYERS];
     struct error err = {0};
     arena_reset(&f->arena);
-    if (backend_onnxruntime.execute(f->inst, &f->arena, f->inputs, f->nin, f->output_names,
-                                    f->nout, out, state, 0, &err) != 0)
+    if (backend_onnxruntime.execute(f->inst, &f->arena, f->inputs, f->nin, f->output_names, f->nout,
+                                    out, state, 0, &err) != 0)
         return fail("model execution: %s", err.msg);
     const struct tensor *logits = &out[0];
     size_t row = (size_t)cfg->vocab_size;

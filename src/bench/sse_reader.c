@@ -178,8 +178,7 @@ static int feed_byte(struct sse_reader *r, char c, sse_event_fn on_event, void *
     }
 }
 
-int sse_reader_feed(struct sse_reader *r, const char *p, size_t n, sse_event_fn on_event,
-                    void *arg)
+int sse_reader_feed(struct sse_reader *r, const char *p, size_t n, sse_event_fn on_event, void *arg)
 {
     if (r->_state == S_FAILED)
         return -1;
