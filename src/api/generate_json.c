@@ -133,6 +133,8 @@ int generate_json_to_infer(struct arena *arena, const struct model *m, const cha
     for (uint32_t k = 0; rc == 0 && k < m->info.ninputs; k++) {
         const struct model_io *io = &m->info.inputs[k];
         const struct json_value *v = json_get(root, io->name);
+        if (!v && model_input_optional(m, k))
+            continue;
         if (!v) {
             rc = error_set(err, 400, "missing field '%s' (an input of model '%s')", io->name,
                            m->name);

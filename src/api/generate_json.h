@@ -9,7 +9,8 @@
  * in µs, `priority`). Each input's shape is the model's (without the batch dimension)
  * with its one variable dimension, if any, deduced from the element count
  * (a scalar is one element); a batched model gets a leading batch
- * dimension of 1. Every model input must be given; another field is a 400.
+ * dimension of 1. Every model input must be given (but a generative
+ * model's optional ones, model_input_optional()); another field is a 400.
  * generate_json_to_infer() rewrites the body as the KServe v2 infer
  * request the infer decoder (infer_json.h) reads, so every check of an
  * infer request applies. The text lives in `arena` (the decoded tensors

@@ -527,10 +527,8 @@ int infer_json_decode(struct infer_request *req, struct shm_request *shm, const 
     for (uint32_t i = 0; i < inputs->len; i++)
         if (decode_input(req, shm, m, &inputs->u.items[i], seen, &bin, err) != 0)
             return -1;
-    for (uint32_t i = 0; i < m->info.ninputs; i++)
-        if (!seen[i])
-            return error_set(err, 400, "missing input '%s' for model '%s'",
-                             m->info.inputs[i].name, m->name);
+    if (model_inputs_complete(m, req->inputs, seen, &req->ninputs, err) != 0)
+        return -1;
     if (bin.off != bin.end)
         return error_set(err, 400,
                          "%zu bytes after the JSON header are not claimed by any input's "

@@ -497,10 +497,8 @@ int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const st
         if (decode_input(req, shm, m, msg->inputs[k], raw, seen, err) != 0)
             return -1;
     }
-    for (uint32_t i = 0; i < m->info.ninputs; i++)
-        if (!seen[i])
-            return error_set(err, 400, "missing input '%s' for model '%s'", m->info.inputs[i].name,
-                             m->name);
+    if (model_inputs_complete(m, req->inputs, seen, &req->ninputs, err) != 0)
+        return -1;
     req->batch = m->batched ? req->inputs[0].shape[0] : 1;
     if (m->batched)
         for (uint32_t i = 1; i < req->ninputs; i++)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "api/auth_http.h"
+#include "api/streams.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -356,6 +357,7 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         limiter_write_metrics(src->limiter, out);
     if (src->breaker)
         breaker_write_metrics(src->breaker, out);
+    streams_write_metrics(out);
     gen_write_metrics(out);
     write_server_metrics(out, src, cpu);
 }

@@ -463,12 +463,25 @@ static void route_dashboard(struct rest_api *api, struct http_txn *txn, const st
         obs_http_dashboard_data(api->obs, txn);
 }
 
+/* ---- the OpenAI-compatible API (api/openai.h) ------------------------------- */
+
+/* The segments of /v1/... after v1. */
+static void v1_path(const struct route *r, struct openai_path *p)
+{
+    p->n = r->n - 1;
+    for (int i = 1; i < r->n && i <= OPENAI_PATH_MAX; i++) {
+        p->seg[i - 1] = r->seg[i].text;
+        p->len[i - 1] = r->seg[i].len;
+    }
+}
+
 /* ---- API keys (policy/auth.h) ------------------------------------------------- */
 
 /* What a request to r needs, following rest_handle's dispatch. Only the
  * exact infer paths are left to the pipeline's auth stage; a path no
  * handler takes needs `read`, so that a client without a key learns
- * nothing from a 404. */
+ * nothing from a 404. /v1 paths are checked by openai_handle (with
+ * openai_route_class), whose refusals have OpenAI's shape. */
 static enum auth_class route_class(const struct route *r)
 {
     if (seg_is(r, 0, "dashboard"))
@@ -502,6 +515,12 @@ void rest_handle(void *app, struct http_txn *txn)
     if (!split_path(txn->req.path, txn->req.path_len, &r)) {
         http_txn_error(txn, 404, "unknown path");
         return;
+    }
+    if (seg_is(&r, 0, "v1")) {
+        /* It checks the key itself: its refusals have OpenAI's shape. */
+        struct openai_path p;
+        v1_path(&r, &p);
+        return openai_handle(&api->openai, api->auth, txn, &p);
     }
     if (!auth_http_allow(api->auth, route_class(&r), txn))
         return;
@@ -549,14 +568,17 @@ void rest_api_init(struct rest_api *api, struct serve_thread *serve,
     api->serve = serve;
     api->obs = obs;
     rest_infer_init(&api->infer, serve, sse_keepalive_ms);
+    openai_api_init(&api->openai, serve, obs ? obs->start_ms : 0, sse_keepalive_ms);
 }
 
 void rest_api_tick(struct rest_api *api, uint64_t now_ms)
 {
     rest_infer_tick(&api->infer, now_ms * 1000000u);
+    openai_api_tick(&api->openai, now_ms);
 }
 
 void rest_api_free(struct rest_api *api)
 {
     rest_infer_free(&api->infer);
+    openai_api_free(&api->openai);
 }

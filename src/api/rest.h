@@ -20,6 +20,8 @@
  *   POST /v2/systemsharedmemory/region/{n}/register, GET .../status,
  *   POST .../unregister (with or without /region/{n})  (api/rest_shm.h);
  *   /v2/cudasharedmemory/...: 400, not supported on this build
+ *   /v1/models, /v1/completions, /v1/chat/completions, /v1/streams/{id}
+ *                                  the OpenAI-compatible API (api/openai.h)
  * Every response carries x-request-id (api/rest_obs.h).
  * With API keys configured (policy/auth.h), each route is checked before
  * its handler runs: 401 (with WWW-Authenticate) or 403, JSON error body;
@@ -37,6 +39,7 @@
 #include "api/obs_http.h"
 #include "policy/auth.h"
 #include "policy/routing.h"
+#include "api/openai.h"
 #include "api/rest_infer.h"
 #include "http/server.h"
 #include "model/repository.h"
@@ -51,6 +54,7 @@ struct rest_api {
     struct routing *routing;       /* the routing tables (GET/PUT .../routing) */
     struct auth *auth;             /* API keys (policy/auth.h); NULL: nothing checked */
     struct rest_infer_api infer;
+    struct openai_api openai; /* /v1/... */
 };
 
 /* Fills api for the thread whose pipeline is `serve`. */
@@ -58,7 +62,8 @@ void rest_api_init(struct rest_api *api, struct serve_thread *serve,
                    const struct obs_sources *obs, uint64_t sse_keepalive_ms);
 /* The http_handler_fn for the HTTP server; `app` is a struct rest_api. */
 void rest_handle(void *app, struct http_txn *txn);
-/* About once a second on the loop thread (SSE keep-alive comments). */
+/* About once a second on the loop thread (SSE keep-alive comments, the
+ * streams' grace period). */
 void rest_api_tick(struct rest_api *api, uint64_t now_ms);
 /* Frees what the api holds; call after the loop has stopped. */
 void rest_api_free(struct rest_api *api);

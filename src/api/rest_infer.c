@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "api/auth_http.h"
+#include "api/gen_outputs.h"
 #include "api/generate_json.h"
 #include "api/infer_json.h"
 #include "api/rest_obs.h"
@@ -152,9 +153,26 @@ static void infer_emit(struct infer_call *call, const struct serve_response *res
     }
 }
 
+/* A generative model's response (api/gen_outputs.h): its token counts and
+ * finish reason for the access log. */
+static void note_generation(struct http_txn *txn, const struct infer_call *call,
+                            const struct serve_response *resp)
+{
+    if (!call->req.model->engine || !resp->noutputs)
+        return;
+    struct gen_outputs g;
+    char finish[OBSREQ_FINISH_MAX + 1];
+    gen_outputs_read(resp->outputs, resp->noutputs, &g);
+    size_t n = g.finish_len < OBSREQ_FINISH_MAX ? g.finish_len : OBSREQ_FINISH_MAX;
+    memcpy(finish, g.finish, n);
+    finish[n] = '\0';
+    obsreq_set_generation(txn->obs, g.prompt_tokens, g.completion_tokens, finish);
+}
+
 static void generate_emit(struct infer_call *call, const struct serve_response *resp)
 {
     struct http_txn *txn = call_txn(call);
+    note_generation(txn, call, resp);
     if (!txn->aborted && (resp->noutputs || !call->fe.seq)) {
         buf_reset(&txn->body);
         generate_json_response(&txn->body, call->req.model, resp->outputs, resp->noutputs);
@@ -174,6 +192,7 @@ static void stream_emit(struct infer_call *call, const struct serve_response *re
 {
     struct rest_infer_api *api = call->fe.owner;
     struct http_txn *txn = call_txn(call);
+    note_generation(txn, call, resp);
     if (resp->final)
         rest_obs_infer_done(txn, &call->req);
     if (txn->aborted)

@@ -17,6 +17,7 @@
 #include "api/grpc.h"
 #include "api/obs_http.h"
 #include "api/rest.h"
+#include "api/streams.h"
 #include "base/clock.h"
 #include "base/cpus.h"
 #include "base/log.h"
@@ -334,6 +335,7 @@ static void stop_io_threads(struct io_thread *threads, int n)
         grpc_api_free(&threads[i].grpc);
         serve_thread_free(&threads[i].serve);
     }
+    streams_shutdown();
 }
 
 /* The metrics listener (its own thread; see api/obs_http.h), unless
@@ -509,6 +511,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         log_error("out of memory");
         goto out_repository;
     }
+    streams_configure(o->stream_resume_secs);
     if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing,
                          parts->auth) == 0 &&
         start_metrics(o, &metrics) == 0) {

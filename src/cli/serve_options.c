@@ -10,6 +10,7 @@
 
 #include "api/grpc.h"
 #include "api/rest.h"
+#include "api/streams.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "http/http1.h"
@@ -95,6 +96,9 @@ const char serve_usage_text[] =
     "30)\n"
     "  --sse-keepalive-ms N       a comment goes out on an event stream (generate_stream)\n"
     "                             idle for N ms, so proxies keep it open (default: 15000)\n"
+    "  --stream-resume-secs N     an OpenAI API stream whose client left keeps generating\n"
+    "                             for N s, resumable with Last-Event-ID; then it is\n"
+    "                             cancelled (default: 10; 0: cancel at once, no resume)\n"
     "\n"
     "logging and tracing:\n"
     "  --log-level LEVEL          error, warn, info or debug (default: info)\n"
@@ -153,6 +157,7 @@ static const struct option getopt_table[] = {
     {"no-metrics", no_argument, NULL, SERVE_OPT_NO_METRICS},
     {"grpc-max-message-bytes", required_argument, NULL, SERVE_OPT_GRPC_MAX_MESSAGE},
     {"sse-keepalive-ms", required_argument, NULL, SERVE_OPT_SSE_KEEPALIVE},
+    {"stream-resume-secs", required_argument, NULL, SERVE_OPT_STREAM_RESUME},
     {"config", required_argument, NULL, SERVE_OPT_CONFIG},
     {"check-config", required_argument, NULL, SERVE_OPT_CHECK_CONFIG},
     {"help", no_argument, NULL, 'h'},
@@ -219,6 +224,7 @@ void serve_options_defaults(struct serve_options *o)
         .metrics_port = 8002,
         .grpc_max_message_bytes = GRPC_DEFAULT_MAX_MESSAGE_BYTES,
         .sse_keepalive_ms = REST_SSE_KEEPALIVE_MS,
+        .stream_resume_secs = STREAM_RESUME_SECS,
         .log_level = LOG_INFO,
         .log_format = -1,
     };
@@ -296,6 +302,7 @@ static const struct num_option num_options[] = {
     NUM(SERVE_OPT_QUEUE_LIMIT, 1, 1000000, 1, repo.load.queue_limit),
     NUM(SERVE_OPT_GRPC_MAX_MESSAGE, 1024, 1ull << 31, 1, grpc_max_message_bytes),
     NUM(SERVE_OPT_SSE_KEEPALIVE, 100, 3600000, 1, sse_keepalive_ms),
+    NUM(SERVE_OPT_STREAM_RESUME, 0, 86400, 1, stream_resume_secs),
     NUM(SERVE_OPT_INTRA, 0, 1024, 1, repo.load.intra_op_threads),
     NUM(SERVE_OPT_KV_CACHE_BYTES, 1ull << 20, 1ull << 40, 1, gen.kv_cache_bytes),
     NUM(SERVE_OPT_MAX_RUNNING_SEQUENCES, 1, 1024, 1, gen.max_running),

@@ -44,6 +44,7 @@ struct serve_options {
     struct obs_sources obs;
     uint64_t grpc_max_message_bytes;
     uint64_t sse_keepalive_ms;
+    uint32_t stream_resume_secs; /* api/streams.h */
     /* Logging, access log and tracing (obs/). */
     int log_level;                      /* enum log_level */
     struct accesslog_config access_log; /* path NULL = off */
@@ -93,6 +94,7 @@ enum serve_option_id {
     SERVE_OPT_NO_METRICS,
     SERVE_OPT_GRPC_MAX_MESSAGE,
     SERVE_OPT_SSE_KEEPALIVE,
+    SERVE_OPT_STREAM_RESUME,
     SERVE_OPT_KV_CACHE_BYTES,
     SERVE_OPT_MAX_RUNNING_SEQUENCES,
     SERVE_OPT_PREFILL_CHUNK,

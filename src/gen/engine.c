@@ -370,6 +370,7 @@ static void wait_locked(struct gen_engine *e, uint64_t now)
 static void *engine_main(void *arg)
 {
     struct gen_engine *e = arg;
+    pthread_setname_np(pthread_self(), "generate");
     for (;;) {
         struct gen_seq *expired = NULL;
         pthread_mutex_lock(&e->mu);
@@ -383,6 +384,8 @@ static void *engine_main(void *arg)
                 pthread_mutex_unlock(&e->mu);
                 return NULL;
             }
+            if (!e->wait_head)
+                gen_kv_pool_trim(&e->pool, 0); /* idle: the pooled blocks go back */
             wait_locked(e, now);
         }
         pthread_mutex_unlock(&e->mu);

@@ -10,7 +10,7 @@
  * Blocks. A sequence's cache is a list of blocks of GEN_KV_BLOCK_TOKENS
  * tokens, taken on demand as it grows (within its reservation) from its
  * engine's pool and given back when it ends; the pool keeps freed blocks
- * for reuse (trimmed to what the engine's reservations may need). A
+ * for reuse (and frees them when the engine goes idle). A
  * block holds, for every layer, the keys then the values, head by head:
  *     [layer][k = 0, v = 1][head][token][head_dim]   (FP32)
  * so a head's tokens of one block are contiguous and a gather is one copy

@@ -19,12 +19,13 @@ static int flush_event(struct http_txn *txn)
     return rc;
 }
 
-int sse_event(struct http_txn *txn, uint64_t id, const char *data, size_t len)
+void sse_format(struct buf *b, const char *id, size_t id_len, const char *data, size_t len)
 {
-    struct buf *b = &txn->body;
-    buf_reset(b);
-    if (id)
-        buf_printf(b, "id: %" PRIu64 "\n", id);
+    if (id_len) {
+        buf_puts(b, "id: ");
+        buf_append(b, id, id_len);
+        buf_putc(b, '\n');
+    }
     size_t i = 0;
     do {
         size_t start = i;
@@ -41,6 +42,15 @@ int sse_event(struct http_txn *txn, uint64_t id, const char *data, size_t len)
             break;
     } while (1);
     buf_putc(b, '\n');
+}
+
+int sse_event(struct http_txn *txn, uint64_t id, const char *data, size_t len)
+{
+    struct buf *b = &txn->body;
+    char text[24];
+    int n = id ? snprintf(text, sizeof text, "%" PRIu64, id) : 0;
+    buf_reset(b);
+    sse_format(b, text, (size_t)n, data, len);
     return flush_event(txn);
 }
 

@@ -12,6 +12,10 @@
  *                                        one "data: " line per line of data
  *                                        (CR, LF and CRLF all split lines),
  *                                        then a blank line
+ *   sse_format(buf, id, id_len, data, len)  the same event appended to a
+ *                                        buffer, with any id text (id_len 0:
+ *                                        no id line), for streams that keep
+ *                                        their events (api/streams.h)
  *   sse_comment(txn, text)               ": <text>\n\n" (keep-alive)
  *   http_txn_stream_end(txn)             ends the stream
  * Each returns 0, or -1 when the client is gone or does not read (the
@@ -24,12 +28,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "http/txn.h"
 
 #define SSE_CONTENT_TYPE "text/event-stream; charset=utf-8"
 
 int sse_begin(struct http_txn *txn);
 int sse_event(struct http_txn *txn, uint64_t id, const char *data, size_t len);
+void sse_format(struct buf *b, const char *id, size_t id_len, const char *data, size_t len);
 int sse_comment(struct http_txn *txn, const char *text);
 
 #endif

@@ -138,5 +138,14 @@ void model_free(struct model *m);
 /* Index of the model input/output named `name`, or -1. */
 int model_input_index(const struct model *m, const char *name);
 int model_output_index(const struct model *m, const char *name);
+/* Whether requests may leave out input i (m->info order): the options of
+ * a generative model (gen/engine.h). Other models need every input (the
+ * scheduler gathers them all; config.pbtxt's `optional` is not honoured). */
+bool model_input_optional(const struct model *m, uint32_t i);
+/* After a decoder stored input i of m at inputs[i] and set seen[i]: drops
+ * the optional inputs the request left out, keeping the order, and sets *n.
+ * 0, or -1 with a 400 naming the first required input missing. */
+int model_inputs_complete(const struct model *m, struct tensor *inputs, const bool *seen,
+                          uint32_t *n, struct error *err);
 
 #endif

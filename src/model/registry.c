@@ -765,6 +765,31 @@ int model_input_index(const struct model *m, const char *name)
     return -1;
 }
 
+bool model_input_optional(const struct model *m, uint32_t i)
+{
+    if (!m->engine)
+        return false; /* the scheduler gathers every input of a batch */
+    for (uint32_t k = 0; k < m->config.ninputs; k++)
+        if (strcmp(m->config.inputs[k].name, m->info.inputs[i].name) == 0)
+            return m->config.inputs[k].optional;
+    return false;
+}
+
+int model_inputs_complete(const struct model *m, struct tensor *inputs, const bool *seen,
+                          uint32_t *n, struct error *err)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < m->info.ninputs; i++) {
+        if (seen[i])
+            inputs[kept++] = inputs[i];
+        else if (!model_input_optional(m, i))
+            return error_set(err, 400, "missing input '%s' for model '%s'",
+                             m->info.inputs[i].name, m->name);
+    }
+    *n = kept;
+    return 0;
+}
+
 int model_output_index(const struct model *m, const char *name)
 {
     for (uint32_t i = 0; i < m->info.noutputs; i++)

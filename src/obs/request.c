@@ -48,6 +48,9 @@ struct obsreq {
     char sha12[13];
     const char *route; /* route_kind_name(), or NULL: not routed (not an infer request) */
     char tenant[OBSREQ_TENANT_MAX + 1]; /* "" = none */
+    /* A generative model's request (obsreq_set_generation); finish "" = none. */
+    uint32_t prompt_tokens, completion_tokens;
+    char finish_reason[OBSREQ_FINISH_MAX + 1];
     char tracestate[TRACESTATE_MAX + 1];
     char inputs[INPUTS_MAX]; /* formatted for the access log's format */
     char error[ERROR_MSG_MAX]; /* the error answer's message; error_len 0: none */
@@ -185,6 +188,8 @@ struct obsreq *obsreq_begin(const struct obsreq_start *s)
     o->model_len = o->version_len = o->sha12_len = o->inputs_len = o->error_len = 0;
     o->route = NULL;
     o->tenant[0] = '\0';
+    o->finish_reason[0] = '\0';
+    o->prompt_tokens = o->completion_tokens = 0;
     return o;
 }
 
@@ -215,6 +220,18 @@ void obsreq_set_tenant(struct obsreq *o, const char *tenant)
 {
     if (o)
         copy_str(o->tenant, sizeof o->tenant, tenant, tenant ? strlen(tenant) : 0);
+}
+
+void obsreq_set_generation(struct obsreq *o, uint32_t prompt_tokens, uint32_t completion_tokens,
+                           const char *finish_reason)
+{
+    if (!o)
+        return;
+    o->prompt_tokens = prompt_tokens;
+    o->completion_tokens = completion_tokens;
+    if (!finish_reason || !finish_reason[0])
+        finish_reason = "-"; /* not finished (the stream was left mid-way) */
+    copy_str(o->finish_reason, sizeof o->finish_reason, finish_reason, strlen(finish_reason));
 }
 
 void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name,
@@ -382,6 +399,17 @@ static void write_json_line(struct obsreq *o, struct jline *l, const char *ts, s
         jl_lit(l, ",\"tenant\":");
         jl_str(l, o->tenant, strlen(o->tenant));
     }
+    if (o->finish_reason[0]) {
+        jl_lit(l, ",\"prompt_tokens\":");
+        jl_u64(l, o->prompt_tokens);
+        jl_lit(l, ",\"completion_tokens\":");
+        jl_u64(l, o->completion_tokens);
+        jl_lit(l, ",\"finish_reason\":");
+        if (o->finish_reason[0] == '-')
+            jl_lit(l, "null");
+        else
+            jl_str(l, o->finish_reason, strlen(o->finish_reason));
+    }
     jl_lit(l, ",\"model_sha256\":");
     jl_str_or_null(l, o->sha12, o->sha12_len);
     jl_lit(l, ",\"inputs\":");
@@ -448,6 +476,11 @@ static void write_text_line(struct obsreq *o, struct jline *l, const char *ts, s
     put_token(l, "route", o->route, o->route ? strlen(o->route) : 0);
     if (o->tenant[0])
         put_token(l, "tenant", o->tenant, strlen(o->tenant));
+    if (o->finish_reason[0]) {
+        put_number(l, "prompt_tokens", o->prompt_tokens);
+        put_number(l, "completion_tokens", o->completion_tokens);
+        put_token(l, "finish_reason", o->finish_reason, strlen(o->finish_reason));
+    }
     put_token(l, "model_sha256", o->sha12, o->sha12_len);
     put_token(l, "inputs", o->inputs, o->inputs_len);
     put_number(l, "batch_size", o->batch_size);

@@ -42,6 +42,8 @@
 #define REQUEST_ID_MAX 128
 /* Longest tenant name the access log keeps (policy/auth.h's). */
 #define OBSREQ_TENANT_MAX 64
+/* Longest finish reason the access log keeps ("stop", "length", "cancelled"). */
+#define OBSREQ_FINISH_MAX 15
 
 enum obs_protocol { OBS_PROTO_HTTP1, OBS_PROTO_HTTP10, OBS_PROTO_H2, OBS_PROTO_GRPC };
 
@@ -90,6 +92,12 @@ void obsreq_set_route(struct obsreq *o, enum route_kind route);
  * that have one. tenant may be NULL or
  * "" (none); copied, cut to OBSREQ_TENANT_MAX bytes. */
 void obsreq_set_tenant(struct obsreq *o, const char *tenant);
+/* A generative model's request (gen/, docs/openai.md): the access log's
+ * prompt_tokens, completion_tokens and finish_reason fields, present only
+ * on requests that set them. finish_reason NULL or "": the response ended
+ * before the sequence did (JSON null, text "-"). */
+void obsreq_set_generation(struct obsreq *o, uint32_t prompt_tokens, uint32_t completion_tokens,
+                           const char *finish_reason);
 void obsreq_infer_done(struct obsreq *o, const struct infer_request *req);
 /* The response's traceparent value (our server span) when the request is
  * traced: writes TRACEPARENT_LEN chars + NUL into out and returns true. */
