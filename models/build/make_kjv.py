@@ -65,12 +65,21 @@ MASK_BIAS = -1e9
 BLOCK_VERSES = 200     # validation split: every VAL_EVERY-th block of verses
 VAL_EVERY = 20
 CONTEXT = MAX_CONTEXT  # training window (tokens)
-BATCH = 16
-STEPS = 1500
+BATCH = 8
+STEPS = 1200
 LR = 3e-3
 WARMUP = 100
 WEIGHT_DECAY = 0.1
 VAL_WINDOWS = 64
+
+# One thread: on the shared 2-core build machine (load 5-10 from compilers),
+# 2 intra-op threads measured 5x slower per step than 1 (threads spinning on a
+# busy core). Debian's torch calls the system libblas.so.3, which is the slow
+# reference BLAS unless OpenBLAS is selected: when libopenblas0-pthread is
+# installed, main() re-executes the script with OpenBLAS's libblas first on the
+# library path (single-threaded); matrix products are then ~15x faster.
+THREADS = 1
+OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 
 REF_RE = re.compile(r"^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ ")
 
@@ -325,7 +334,7 @@ def evaluate(model, stream, windows, tok):
 def train(tok, train_verses, val_verses, steps):
     import torch
     torch.manual_seed(SEED)
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     torch.use_deterministic_algorithms(True)
     stream, starts = token_stream(tok, train_verses)
     vstream, vstarts = token_stream(tok, val_verses)
@@ -497,7 +506,18 @@ def export_onnx(sd, path):
 
 # ---------------------------------------------------------------- main
 
+def use_openblas():
+    if os.environ.get("KJV_BLAS") or not os.path.exists(os.path.join(OPENBLAS_DIR, "libblas.so.3")):
+        return
+    env = dict(os.environ, KJV_BLAS="openblas", OPENBLAS_NUM_THREADS=str(THREADS),
+               LD_LIBRARY_PATH=OPENBLAS_DIR + (":" + os.environ["LD_LIBRARY_PATH"]
+                                               if os.environ.get("LD_LIBRARY_PATH") else ""))
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
 def main():
+    use_openblas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--check-only", action="store_true")
@@ -517,6 +537,7 @@ def main():
         assert tok.decode(tok.encode(v)) == v
     write_tokenizer(os.path.join(OUT_DIR, "tokenizer.json"), merges)
     write_generation(os.path.join(OUT_DIR, "generation.json"))
+    print("BLAS: %s, %d thread(s)" % (os.environ.get("KJV_BLAS", "system libblas"), THREADS))
     print("tokenizer: %d merges (%.0f s)" % (len(merges), time.time() - t0))
 
     model, _ = train(tok, train_verses, val_verses, args.steps)

@@ -36,8 +36,6 @@
 #include <stdint.h>
 
 #include "api/openai_call.h"
-#include "base/buf.h"
-#include "base/error.h"
 #include "http/txn.h"
 #include "policy/auth.h"
 #include "serve/call.h"

@@ -634,7 +634,7 @@ void streams_shutdown(void)
     lock();
     while (reg.list)
         stream_free_locked(reg.list);
-    reg.expired_count = 0;
+    reg.expired_count = reg.expired_next = 0;
     unlock();
 }
 

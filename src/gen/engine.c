@@ -213,6 +213,8 @@ static void prefill(struct gen_engine *e, uint32_t i)
 /* One decode step of every sequence past its prompt. */
 static void decode(struct gen_engine *e)
 {
+    if (e->nrunning == 0)
+        return;
     struct gen_seq *rows[e->nrunning];
     uint32_t slot[e->nrunning], n = 0;
     for (uint32_t i = 0; i < e->nrunning; i++) {

@@ -113,6 +113,8 @@ static enum utf8_unit utf8_unit(const unsigned char *s, size_t n, size_t *len)
 
 void gen_text_take(struct gen_text *t, bool final, struct buf *out)
 {
+    if (t->_pending.len == 0)
+        return;
     bool all = final || t->_stopped;
     const unsigned char *d = (const unsigned char *)t->_pending.data;
     size_t decided = t->_pending.len - (all ? 0 : stop_holdback(t));

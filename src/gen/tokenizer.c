@@ -10,6 +10,8 @@
 #include "base/mem.h"
 
 #define BYTE_IDS 256u
+/* The parsed JSON of 65535 merges takes about 7 MB; this bounds a hostile file's. */
+#define TREE_MAX (64u << 20)
 
 /* Open addressing: pair key (a << 32 | b) -> merge rank; rank -1 = empty. */
 struct merge_slot {
@@ -235,15 +237,18 @@ int tokenizer_parse(const char *json, size_t len, struct tokenizer **out, struct
     if (len > TOKENIZER_MAX_FILE)
         return error_set(err, 400, "tokenizer.json is larger than %u bytes", TOKENIZER_MAX_FILE);
     struct arena a;
-    /* 65535 pairs need about 7 MB of tree; 64 MiB bounds a hostile file. */
-    arena_init(&a, 64u << 10, 64u << 20);
+    arena_init(&a, 64u << 10, TREE_MAX);
     struct json_value *root;
     const char *msg;
     size_t off;
     int rc = -1;
     struct tokenizer *t = NULL;
     if (json_parse(&a, json, len, NULL, &root, &msg, &off) != ST_OK) {
-        error_set(err, 400, "tokenizer.json: %s at byte %zu", msg, off);
+        if (!strcmp(msg, "out of memory"))
+            error_set(err, 500, "tokenizer.json: out of memory (its JSON tree may take %u MiB)",
+                      TREE_MAX >> 20);
+        else
+            error_set(err, 400, "tokenizer.json: %s at byte %zu", msg, off);
         goto out_arena;
     }
     t = mem_calloc(1, sizeof *t);

@@ -1,6 +1,6 @@
 /*
  * tokenizer: the byte-level BPE tokenizer of a generative model
- * (tokenizer.json, format in docs/generative.md and the model's README).
+ * (the tokenizer.json that generation.json names; docs/generative.md).
  *
  * The file:
  *   {"type": "byte-bpe", "vocab_size": V, "eos_token": "<|endoftext|>",
