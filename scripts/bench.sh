@@ -148,7 +148,8 @@ if [ "${QUICK:-0}" = 1 ]; then
     MEM_REQUESTS=100000             # memory run: target request count...
     MEM_MAX_S=4                     # ...bounded by this many seconds
     JSON_DECODE_N=300               # decodes per timing round of bench/json_decode
-    GEN_REPEAT=20                   # generations per round of the in-process loop
+    GEN_REPEAT=50                   # generations per round of the in-process loop (~2 s)...
+    GEN_REPEAT_BATCHED=3            # ...and of its batch of GEN_BATCHED rows
 else
     MODE=full
     DURATION="${DURATION:-10}"
@@ -158,7 +159,8 @@ else
     MEM_REQUESTS=1000000
     MEM_MAX_S=150
     JSON_DECODE_N=3000
-    GEN_REPEAT=100
+    GEN_REPEAT=250
+    GEN_REPEAT_BATCHED=15
 fi
 HTTP_CONNECTIONS=64      # experiments 1, 3, 5: closed loop, one request in flight each
 COMPUTE_CONNECTIONS=128  # experiment 2: batch-1 requests in flight, for the batcher
@@ -168,6 +170,7 @@ SHADOW_CONNECTIONS=$COMPUTE_CONNECTIONS # experiment 10
 MAX_RPS= RATE= MEM_DURATION= MEM_WARMUP=
 BATCHES=1,8,16,32,64,128 # ort_floor batch sizes
 GEN_STREAMS="1 8 32"     # experiment 12: streams in flight
+GEN_BATCHED=32           # experiment 12: rows of the batched in-process loop
 GEN_KV_STREAMS=64        # experiment 12: --kv-cache-bytes holds this many whole contexts
 GEN_PROMPT="${GEN_PROMPT:-And God said}"
 GEN_MAX_TOKENS="${GEN_MAX_TOKENS:-128}"
@@ -1069,6 +1072,9 @@ fi
 #  (a) the floor: `inferd bench --generate-floor` on the server cores (the
 #      server meanwhile idle), the ideal single-stream loop
 #      (src/bench/gen_floor.c): median tokens/s of GEN_REPEAT generations;
+#      then the same loop with GEN_BATCHED copies of the prompt in one batch
+#      (--batch), what ONNX Runtime itself gives at that many rows
+#      (informative: server at GEN_BATCHED streams ÷ this);
 #  (b) one server (--kv-cache-bytes room for GEN_KV_STREAMS whole contexts) and
 #      `inferd bench --openai` (POST /v1/completions, stream true,
 #      include_usage) with 1, 8 and 32 streams in flight, closed loop: tokens/s
@@ -1097,14 +1103,15 @@ if want 12; then
         mkdir -p "$RUN/repo_gen"
         ln -sfn "$root/models/kjv" "$RUN/repo_gen/kjv"
         GEN_KV_BYTES="$("${REPORT[@]}" gen-kv-bytes "$GEN_DIR" "$GEN_KV_STREAMS")"
-        gen_floor() { # OUT REPEAT
+        gen_floor() { # OUT REPEAT BATCH
             taskset -c "$SERVER_CPUS" "$INFERD" bench --generate-floor --model-dir "$GEN_DIR" \
                 --prompt "$GEN_PROMPT" --max-tokens "$GEN_MAX_TOKENS" --repeat "$2" \
-                --intra-op-threads "$NSERVER" --inter-op-threads 1 --json >"$1" 2>"$1.stderr"
+                --batch "$3" --intra-op-threads "$NSERVER" --inter-op-threads 1 --json \
+                >"$1" 2>"$1.stderr"
         }
         start_inferd gen "$RUN/repo_gen" --kv-cache-bytes "$GEN_KV_BYTES"
         GEN_CHECK=ok
-        gen_floor "$RUN/gen_floor_check.json" 1 ||
+        gen_floor "$RUN/gen_floor_check.json" 1 1 ||
             GEN_CHECK="the in-process loop failed: $(tail -n 2 "$RUN/gen_floor_check.json.stderr")"
         if [ "$GEN_CHECK" = ok ]; then
             "$PY" -c 'import json, sys; print(json.dumps({"model": "kjv", "prompt": sys.argv[1],
@@ -1126,11 +1133,14 @@ if want 12; then
                 "($(get "$RUN/gen_check.json" completion_tokens) tokens," \
                 "finish $(get "$RUN/gen_check.json" finish_reason))"
             for r in $(seq 1 "$ROUNDS"); do
-                gen_floor "$RUN/gen_floor_r$r.json" "$GEN_REPEAT" || {
-                    cat "$RUN/gen_floor_r$r.json.stderr" >&2
+                gen_floor "$RUN/gen_floor_r$r.json" "$GEN_REPEAT" 1 &&
+                    gen_floor "$RUN/gen_floor_batched_r$r.json" "$GEN_REPEAT_BATCHED" \
+                        "$GEN_BATCHED" || {
+                    cat "$RUN"/gen_floor*_r"$r".json.stderr >&2
                     die "inferd bench --generate-floor failed"
                 }
-                line="  round $r: in process $(get "$RUN/gen_floor_r$r.json" tokens_per_s) tokens/s; server"
+                line="  round $r: in process $(get "$RUN/gen_floor_r$r.json" tokens_per_s),"
+                line+=" batch of $GEN_BATCHED $(get "$RUN/gen_floor_batched_r$r.json" tokens_per_s) tokens/s; server"
                 LOAD_SERVER_PID=$SERVER_PID
                 for c in $GEN_STREAMS; do
                     load "$RUN/gen_c${c}_r$r.json" --url "$SERVER_URL" --openai kjv \
@@ -1145,7 +1155,8 @@ if want 12; then
         fi
         stop_pid "$SERVER_PID"
         "$PY" - "$RUN/gen_setup.json" "$GEN_PROMPT" max_tokens="$GEN_MAX_TOKENS" \
-            repeat="$GEN_REPEAT" kv_cache_bytes="$GEN_KV_BYTES" kv_streams="$GEN_KV_STREAMS" \
+            repeat="$GEN_REPEAT" repeat_batched="$GEN_REPEAT_BATCHED" batched="$GEN_BATCHED" \
+            kv_cache_bytes="$GEN_KV_BYTES" kv_streams="$GEN_KV_STREAMS" \
             streams="${GEN_STREAMS// /,}" <<'EOF'
 import json, sys
 setup = {"prompt": sys.argv[2]}

@@ -19,7 +19,8 @@
 #define GENERATION_JSON_MAX (64 * 1024)
 #define MAX_LAYERS 64
 #define MAX_CONTEXT_LIMIT 65536
-#define MAX_REPEAT 1000
+#define MAX_REPEAT 100000
+#define MAX_BATCH 256
 #define MAX_PROMPT_BYTES (1u << 20)
 #define PATH_MAX_LEN 4096
 #define DEFAULT_PROMPT "And God said"
@@ -33,12 +34,15 @@ static const char floor_usage_text[] =
     "each step's present.* outputs fed back as past_key_values.* where ONNX Runtime\n"
     "left them (no copy, no batching). Reports tokens/s, time to first token, time per\n"
     "output token and the generated text. One warm-up run, then --repeat measured runs.\n"
+    "--batch B runs B copies of the prompt as one batch (every row the same tokens):\n"
+    "the ideal batched loop, B tokens per step.\n"
     "\n"
     "  --model-dir DIR          the version directory, e.g. models/kjv/1 (required)\n"
     "  --prompt TEXT            the prompt (default \"" DEFAULT_PROMPT "\")\n"
     "  --max-tokens N           tokens to generate at most (default 128); fewer when the\n"
     "                           end-of-text token comes or the context is full\n"
     "  --repeat N               measured runs (default 5)\n"
+    "  --batch B                rows decoded together (default 1)\n"
     "  --intra-op-threads N     ONNX Runtime intra-op threads (default 1, as inferd serve)\n"
     "  --inter-op-threads N     ONNX Runtime inter-op threads (default 1)\n"
     "  --json                   one JSON object instead of the text report\n"
@@ -51,6 +55,7 @@ struct floor_options {
     const char *prompt;
     uint32_t max_tokens;
     uint32_t repeat;
+    uint32_t batch;
     uint32_t intra_op_threads, inter_op_threads;
     bool json;
 };
@@ -63,7 +68,7 @@ struct gen_config {
 };
 
 struct floor_run {
-    uint32_t tokens;
+    uint32_t tokens; /* of one row */
     uint64_t ttft_ns, total_ns;
 };
 
@@ -79,10 +84,12 @@ struct floor {
     struct tensor *outputs;
     const char **output_names; /* logits, present k/v per layer */
     char *names;               /* the past/present names, one block */
-    int64_t *positions;        /* max_context */
-    int64_t *ones;             /* max_context: the attention mask */
-    int64_t *ids;              /* max_context: prompt ids, then the token fed */
-    int32_t *prompt;           /* max_context */
+    uint32_t batch;
+    int64_t *positions; /* batch x max_context: this step's positions */
+    int64_t *ones;      /* batch x max_context: the attention mask */
+    int64_t *ids;       /* batch x max_context: prompt ids, then the tokens fed */
+    int32_t *prompt;    /* max_context */
+    int32_t *next;      /* batch: each row's next token */
     uint32_t nprompt;
     struct arena arena;
 };
@@ -92,6 +99,7 @@ enum {
     OPT_PROMPT,
     OPT_MAX_TOKENS,
     OPT_REPEAT,
+    OPT_BATCH,
     OPT_INTRA,
     OPT_INTER,
     OPT_JSON,
@@ -104,6 +112,7 @@ static const struct option floor_options_table[] = {
     {"prompt", required_argument, NULL, OPT_PROMPT},
     {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"batch", required_argument, NULL, OPT_BATCH},
     {"intra-op-threads", required_argument, NULL, OPT_INTRA},
     {"inter-op-threads", required_argument, NULL, OPT_INTER},
     {"json", no_argument, NULL, OPT_JSON},
@@ -153,6 +162,7 @@ static int parse_floor_args(int argc, char **argv, struct floor_options *o)
     *o = (struct floor_options){.prompt = DEFAULT_PROMPT,
                                 .max_tokens = 128,
                                 .repeat = 5,
+                                .batch = 1,
                                 .intra_op_threads = 1,
                                 .inter_op_threads = 1};
     int c, idx, rc = 0;
@@ -176,6 +186,9 @@ static int parse_floor_args(int argc, char **argv, struct floor_options *o)
             break;
         case OPT_REPEAT:
             rc = parse_count(name, optarg, 1, MAX_REPEAT, &o->repeat);
+            break;
+        case OPT_BATCH:
+            rc = parse_count(name, optarg, 1, MAX_BATCH, &o->batch);
             break;
         case OPT_INTRA:
             rc = parse_count(name, optarg, 1, 1024, &o->intra_op_threads);
@@ -351,16 +364,17 @@ static int floor_load(struct floor *f, const struct floor_options *o)
     if ((rc = setup_io(f, path)))
         return rc;
     uint32_t ctx = f->cfg.max_context;
-    f->positions = mem_calloc(ctx, sizeof *f->positions);
-    f->ones = mem_calloc(ctx, sizeof *f->ones);
-    f->ids = mem_calloc(ctx, sizeof *f->ids);
+    size_t cells = (size_t)o->batch * ctx;
+    f->batch = o->batch;
+    f->positions = mem_calloc(cells, sizeof *f->positions);
+    f->ones = mem_calloc(cells, sizeof *f->ones);
+    f->ids = mem_calloc(cells, sizeof *f->ids);
     f->prompt = mem_calloc(ctx, sizeof *f->prompt);
-    if (!f->positions || !f->ones || !f->ids || !f->prompt)
+    f->next = mem_calloc(o->batch, sizeof *f->next);
+    if (!f->positions || !f->ones || !f->ids || !f->prompt || !f->next)
         return fail("out of memory");
-    for (uint32_t i = 0; i < ctx; i++) {
-        f->positions[i] = i;
+    for (size_t i = 0; i < cells; i++)
         f->ones[i] = 1;
-    }
     int64_t n = tokenizer_encode(f->tok, o->prompt, strlen(o->prompt), f->prompt, ctx);
     if (n < 0)
         return fail("out of memory");
@@ -387,6 +401,7 @@ static void floor_free(struct floor *f)
     mem_free(f->ones);
     mem_free(f->ids);
     mem_free(f->prompt);
+    mem_free(f->next);
     arena_free(&f->arena);
 }
 
@@ -411,20 +426,25 @@ static int32_t greedy(const float *logits, uint32_t vocab)
     return (int32_t)best;
 }
 
-/* One step over ids f->ids[0..n) at positions pos..pos+n-1, the past
- * (pos entries) being the previous step's outputs (none when pos is 0).
- * On success *state holds the new outputs and the next token is in *next. */
-static int step(struct floor *f, uint32_t n, uint32_t pos, void **state, int32_t *next)
+/* One step over each row's ids f->ids[b * n .. (b + 1) * n) at positions
+ * pos..pos+n-1, the past (pos entries) being the previous step's outputs
+ * (none when pos is 0). On success *state holds the new outputs and each
+ * row's next token is in f->next. */
+static int step(struct floor *f, uint32_t n, uint32_t pos, void **state)
 {
     static float empty_past;
     const struct gen_config *cfg = &f->cfg;
-    set_tensor(&f->inputs[0], f->ids, sizeof(int64_t), 1, n);
-    set_tensor(&f->inputs[1], f->positions + pos, sizeof(int64_t), 1, n);
-    set_tensor(&f->inputs[2], f->ones, sizeof(int64_t), 1, pos + n);
+    uint32_t rows = f->batch;
+    for (uint32_t b = 0; b < rows; b++)
+        for (uint32_t i = 0; i < n; i++)
+            f->positions[(size_t)b * n + i] = pos + i;
+    set_tensor(&f->inputs[0], f->ids, sizeof(int64_t), rows, n);
+    set_tensor(&f->inputs[1], f->positions, sizeof(int64_t), rows, n);
+    set_tensor(&f->inputs[2], f->ones, sizeof(int64_t), rows, pos + n);
     for (uint32_t i = 3; i < f->nin; i++) {
         struct tensor *t = &f->inputs[i];
         t->ndim = 4;
-        t->shape[0] = 1;
+        t->shape[0] = rows;
         t->shape[1] = cfg->num_heads;
         t->shape[2] = pos;
         t->shape[3] = cfg->head_dim;
@@ -445,11 +465,14 @@ static int step(struct floor *f, uint32_t n, uint32_t pos, void **state, int32_t
         return fail("model execution: %s", err.msg);
     const struct tensor *logits = &out[0];
     size_t row = (size_t)cfg->vocab_size;
-    if (logits->ndim != 3 || logits->shape[1] != n || (uint64_t)logits->shape[2] != row) {
+    if (logits->ndim != 3 || logits->shape[0] != rows || logits->shape[1] != n ||
+        (uint64_t)logits->shape[2] != row) {
         backend_onnxruntime.release(f->inst, *state);
         return fail("logits: unexpected shape");
     }
-    *next = greedy((const float *)logits->data + (size_t)(n - 1) * row, cfg->vocab_size);
+    for (uint32_t b = 0; b < rows; b++)
+        f->next[b] =
+            greedy((const float *)logits->data + ((size_t)b * n + n - 1) * row, cfg->vocab_size);
     memcpy(f->outputs, out, f->nout * sizeof *out);
     return 0;
 }
@@ -463,11 +486,11 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
     int64_t n = tokenizer_encode(f->tok, o->prompt, strlen(o->prompt), f->prompt, ctx);
     if (n != f->nprompt)
         return fail("the prompt encodes differently between runs");
-    for (uint32_t i = 0; i < f->nprompt; i++)
-        f->ids[i] = f->prompt[i];
+    for (uint32_t b = 0; b < f->batch; b++)
+        for (uint32_t i = 0; i < f->nprompt; i++)
+            f->ids[(size_t)b * f->nprompt + i] = f->prompt[i];
     void *state = NULL, *prev = NULL;
-    int32_t tok;
-    int rc = step(f, f->nprompt, 0, &state, &tok);
+    int rc = step(f, f->nprompt, 0, &state);
     if (rc)
         return rc;
     run->ttft_ns = clock_now_ns() - t0;
@@ -475,6 +498,7 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
     uint32_t pos = f->nprompt;
     *finish = "length";
     for (;;) {
+        int32_t tok = f->next[0]; /* every row has the same tokens: row 0 decides */
         if (tok == f->cfg.eos) {
             *finish = "stop";
             break;
@@ -486,9 +510,10 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
         }
         if (run->tokens == o->max_tokens || pos + 1 >= ctx)
             break;
-        f->ids[0] = tok;
+        for (uint32_t b = 0; b < f->batch; b++)
+            f->ids[b] = f->next[b];
         prev = state;
-        rc = step(f, 1, pos, &state, &tok);
+        rc = step(f, 1, pos, &state);
         backend_onnxruntime.release(f->inst, prev);
         if (rc)
             return rc;
@@ -502,9 +527,10 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
 
 /* ---- report -------------------------------------------------------------- */
 
-static double run_tokens_per_s(const struct floor_run *r)
+/* Tokens of every row per second. */
+static double run_tokens_per_s(const struct floor_run *r, uint32_t batch)
 {
-    return r->total_ns ? r->tokens * 1e9 / (double)r->total_ns : 0.0;
+    return r->total_ns ? (double)r->tokens * batch * 1e9 / (double)r->total_ns : 0.0;
 }
 
 static double run_tpot_us(const struct floor_run *r)
@@ -529,14 +555,15 @@ struct floor_summary {
     double tokens_per_s, tokens_per_s_best, ttft_us, tpot_us;
 };
 
-static int summarize(const struct floor_run *runs, uint32_t n, struct floor_summary *s)
+static int summarize(const struct floor_run *runs, uint32_t n, uint32_t batch,
+                     struct floor_summary *s)
 {
     double *v = mem_calloc(n, sizeof *v);
     if (!v)
         return fail("out of memory");
     s->tokens_per_s_best = 0;
     for (uint32_t i = 0; i < n; i++) {
-        v[i] = run_tokens_per_s(&runs[i]);
+        v[i] = run_tokens_per_s(&runs[i], batch);
         if (v[i] > s->tokens_per_s_best)
             s->tokens_per_s_best = v[i];
     }
@@ -590,7 +617,7 @@ static void report_json(const struct floor_options *o, const struct floor *f,
         json_w_key(&w, "tokens");
         json_w_uint(&w, runs[i].tokens);
         json_w_key(&w, "tokens_per_s");
-        fixed1(&w, run_tokens_per_s(&runs[i]));
+        fixed1(&w, run_tokens_per_s(&runs[i], o->batch));
         json_w_key(&w, "ttft_us");
         fixed1(&w, (double)runs[i].ttft_ns / 1e3);
         json_w_key(&w, "total_us");
@@ -608,6 +635,8 @@ static void report_json(const struct floor_options *o, const struct floor *f,
     json_w_uint(&w, o->max_tokens);
     json_w_key(&w, "repeat");
     json_w_uint(&w, o->repeat);
+    json_w_key(&w, "batch");
+    json_w_uint(&w, o->batch);
     json_w_key(&w, "intra_op_threads");
     json_w_uint(&w, o->intra_op_threads);
     json_w_key(&w, "inter_op_threads");
@@ -626,9 +655,9 @@ static void report_text(const struct floor_options *o, const struct floor *f,
                         const struct floor_run *runs, const struct floor_summary *s,
                         const struct buf *text, const char *finish)
 {
-    printf("inferd bench --generate-floor: %s, prompt %u tokens, max_tokens %u, %u run%s after "
-           "1 warm-up\n\n",
-           o->model_dir, f->nprompt, o->max_tokens, o->repeat, o->repeat == 1 ? "" : "s");
+    printf("inferd bench --generate-floor: %s, prompt %u tokens, max_tokens %u, batch %u, %u "
+           "run%s after 1 warm-up\n\n",
+           o->model_dir, f->nprompt, o->max_tokens, o->batch, o->repeat, o->repeat == 1 ? "" : "s");
     printf("  tokens/s    %.1f (median), best %.1f\n", s->tokens_per_s, s->tokens_per_s_best);
     printf("  TTFT µs     %.1f (median)\n", s->ttft_us);
     printf("  TPOT µs     %.1f (median)\n", s->tpot_us);
@@ -669,7 +698,7 @@ int gen_floor_main(int argc, char **argv)
         }
     }
     struct floor_summary s = {0};
-    if ((rc = summarize(runs, o.repeat, &s)))
+    if ((rc = summarize(runs, o.repeat, o.batch, &s)))
         goto out;
     if (o.json)
         report_json(&o, &f, runs, &s, &text, finish);

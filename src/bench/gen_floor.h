@@ -14,10 +14,15 @@
  * Greedy = the argmax of the logits, the lowest id on ties (gen/sample.h's
  * rule), so the text equals the server's greedy output for the same prompt.
  *
+ * --batch B runs B copies of the prompt as one batch, every row decoding the
+ * same tokens (row 0 decides when to stop): the ideal batched loop, B tokens
+ * per step, for comparison with the server's aggregate rate at B streams.
+ *
  * Counting: every sampled token is generated, the end-of-text token too
  * (it cost a forward pass; it adds no text). Time of a run: from before the
  * prompt is encoded to after the last token is chosen; TTFT: to the first
- * token; TPOT: (run - TTFT) / (tokens - 1). A warm-up run comes first and is
+ * token; TPOT: (run - TTFT) / (tokens - 1); tokens/s counts every row's
+ * tokens. A warm-up run comes first and is
  * not measured; --repeat runs are; the report gives each and their median.
  *
  * Exit status: 0 measured, 1 a model that cannot be loaded or run, 2 usage.
