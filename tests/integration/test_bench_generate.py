@@ -90,6 +90,20 @@ def test_floor_report(srv):
     assert "tokens/s" in text.stdout and "TTFT" in text.stdout and "text" in text.stdout
 
 
+def test_floor_batch_rows_decode_alike():
+    """--batch 4: four copies of the prompt in one batch decode the same text
+    as one row (padding-free rows are independent), and the rate counts every
+    row's tokens."""
+    one = floor("And God said", 10)
+    four = bench_json("--generate-floor", "--model-dir", KJV_DIR, "--prompt", "And God said",
+                      "--max-tokens", 10, "--repeat", 1, "--batch", 4)
+    assert four["text"] == one["text"] and four["completion_tokens"] == one["completion_tokens"]
+    assert four["config"]["batch"] == 4
+    run = four["runs"][0]
+    assert run["tokens_per_s"] == pytest.approx(4 * run["tokens"] / run["total_us"] * 1e6,
+                                                rel=0.01)
+
+
 def test_floor_context_full(srv):
     """A prompt that leaves room for a few tokens only: the loop stops when
     prompt + generated fills the context ("length") whatever max_tokens says.
