@@ -43,7 +43,6 @@
 
 static const char bench_usage_text[] =
     "usage: inferd bench [options]\n"
-    "\n"
     "       inferd bench --generate-floor [options]   (see inferd bench --generate-floor --help)\n"
     "\n"
     "HTTP/1.1 load generator for KServe v2 servers (--model), OpenAI-compatible\n"
