@@ -304,7 +304,7 @@ static const struct num_option num_options[] = {
     NUM(SERVE_OPT_SSE_KEEPALIVE, 100, 3600000, 1, sse_keepalive_ms),
     NUM(SERVE_OPT_STREAM_RESUME, 0, 86400, 1, stream_resume_secs),
     NUM(SERVE_OPT_INTRA, 0, 1024, 1, repo.load.intra_op_threads),
-    NUM(SERVE_OPT_KV_CACHE_BYTES, 1ull << 20, 1ull << 40, 1, gen.kv_cache_bytes),
+    NUM(SERVE_OPT_KV_CACHE_BYTES, 1ull << 16, 1ull << 40, 1, gen.kv_cache_bytes),
     NUM(SERVE_OPT_MAX_RUNNING_SEQUENCES, 1, 1024, 1, gen.max_running),
     NUM(SERVE_OPT_PREFILL_CHUNK, 1, 4096, 1, gen.prefill_chunk),
     NUM(SERVE_OPT_INTER, 0, 1024, 1, repo.load.inter_op_threads),

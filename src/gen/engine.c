@@ -378,8 +378,8 @@ static void *engine_main(void *arg)
         pthread_mutex_lock(&e->mu);
         for (;;) {
             uint64_t now = clock_now_ns();
+            admit_locked(e, now); /* room first: a deadline only refuses a wait */
             expire_locked(e, now, &expired);
-            admit_locked(e, now);
             if (e->nrunning > 0 || expired)
                 break;
             if (e->stopping && !e->wait_head) {

@@ -1,0 +1,363 @@
+/*
+ * The generation engine's admission and ending rules, deterministically:
+ * a fake backend (a graph of the right shape whose logits are all zero, so
+ * greedy decoding emits token 0) runs one step per permit the test grants,
+ * so the test decides what is running, waiting or done. Covered: the KV
+ * budget (a request that never fits is 400; one that does not fit now
+ * waits), a deadline that passes while waiting (503, Retry-After 1), a
+ * full waiting line (503 at submit), a cancel while waiting (499), a
+ * cancel while running (finish_reason "cancelled"), one response per
+ * token when streaming, the reservation given back at the end.
+ * The real model runs in tests/integration/test_generate_engine.py.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/mem.h"
+#include "gen/engine.h"
+#include "gen/kvcache.h"
+#include "model/model.h"
+
+/* ---- the fake graph: 1 layer, 1 head, head_dim 2, the kjv tokenizer --------------------- */
+
+#define VOCAB 512
+#define BLOCK_BYTES (1 * 2 * 1 * GEN_KV_BLOCK_TOKENS * 2 * sizeof(float))
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int permits; /* backend runs allowed; -1 = any */
+static int runs;
+
+static void grant(int n)
+{
+    pthread_mutex_lock(&gate_mu);
+    permits = n < 0 ? -1 : permits + n;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+/* Waits until the engine has used every permit (it is blocked in a run). */
+static void wait_used(void)
+{
+    pthread_mutex_lock(&gate_mu);
+    while (permits > 0)
+        pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+static int fake_execute(void *instance, struct arena *arena, const struct tensor *in, uint32_t nin,
+                        const char *const *names, uint32_t nout, struct tensor *out, void **state,
+                        uint32_t flags, struct error *err)
+{
+    (void)instance, (void)arena, (void)flags, (void)err;
+    pthread_mutex_lock(&gate_mu);
+    while (permits == 0)
+        pthread_cond_wait(&gate_cv, &gate_mu);
+    if (permits > 0)
+        permits--;
+    runs++;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+    int64_t n = in[0].shape[0], t = in[0].shape[1], past = 0;
+    for (uint32_t i = 0; i < nin; i++)
+        if (strncmp(in[i].name, "past_", 5) == 0)
+            past = in[i].shape[2];
+    void **mem = calloc(nout, sizeof *mem);
+    for (uint32_t i = 0; i < nout; i++) {
+        bool logits = strcmp(names[i], "logits") == 0;
+        out[i] = (struct tensor){.name = names[i], .dtype = DT_FP32, .ndim = logits ? 3 : 4};
+        if (logits) {
+            out[i].shape[0] = n, out[i].shape[1] = t, out[i].shape[2] = VOCAB;
+        } else {
+            out[i].shape[0] = n, out[i].shape[1] = 1, out[i].shape[2] = past + t;
+            out[i].shape[3] = 2;
+        }
+        out[i].nbytes = (size_t)tensor_count(&out[i], INT64_MAX) * sizeof(float);
+        out[i].data = mem[i] = calloc(1, out[i].nbytes);
+    }
+    *state = mem;
+    (void)nout;
+    return 0;
+}
+
+static void fake_release(void *instance, void *state)
+{
+    (void)instance;
+    void **mem = state;
+    for (int i = 0; i < 3; i++)
+        free(mem[i]);
+    free(mem);
+}
+
+static const struct backend_ops fake_backend = {
+    .abi_version = BACKEND_ABI_VERSION,
+    .name = "fake",
+    .execute = fake_execute,
+    .release = fake_release,
+};
+
+static struct model_io graph_io(const char *name, enum dtype dt, uint32_t ndim, int64_t d1,
+                                int64_t d3)
+{
+    struct model_io io = {.name = mem_strdup(name), .dtype = dt, .ndim = ndim};
+    for (uint32_t d = 0; d < ndim; d++)
+        io.dims[d] = -1;
+    if (ndim == 4)
+        io.dims[1] = d1, io.dims[3] = d3;
+    if (ndim == 3)
+        io.dims[2] = d3;
+    return io;
+}
+
+static char dir[64];
+
+static struct model *fake_model(uint32_t max_waiting)
+{
+    snprintf(dir, sizeof dir, "/tmp/inferd_engine_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char path[256], cmd[600];
+    snprintf(path, sizeof path, "%s/generation.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"tokenizer\": \"tokenizer.json\", \"max_context\": 256, \"eos_token_id\": 511,"
+               " \"num_layers\": 1, \"num_heads\": 1, \"head_dim\": 2, \"vocab_size\": 512}");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cp %s/models/kjv/1/tokenizer.json %s/", getenv("INFERD_SOURCE_DIR"),
+             dir);
+    assert_int_equal(system(cmd), 0);
+
+    struct model *m = mem_calloc(1, sizeof *m);
+    m->name = mem_strdup("fake");
+    snprintf(m->version_str, sizeof m->version_str, "1");
+    m->backend = &fake_backend;
+    m->instances = mem_calloc(1, sizeof *m->instances);
+    m->ninstances = 1;
+    m->sched_cfg.max_queue_size = max_waiting;
+    model_config_init(&m->config);
+    m->info.ninputs = 5;
+    m->info.inputs = mem_calloc(5, sizeof *m->info.inputs);
+    m->info.inputs[0] = graph_io("input_ids", DT_INT64, 2, 0, 0);
+    m->info.inputs[1] = graph_io("position_ids", DT_INT64, 2, 0, 0);
+    m->info.inputs[2] = graph_io("attention_mask", DT_INT64, 2, 0, 0);
+    m->info.inputs[3] = graph_io("past_key_values.0.key", DT_FP32, 4, 1, 2);
+    m->info.inputs[4] = graph_io("past_key_values.0.value", DT_FP32, 4, 1, 2);
+    m->info.noutputs = 3;
+    m->info.outputs = mem_calloc(3, sizeof *m->info.outputs);
+    m->info.outputs[0] = graph_io("logits", DT_FP32, 3, 0, VOCAB);
+    m->info.outputs[1] = graph_io("present.0.key", DT_FP32, 4, 1, 2);
+    m->info.outputs[2] = graph_io("present.0.value", DT_FP32, 4, 1, 2);
+    return m;
+}
+
+static void fake_model_free(struct model *m)
+{
+    m->engine_ops->stop(m->engine);
+    model_info_free(&m->info);
+    model_config_free(&m->config);
+    mem_free(m->instances);
+    mem_free(m->name);
+    mem_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+struct call {
+    struct infer_request req;
+    struct tensor inputs[2];
+    struct tensor_bytes prompt;
+    int32_t max_tokens;
+    const char *names[4];
+    int responses, done;
+    char last_finish[16];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static bool on_response(struct infer_request *req, const struct tensor *outputs, uint32_t n,
+                        bool final)
+{
+    struct call *c = (struct call *)req;
+    pthread_mutex_lock(&c->mu);
+    c->responses++;
+    const struct tensor_bytes *fin = outputs[1].data;
+    snprintf(c->last_finish, sizeof c->last_finish, "%.*s", (int)fin->len, fin->ptr);
+    (void)n, (void)final;
+    pthread_mutex_unlock(&c->mu);
+    return true;
+}
+
+static void on_complete(struct infer_request *req)
+{
+    struct call *c = (struct call *)req;
+    pthread_mutex_lock(&c->mu);
+    c->done = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void call_init(struct call *c, const struct model *m, int32_t max_tokens, uint64_t timeout_us)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->prompt = (struct tensor_bytes){"In the beginning", 16}; /* 8 tokens */
+    c->max_tokens = max_tokens;
+    c->inputs[0] = (struct tensor){.name = "text_input", .dtype = DT_BYTES, .ndim = 1,
+                                   .shape = {1}, .data = &c->prompt, .nbytes = 16};
+    c->inputs[1] = (struct tensor){.name = "max_tokens", .dtype = DT_INT32, .ndim = 1,
+                                   .shape = {1}, .data = &c->max_tokens, .nbytes = 4};
+    for (int i = 0; i < 4; i++)
+        c->names[i] = m->info.outputs[i].name;
+    c->req.inputs = c->inputs;
+    c->req.ninputs = 2;
+    c->req.output_names = c->names;
+    c->req.noutputs = 4;
+    c->req.many_responses = true;
+    c->req.timeout_us = timeout_us;
+    c->req.on_response = on_response;
+    c->req.complete = on_complete;
+}
+
+static void call_wait(struct call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (!c->done)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void setup_engine(struct model **out, uint32_t blocks, uint32_t max_waiting)
+{
+    struct gen_settings s = {.kv_cache_bytes = blocks * BLOCK_BYTES, .max_running = 8,
+                             .prefill_chunk = 64};
+    gen_configure(&s);
+    grant(-1); /* the warm-up runs freely */
+    struct model *m = fake_model(max_waiting);
+    struct error err;
+    assert_int_equal(gen_engine_attach(m, dir, &err), 0);
+    assert_non_null(m->engine);
+    pthread_mutex_lock(&gate_mu);
+    permits = 0;
+    pthread_mutex_unlock(&gate_mu);
+    *out = m;
+}
+
+/* ---- the tests ------------------------------------------------------------------------- */
+
+static void test_streams_one_response_per_token(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine(&m, 16, 8);
+    struct call a;
+    call_init(&a, m, 5, 0);
+    struct error err;
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    grant(-1);
+    call_wait(&a);
+    assert_int_equal(a.req.rc, 0);
+    assert_int_equal(a.responses, 5);
+    assert_string_equal(a.last_finish, "length");
+    assert_int_equal(gen_kv_reserved(), 0);
+    fake_model_free(m);
+}
+
+static void test_budget_waiting_and_refusals(void **state)
+{
+    (void)state;
+    struct model *m;
+    /* 8 blocks = 128 tokens; 8 prompt + 100 new = 7 blocks. Line: 1. */
+    setup_engine(&m, 8, 1);
+    struct error err;
+    struct call never, a, b, c;
+    call_init(&never, m, 150, 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &never.req, &err), -1);
+    assert_int_equal(err.status, 400);
+    assert_non_null(strstr(err.msg, "--kv-cache-bytes"));
+
+    call_init(&a, m, 100, 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    grant(1);
+    wait_used(); /* a is admitted (7 blocks reserved) and in its prefill */
+    assert_int_equal(gen_kv_reserved(), 7 * BLOCK_BYTES);
+
+    call_init(&b, m, 100, 20000); /* waits; its deadline passes at the next step */
+    assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
+    call_init(&c, m, 100, 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &c.req, &err), -1);
+    assert_int_equal(err.status, 503); /* the line (1) is full */
+    assert_int_equal(err.retry_after_s, 1);
+    usleep(50000);
+    grant(1);
+    call_wait(&b);
+    assert_int_equal(b.req.rc, -1);
+    assert_int_equal(b.req.err.status, 503);
+    assert_int_equal(b.req.err.retry_after_s, 1);
+    assert_int_equal(b.responses, 0);
+
+    /* Cancelled while waiting: 499, never run. */
+    call_init(&c, m, 100, 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &c.req, &err), 0);
+    atomic_store(&c.req.cancelled, true);
+    grant(1);
+    call_wait(&c);
+    assert_int_equal(c.req.err.status, 499);
+
+    /* Cancelled while running: the final response says so; room is back. */
+    atomic_store(&a.req.cancelled, true);
+    grant(-1);
+    call_wait(&a);
+    assert_int_equal(a.req.rc, 0);
+    assert_string_equal(a.last_finish, "cancelled");
+    assert_true(a.responses < 100);
+    assert_int_equal(gen_kv_reserved(), 0);
+    fake_model_free(m);
+}
+
+static void test_a_waiting_request_runs_when_room_is_freed(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine(&m, 8, 4);
+    struct error err;
+    struct call a, b;
+    call_init(&a, m, 100, 0);
+    call_init(&b, m, 100, 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
+    grant(3);
+    wait_used();
+    assert_int_equal(b.responses, 0); /* b waits while a runs */
+    grant(-1);
+    call_wait(&a);
+    call_wait(&b);
+    assert_int_equal(a.responses, 100);
+    assert_int_equal(b.responses, 100);
+    assert_string_equal(b.last_finish, "length");
+    assert_int_equal(gen_kv_reserved(), 0);
+    fake_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_streams_one_response_per_token),
+        cmocka_unit_test(test_budget_waiting_and_refusals),
+        cmocka_unit_test(test_a_waiting_request_runs_when_room_is_freed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
