@@ -39,6 +39,7 @@
 #define BACKOFF_NS (100 * 1000000ull)     /* after a failed connect */
 #define METADATA_TIMEOUT_MS 10000
 #define MAX_PROMPT_BYTES (1u << 20)
+#define MAX_STREAM_CONNECTIONS 4096 /* --openai: each holds a 64 KiB event buffer */
 #define DEFAULT_PROMPT "And God said"
 
 static const char bench_usage_text[] =
@@ -388,6 +389,8 @@ static int parse_bench_args(int argc, char **argv, struct bench_options *o)
             "--openai excludes --model and raw mode (--path, --body-file, --method)");
     if (!o->openai && o->gen_set)
         return usage_error("--prompt, --max-tokens, --temperature and --seed need --openai");
+    if (o->openai && o->connections > MAX_STREAM_CONNECTIONS)
+        return usage_error("--openai: at most %d --connections", MAX_STREAM_CONNECTIONS);
     if (o->model && (o->path || o->body_file || o->method))
         return usage_error(
             "--model and raw mode (--path, --body-file, --method) exclude each other");

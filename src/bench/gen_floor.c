@@ -522,6 +522,8 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
     }
     run->total_ns = clock_now_ns() - t0;
     backend_onnxruntime.release(f->inst, state);
+    if (text && text->err)
+        return fail("the generated text is over 16 MiB");
     return 0;
 }
 

@@ -151,6 +151,8 @@ def test_openai_usage_errors():
     assert p.returncode == 2 and "--temperature" in p.stderr
     p = bench("--openai", "kjv", "--seed", "-1")
     assert p.returncode == 2 and "--seed" in p.stderr
+    p = bench("--openai", "kjv", "--connections", "4097")
+    assert p.returncode == 2 and "at most 4096 --connections" in p.stderr
     p = bench("--help")
     assert p.returncode == 0 and "--openai MODEL" in p.stdout and "--generate-floor" in p.stdout
 
