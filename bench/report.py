@@ -47,6 +47,12 @@
       prints one line: calls each tenant's bucket admitted and limited between them.
   report.py shadow-delta BEFORE AFTER
       prints one line: primaries, copies compared and dropped between them.
+  report.py gen-kv-bytes MODEL_DIR STREAMS
+      prints the bytes of STREAMS whole contexts of a generative model's KV
+      cache (its generation.json), for inferd serve --kv-cache-bytes.
+  report.py gen-check FLOOR SERVER OUT
+      checks that the in-process loop's greedy completion (FLOOR) equals the
+      server's /v1/completions answer (SERVER); exit 1 and a reason if not.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
       reads the raw results of a run from RUN_DIR, computes the figures and
       writes OUT_JSON (bench/results/<date>.json).
@@ -87,6 +93,10 @@ TARGETS = {
                              lambda v: v < 1000.0),
     "tenant_fairness": ("calls admitted for two tenants with equal rate limits, lower ÷ "
                         "higher (one offers 3x its limit)", ">= 0.90 (within 10 %)", lambda v: v >= 0.90),
+    "gen_single_stream": ("server tokens/s ÷ in-process generation loop, 1 stream (kjv, greedy)",
+                          ">= 0.9", lambda v: v >= 0.9),
+    "gen_batching": ("aggregate tokens/s at 32 streams ÷ 1 stream (kjv, continuous batching)",
+                     ">= 4x", lambda v: v >= 4.0),
 }
 
 NOTE = ("This machine is shared and noisy (other jobs run on the same cores); absolute "
@@ -961,6 +971,214 @@ def assemble_node(run_dir):
     }
 
 
+# ---- experiment 12: generation ------------------------------------------------
+
+def cmd_gen_kv_bytes(args):
+    """gen-kv-bytes MODEL_DIR STREAMS: bytes of STREAMS whole contexts of the
+    model's KV cache (keys and values, FP32, every layer), for --kv-cache-bytes."""
+    g = load(os.path.join(args[0], "generation.json"))
+    per_token = 2 * g["num_layers"] * g["num_heads"] * g["head_dim"] * 4
+    print(per_token * g["max_context"] * int(args[1]))
+
+
+def cmd_gen_check(args):
+    """gen-check FLOOR SERVER OUT: the in-process loop's greedy text (FLOOR,
+    `inferd bench --generate-floor --json`) must equal the server's
+    (SERVER, a /v1/completions response): text, token count and finish
+    reason. OUT gets both; exit 1 and a reason if they differ."""
+    floor, server, out = load(args[0]), load(args[1]), args[2]
+    choice = (server.get("choices") or [{}])[0]
+    usage = server.get("usage") or {}
+    doc = {"text": floor.get("text"), "completion_tokens": floor.get("completion_tokens"),
+           "finish_reason": floor.get("finish_reason"), "prompt_tokens": floor.get("prompt_tokens"),
+           "server_text": choice.get("text"),
+           "server_completion_tokens": usage.get("completion_tokens"),
+           "server_finish_reason": choice.get("finish_reason")}
+    why = None
+    if doc["text"] != doc["server_text"]:
+        why = "greedy texts differ: in process %r, server %r" % (doc["text"], doc["server_text"])
+    elif doc["completion_tokens"] != doc["server_completion_tokens"]:
+        why = "token counts differ: in process %s, server %s" % (
+            doc["completion_tokens"], doc["server_completion_tokens"])
+    elif doc["finish_reason"] != doc["server_finish_reason"]:
+        why = "finish reasons differ: in process %s, server %s" % (
+            doc["finish_reason"], doc["server_finish_reason"])
+    doc["match"] = why is None
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    if why:
+        print(why)
+        sys.exit(1)
+
+
+def gen_summary(path):
+    """An `inferd bench --openai --json` report: bench_summary plus its
+    "generation" part."""
+    s = bench_summary(path)
+    g = load(path).get("generation") or {}
+    s.update({k: g.get(k) for k in ("tokens_per_s", "ttft_us", "tpot_us", "requests_ok",
+                                     "requests_failed", "tokens_per_request", "finish")})
+    s["valid"] = s["valid"] and not g.get("requests_failed")
+    return s
+
+
+def gen_median(rs, key, q=None):
+    return median((r.get(key) or {}).get(q) if q else r.get(key) for r in rs)
+
+
+def assemble_generation(run_dir):
+    for kind in ("skipped", "failed"):
+        p = os.path.join(run_dir, "gen." + kind)
+        if os.path.exists(p):
+            return {("skipped" if kind == "skipped" else "error"): open(p).read().strip()}
+    floors = [load(p) for p in round_paths(run_dir, "gen_floor")]
+    if not floors:
+        return {"error": "not measured"}
+    setup = load_opt(os.path.join(run_dir, "gen_setup.json")) or {}
+    streams = setup.get("streams") or [1, 8, 32]
+    server = {}
+    for c in streams:
+        rs = [gen_summary(p) for p in round_paths(run_dir, "gen_c%d" % c)]
+        server[str(c)] = {
+            "tokens_per_s": gen_median(rs, "tokens_per_s"),
+            "ttft_p50_us": gen_median(rs, "ttft_us", "p50"),
+            "ttft_p99_us": gen_median(rs, "ttft_us", "p99"),
+            "tpot_p50_us": gen_median(rs, "tpot_us", "p50"),
+            "tpot_p99_us": gen_median(rs, "tpot_us", "p99"),
+            "rounds": rs,
+        }
+    one, most = server.get("1"), server.get(str(max(streams)))
+    batched = [load(p) for p in round_paths(run_dir, "gen_floor_batched")]
+    at_batch = server.get(str(setup.get("batched")))
+    batched_rounds = ([ratio(at_batch["rounds"][i]["tokens_per_s"], batched[i].get("tokens_per_s"))
+                       for i in range(min(len(batched), len(at_batch["rounds"])))]
+                      if at_batch else [])
+    n = min(len(floors), len((one or {}).get("rounds") or []))
+    single = [ratio(one["rounds"][i]["tokens_per_s"], floors[i].get("tokens_per_s"))
+              for i in range(n)]
+    batching = ([ratio(most["rounds"][i]["tokens_per_s"], one["rounds"][i]["tokens_per_s"])
+                 for i in range(min(len(most["rounds"]), len(one["rounds"])))]
+                if one and most else [])
+    return {
+        "setup": setup,
+        "check": load_opt(os.path.join(run_dir, "gen_check.json")),
+        "floor": {"tokens_per_s": median(f.get("tokens_per_s") for f in floors),
+                  "ttft_us": median(f.get("ttft_us") for f in floors),
+                  "tpot_us": median(f.get("tpot_us") for f in floors),
+                  "completion_tokens": floors[0].get("completion_tokens"),
+                  "rounds": [{k: f.get(k) for k in ("tokens_per_s", "tokens_per_s_best",
+                                                     "ttft_us", "tpot_us")} for f in floors]},
+        "floor_batched": {"batch": setup.get("batched"),
+                          "tokens_per_s": median(f.get("tokens_per_s") for f in batched),
+                          "ttft_us": median(f.get("ttft_us") for f in batched),
+                          "tpot_us": median(f.get("tpot_us") for f in batched),
+                          "rounds": [{k: f.get(k) for k in ("tokens_per_s", "ttft_us", "tpot_us")}
+                                     for f in batched]},
+        "server": server,
+        # Per round (the floor and the server runs right after one another),
+        # then the median over rounds.
+        "single_stream_rounds": single,
+        "single_stream_ratio": median(single),
+        "batching_rounds": batching,
+        "batching_ratio": median(batching),
+        # informative: the server at `batched` streams ÷ the in-process loop at that batch
+        "batched_rounds": batched_rounds,
+        "batched_ratio": median(batched_rounds),
+        "valid": all(r["valid"] for s in server.values() for r in s["rounds"]),
+    }
+
+
+def gen_notes(g, notes):
+    if g.get("skipped") or g.get("error"):
+        for name in ("gen_single_stream", "gen_batching"):
+            notes[name] = "%s: %s" % ("skipped" if g.get("skipped") else "not measured",
+                                      g.get("skipped") or g.get("error"))
+        return
+    s = g["server"]
+    top = str(max(int(c) for c in s))
+    notes["gen_single_stream"] = "%s vs %s tokens/s; TTFT p50 %s vs %s µs" % (
+        fmt(s["1"]["tokens_per_s"]), fmt(g["floor"]["tokens_per_s"]),
+        fmt(s["1"]["ttft_p50_us"]), fmt(g["floor"]["ttft_us"]))
+    notes["gen_batching"] = ("%s vs %s tokens/s; TTFT p50/p99 at %s streams %s / %s µs; the "
+                             "in-process loop at batch %s: %s tokens/s" % (
+                                 fmt(s[top]["tokens_per_s"]), fmt(s["1"]["tokens_per_s"]), top,
+                                 fmt(s[top]["ttft_p50_us"]), fmt(s[top]["ttft_p99_us"]),
+                                 (g.get("floor_batched") or {}).get("batch"),
+                                 fmt((g.get("floor_batched") or {}).get("tokens_per_s"))))
+
+
+def md_generation(g):
+    out = []
+    w = out.append
+    w("### 12. Generation: `models/kjv` streamed by the server vs the in-process loop")
+    w("")
+    if g.get("skipped") or g.get("error"):
+        w("%s: %s" % ("Skipped" if g.get("skipped") else "Not measured",
+                      g.get("skipped") or g.get("error")))
+        w("")
+        return out
+    st, ck = g.get("setup") or {}, g.get("check") or {}
+    w("Greedy (temperature 0), prompt %s, max_tokens %s. In process: `inferd bench "
+      "--generate-floor` (prefill, then one-token decode steps feeding `present.*` back as "
+      "`past_key_values.*` where ONNX Runtime left them), median of %s generations per round. "
+      "Server: `inferd serve --kv-cache-bytes %s` (%s whole contexts), `inferd bench --openai` "
+      "(`POST /v1/completions`, `stream: true`, `stream_options.include_usage`), closed loop "
+      "with 1 to %s streams in flight; tokens/s = tokens received in the window ÷ its length. "
+      "Before the runs the server's greedy completion equalled the loop's (%s tokens, finish "
+      "`%s`: %s)." % (
+          json.dumps(st.get("prompt")), st.get("max_tokens", "?"), st.get("repeat", "?"),
+          st.get("kv_cache_bytes", "?"), st.get("kv_streams", "?"),
+          max(st.get("streams") or [32]), fmt(ck.get("completion_tokens"), "%d"),
+          ck.get("finish_reason"), json.dumps(ck.get("text"))))
+    w("")
+    w("| run | tokens/s (median) | rounds (tokens/s) | TTFT p50 / p99 µs | TPOT p50 / p99 µs "
+      "| tokens/request | requests ok / failed | server CPU | load-generator CPU |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    f, fb = g["floor"], g.get("floor_batched") or {}
+    w("| in process, 1 stream | %s | %s | %s (median) | %s (median) | %s | — | — | — |" % (
+        fmt(f["tokens_per_s"]), ", ".join(fmt(r["tokens_per_s"]) for r in f["rounds"]),
+        fmt(f["ttft_us"]), fmt(f["tpot_us"]), fmt(f.get("completion_tokens"), "%d")))
+    if fb.get("rounds"):
+        w("| in process, batch of %s | %s | %s | %s (median) | %s (median) | %s | — | — | — |" % (
+            fb["batch"], fmt(fb["tokens_per_s"]),
+            ", ".join(fmt(r["tokens_per_s"]) for r in fb["rounds"]), fmt(fb["ttft_us"]),
+            fmt(fb["tpot_us"]), fmt(f.get("completion_tokens"), "%d")))
+    for c, s in sorted(g["server"].items(), key=lambda kv: int(kv[0])):
+        rs = s["rounds"]
+        w("| server, %s stream%s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s | %s |" % (
+            c, "" if c == "1" else "s", fmt(s["tokens_per_s"]),
+            ", ".join(fmt(r["tokens_per_s"]) for r in rs), fmt(s["ttft_p50_us"]),
+            fmt(s["ttft_p99_us"]), fmt(s["tpot_p50_us"]), fmt(s["tpot_p99_us"]),
+            fmt(median(r.get("tokens_per_request") for r in rs), "%.1f"),
+            fmt(sum(r.get("requests_ok") or 0 for r in rs), "%d"),
+            fmt(sum(r.get("requests_failed") or 0 for r in rs), "%d"),
+            pct(median(r.get("server_cpu_util") for r in rs)),
+            pct(median(r.get("client_cpu_util") for r in rs))))
+    w("")
+    w("Latencies: medians over rounds of each round's percentile. **server ÷ in process, 1 "
+      "stream = %s** (target ≥ 0.9; per round %s); **%s streams ÷ 1 = %s×** (target ≥ 4×; per "
+      "round %s)." % (
+          fmt(g["single_stream_ratio"], "%.3f"),
+          ", ".join(fmt(v, "%.3f") for v in g["single_stream_rounds"]),
+          max(int(c) for c in g["server"]), fmt(g["batching_ratio"], "%.2f"),
+          ", ".join(fmt(v, "%.2f") for v in g["batching_rounds"])))
+    if fb.get("rounds"):
+        w("")
+        w("Informative: the server at %s streams ÷ the in-process loop at batch %s = %s (per "
+          "round %s); the batched loop's own gain over 1 stream, %s×, is what ONNX Runtime "
+          "gives this model at that batch on these cores." % (
+              fb["batch"], fb["batch"], fmt(g.get("batched_ratio"), "%.3f"),
+              ", ".join(fmt(v, "%.3f") for v in g.get("batched_rounds") or []),
+              fmt(ratio(fb["tokens_per_s"], f["tokens_per_s"]), "%.2f")))
+    if not g["valid"]:
+        w("")
+        w("**Some requests failed**: %s." % "; ".join(
+            "%s streams: %s" % (c, describe_failures(r))
+            for c, s in g["server"].items() for r in s["rounds"]))
+    w("")
+    return out
+
+
 def cmd_assemble(args):
     run_dir, out = args
     env = os.environ
@@ -977,6 +1195,7 @@ def cmd_assemble(args):
         "node": assemble_node(run_dir),
         "shadow": assemble_shadow(run_dir),
         "overload": assemble_overload(run_dir),
+        "generation": assemble_generation(run_dir),
     }
     ov = exps["overload"]
     ov_lim, ov_ten = ov.get("limiter") or {}, ov.get("tenants") or {}
@@ -1001,6 +1220,8 @@ def cmd_assemble(args):
         target("overload_p99", ov_lim.get("p99_ratio")),
         target("overload_refusal_p99", (ov_lim.get("overload") or {}).get("refused_p99_us")),
         target("tenant_fairness", ov_ten.get("fairness")),
+        target("gen_single_stream", exps["generation"].get("single_stream_ratio")),
+        target("gen_batching", exps["generation"].get("batching_ratio")),
     ]
     doc = {
         "schema": 1,
@@ -1140,6 +1361,7 @@ def target_notes(doc):
                                         fmt(ten["b"]["server_admitted"], "%d"),
                                         fmt(ten["a"]["rps_ok"]), pct(ten["a"]["share"]),
                                         fmt(ten["b"]["rps_ok"]), pct(ten["b"]["share"])))
+    gen_notes(e.get("generation") or {"error": "no generation row in this results file"}, notes)
     for t in doc["targets"]:
         if t.get("why"):
             notes[t["name"]] = "**%s** — %s" % (t["why"], notes.get(t["name"], ""))
@@ -1193,10 +1415,10 @@ def md_run(doc):
             s = fmt(v, "%.3f")
         elif t["name"] in ("latency_p99", "overload_refusal_p99"):
             s = fmt(v, "%.0f µs")
-        elif t["name"] in ("json_decode", "node_ratio"):
+        elif t["name"] in ("json_decode", "node_ratio", "gen_batching"):
             s = fmt(v, "%.2f×")
         elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
-                           "tenant_fairness"):
+                           "tenant_fairness", "gen_single_stream"):
             s = fmt(v, "%.3f")
         elif t["name"] == "allocations":
             s = fmt(v, "%.4g")
@@ -1443,6 +1665,7 @@ def md_run(doc):
     out += md_node(e.get("node") or {"error": "no Node.js row in this results file"}, cfg)
     out += md_shadow(e.get("shadow") or {"error": "no shadow row in this results file"}, cfg)
     out += md_overload(e.get("overload") or {"error": "no overload row in this results file"})
+    out += md_generation(e.get("generation") or {"error": "no generation row in this results file"})
     return out
 
 
@@ -1680,22 +1903,27 @@ def md_history(results_dir):
             v("overload_refusal_p99", "%.0f µs"), v("tenant_fairness", "%.2f")))
         if not any(name in t for name in ("overload_throughput", "tenant_fairness")):
             overload_cell = "—"  # results from before experiment 11
+        gen_cell = " / ".join((v("gen_single_stream", "%.3f"), v("gen_batching", "%.2f×")))
+        if not any(name in t for name in ("gen_single_stream", "gen_batching")):
+            gen_cell = "—"  # results from before experiment 12
         if (shadow.get("shadow") or {}).get("compared_share") is not None:
             shadow_cell += " (%s compared)" % pct(shadow["shadow"]["compared_share"])
         rows.append("| [%s](results/%s) | %s | `%s` |" % (
             os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
-            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
             fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f"),
-            v("node_ratio", "%.2f×"), v("node_p99", "%.3f"), shadow_cell, overload_cell))
+            v("node_ratio", "%.2f×"), v("node_p99", "%.3f"), shadow_cell, overload_cell,
+            gen_cell))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
            "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary | "
            "×Node.js | p99 ÷ Node.js | shadow p99 ÷ none | overload: admitted ÷ capacity / "
-           "p99 ÷ unloaded / refusal p99 / tenants |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "p99 ÷ unloaded / refusal p99 / tenants | generation: 1 stream ÷ in process / "
+           "32 ÷ 1 streams |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 
@@ -1726,6 +1954,7 @@ def main():
         "compare-outputs": cmd_compare_outputs, "binary-request": cmd_binary_request,
         "shadow-scrape": cmd_shadow_scrape, "shadow-delta": cmd_shadow_delta,
         "ratelimit-scrape": cmd_ratelimit_scrape, "ratelimit-delta": cmd_ratelimit_delta,
+        "gen-kv-bytes": cmd_gen_kv_bytes, "gen-check": cmd_gen_check,
         "assemble": cmd_assemble, "markdown": cmd_markdown,
     }
     cmd = cmds.get(sys.argv[1])

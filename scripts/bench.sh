@@ -47,6 +47,14 @@
 #                     its limit: lower / higher admitted rate (target >= 0.90).
 #                     Skipped (with the reason) when the server has no --config
 #                     or does not know the sections.
+#  12. generation    models/kjv, greedy: the in-process generation loop
+#                     (`inferd bench --generate-floor`) vs the server's streamed
+#                     /v1/completions (`inferd bench --openai`) at 1, 8 and 32
+#                     streams; figures server 1-stream tokens/s / in-process
+#                     tokens/s (target >= 0.9) and 32-stream / 1-stream tokens/s
+#                     (target >= 4), TTFT p50/p99 at each. GEN_PROMPT and
+#                     GEN_MAX_TOKENS override the prompt and max_tokens. Skipped
+#                     (with the reason) without models/kjv/1/model.onnx.
 #
 # The server (inferd, nginx, ort_floor, json_decode, node) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -140,6 +148,8 @@ if [ "${QUICK:-0}" = 1 ]; then
     MEM_REQUESTS=100000             # memory run: target request count...
     MEM_MAX_S=4                     # ...bounded by this many seconds
     JSON_DECODE_N=300               # decodes per timing round of bench/json_decode
+    GEN_REPEAT=50                   # generations per round of the in-process loop (~2 s)...
+    GEN_REPEAT_BATCHED=3            # ...and of its batch of GEN_BATCHED rows
 else
     MODE=full
     DURATION="${DURATION:-10}"
@@ -149,6 +159,8 @@ else
     MEM_REQUESTS=1000000
     MEM_MAX_S=150
     JSON_DECODE_N=3000
+    GEN_REPEAT=250
+    GEN_REPEAT_BATCHED=15
 fi
 HTTP_CONNECTIONS=64      # experiments 1, 3, 5: closed loop, one request in flight each
 COMPUTE_CONNECTIONS=128  # experiment 2: batch-1 requests in flight, for the batcher
@@ -157,6 +169,11 @@ SHADOW_CONNECTIONS=$COMPUTE_CONNECTIONS # experiment 10
 # Figures one experiment hands to others; empty when it did not run (ONLY=...).
 MAX_RPS= RATE= MEM_DURATION= MEM_WARMUP=
 BATCHES=1,8,16,32,64,128 # ort_floor batch sizes
+GEN_STREAMS="1 8 32"     # experiment 12: streams in flight
+GEN_BATCHED=32           # experiment 12: rows of the batched in-process loop
+GEN_KV_STREAMS=64        # experiment 12: --kv-cache-bytes holds this many whole contexts
+GEN_PROMPT="${GEN_PROMPT:-And God said}"
+GEN_MAX_TOKENS="${GEN_MAX_TOKENS:-128}"
 
 # --- prerequisites ----------------------------------------------------------------
 [ -x "$INFERD" ] || die "$INFERD does not exist: run 'make build' (or make bench)"
@@ -1042,6 +1059,110 @@ setup = {}
 for arg in sys.argv[2:]:
     k, v = arg.split("=", 1)
     setup[k] = int(v) if v.isdigit() else float(v)
+json.dump(setup, open(sys.argv[1], "w"), indent=1)
+EOF
+    fi
+fi
+
+# --- 12. generation: streamed completions of models/kjv vs the in-process loop ---------------
+# models/kjv (issue 15's generative model), greedy (temperature 0), one prompt
+# and max_tokens for everything. First a check: the server's greedy completion
+# (stream false) must equal the in-process loop's text, or nothing is measured.
+# Then ROUNDS rounds, each in turn on the same cores:
+#  (a) the floor: `inferd bench --generate-floor` on the server cores (the
+#      server meanwhile idle), the ideal single-stream loop
+#      (src/bench/gen_floor.c): median tokens/s of GEN_REPEAT generations;
+#      then the same loop with GEN_BATCHED copies of the prompt in one batch
+#      (--batch), what ONNX Runtime itself gives at that many rows
+#      (informative: server at GEN_BATCHED streams ÷ this);
+#  (b) one server (--kv-cache-bytes room for GEN_KV_STREAMS whole contexts) and
+#      `inferd bench --openai` (POST /v1/completions, stream true,
+#      include_usage) with 1, 8 and 32 streams in flight, closed loop: tokens/s
+#      received in the window, TTFT and TPOT percentiles.
+# Figures, per round, then the median over rounds: server 1-stream tokens/s ÷
+# floor tokens/s (target >= 0.9); 32-stream ÷ 1-stream tokens/s (target >= 4).
+# Skipped, with the reason, without the model or a bench that has the modes.
+if want 12; then
+    GEN_DIR="$root/models/kjv/1"
+    log "12. generation: models/kjv, in-process loop vs server at $GEN_STREAMS streams"
+    gen_skip() { # REASON
+        printf '%s\n' "$1" >"$RUN/gen.skipped"
+        log "  skipped: $1"
+    }
+    gen_fail() { # REASON: the step fails, the run goes on and exits non-zero
+        printf '%s\n' "$1" >"$RUN/gen.failed"
+        log "  ERROR: $1"
+        FAILED_STEPS+=("12. generation: $1")
+    }
+    if [ ! -f "$GEN_DIR/model.onnx" ] || [ ! -f "$GEN_DIR/generation.json" ]; then
+        gen_skip "models/kjv/1 has no model.onnx or generation.json"
+    elif ! "$INFERD" bench --generate-floor --help >/dev/null 2>&1 ||
+        ! "$INFERD" bench --help 2>/dev/null | grep -q -- --openai; then
+        gen_skip "this inferd bench has no --generate-floor or --openai"
+    else
+        mkdir -p "$RUN/repo_gen"
+        ln -sfn "$root/models/kjv" "$RUN/repo_gen/kjv"
+        GEN_KV_BYTES="$("${REPORT[@]}" gen-kv-bytes "$GEN_DIR" "$GEN_KV_STREAMS")"
+        gen_floor() { # OUT REPEAT BATCH
+            taskset -c "$SERVER_CPUS" "$INFERD" bench --generate-floor --model-dir "$GEN_DIR" \
+                --prompt "$GEN_PROMPT" --max-tokens "$GEN_MAX_TOKENS" --repeat "$2" \
+                --batch "$3" --intra-op-threads "$NSERVER" --inter-op-threads 1 --json \
+                >"$1" 2>"$1.stderr"
+        }
+        start_inferd gen "$RUN/repo_gen" --kv-cache-bytes "$GEN_KV_BYTES"
+        GEN_CHECK=ok
+        gen_floor "$RUN/gen_floor_check.json" 1 1 ||
+            GEN_CHECK="the in-process loop failed: $(tail -n 2 "$RUN/gen_floor_check.json.stderr")"
+        if [ "$GEN_CHECK" = ok ]; then
+            "$PY" -c 'import json, sys; print(json.dumps({"model": "kjv", "prompt": sys.argv[1],
+                "max_tokens": int(sys.argv[2]), "temperature": 0}))' "$GEN_PROMPT" \
+                "$GEN_MAX_TOKENS" >"$RUN/gen_check_request.json"
+            curl -sf -o "$RUN/gen_server_check.json" -H 'Content-Type: application/json' \
+                --data-binary "@$RUN/gen_check_request.json" "$SERVER_URL/v1/completions" ||
+                GEN_CHECK="the server did not answer POST /v1/completions"
+        fi
+        if [ "$GEN_CHECK" = ok ]; then
+            GEN_CHECK="$("${REPORT[@]}" gen-check "$RUN/gen_floor_check.json" \
+                "$RUN/gen_server_check.json" "$RUN/gen_check.json")" || true
+            [ -n "$GEN_CHECK" ] || GEN_CHECK=ok
+        fi
+        if [ "$GEN_CHECK" != ok ]; then
+            gen_fail "not measured: $GEN_CHECK"
+        else
+            log "  the server's greedy text equals the in-process loop's" \
+                "($(get "$RUN/gen_check.json" completion_tokens) tokens," \
+                "finish $(get "$RUN/gen_check.json" finish_reason))"
+            for r in $(seq 1 "$ROUNDS"); do
+                gen_floor "$RUN/gen_floor_r$r.json" "$GEN_REPEAT" 1 &&
+                    gen_floor "$RUN/gen_floor_batched_r$r.json" "$GEN_REPEAT_BATCHED" \
+                        "$GEN_BATCHED" || {
+                    cat "$RUN"/gen_floor*_r"$r".json.stderr >&2
+                    die "inferd bench --generate-floor failed"
+                }
+                line="  round $r: in process $(get "$RUN/gen_floor_r$r.json" tokens_per_s),"
+                line+=" batch of $GEN_BATCHED $(get "$RUN/gen_floor_batched_r$r.json" tokens_per_s) tokens/s; server"
+                LOAD_SERVER_PID=$SERVER_PID
+                for c in $GEN_STREAMS; do
+                    load "$RUN/gen_c${c}_r$r.json" --url "$SERVER_URL" --openai kjv \
+                        --prompt "$GEN_PROMPT" --max-tokens "$GEN_MAX_TOKENS" --threads 1 \
+                        --connections "$c" --concurrency "$c" --duration "$DURATION" \
+                        --warmup "$WARMUP" --timeout-ms 120000
+                    line+=" $c: $(get "$RUN/gen_c${c}_r$r.json" generation.tokens_per_s)"
+                done
+                LOAD_SERVER_PID=
+                log "$line tokens/s"
+            done
+        fi
+        stop_pid "$SERVER_PID"
+        "$PY" - "$RUN/gen_setup.json" "$GEN_PROMPT" max_tokens="$GEN_MAX_TOKENS" \
+            repeat="$GEN_REPEAT" repeat_batched="$GEN_REPEAT_BATCHED" batched="$GEN_BATCHED" \
+            kv_cache_bytes="$GEN_KV_BYTES" kv_streams="$GEN_KV_STREAMS" \
+            streams="${GEN_STREAMS// /,}" <<'EOF'
+import json, sys
+setup = {"prompt": sys.argv[2]}
+for arg in sys.argv[3:]:
+    k, v = arg.split("=", 1)
+    setup[k] = [int(x) for x in v.split(",")] if k == "streams" else int(v)
 json.dump(setup, open(sys.argv[1], "w"), indent=1)
 EOF
     fi

@@ -21,6 +21,8 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/mem.h"
+#include "bench/gen_floor.h"
+#include "bench/gen_stream.h"
 #include "bench/hist.h"
 #include "bench/http_client.h"
 #include "core/dtype.h"
@@ -36,13 +38,19 @@
 #define HOUSEKEEPING_NS (10 * 1000000ull) /* timeouts and reconnect back-off */
 #define BACKOFF_NS (100 * 1000000ull)     /* after a failed connect */
 #define METADATA_TIMEOUT_MS 10000
+#define MAX_PROMPT_BYTES (1u << 20)
+#define MAX_STREAM_CONNECTIONS 4096 /* --openai: each holds a 64 KiB event buffer */
+#define DEFAULT_PROMPT "And God said"
 
 static const char bench_usage_text[] =
     "usage: inferd bench [options]\n"
+    "       inferd bench --generate-floor [options]   (see inferd bench --generate-floor --help)\n"
     "\n"
-    "HTTP/1.1 load generator for KServe v2 servers (--model) and arbitrary endpoints\n"
-    "(--path). Reports throughput, latency percentiles, statuses and errors; latency\n"
-    "also apart for admitted (2xx) and refused (429, 503) responses.\n"
+    "HTTP/1.1 load generator for KServe v2 servers (--model), OpenAI-compatible\n"
+    "generation servers (--openai) and arbitrary endpoints (--path). Reports throughput,\n"
+    "latency percentiles, statuses and errors; latency also apart for admitted (2xx) and\n"
+    "refused (429, 503) responses. --generate-floor instead runs a generative model in\n"
+    "process (the floor the server's tokens/s is compared with).\n"
     "\n"
     "target:\n"
     "  --url URL              server base URL, http://HOST:PORT (default http://127.0.0.1:8000)\n"
@@ -58,6 +66,16 @@ static const char bench_usage_text[] =
     "  --body-file FILE       raw mode: request body (FILE's bytes)\n"
     "  --method M             raw mode request method (default POST with a body, else GET)\n"
     "  --header 'K: V'        extra request header (repeatable)\n"
+    "\n"
+    "generation (--openai):\n"
+    "  --openai MODEL         streamed completions: POST /v1/completions with \"stream\": true\n"
+    "                         and stream_options.include_usage; reports tokens/s received in\n"
+    "                         the window, time to first token (TTFT) and time per output\n"
+    "                         token (TPOT) percentiles, requests ok/failed\n"
+    "  --prompt TEXT          the prompt (default \"" DEFAULT_PROMPT "\")\n"
+    "  --max-tokens N         max_tokens of each request (default 128)\n"
+    "  --temperature T        0 (default) = greedy\n"
+    "  --seed N               the request's seed (default: none sent)\n"
     "\n"
     "load:\n"
     "  --connections N        TCP connections (default 16)\n"
@@ -104,6 +122,14 @@ struct bench_options {
     uint32_t threads;
     uint32_t timeout_ms;
     bool json;
+    /* --openai */
+    const char *openai;
+    const char *prompt;
+    uint32_t max_tokens;
+    double temperature;
+    bool has_seed;
+    uint64_t seed;
+    bool gen_set; /* a generation option was given */
 };
 
 enum {
@@ -124,6 +150,11 @@ enum {
     OPT_THREADS,
     OPT_TIMEOUT,
     OPT_JSON,
+    OPT_OPENAI,
+    OPT_PROMPT,
+    OPT_MAX_TOKENS,
+    OPT_TEMPERATURE,
+    OPT_SEED,
 };
 
 static const struct option bench_options_table[] = {
@@ -144,6 +175,11 @@ static const struct option bench_options_table[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
     {"json", no_argument, NULL, OPT_JSON},
+    {"openai", required_argument, NULL, OPT_OPENAI},
+    {"prompt", required_argument, NULL, OPT_PROMPT},
+    {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
+    {"temperature", required_argument, NULL, OPT_TEMPERATURE},
+    {"seed", required_argument, NULL, OPT_SEED},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -230,6 +266,8 @@ static int parse_bench_args(int argc, char **argv, struct bench_options *o)
         .warmup_s = 1,
         .threads = 1,
         .timeout_ms = 10000,
+        .prompt = DEFAULT_PROMPT,
+        .max_tokens = 128,
     };
     int c, idx, rc = 0;
     optind = 1;
@@ -303,6 +341,35 @@ static int parse_bench_args(int argc, char **argv, struct bench_options *o)
         case OPT_JSON:
             o->json = true;
             break;
+        case OPT_OPENAI:
+            o->openai = optarg;
+            break;
+        case OPT_PROMPT:
+            o->gen_set = true;
+            o->prompt = optarg;
+            if (strlen(optarg) > MAX_PROMPT_BYTES)
+                rc = usage_error("--prompt: at most %u bytes", MAX_PROMPT_BYTES);
+            break;
+        case OPT_MAX_TOKENS:
+            o->gen_set = true;
+            rc = parse_u32(name, optarg, 1, 1 << 20, &o->max_tokens);
+            break;
+        case OPT_TEMPERATURE:
+            o->gen_set = true;
+            rc = parse_seconds(name, optarg, 0, 2, &o->temperature);
+            break;
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            o->gen_set = true;
+            o->has_seed = true;
+            o->seed = v;
+            if (errno || end == optarg || *end || optarg[0] == '-')
+                rc = usage_error("--seed: expected a whole number from 0 to 2^64-1, got '%s'",
+                                 optarg);
+            break;
+        }
         case 'h':
             fputs(bench_usage_text, stdout);
             return -1;
@@ -315,8 +382,15 @@ static int parse_bench_args(int argc, char **argv, struct bench_options *o)
         return rc;
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
-    if (!o->model && !o->path)
-        return usage_error("say what to load: --model NAME or --path PATH");
+    if (!o->model && !o->path && !o->openai)
+        return usage_error("say what to load: --model NAME, --openai MODEL or --path PATH");
+    if (o->openai && (o->model || o->path || o->body_file || o->method))
+        return usage_error(
+            "--openai excludes --model and raw mode (--path, --body-file, --method)");
+    if (!o->openai && o->gen_set)
+        return usage_error("--prompt, --max-tokens, --temperature and --seed need --openai");
+    if (o->openai && o->connections > MAX_STREAM_CONNECTIONS)
+        return usage_error("--openai: at most %d --connections", MAX_STREAM_CONNECTIONS);
     if (o->model && (o->path || o->body_file || o->method))
         return usage_error(
             "--model and raw mode (--path, --body-file, --method) exclude each other");
@@ -653,7 +727,7 @@ static void put_model_path(struct buf *b, const struct http_url *u, const struct
 /* The request head up to and including the blank line. */
 static void put_head(struct buf *req, const struct bench_options *o, const struct http_url *u,
                      const char *method, const char *target, bool has_body, size_t body_len,
-                     const char *content_type, size_t json_len)
+                     const char *content_type, const char *accept, size_t json_len)
 {
     buf_printf(req, "%s %s HTTP/1.1\r\n", method, target);
     if (!user_header(o, "host"))
@@ -662,6 +736,8 @@ static void put_head(struct buf *req, const struct bench_options *o, const struc
         buf_puts(req, "User-Agent: inferd-bench/" INFERD_VERSION "\r\n");
     if (content_type && !user_header(o, "content-type"))
         buf_printf(req, "Content-Type: %s\r\n", content_type);
+    if (accept && !user_header(o, "accept"))
+        buf_printf(req, "Accept: %s\r\n", accept);
     if (json_len)
         buf_printf(req, "Inference-Header-Content-Length: %zu\r\n", json_len);
     if (has_body)
@@ -728,6 +804,7 @@ struct bench_stats {
     uint64_t errors[E_COUNT];
     uint64_t bytes_sent, bytes_received;
     uint64_t reconnects;
+    struct gen_stats gen; /* --openai */
 };
 
 /* Read-only during the run, shared by every worker. */
@@ -770,6 +847,7 @@ struct conn {
     size_t rlen;
     char *rbuf; /* RECV_BUF_SIZE, part of the worker's block */
     struct http_resp resp;
+    struct gen_stream *gs; /* --openai: the stream being read */
     struct conn *prev, *next;
 };
 
@@ -786,6 +864,7 @@ struct worker {
     struct conn *conns;
     uint32_t nconns;
     char *rbufs;
+    struct gen_stream *streams; /* --openai: one per connection */
     struct conn_list ready, closed, backoff;
     enum phase phase;
     uint32_t connect_pending; /* initial connects not yet finished */
@@ -879,6 +958,8 @@ static void conn_fail(struct conn *c, enum err_kind kind, uint64_t now)
     bool had_req = c->has_req;
     if (had_req && c->measured)
         w->st.errors[kind]++;
+    if (had_req && c->gs)
+        gen_stream_finish(c->gs, 0, c->measured, now, &w->st.gen);
     conn_close(c);
     if (kind == E_CONNECT) {
         c->state = C_BACKOFF;
@@ -913,12 +994,23 @@ static void conn_send(struct conn *c, uint64_t now)
     }
 }
 
+/* --openai: the decoded body of a 2xx response goes to the stream reader. */
+static void conn_on_body(void *arg, const char *p, size_t n)
+{
+    struct conn *c = arg;
+    if (c->resp.status >= 200 && c->resp.status < 300)
+        gen_stream_feed(c->gs, p, n, clock_now_ns());
+}
+
 static void conn_start_request(struct conn *c, uint64_t now)
 {
+    const struct bench_shared *sh = c->w->sh;
     c->state = C_BUSY;
     c->sent = 0;
     c->rlen = 0;
-    http_resp_init(&c->resp, c->w->sh->head_request);
+    http_resp_init(&c->resp, sh->head_request);
+    if (c->gs)
+        gen_stream_begin(c->gs, c->start_ns, sh->t_measure, sh->t_end);
     conn_send(c, now);
 }
 
@@ -971,6 +1063,8 @@ static void conn_complete(struct conn *c, uint64_t now, bool must_close)
             hist_record(&w->st.latency_refused, lat);
         w->st.status[c->resp.status]++;
     }
+    if (c->gs)
+        gen_stream_finish(c->gs, c->resp.status, c->measured, now, &w->st.gen);
     if (c->resp.keep_alive && !must_close) {
         c->state = C_IDLE;
         list_push(&w->ready, c);
@@ -1301,14 +1395,28 @@ static int worker_init(struct worker *w, struct bench_shared *sh, uint32_t id, u
     hist_init(&w->st.latency);
     hist_init(&w->st.latency_ok);
     hist_init(&w->st.latency_refused);
+    gen_stats_init(&w->st.gen);
     w->conns = mem_calloc(nconns, sizeof *w->conns);
     w->rbufs = mem_alloc((size_t)nconns * RECV_BUF_SIZE);
     if (!w->conns || !w->rbufs)
         return -ENOMEM;
+    if (sh->o->openai) {
+        w->streams = mem_calloc(nconns, sizeof *w->streams);
+        if (!w->streams)
+            return -ENOMEM;
+    }
     for (uint32_t i = 0; i < nconns; i++) {
-        w->conns[i].w = w;
-        w->conns[i].watch.fd = -1;
-        w->conns[i].rbuf = w->rbufs + (size_t)i * RECV_BUF_SIZE;
+        struct conn *c = &w->conns[i];
+        c->w = w;
+        c->watch.fd = -1;
+        c->rbuf = w->rbufs + (size_t)i * RECV_BUF_SIZE;
+        if (w->streams) {
+            if (gen_stream_init(&w->streams[i]) != 0)
+                return -ENOMEM;
+            c->gs = &w->streams[i];
+            c->resp.on_body = conn_on_body;
+            c->resp.body_arg = c;
+        }
     }
     int rc = loop_init(&w->loop);
     if (rc)
@@ -1329,6 +1437,10 @@ static void worker_free(struct worker *w)
     }
     if (w->loop_ok)
         loop_close(&w->loop);
+    if (w->streams)
+        for (uint32_t i = 0; i < w->nconns; i++)
+            gen_stream_free(&w->streams[i]);
+    mem_free(w->streams);
     mem_free(w->conns);
     mem_free(w->rbufs);
 }
@@ -1406,6 +1518,18 @@ static void write_config(struct json_writer *jw, const struct bench_options *o,
     json_w_uint(jw, ri->request_bytes);
     json_w_key(jw, "body_bytes");
     json_w_uint(jw, ri->body_bytes);
+    json_w_key(jw, "openai");
+    o->openai ? json_w_cstr(jw, o->openai) : json_w_null(jw);
+    if (o->openai) {
+        json_w_key(jw, "prompt");
+        json_w_cstr(jw, o->prompt);
+        json_w_key(jw, "max_tokens");
+        json_w_uint(jw, o->max_tokens);
+        json_w_key(jw, "temperature");
+        json_w_f64(jw, o->temperature);
+        json_w_key(jw, "seed");
+        o->has_seed ? json_w_uint(jw, o->seed) : json_w_null(jw);
+    }
     json_w_obj_end(jw);
 }
 
@@ -1426,6 +1550,43 @@ static void write_latency(struct json_writer *jw, const char *key, const struct 
     json_w_fixed1(jw, us(hist_max(h)));
     json_w_key(jw, "mean");
     json_w_fixed1(jw, hist_mean(h) / 1000.0);
+    json_w_obj_end(jw);
+}
+
+static double tokens_per_request(const struct gen_stats *g)
+{
+    return g->ok ? (double)g->completion_tokens / (double)g->ok : 0.0;
+}
+
+/* "generation": what --openai measured (gen_stream.h). */
+static void write_generation(struct json_writer *jw, const struct bench_options *o,
+                             const struct gen_stats *g)
+{
+    json_w_key(jw, "generation");
+    json_w_obj_begin(jw);
+    json_w_key(jw, "requests_ok");
+    json_w_uint(jw, g->ok);
+    json_w_key(jw, "requests_failed");
+    json_w_uint(jw, g->failed);
+    json_w_key(jw, "tokens");
+    json_w_fixed1(jw, g->window_tokens);
+    json_w_key(jw, "tokens_per_s");
+    json_w_fixed1(jw, g->window_tokens / o->duration_s);
+    json_w_key(jw, "completion_tokens");
+    json_w_uint(jw, g->completion_tokens);
+    json_w_key(jw, "prompt_tokens");
+    json_w_uint(jw, g->prompt_tokens);
+    json_w_key(jw, "tokens_per_request");
+    json_w_fixed1(jw, tokens_per_request(g));
+    json_w_key(jw, "finish");
+    json_w_obj_begin(jw);
+    for (int k = 0; k < GEN_FINISH_COUNT; k++) {
+        json_w_key(jw, gen_finish_names[k]);
+        json_w_uint(jw, g->finish[k]);
+    }
+    json_w_obj_end(jw);
+    write_latency(jw, "ttft_us", &g->ttft);
+    write_latency(jw, "tpot_us", &g->tpot);
     json_w_obj_end(jw);
 }
 
@@ -1477,6 +1638,8 @@ static void report_json(const struct bench_options *o, const struct report_info 
     json_w_uint(&jw, st->bytes_received);
     json_w_key(&jw, "reconnects");
     json_w_uint(&jw, st->reconnects);
+    if (o->openai)
+        write_generation(&jw, o, &st->gen);
     write_config(&jw, o, ri);
     json_w_obj_end(&jw);
     buf_putc(&b, '\n');
@@ -1511,6 +1674,9 @@ static void report_text(const struct bench_options *o, const struct report_info 
     if (o->model)
         printf("model %s, %s, batch %u, ", o->model,
                o->format == BENCH_FORMAT_BINARY ? "binary" : "json", o->batch);
+    if (o->openai)
+        printf("model %s, streamed, max_tokens %u, temperature %g, ", o->openai, o->max_tokens,
+               o->temperature);
     printf("%zu-byte request)\n", ri->request_bytes);
     if (o->rate > 0)
         printf("open loop: %g req/s on %u connections", o->rate, o->connections);
@@ -1540,6 +1706,19 @@ static void report_text(const struct bench_options *o, const struct report_info 
         printf(" %s %llu%s", err_names[k], (unsigned long long)st->errors[k],
                k + 1 < E_COUNT ? "," : "\n");
     printf("  reconnects  %llu\n", (unsigned long long)st->reconnects);
+    if (o->openai) {
+        const struct gen_stats *g = &st->gen;
+        printf("  generation  %llu ok, %llu failed; %.1f tokens/s in the window (%.0f tokens), "
+               "%.1f tokens/request\n",
+               (unsigned long long)g->ok, (unsigned long long)g->failed,
+               g->window_tokens / o->duration_s, g->window_tokens, tokens_per_request(g));
+        print_latency("    TTFT µs    ", &g->ttft);
+        print_latency("    TPOT µs    ", &g->tpot);
+        printf("    finish     ");
+        for (int k = 0; k < GEN_FINISH_COUNT; k++)
+            printf(" %s %llu%s", gen_finish_names[k], (unsigned long long)g->finish[k],
+                   k + 1 < GEN_FINISH_COUNT ? "," : "\n");
+    }
     print_bytes("  bytes       sent", st->bytes_sent);
     print_bytes(", received", st->bytes_received);
     printf("\n");
@@ -1615,6 +1794,7 @@ static void merge_stats(struct bench_stats *total, const struct bench_stats *st)
     total->bytes_sent += st->bytes_sent;
     total->bytes_received += st->bytes_received;
     total->reconnects += st->reconnects;
+    gen_stats_merge(&total->gen, &st->gen);
 }
 
 /* Runs the workers and merges their statistics into *total. Returns 0, or
@@ -1691,6 +1871,9 @@ out_open_gate:
 
 int bench_main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--generate-floor") == 0)
+            return gen_floor_main(argc, argv);
     struct bench_options o;
     int rc = parse_bench_args(argc, argv, &o);
     if (rc == -1)
@@ -1717,10 +1900,24 @@ int bench_main(int argc, char **argv)
     struct bench_stats *total = NULL;
     size_t json_len = 0;
     const char *method;
-    const char *content_type = NULL;
+    const char *content_type = NULL, *accept = NULL;
     bool has_body;
     rc = 1;
-    if (o.model) {
+    if (o.openai) {
+        struct gen_request gr = {.model = o.openai,
+                                 .prompt = o.prompt,
+                                 .max_tokens = o.max_tokens,
+                                 .temperature = o.temperature,
+                                 .has_seed = o.has_seed,
+                                 .seed = o.seed};
+        gen_request_body(&body, &gr);
+        method = "POST";
+        has_body = true;
+        content_type = "application/json";
+        accept = "text/event-stream";
+        buf_puts(&target, u.prefix);
+        buf_puts(&target, "/v1/completions");
+    } else if (o.model) {
         if (build_model_body(&o, &u, &sh.addr, sh.addrlen, &body, &json_len) != 0)
             goto out;
         method = "POST";
@@ -1745,7 +1942,7 @@ int bench_main(int argc, char **argv)
         goto out;
     }
     buf_putc(&target, '\0');
-    put_head(&req, &o, &u, method, target.data, has_body, body.len, content_type, json_len);
+    put_head(&req, &o, &u, method, target.data, has_body, body.len, content_type, accept, json_len);
     buf_append(&req, body.data, body.len);
     if (req.err) {
         fprintf(stderr, "inferd bench: request too large\n");
@@ -1764,6 +1961,7 @@ int bench_main(int argc, char **argv)
     hist_init(&total->latency);
     hist_init(&total->latency_ok);
     hist_init(&total->latency_refused);
+    gen_stats_init(&total->gen);
     raise_fd_limit(o.connections + 64);
     rc = run(&o, &sh, total);
     if (rc == 0) {
