@@ -549,9 +549,15 @@ def test_http2_stream(srv):
 def test_grace_period_expiry_cancels_the_sequence(server_factory):
     """A stream nobody follows for --stream-resume-secs is cancelled: the
     engine ends it ("cancelled"), which a client resuming in time sees; the
-    expiry is counted. Concurrent streams keep the engine busy long enough."""
-    srv = server_factory.start("--stream-resume-secs", "1", models={"kjv": KJV})
-    load_body = json.dumps(dict(LONG, max_tokens=240, stream=False))
+    expiry is counted. The engine is kept busy for several seconds so that
+    the stream is still generating when the grace period (1 s, applied by a
+    sweep once a second) ends: 60 requests whose 243-token prompts are read
+    one token per backend run (--prefill-chunk 1) make every step of the
+    running set about 60 runs long."""
+    srv = server_factory.start("--stream-resume-secs", "1", "--prefill-chunk", "1",
+                               models={"kjv": KJV})
+    load_body = json.dumps({"model": "kjv", "prompt": "And the LORD said unto Moses, " * 27,
+                            "max_tokens": 1, "temperature": 0})
     stop = threading.Event()
 
     def load():
@@ -563,11 +569,11 @@ def test_grace_period_expiry_cancels_the_sequence(server_factory):
             except requests.RequestException:
                 pass
 
-    threads = [threading.Thread(target=load) for _ in range(24)]
+    threads = [threading.Thread(target=load) for _ in range(60)]
     for t in threads:
         t.start()
     try:
-        time.sleep(0.5)
+        time.sleep(1.0)
         s = RawStream(srv, "POST", "/v1/completions",
                       json.dumps(dict(LONG, max_tokens=240, stream=True)).encode())
         sid, _ = event_id(s.next_event())
