@@ -515,12 +515,13 @@ int gen_engine_submit(void *engine, struct infer_request *req, struct error *err
         return -1;
     uint64_t need = gen_kv_bytes_for(&e->shape.kv, s->nprompt + s->max_new);
     if (need > gen_kv_budget()) {
+        error_set(err, 400,
+                  "the request needs %llu bytes of KV cache (%u prompt and %u new tokens), more "
+                  "than the server's whole budget (--kv-cache-bytes %llu)",
+                  (unsigned long long)need, s->nprompt, s->max_new,
+                  (unsigned long long)gen_kv_budget());
         gen_seq_free(e, s);
-        return error_set(err, 400,
-                         "the request needs %llu bytes of KV cache (%u prompt and %u new "
-                         "tokens), more than the server's whole budget (--kv-cache-bytes %llu)",
-                         (unsigned long long)need, s->nprompt, s->max_new,
-                         (unsigned long long)gen_kv_budget());
+        return -1;
     }
     uint64_t now = clock_now_ns();
     req->enqueue_ns = s->submit_ns = now;
