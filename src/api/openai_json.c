@@ -52,32 +52,11 @@ static const char *param_fmt(struct arena *a, const char *fallback, const char *
     return s ? s : fallback;
 }
 
-static const char *type_name(const struct json_value *v)
-{
-    switch (v->type) {
-    case JSON_NULL:
-        return "null";
-    case JSON_FALSE:
-    case JSON_TRUE:
-        return "a boolean";
-    case JSON_NUMBER:
-        return "a number";
-    case JSON_STRING:
-        return "a string";
-    case JSON_ARRAY:
-    case JSON_RAW:
-        return "an array";
-    case JSON_OBJECT:
-        return "an object";
-    }
-    return "a value";
-}
-
 static int fail_type(struct openai_error *err, const char *param, const char *want,
                      const struct json_value *v)
 {
     return fail(err, 400, param, "invalid_type", "'%s' must be %s, not %s", param, want,
-                type_name(v));
+                json_type_name(v));
 }
 
 static int fail_unsupported(struct openai_error *err, const char *param, const char *what)
@@ -546,7 +525,7 @@ int openai_request_parse(struct arena *a, enum openai_kind kind, const char *bod
     }
     if (root->type != JSON_OBJECT)
         return fail(err, 400, NULL, "invalid_type",
-                    "the request body must be a JSON object, not %s", type_name(root));
+                    "the request body must be a JSON object, not %s", json_type_name(root));
     if (parse_model(root, out, err) != 0)
         return -1;
     int rc = kind == OPENAI_CHAT ? parse_messages(a, root, out, err) : parse_prompt(root, out, err);
@@ -590,10 +569,13 @@ void openai_error_json(struct buf *out, const struct openai_error *e)
     json_w_obj_end(&w);
 }
 
-/* "id", "object", "created", "model" of every body. */
-static void write_head(struct json_writer *w, const char *id, const char *object, uint64_t created,
-                       const char *model)
+/* Starts a body on out: "id", "object", "created", "model", then opens the
+ * "choices" array. */
+static void begin_body(struct json_writer *w, struct buf *out, const char *id, const char *object,
+                       uint64_t created, const char *model)
 {
+    json_w_init(w, out);
+    json_w_obj_begin(w);
     json_w_key(w, "id");
     json_w_cstr(w, id);
     json_w_key(w, "object");
@@ -602,9 +584,25 @@ static void write_head(struct json_writer *w, const char *id, const char *object
     json_w_uint(w, created);
     json_w_key(w, "model");
     json_w_cstr(w, model);
+    json_w_key(w, "choices");
+    json_w_arr_begin(w);
 }
 
-static void write_finish(struct json_writer *w, const char *finish_reason)
+static const char *chunk_object(enum openai_kind k)
+{
+    return k == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion";
+}
+
+/* The one choice: opens it with its "index". */
+static void begin_choice(struct json_writer *w)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "index");
+    json_w_uint(w, 0);
+}
+
+/* Closes the choice with "logprobs" and "finish_reason", then "choices". */
+static void end_choice(struct json_writer *w, const char *finish_reason)
 {
     json_w_key(w, "logprobs");
     json_w_null(w);
@@ -613,6 +611,8 @@ static void write_finish(struct json_writer *w, const char *finish_reason)
         json_w_cstr(w, finish_reason);
     else
         json_w_null(w);
+    json_w_obj_end(w);
+    json_w_arr_end(w);
 }
 
 static void write_usage(struct json_writer *w, uint32_t prompt_tokens, uint32_t completion_tokens)
@@ -631,15 +631,9 @@ static void write_usage(struct json_writer *w, uint32_t prompt_tokens, uint32_t 
 void openai_completion_json(struct buf *out, enum openai_kind k, const struct openai_result *r)
 {
     struct json_writer w;
-    json_w_init(&w, out);
-    json_w_obj_begin(&w);
-    write_head(&w, r->id, k == OPENAI_CHAT ? "chat.completion" : "text_completion", r->created,
+    begin_body(&w, out, r->id, k == OPENAI_CHAT ? "chat.completion" : "text_completion", r->created,
                r->model);
-    json_w_key(&w, "choices");
-    json_w_arr_begin(&w);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "index");
-    json_w_uint(&w, 0);
+    begin_choice(&w);
     if (k == OPENAI_CHAT) {
         json_w_key(&w, "message");
         json_w_obj_begin(&w);
@@ -652,9 +646,7 @@ void openai_completion_json(struct buf *out, enum openai_kind k, const struct op
         json_w_key(&w, "text");
         json_w_str(&w, r->text, r->text_len);
     }
-    write_finish(&w, r->finish_reason);
-    json_w_obj_end(&w);
-    json_w_arr_end(&w);
+    end_choice(&w, r->finish_reason);
     write_usage(&w, r->prompt_tokens, r->completion_tokens);
     json_w_obj_end(&w);
 }
@@ -664,15 +656,8 @@ void openai_chunk_json(struct buf *out, enum openai_kind k, const char *id, uint
                        const char *finish_reason, bool first, bool usage_null)
 {
     struct json_writer w;
-    json_w_init(&w, out);
-    json_w_obj_begin(&w);
-    write_head(&w, id, k == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion", created,
-               model);
-    json_w_key(&w, "choices");
-    json_w_arr_begin(&w);
-    json_w_obj_begin(&w);
-    json_w_key(&w, "index");
-    json_w_uint(&w, 0);
+    begin_body(&w, out, id, chunk_object(k), created, model);
+    begin_choice(&w);
     if (k == OPENAI_CHAT) {
         json_w_key(&w, "delta");
         json_w_obj_begin(&w);
@@ -689,9 +674,7 @@ void openai_chunk_json(struct buf *out, enum openai_kind k, const char *id, uint
         json_w_key(&w, "text");
         json_w_str(&w, delta, delta_len);
     }
-    write_finish(&w, finish_reason);
-    json_w_obj_end(&w);
-    json_w_arr_end(&w);
+    end_choice(&w, finish_reason);
     if (usage_null) {
         json_w_key(&w, "usage");
         json_w_null(&w);
@@ -703,12 +686,7 @@ void openai_usage_chunk_json(struct buf *out, enum openai_kind k, const char *id
                              const char *model, uint32_t prompt_tokens, uint32_t completion_tokens)
 {
     struct json_writer w;
-    json_w_init(&w, out);
-    json_w_obj_begin(&w);
-    write_head(&w, id, k == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion", created,
-               model);
-    json_w_key(&w, "choices");
-    json_w_arr_begin(&w);
+    begin_body(&w, out, id, chunk_object(k), created, model);
     json_w_arr_end(&w);
     write_usage(&w, prompt_tokens, completion_tokens);
     json_w_obj_end(&w);

@@ -23,8 +23,8 @@ static const char short_escaped[] = "\"\\/\b\f\n\r\t";
 /* The same pairs indexed by letter, for the string scanner (a lookup per
  * escape instead of a memchr); 0 for a letter that is not one of them. */
 static const unsigned char unescaped[256] = {
-    ['"'] = '"', ['\\'] = '\\', ['/'] = '/', ['b'] = '\b',
-    ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t',
+    ['"'] = '"',  ['\\'] = '\\', ['/'] = '/',  ['b'] = '\b',
+    ['f'] = '\f', ['n'] = '\n',  ['r'] = '\r', ['t'] = '\t',
 };
 
 static bool is_digit(char c)
@@ -746,6 +746,27 @@ const struct json_value *json_get(const struct json_value *v, const char *key)
             return &m->value;
     }
     return NULL;
+}
+
+const char *json_type_name(const struct json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL:
+        return "null";
+    case JSON_FALSE:
+    case JSON_TRUE:
+        return "a boolean";
+    case JSON_NUMBER:
+        return "a number";
+    case JSON_STRING:
+        return "a string";
+    case JSON_ARRAY:
+    case JSON_RAW:
+        return "an array";
+    case JSON_OBJECT:
+        return "an object";
+    }
+    return "a value";
 }
 
 /* ------------------------------------------------------------------------ */

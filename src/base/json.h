@@ -105,6 +105,10 @@ enum status json_parse(struct arena *arena, const char *text, size_t len,
 /* First member named key in an OBJECT; NULL if absent or v is not an object. */
 const struct json_value *json_get(const struct json_value *v, const char *key);
 
+/* What v is, the way an error message names it: "null", "a boolean",
+ * "a number", "a string", "an array" (RAW too), "an object". */
+const char *json_type_name(const struct json_value *v);
+
 /* Exact conversions of a NUMBER. Return 0, -EINVAL if v is not a NUMBER or
  * (for the integer forms) not an integer literal (no '.', no exponent), or
  * -ERANGE if the value does not fit. */
@@ -142,9 +146,9 @@ int json_num_f32(const struct json_value *v, float *out);
  * decoded bytes are the raw ones, so a caller may use s->raw instead.
  */
 struct json_string {
-    const char *raw;  /* the bytes between the quotes, undecoded */
+    const char *raw; /* the bytes between the quotes, undecoded */
     uint32_t raw_len;
-    bool escaped;     /* raw contains a backslash escape */
+    bool escaped; /* raw contains a backslash escape */
 };
 
 enum status json_string_scan(const char *p, const char *end, struct json_string *out,

@@ -21,6 +21,8 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/mem.h"
+#include "base/rand.h"
+#include "bench/bench_args.h"
 #include "bench/gen_floor.h"
 #include "bench/gen_stream.h"
 #include "bench/hist.h"
@@ -41,6 +43,7 @@
 #define MAX_PROMPT_BYTES (1u << 20)
 #define MAX_STREAM_CONNECTIONS 4096 /* --openai: each holds a 64 KiB event buffer */
 #define DEFAULT_PROMPT "And God said"
+#define PROG "inferd bench" /* how its messages start */
 
 static const char bench_usage_text[] =
     "usage: inferd bench [options]\n"
@@ -184,41 +187,6 @@ static const struct option bench_options_table[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("inferd bench: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\ntry 'inferd bench --help'\n", stderr);
-    va_end(ap);
-    return 2;
-}
-
-static int parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi)
-        return usage_error("--%s: expected a whole number from %u to %u, got '%s'", flag, lo, hi,
-                           s);
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int parse_seconds(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
-        return usage_error("--%s: expected a number from %g to %g, got '%s'", flag, lo, hi, s);
-    *out = v;
-    return 0;
-}
-
 static bool is_token_char(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -254,6 +222,110 @@ static bool user_header(const struct bench_options *o, const char *name)
     return false;
 }
 
+/* One option of parse_bench_args() (bench_getopt()'s fn). */
+static int bench_option(void *ctx, int c, const char *name, const char *arg)
+{
+    struct bench_options *o = ctx;
+    int rc = 0;
+    switch (c) {
+    case OPT_URL:
+        o->url = arg;
+        break;
+    case OPT_MODEL:
+        o->model = arg;
+        break;
+    case OPT_VERSION:
+        o->version = arg;
+        break;
+    case OPT_FORMAT:
+        o->format_set = true;
+        if (strcmp(arg, "json") == 0)
+            o->format = BENCH_FORMAT_JSON;
+        else if (strcmp(arg, "binary") == 0)
+            o->format = BENCH_FORMAT_BINARY;
+        else
+            rc = bench_usage_error(PROG, "--format: expected json or binary, got '%s'", arg);
+        break;
+    case OPT_BATCH:
+        o->batch_set = true;
+        rc = bench_parse_u32(PROG, name, arg, 1, 1 << 20, &o->batch);
+        break;
+    case OPT_PATH:
+        o->path = arg;
+        break;
+    case OPT_BODY_FILE:
+        o->body_file = arg;
+        break;
+    case OPT_METHOD:
+        o->method = arg;
+        break;
+    case OPT_HEADER:
+        if (o->nheaders == MAX_HEADERS)
+            rc = bench_usage_error(PROG, "--header: at most %d headers", MAX_HEADERS);
+        else if (!header_ok(arg))
+            rc = bench_usage_error(PROG, "--header: expected 'Name: value', got '%s'", arg);
+        else if (header_named(arg, "content-length") || header_named(arg, "transfer-encoding"))
+            rc = bench_usage_error(PROG, "--header: %s is set by inferd bench itself", arg);
+        else
+            o->headers[o->nheaders++] = arg;
+        break;
+    case OPT_CONNECTIONS:
+        rc = bench_parse_u32(PROG, name, arg, 1, MAX_CONNECTIONS, &o->connections);
+        break;
+    case OPT_CONCURRENCY:
+        rc = bench_parse_u32(PROG, name, arg, 1, MAX_CONNECTIONS, &o->concurrency);
+        break;
+    case OPT_RATE:
+        rc = bench_parse_f64(PROG, name, arg, 1e-3, 1e8, &o->rate);
+        break;
+    case OPT_DURATION:
+        rc = bench_parse_f64(PROG, name, arg, 1e-3, 1e7, &o->duration_s);
+        break;
+    case OPT_WARMUP:
+        rc = bench_parse_f64(PROG, name, arg, 0, 1e7, &o->warmup_s);
+        break;
+    case OPT_THREADS:
+        rc = bench_parse_u32(PROG, name, arg, 1, 1024, &o->threads);
+        break;
+    case OPT_TIMEOUT:
+        rc = bench_parse_u32(PROG, name, arg, 1, 3600000, &o->timeout_ms);
+        break;
+    case OPT_JSON:
+        o->json = true;
+        break;
+    case OPT_OPENAI:
+        o->openai = arg;
+        break;
+    case OPT_PROMPT:
+        o->gen_set = true;
+        o->prompt = arg;
+        if (strlen(arg) > MAX_PROMPT_BYTES)
+            rc = bench_usage_error(PROG, "--prompt: at most %u bytes", MAX_PROMPT_BYTES);
+        break;
+    case OPT_MAX_TOKENS:
+        o->gen_set = true;
+        rc = bench_parse_u32(PROG, name, arg, 1, 1 << 20, &o->max_tokens);
+        break;
+    case OPT_TEMPERATURE:
+        o->gen_set = true;
+        rc = bench_parse_f64(PROG, name, arg, 0, 2, &o->temperature);
+        break;
+    case OPT_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(arg, &end, 10);
+        o->gen_set = true;
+        o->has_seed = true;
+        o->seed = v;
+        if (errno || end == arg || *end || arg[0] == '-')
+            rc = bench_usage_error(
+                PROG, "--seed: expected a whole number from 0 to 2^64-1, got '%s'", arg);
+        break;
+    }
+    }
+    return rc;
+}
+
 /* Returns 0, 2 (usage error, reported), or -1 for --help (printed). */
 static int parse_bench_args(int argc, char **argv, struct bench_options *o)
 {
@@ -269,168 +341,57 @@ static int parse_bench_args(int argc, char **argv, struct bench_options *o)
         .prompt = DEFAULT_PROMPT,
         .max_tokens = 128,
     };
-    int c, idx, rc = 0;
-    optind = 1;
-    opterr = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", bench_options_table, &idx)) != -1) {
-        const char *name = c >= OPT_URL ? bench_options_table[idx].name : "";
-        switch (c) {
-        case OPT_URL:
-            o->url = optarg;
-            break;
-        case OPT_MODEL:
-            o->model = optarg;
-            break;
-        case OPT_VERSION:
-            o->version = optarg;
-            break;
-        case OPT_FORMAT:
-            o->format_set = true;
-            if (strcmp(optarg, "json") == 0)
-                o->format = BENCH_FORMAT_JSON;
-            else if (strcmp(optarg, "binary") == 0)
-                o->format = BENCH_FORMAT_BINARY;
-            else
-                rc = usage_error("--format: expected json or binary, got '%s'", optarg);
-            break;
-        case OPT_BATCH:
-            o->batch_set = true;
-            rc = parse_u32(name, optarg, 1, 1 << 20, &o->batch);
-            break;
-        case OPT_PATH:
-            o->path = optarg;
-            break;
-        case OPT_BODY_FILE:
-            o->body_file = optarg;
-            break;
-        case OPT_METHOD:
-            o->method = optarg;
-            break;
-        case OPT_HEADER:
-            if (o->nheaders == MAX_HEADERS)
-                rc = usage_error("--header: at most %d headers", MAX_HEADERS);
-            else if (!header_ok(optarg))
-                rc = usage_error("--header: expected 'Name: value', got '%s'", optarg);
-            else if (header_named(optarg, "content-length") ||
-                     header_named(optarg, "transfer-encoding"))
-                rc = usage_error("--header: %s is set by inferd bench itself", optarg);
-            else
-                o->headers[o->nheaders++] = optarg;
-            break;
-        case OPT_CONNECTIONS:
-            rc = parse_u32(name, optarg, 1, MAX_CONNECTIONS, &o->connections);
-            break;
-        case OPT_CONCURRENCY:
-            rc = parse_u32(name, optarg, 1, MAX_CONNECTIONS, &o->concurrency);
-            break;
-        case OPT_RATE:
-            rc = parse_seconds(name, optarg, 1e-3, 1e8, &o->rate);
-            break;
-        case OPT_DURATION:
-            rc = parse_seconds(name, optarg, 1e-3, 1e7, &o->duration_s);
-            break;
-        case OPT_WARMUP:
-            rc = parse_seconds(name, optarg, 0, 1e7, &o->warmup_s);
-            break;
-        case OPT_THREADS:
-            rc = parse_u32(name, optarg, 1, 1024, &o->threads);
-            break;
-        case OPT_TIMEOUT:
-            rc = parse_u32(name, optarg, 1, 3600000, &o->timeout_ms);
-            break;
-        case OPT_JSON:
-            o->json = true;
-            break;
-        case OPT_OPENAI:
-            o->openai = optarg;
-            break;
-        case OPT_PROMPT:
-            o->gen_set = true;
-            o->prompt = optarg;
-            if (strlen(optarg) > MAX_PROMPT_BYTES)
-                rc = usage_error("--prompt: at most %u bytes", MAX_PROMPT_BYTES);
-            break;
-        case OPT_MAX_TOKENS:
-            o->gen_set = true;
-            rc = parse_u32(name, optarg, 1, 1 << 20, &o->max_tokens);
-            break;
-        case OPT_TEMPERATURE:
-            o->gen_set = true;
-            rc = parse_seconds(name, optarg, 0, 2, &o->temperature);
-            break;
-        case OPT_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            o->gen_set = true;
-            o->has_seed = true;
-            o->seed = v;
-            if (errno || end == optarg || *end || optarg[0] == '-')
-                rc = usage_error("--seed: expected a whole number from 0 to 2^64-1, got '%s'",
-                                 optarg);
-            break;
-        }
-        case 'h':
-            fputs(bench_usage_text, stdout);
-            return -1;
-        default:
-            fputs("try 'inferd bench --help'\n", stderr);
-            return 2;
-        }
-    }
+    int rc = bench_getopt(PROG, argc, argv, bench_options_table, bench_usage_text, bench_option, o);
     if (rc)
         return rc;
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
     if (!o->model && !o->path && !o->openai)
-        return usage_error("say what to load: --model NAME, --openai MODEL or --path PATH");
+        return bench_usage_error(PROG,
+                                 "say what to load: --model NAME, --openai MODEL or --path PATH");
     if (o->openai && (o->model || o->path || o->body_file || o->method))
-        return usage_error(
-            "--openai excludes --model and raw mode (--path, --body-file, --method)");
+        return bench_usage_error(
+            PROG, "--openai excludes --model and raw mode (--path, --body-file, --method)");
     if (!o->openai && o->gen_set)
-        return usage_error("--prompt, --max-tokens, --temperature and --seed need --openai");
+        return bench_usage_error(PROG,
+                                 "--prompt, --max-tokens, --temperature and --seed need --openai");
     if (o->openai && o->connections > MAX_STREAM_CONNECTIONS)
-        return usage_error("--openai: at most %d --connections", MAX_STREAM_CONNECTIONS);
+        return bench_usage_error(PROG, "--openai: at most %d --connections",
+                                 MAX_STREAM_CONNECTIONS);
     if (o->model && (o->path || o->body_file || o->method))
-        return usage_error(
-            "--model and raw mode (--path, --body-file, --method) exclude each other");
+        return bench_usage_error(
+            PROG, "--model and raw mode (--path, --body-file, --method) exclude each other");
     if (!o->model && (o->version || o->format_set || o->batch_set))
-        return usage_error("--version, --format and --batch need --model");
+        return bench_usage_error(PROG, "--version, --format and --batch need --model");
     if (o->body_file && !o->path)
-        return usage_error("--body-file needs --path");
+        return bench_usage_error(PROG, "--body-file needs --path");
     if (o->path && o->path[0] != '/')
-        return usage_error("--path must start with '/'");
+        return bench_usage_error(PROG, "--path must start with '/'");
     if (o->path && strpbrk(o->path, " \r\n\t"))
-        return usage_error("--path must not contain spaces or control characters");
+        return bench_usage_error(PROG, "--path must not contain spaces or control characters");
     if (o->method) {
         for (const char *p = o->method; *p; p++)
             if (!is_token_char((unsigned char)*p))
-                return usage_error("--method: invalid method '%s'", o->method);
+                return bench_usage_error(PROG, "--method: invalid method '%s'", o->method);
         if (!o->method[0])
-            return usage_error("--method: empty method");
+            return bench_usage_error(PROG, "--method: empty method");
     }
     if (o->rate > 0 && o->concurrency)
-        return usage_error("--rate (open loop) and --concurrency (closed loop) exclude each other");
+        return bench_usage_error(
+            PROG, "--rate (open loop) and --concurrency (closed loop) exclude each other");
     if (o->concurrency > o->connections)
-        return usage_error("--concurrency %u needs at least as many --connections (one request "
-                           "in flight per connection)",
-                           o->concurrency);
+        return bench_usage_error(
+            PROG,
+            "--concurrency %u needs at least as many --connections (one request "
+            "in flight per connection)",
+            o->concurrency);
     if (o->threads > o->connections)
-        return usage_error("--threads %u exceeds --connections %u", o->threads, o->connections);
+        return bench_usage_error(PROG, "--threads %u exceeds --connections %u", o->threads,
+                                 o->connections);
     if (!o->concurrency)
         o->concurrency = o->connections;
     return 0;
 }
 
 /* ---- request building --------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static void put_le(struct buf *b, uint64_t v, size_t size)
 {
@@ -456,7 +417,7 @@ static void fill_values(enum dtype t, uint64_t count, uint64_t seed, struct json
     uint64_t s = seed;
     char str[32];
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t r = splitmix64(&s);
+        uint64_t r = rand_splitmix64(&s);
         int64_t si = (int64_t)(r % 100) - 50;
         uint64_t ui = r % 100;
         float f = (float)(r % 1000) / 100.0f;
@@ -1883,7 +1844,7 @@ int bench_main(int argc, char **argv)
     struct http_url u;
     const char *uerr;
     if (http_url_parse(o.url, &u, &uerr) != 0)
-        return usage_error("--url %s: %s", o.url, uerr);
+        return bench_usage_error(PROG, "--url %s: %s", o.url, uerr);
 
     struct bench_shared sh = {
         .o = &o, .open_loop = o.rate > 0, .timeout_ns = (uint64_t)o.timeout_ms * 1000000ull};
@@ -1927,7 +1888,7 @@ int bench_main(int argc, char **argv)
         put_model_path(&target, &u, &o, "/infer");
     } else {
         if (o.body_file && read_file(o.body_file, &body, msg, sizeof msg) != 0) {
-            rc = usage_error("%s", msg);
+            rc = bench_usage_error(PROG, "%s", msg);
             goto out;
         }
         method = o.method ? o.method : o.body_file ? "POST" : "GET";
@@ -1938,7 +1899,7 @@ int bench_main(int argc, char **argv)
         buf_puts(&target, o.path);
     }
     if (target.err) {
-        rc = usage_error("request target too long");
+        rc = bench_usage_error(PROG, "request target too long");
         goto out;
     }
     buf_putc(&target, '\0');

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +11,10 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/file.h"
 #include "base/json.h"
 #include "base/mem.h"
+#include "bench/bench_args.h"
 #include "gen/tokenizer.h"
 
 #define GENERATION_JSON_MAX (64 * 1024)
@@ -24,6 +25,7 @@
 #define MAX_PROMPT_BYTES (1u << 20)
 #define PATH_MAX_LEN 4096
 #define DEFAULT_PROMPT "And God said"
+#define PROG "inferd bench --generate-floor" /* how its messages start */
 
 static const char floor_usage_text[] =
     "usage: inferd bench --generate-floor --model-dir DIR [options]\n"
@@ -120,40 +122,42 @@ static const struct option floor_options_table[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
+/* One option of parse_floor_args() (bench_getopt()'s fn). */
+static int floor_option(void *ctx, int c, const char *name, const char *arg)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("inferd bench --generate-floor: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\ntry 'inferd bench --generate-floor --help'\n", stderr);
-    va_end(ap);
-    return 2;
-}
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("inferd bench --generate-floor: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
-
-static int parse_count(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi)
-        return usage_error("--%s: expected a whole number from %u to %u, got '%s'", flag, lo, hi,
-                           s);
-    *out = (uint32_t)v;
-    return 0;
+    struct floor_options *o = ctx;
+    int rc = 0;
+    switch (c) {
+    case OPT_FLOOR:
+        break;
+    case OPT_MODEL_DIR:
+        o->model_dir = arg;
+        break;
+    case OPT_PROMPT:
+        o->prompt = arg;
+        if (strlen(arg) > MAX_PROMPT_BYTES)
+            rc = bench_usage_error(PROG, "--prompt: at most %u bytes", MAX_PROMPT_BYTES);
+        break;
+    case OPT_MAX_TOKENS:
+        rc = bench_parse_u32(PROG, name, arg, 1, MAX_CONTEXT_LIMIT, &o->max_tokens);
+        break;
+    case OPT_REPEAT:
+        rc = bench_parse_u32(PROG, name, arg, 1, MAX_REPEAT, &o->repeat);
+        break;
+    case OPT_BATCH:
+        rc = bench_parse_u32(PROG, name, arg, 1, MAX_BATCH, &o->batch);
+        break;
+    case OPT_INTRA:
+        rc = bench_parse_u32(PROG, name, arg, 1, 1024, &o->intra_op_threads);
+        break;
+    case OPT_INTER:
+        rc = bench_parse_u32(PROG, name, arg, 1, 1024, &o->inter_op_threads);
+        break;
+    case OPT_JSON:
+        o->json = true;
+        break;
+    }
+    return rc;
 }
 
 /* Returns 0, 2 (usage error, reported), or -1 for --help (printed). */
@@ -165,86 +169,25 @@ static int parse_floor_args(int argc, char **argv, struct floor_options *o)
                                 .batch = 1,
                                 .intra_op_threads = 1,
                                 .inter_op_threads = 1};
-    int c, idx, rc = 0;
-    optind = 1;
-    opterr = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", floor_options_table, &idx)) != -1) {
-        const char *name = c >= OPT_MODEL_DIR ? floor_options_table[idx].name : "";
-        switch (c) {
-        case OPT_FLOOR:
-            break;
-        case OPT_MODEL_DIR:
-            o->model_dir = optarg;
-            break;
-        case OPT_PROMPT:
-            o->prompt = optarg;
-            if (strlen(optarg) > MAX_PROMPT_BYTES)
-                rc = usage_error("--prompt: at most %u bytes", MAX_PROMPT_BYTES);
-            break;
-        case OPT_MAX_TOKENS:
-            rc = parse_count(name, optarg, 1, MAX_CONTEXT_LIMIT, &o->max_tokens);
-            break;
-        case OPT_REPEAT:
-            rc = parse_count(name, optarg, 1, MAX_REPEAT, &o->repeat);
-            break;
-        case OPT_BATCH:
-            rc = parse_count(name, optarg, 1, MAX_BATCH, &o->batch);
-            break;
-        case OPT_INTRA:
-            rc = parse_count(name, optarg, 1, 1024, &o->intra_op_threads);
-            break;
-        case OPT_INTER:
-            rc = parse_count(name, optarg, 1, 1024, &o->inter_op_threads);
-            break;
-        case OPT_JSON:
-            o->json = true;
-            break;
-        case 'h':
-            fputs(floor_usage_text, stdout);
-            return -1;
-        default:
-            fputs("try 'inferd bench --generate-floor --help'\n", stderr);
-            return 2;
-        }
-    }
+    int rc = bench_getopt(PROG, argc, argv, floor_options_table, floor_usage_text, floor_option, o);
     if (rc)
         return rc;
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
     if (!o->model_dir)
-        return usage_error("--model-dir DIR is required");
+        return bench_usage_error(PROG, "--model-dir DIR is required");
     if (strlen(o->model_dir) > PATH_MAX_LEN - 64)
-        return usage_error("--model-dir: path too long");
+        return bench_usage_error(PROG, "--model-dir: path too long");
     return 0;
 }
 
 /* ---- loading ------------------------------------------------------------- */
-
-static int read_small_file(const char *path, struct buf *out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fail("%s: %s", path, strerror(errno));
-    char chunk[4096];
-    size_t n;
-    int rc = 0;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (buf_append(out, chunk, n) != 0) {
-            rc = fail("%s: larger than %d bytes", path, GENERATION_JSON_MAX);
-            break;
-        }
-    if (!rc && ferror(f))
-        rc = fail("%s: %s", path, strerror(errno));
-    fclose(f);
-    return rc;
-}
 
 static int config_u32(const struct json_value *doc, const char *key, uint32_t lo, uint32_t hi,
                       uint32_t *out, const char *path)
 {
     int64_t v;
     if (json_num_i64(json_get(doc, key), &v) != 0 || v < lo || v > hi)
-        return fail("%s: \"%s\" must be a whole number from %u to %u", path, key, lo, hi);
+        return bench_fail(PROG, "%s: \"%s\" must be a whole number from %u to %u", path, key, lo,
+                          hi);
     *out = (uint32_t)v;
     return 0;
 }
@@ -253,26 +196,30 @@ static int load_config(const char *dir, struct gen_config *cfg, struct arena *ar
 {
     char path[PATH_MAX_LEN];
     snprintf(path, sizeof path, "%s/generation.json", dir);
-    struct buf text;
-    buf_init(&text, GENERATION_JSON_MAX);
-    int rc = read_small_file(path, &text);
+    char *text;
+    size_t len;
+    int rc = file_read(path, GENERATION_JSON_MAX, &text, &len);
+    if (rc == -EFBIG)
+        return bench_fail(PROG, "%s: larger than %d bytes", path, GENERATION_JSON_MAX);
+    if (rc == -ENOMEM)
+        return bench_fail(PROG, "out of memory");
     if (rc)
-        goto out;
+        return bench_fail(PROG, "%s: %s", path, strerror(-rc));
     struct json_value *doc;
     const char *perr;
     size_t poff;
-    if (json_parse(arena, text.data, text.len, NULL, &doc, &perr, &poff) != 0) {
-        rc = fail("%s: not JSON: %s at byte %zu", path, perr, poff);
+    if (json_parse(arena, text, len, NULL, &doc, &perr, &poff) != 0) {
+        rc = bench_fail(PROG, "%s: not JSON: %s at byte %zu", path, perr, poff);
         goto out;
     }
     if (doc->type != JSON_OBJECT) {
-        rc = fail("%s: not a JSON object", path);
+        rc = bench_fail(PROG, "%s: not a JSON object", path);
         goto out;
     }
     const struct json_value *tok = json_get(doc, "tokenizer");
     if (!tok || tok->type != JSON_STRING || tok->len == 0 || tok->len >= sizeof cfg->tokenizer ||
         memchr(tok->u.str, '/', tok->len) || memchr(tok->u.str, '\0', tok->len)) {
-        rc = fail("%s: \"tokenizer\" must name a file of the directory", path);
+        rc = bench_fail(PROG, "%s: \"tokenizer\" must name a file of the directory", path);
         goto out;
     }
     memcpy(cfg->tokenizer, tok->u.str, tok->len + 1);
@@ -286,7 +233,7 @@ static int load_config(const char *dir, struct gen_config *cfg, struct arena *ar
         goto out;
     cfg->eos = (int32_t)eos;
 out:
-    buf_free(&text);
+    mem_free(text);
     return rc;
 }
 
@@ -309,7 +256,7 @@ static int setup_io(struct floor *f, const char *model_path)
     f->output_names = mem_calloc(f->nout, sizeof *f->output_names);
     f->names = mem_alloc((size_t)cfg->num_layers * 4 * 40);
     if (!f->inputs || !f->outputs || !f->output_names || !f->names)
-        return fail("out of memory");
+        return bench_fail(PROG, "out of memory");
     f->inputs[0].name = "input_ids";
     f->inputs[1].name = "position_ids";
     f->inputs[2].name = "attention_mask";
@@ -327,15 +274,15 @@ static int setup_io(struct floor *f, const char *model_path)
         enum dtype dt = i < 3 ? DT_INT64 : DT_FP32;
         f->inputs[i].dtype = dt;
         if (!has_io(f->info.inputs, f->info.ninputs, f->inputs[i].name, dt))
-            return fail("%s: no %s input '%s' (generation.json says %u layers)", model_path,
-                        dtype_name(dt), f->inputs[i].name, cfg->num_layers);
+            return bench_fail(PROG, "%s: no %s input '%s' (generation.json says %u layers)",
+                              model_path, dtype_name(dt), f->inputs[i].name, cfg->num_layers);
     }
     if (f->info.ninputs != f->nin)
-        return fail("%s: %u inputs, the generation interface has %u", model_path, f->info.ninputs,
-                    f->nin);
+        return bench_fail(PROG, "%s: %u inputs, the generation interface has %u", model_path,
+                          f->info.ninputs, f->nin);
     for (uint32_t i = 0; i < f->nout; i++)
         if (!has_io(f->info.outputs, f->info.noutputs, f->output_names[i], DT_FP32))
-            return fail("%s: no FP32 output '%s'", model_path, f->output_names[i]);
+            return bench_fail(PROG, "%s: no FP32 output '%s'", model_path, f->output_names[i]);
     return 0;
 }
 
@@ -349,17 +296,17 @@ static int floor_load(struct floor *f, const struct floor_options *o)
     struct error err = {0};
     snprintf(path, sizeof path, "%s/%s", o->model_dir, f->cfg.tokenizer);
     if (tokenizer_load(path, &f->tok, &err) != 0)
-        return fail("%s: %s", path, err.msg);
+        return bench_fail(PROG, "%s: %s", path, err.msg);
     if (tokenizer_vocab_size(f->tok) != f->cfg.vocab_size)
-        return fail("%s: vocab_size %u, generation.json says %u", path,
-                    tokenizer_vocab_size(f->tok), f->cfg.vocab_size);
+        return bench_fail(PROG, "%s: vocab_size %u, generation.json says %u", path,
+                          tokenizer_vocab_size(f->tok), f->cfg.vocab_size);
     snprintf(path, sizeof path, "%s/model.onnx", o->model_dir);
     struct backend_load_args args = {.path = path,
                                      .log_id = "floor",
                                      .intra_op_threads = (int)o->intra_op_threads,
                                      .inter_op_threads = (int)o->inter_op_threads};
     if (backend_onnxruntime.load(&args, &f->inst, &f->info, &err) != 0)
-        return fail("%s", err.msg);
+        return bench_fail(PROG, "%s", err.msg);
     f->loaded = true;
     if ((rc = setup_io(f, path)))
         return rc;
@@ -372,17 +319,17 @@ static int floor_load(struct floor *f, const struct floor_options *o)
     f->prompt = mem_calloc(ctx, sizeof *f->prompt);
     f->next = mem_calloc(o->batch, sizeof *f->next);
     if (!f->positions || !f->ones || !f->ids || !f->prompt || !f->next)
-        return fail("out of memory");
+        return bench_fail(PROG, "out of memory");
     for (size_t i = 0; i < cells; i++)
         f->ones[i] = 1;
     int64_t n = tokenizer_encode(f->tok, o->prompt, strlen(o->prompt), f->prompt, ctx);
     if (n < 0)
-        return fail("out of memory");
+        return bench_fail(PROG, "out of memory");
     if (n == 0)
-        return fail("the prompt encodes to no token");
+        return bench_fail(PROG, "the prompt encodes to no token");
     if (n >= ctx)
-        return fail("the prompt is %lld tokens: no room left in a %u-token context", (long long)n,
-                    ctx);
+        return bench_fail(PROG, "the prompt is %lld tokens: no room left in a %u-token context",
+                          (long long)n, ctx);
     f->nprompt = (uint32_t)n;
     return 0;
 }
@@ -462,13 +409,13 @@ static int step(struct floor *f, uint32_t n, uint32_t pos, void **state)
     arena_reset(&f->arena);
     if (backend_onnxruntime.execute(f->inst, &f->arena, f->inputs, f->nin, f->output_names, f->nout,
                                     out, state, 0, &err) != 0)
-        return fail("model execution: %s", err.msg);
+        return bench_fail(PROG, "model execution: %s", err.msg);
     const struct tensor *logits = &out[0];
     size_t row = (size_t)cfg->vocab_size;
     if (logits->ndim != 3 || logits->shape[0] != rows || logits->shape[1] != n ||
         (uint64_t)logits->shape[2] != row) {
         backend_onnxruntime.release(f->inst, *state);
-        return fail("logits: unexpected shape");
+        return bench_fail(PROG, "logits: unexpected shape");
     }
     for (uint32_t b = 0; b < rows; b++)
         f->next[b] =
@@ -485,7 +432,7 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
     uint32_t ctx = f->cfg.max_context;
     int64_t n = tokenizer_encode(f->tok, o->prompt, strlen(o->prompt), f->prompt, ctx);
     if (n != f->nprompt)
-        return fail("the prompt encodes differently between runs");
+        return bench_fail(PROG, "the prompt encodes differently between runs");
     for (uint32_t b = 0; b < f->batch; b++)
         for (uint32_t i = 0; i < f->nprompt; i++)
             f->ids[(size_t)b * f->nprompt + i] = f->prompt[i];
@@ -523,7 +470,7 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
     run->total_ns = clock_now_ns() - t0;
     backend_onnxruntime.release(f->inst, state);
     if (text && text->err)
-        return fail("the generated text is over 16 MiB");
+        return bench_fail(PROG, "the generated text is over 16 MiB");
     return 0;
 }
 
@@ -562,7 +509,7 @@ static int summarize(const struct floor_run *runs, uint32_t n, uint32_t batch,
 {
     double *v = mem_calloc(n, sizeof *v);
     if (!v)
-        return fail("out of memory");
+        return bench_fail(PROG, "out of memory");
     s->tokens_per_s_best = 0;
     for (uint32_t i = 0; i < n; i++) {
         v[i] = run_tokens_per_s(&runs[i], batch);
@@ -684,7 +631,7 @@ int gen_floor_main(int argc, char **argv)
         goto out;
     runs = mem_calloc(o.repeat + 1, sizeof *runs);
     if (!runs) {
-        rc = fail("out of memory");
+        rc = bench_fail(PROG, "out of memory");
         goto out;
     }
     const char *finish = "length";
@@ -694,8 +641,8 @@ int gen_floor_main(int argc, char **argv)
         if ((rc = generate(&f, &o, &runs[r], i == 0 ? &text : NULL, &finish)))
             goto out;
         if (runs[r].tokens != runs[o.repeat].tokens) {
-            rc = fail("greedy runs generated %u and %u tokens", runs[o.repeat].tokens,
-                      runs[r].tokens);
+            rc = bench_fail(PROG, "greedy runs generated %u and %u tokens", runs[o.repeat].tokens,
+                            runs[r].tokens);
             goto out;
         }
     }

@@ -7,45 +7,19 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/rand.h"
 
 /* ---- the generator --------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
 
 void gen_rng_seed(struct gen_rng *r, uint64_t seed)
 {
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rng_next(struct gen_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
+        r->s[i] = rand_splitmix64(&seed);
 }
 
 double gen_rng_uniform(struct gen_rng *r)
 {
-    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
+    return rand_unit(rand_xoshiro256ss(r->s));
 }
 
 /* ---- scratch ---------------------------------------------------------------- */

@@ -2,10 +2,10 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "base/arena.h"
+#include "base/file.h"
 #include "base/json.h"
 #include "base/mem.h"
 
@@ -270,28 +270,19 @@ out_arena:
 int tokenizer_load(const char *path, struct tokenizer **out, struct error *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return error_set(err, 400, "cannot read %s: %s", path, strerror(errno));
-    char *text = mem_alloc(TOKENIZER_MAX_FILE + 1);
-    if (!text) {
-        fclose(f);
+    char *text;
+    size_t n;
+    int rc = file_read(path, TOKENIZER_MAX_FILE, &text, &n);
+    if (rc == -ENOMEM)
         return error_set(err, 500, "out of memory");
-    }
-    size_t n = fread(text, 1, TOKENIZER_MAX_FILE + 1, f);
-    bool failed = ferror(f) != 0;
-    fclose(f);
-    int rc;
-    if (failed) {
-        rc = error_set(err, 400, "cannot read %s", path);
-    } else if (n > TOKENIZER_MAX_FILE) {
-        rc = error_set(err, 400, "%s is larger than %u bytes", path, TOKENIZER_MAX_FILE);
-    } else {
-        struct error perr;
-        rc = tokenizer_parse(text, n, out, &perr);
-        if (rc != 0)
-            error_set(err, perr.status, "%s: %s", path, perr.msg);
-    }
+    if (rc == -EFBIG)
+        return error_set(err, 400, "%s is larger than %u bytes", path, TOKENIZER_MAX_FILE);
+    if (rc)
+        return error_set(err, 400, "cannot read %s: %s", path, strerror(-rc));
+    struct error perr;
+    rc = tokenizer_parse(text, n, out, &perr);
+    if (rc != 0)
+        error_set(err, perr.status, "%s: %s", path, perr.msg);
     mem_free(text);
     return rc;
 }

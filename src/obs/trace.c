@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/rand.h"
 #include "obs/otlp.h"
 
 /* ---- ids ---------------------------------------------------------------- */
@@ -17,11 +18,6 @@
 /* xoshiro256** (Blackman & Vigna), one state per thread. */
 static _Thread_local uint64_t rng_state[4];
 static _Thread_local bool rng_seeded;
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
 
 static void rng_seed(void)
 {
@@ -37,10 +33,8 @@ static void rng_seed(void)
     }
     /* splitmix64 over the seed so that no state word is zero. */
     for (int i = 0; i < 4; i++) {
-        uint64_t z = seed[i] + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        rng_state[i] = z ^ (z >> 31);
+        uint64_t x = seed[i] + 0x9e3779b97f4a7c15ull * (uint64_t)i;
+        rng_state[i] = rand_splitmix64(&x);
     }
     rng_seeded = true;
 }
@@ -49,16 +43,7 @@ static uint64_t rng_next(void)
 {
     if (!rng_seeded)
         rng_seed();
-    uint64_t *s = rng_state;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
+    return rand_xoshiro256ss(rng_state);
 }
 
 void trace_random(uint8_t *out, size_t n)
@@ -74,7 +59,7 @@ void trace_random(uint8_t *out, size_t n)
 
 double trace_random_unit(void)
 {
-    return (double)(rng_next() >> 11) * 0x1.0p-53;
+    return rand_unit(rng_next());
 }
 
 bool trace_id_is_zero(const uint8_t *id, size_t n)
@@ -134,9 +119,11 @@ int trace_parse_traceparent(const char *s, size_t n, struct trace_parent *out)
     if (s[2] != '-' || s[35] != '-' || s[52] != '-')
         return -1;
     if (parse_hex(s + 3, out->trace_id, TRACE_ID_BYTES) != 0 ||
-        parse_hex(s + 36, out->span_id, SPAN_ID_BYTES) != 0 || parse_hex(s + 53, &out->flags, 1) != 0)
+        parse_hex(s + 36, out->span_id, SPAN_ID_BYTES) != 0 ||
+        parse_hex(s + 53, &out->flags, 1) != 0)
         return -1;
-    if (trace_id_is_zero(out->trace_id, TRACE_ID_BYTES) || trace_id_is_zero(out->span_id, SPAN_ID_BYTES))
+    if (trace_id_is_zero(out->trace_id, TRACE_ID_BYTES) ||
+        trace_id_is_zero(out->span_id, SPAN_ID_BYTES))
         return -1;
     return 0;
 }
@@ -488,8 +475,8 @@ int trace_settings_update(const char *model, const struct trace_update *u, struc
 }
 
 void trace_batch_span(struct infer_request *const *members, uint32_t n, const char *model,
-                      const char *version, int64_t batch_size, uint64_t start_ns,
-                      uint64_t end_ns, const struct error *err)
+                      const char *version, int64_t batch_size, uint64_t start_ns, uint64_t end_ns,
+                      const struct error *err)
 {
     uint32_t sampled = 0;
     for (uint32_t j = 0; j < n; j++)

@@ -70,26 +70,20 @@ bool auth_config_has_tenant(const struct auth_config *c, const char *name)
 
 /* ---- parsing ------------------------------------------------------------------------ */
 
+/* json_type_name() in the words of the YAML file. */
 static const char *type_name(const struct json_value *v)
 {
     switch (v->type) {
     case JSON_NULL:
         return "nothing";
-    case JSON_FALSE:
-    case JSON_TRUE:
-        return "a boolean";
-    case JSON_NUMBER:
-        return "a number";
-    case JSON_STRING:
-        return "a string";
     case JSON_ARRAY:
+    case JSON_RAW:
         return "a list";
     case JSON_OBJECT:
         return "a mapping";
-    case JSON_RAW:
-        return "a list";
+    default:
+        return json_type_name(v);
     }
-    return "a value";
 }
 
 /* Fails unless v is a mapping whose keys are all in known (NULL-terminated). */

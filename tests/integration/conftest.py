@@ -58,6 +58,25 @@ def usr1_stats(srv):
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 
 
+def run_bench(*args, timeout=60):
+    """`inferd bench ARGS` (each str()'d): the finished process (text mode),
+    once its stderr is checked to hold no sanitizer report."""
+    env = dict(os.environ)
+    env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
+    p = subprocess.run([str(INFERD_BIN), "bench"] + [str(a) for a in args], capture_output=True,
+                       text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+    for marker in SANITIZER_MARKERS:
+        assert marker not in p.stderr, "sanitizer report from bench %s:\n%s" % (args, p.stderr)
+    return p
+
+
+def run_bench_json(*args, timeout=60):
+    """run_bench(*args, "--json"), which must exit 0: its report, parsed."""
+    p = run_bench(*(list(args) + ["--json"]), timeout=timeout)
+    assert p.returncode == 0, "exit %d\nstdout: %s\nstderr: %s" % (p.returncode, p.stdout, p.stderr)
+    return json.loads(p.stdout)
+
+
 # --------------------------------------------------------------------------
 # Model repositories and server processes
 

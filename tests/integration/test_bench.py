@@ -7,7 +7,6 @@ runs on shared, noisy machines.
 """
 import itertools
 import json
-import os
 import struct
 import subprocess
 import threading
@@ -17,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from conftest import INFERD_BIN, LSAN_SUPP, SANITIZER_MARKERS, free_port
+from conftest import INFERD_BIN, free_port, run_bench, run_bench_json
 
 BENCH_FLAGS = ["--url", "--model", "--version", "--format", "--batch", "--path", "--body-file",
                "--method", "--header", "--connections", "--concurrency", "--rate", "--duration",
@@ -26,20 +25,8 @@ BENCH_FLAGS = ["--url", "--model", "--version", "--format", "--batch", "--path",
 SHORT = ["--duration", "1", "--warmup", "0.2"]
 
 
-def bench(*args, timeout=60):
-    env = dict(os.environ)
-    env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
-    p = subprocess.run([str(INFERD_BIN), "bench"] + [str(a) for a in args], capture_output=True,
-                       text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
-    for marker in SANITIZER_MARKERS:
-        assert marker not in p.stderr, "sanitizer report from bench %s:\n%s" % (args, p.stderr)
-    return p
-
-
 def bench_json(*args, **kw):
-    p = bench(*(list(args) + ["--json"]), **kw)
-    assert p.returncode == 0, "exit %d\nstdout: %s\nstderr: %s" % (p.returncode, p.stdout, p.stderr)
-    doc = json.loads(p.stdout)
+    doc = run_bench_json(*args, **kw)
     check_report_shape(doc)
     return doc
 
@@ -87,7 +74,7 @@ def no_errors(doc):
 
 
 def test_help_documents_every_flag():
-    p = bench("--help")
+    p = run_bench("--help")
     assert p.returncode == 0, p
     missing = [f for f in BENCH_FLAGS if f not in p.stdout]
     assert not missing, "flags missing from `inferd bench --help`: %s\n%s" % (missing, p.stdout)
@@ -117,22 +104,22 @@ def test_top_level_help_mentions_bench():
     ["--path", "/x", "extra"],
 ])
 def test_usage_errors_exit_2(args):
-    p = bench(*args)
+    p = run_bench(*args)
     assert p.returncode == 2, "exit %d for %s\n%s" % (p.returncode, args, p.stderr)
     assert p.stderr.strip(), "no message on stderr for %s" % args
 
 
 def test_unreachable_url_exits_1():
     port = free_port()  # nothing listens there
-    p = bench("--url", "http://127.0.0.1:%d" % port, "--path", "/v2/health/live", *SHORT)
+    p = run_bench("--url", "http://127.0.0.1:%d" % port, "--path", "/v2/health/live", *SHORT)
     assert p.returncode == 1, p
     assert "connect" in p.stderr.lower(), p.stderr
-    p = bench("--url", "http://127.0.0.1:%d" % port, "--model", "simple", *SHORT)
+    p = run_bench("--url", "http://127.0.0.1:%d" % port, "--model", "simple", *SHORT)
     assert p.returncode == 1, p
 
 
 def test_unknown_model_exits_1(server):
-    p = bench("--url", server.url, "--model", "no_such_model", *SHORT)
+    p = run_bench("--url", server.url, "--model", "no_such_model", *SHORT)
     assert p.returncode == 1, p
     assert "404" in p.stderr, p.stderr
 
@@ -244,7 +231,7 @@ def test_open_loop_model(server):
 
 
 def test_text_report(server):
-    p = bench("--url", server.url, "--path", "/v2/health/live", "--duration", "0.5", "--warmup",
+    p = run_bench("--url", server.url, "--path", "/v2/health/live", "--duration", "0.5", "--warmup",
               "0", "--connections", "2")
     assert p.returncode == 0, p
     for word in ("req/s", "p50", "p90", "p99", "p99.9", "max", "mean", "200:", "connect", "reset",

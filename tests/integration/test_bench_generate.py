@@ -7,8 +7,6 @@ Short runs only (a few tokens, about a second of load): the measurements
 themselves belong to `make bench` (experiment 12), not to `make test`.
 """
 import json
-import os
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from conftest import INFERD_BIN, LSAN_SUPP, REPO_ROOT, SANITIZER_MARKERS
+from conftest import REPO_ROOT, run_bench, run_bench_json
 
 KJV = REPO_ROOT / "models" / "kjv"
 KJV_DIR = KJV / "1"
@@ -24,19 +22,11 @@ SHORT = ["--duration", "1", "--warmup", "0.2"]
 
 
 def bench(*args, timeout=120):
-    env = dict(os.environ)
-    env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
-    p = subprocess.run([str(INFERD_BIN), "bench"] + [str(a) for a in args], capture_output=True,
-                       text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
-    for marker in SANITIZER_MARKERS:
-        assert marker not in p.stderr, "sanitizer report from bench %s:\n%s" % (args, p.stderr)
-    return p
+    return run_bench(*args, timeout=timeout)
 
 
-def bench_json(*args, **kw):
-    p = bench(*(list(args) + ["--json"]), **kw)
-    assert p.returncode == 0, "exit %d\nstdout: %s\nstderr: %s" % (p.returncode, p.stdout, p.stderr)
-    return json.loads(p.stdout)
+def bench_json(*args, timeout=120):
+    return run_bench_json(*args, timeout=timeout)
 
 
 def floor(prompt, max_tokens, repeat=1):

@@ -1133,6 +1133,24 @@ static void expect_raw(const struct json_value *v, const char *text, const char 
     assert_true(v->u.raw >= text && v->u.raw + v->len <= text + strlen(text));
 }
 
+static void test_type_names(void **state)
+{
+    (void)state;
+    const struct json_value *v =
+        parse("{\"n\":null,\"f\":false,\"t\":true,\"x\":1.5,\"s\":\"\",\"a\":[],\"o\":{}}");
+    assert_string_equal(json_type_name(json_get(v, "n")), "null");
+    assert_string_equal(json_type_name(json_get(v, "f")), "a boolean");
+    assert_string_equal(json_type_name(json_get(v, "t")), "a boolean");
+    assert_string_equal(json_type_name(json_get(v, "x")), "a number");
+    assert_string_equal(json_type_name(json_get(v, "s")), "a string");
+    assert_string_equal(json_type_name(json_get(v, "a")), "an array");
+    assert_string_equal(json_type_name(json_get(v, "o")), "an object");
+    assert_string_equal(json_type_name(v), "an object");
+    v = parse_raw("{\"data\":[1,2]}", 0);
+    assert_int_equal(json_get(v, "data")->type, JSON_RAW);
+    assert_string_equal(json_type_name(json_get(v, "data")), "an array");
+}
+
 static void test_raw_arrays(void **state)
 {
     (void)state;
@@ -1256,6 +1274,7 @@ int main(void)
         TEST(test_heap_failure),
         TEST(test_parse_float_array),
         TEST(test_raw_arrays),
+        TEST(test_type_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
