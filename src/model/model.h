@@ -121,8 +121,10 @@ const struct model *registry_version(const struct model_entry *e, const char *ve
 enum model_dir_kind { MODEL_DIR_OTHER, MODEL_DIR_MODEL, MODEL_DIR_UNSERVABLE };
 enum model_dir_kind model_dir_check(const struct registry_options *opts, const char *name,
                                     struct model_failure *why);
-/* Changes whenever config.pbtxt, a version's model file or the set of
- * numeric version directories changes. */
+/* Changes whenever config.pbtxt, a file of a version directory (the model
+ * file, a generative model's generation.json and tokenizer, a plugin's
+ * parameters; hidden files excepted) or the set of numeric version
+ * directories changes. */
 uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *name);
 
 /* Queues req for version m: its engine's when it is generative, else its

@@ -733,6 +733,24 @@ static uint64_t fingerprint_file(uint64_t h, const char *path)
     return fnv(h, &st.st_mtim.tv_nsec, sizeof st.st_mtim.tv_nsec);
 }
 
+/* Every file directly in a version directory: the model file and what is
+ * read beside it (a generative model's generation.json and tokenizer, a
+ * plugin's parameters), in any order; hidden files (an editor's) are not. */
+static uint64_t fingerprint_version_dir(uint64_t h, const char *vdir)
+{
+    DIR *d = opendir(vdir);
+    if (!d)
+        return fnv(h, "-", 1);
+    uint64_t sum = 0;
+    char path[PATH_MAX_LEN];
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' && path_fmt(path, sizeof path, "%s/%s", vdir, de->d_name))
+            sum += fingerprint_file(14695981039346656037ull, path);
+    closedir(d);
+    return fnv(h, &sum, sizeof sum);
+}
+
 uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *name)
 {
     char dir[PATH_MAX_LEN], path[PATH_MAX_LEN];
@@ -744,8 +762,10 @@ uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *
     int64_t versions[MAX_VERSIONS];
     uint32_t n = list_versions(dir, VERSIONS_ALL, versions, MAX_VERSIONS);
     for (uint32_t i = 0; i < n; i++)
-        if (path_fmt(path, sizeof path, "%s/%lld/%s", dir, (long long)versions[i], MODEL_FILE))
-            h = fingerprint_file(h, path); /* hashes the path, so the version too */
+        if (path_fmt(path, sizeof path, "%s/%lld", dir, (long long)versions[i])) {
+            h = fnv(h, path, strlen(path)); /* the version too */
+            h = fingerprint_version_dir(h, path);
+        }
     return h;
 }
 

@@ -537,3 +537,24 @@ def test_regress_failed_load_uses_tritons_wording(server_factory, tmp_path):
     assert r.json()["error"].startswith("failed to unload '.hidden': invalid model name")
     # The model that was loaded still serves.
     assert requests.get(srv.url + "/v2/models/simple/ready").status_code == 200
+
+
+def test_poll_mode_reloads_when_a_generative_models_files_change(server_factory, tmp_path):
+    """generation.json and the tokenizer sit beside model.onnx: a change to
+    them is a change of the version (a reload), as a change of the model
+    file is. A broken generation.json fails the reload with its reason (the
+    old version keeps serving); the fixed file loads again."""
+    repo = tmp_path / "models"
+    shutil.copytree(MAIN_MODELS["simple"].parent / "kjv", repo / "kjv")
+    srv = server_factory.start(*POLL, repository=repo)
+    body = {"text_input": "In the beginning", "max_tokens": 4, "temperature": 0}
+    before = post(srv.url, "/v2/models/kjv/generate", body).json()["text_output"]
+    gen = repo / "kjv" / "1" / "generation.json"
+    good = gen.read_text()
+    gen.write_text(good.replace('"vocab_size"', '"colour": 1, "vocab_size"'))
+    assert wait_for(lambda: "unknown key 'colour'" in
+                    (index_row(index_rows(srv.url), "kjv", "1") or {}).get("reason", ""))
+    assert post(srv.url, "/v2/models/kjv/generate", body).json()["text_output"] == before
+    gen.write_text(good)
+    assert wait_for(lambda: index_row(index_rows(srv.url), "kjv", "1")["reason"] == "")
+    assert post(srv.url, "/v2/models/kjv/generate", body).json()["text_output"] == before
