@@ -75,7 +75,7 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
 {
     const struct gen_kv_shape *ks = &e->shape.kv;
     uint32_t layers = ks->layers, past = 0;
-    bool reuse = t == 1 && same_rows(e, seqs, n);
+    bool reuse = keep && t == 1 && same_rows(e, seqs, n); /* decode steps only */
     if (reuse)
         past = e->prev.past;
     else
