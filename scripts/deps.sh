@@ -66,6 +66,13 @@ PACKAGES=(
     libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev openssl
     # the --config file (YAML)
     libyaml-dev
+    # preprocessing (src/preprocess/): JPEG and PNG decoding, resampling,
+    # FFT for log-mel features
+    libjpeg62-turbo-dev libpng-dev libsamplerate0-dev libfftw3-dev
+    # preprocessing references and models: Pillow (tests and make bench),
+    # espeak-ng (the spoken-digit model's speech), word lists in four
+    # languages (the language identifier)
+    python3-pil espeak-ng wamerican wngerman wfrench wspanish
     # gRPC tests: protoc --python_out, Debian's grpcio as an independent
     # client; h2load/nghttp for HTTP/2 tests and make bench
     protobuf-compiler python3-protobuf python3-grpcio nghttp2-client
