@@ -97,6 +97,8 @@ TARGETS = {
                           ">= 0.9", lambda v: v >= 0.9),
     "gen_batching": ("aggregate tokens/s at 32 streams ÷ 1 stream (kjv, continuous batching)",
                      ">= 4x", lambda v: v >= 4.0),
+    "prep_speedup": ("inferd images/s ÷ Pillow + numpy in one process, JPEG decode + resize "
+                     "+ normalize", ">= 3x", lambda v: v >= 3.0),
 }
 
 NOTE = ("This machine is shared and noisy (other jobs run on the same cores); absolute "
@@ -463,6 +465,125 @@ def cmd_ratelimit_scrape(args):
         die("cannot read %s: %s" % (url, e))
     with open(out, "w") as f:
         json.dump(c, f)
+
+
+def prep_stage_means(text):
+    """inferd_preprocess_duration_seconds sum/count by model and stage in
+    Prometheus text: {model: {stage: {"count": n, "sum_s": s, "mean_us": m}}}."""
+    out = {}
+    for line in text.splitlines():
+        m = PROM_RE.match(line.strip())
+        if not m or line.startswith("#"):
+            continue
+        name = m.group(1)
+        if name not in ("inferd_preprocess_duration_seconds_sum",
+                        "inferd_preprocess_duration_seconds_count"):
+            continue
+        labels = dict(PROM_LABEL_RE.findall(m.group(2) or ""))
+        st = out.setdefault(labels.get("model", "?"), {}).setdefault(labels.get("stage", "?"), {})
+        st["sum_s" if name.endswith("_sum") else "count"] = float(m.group(3))
+    for stages in out.values():
+        for st in stages.values():
+            n = st.get("count") or 0
+            st["count"] = int(n)
+            st["mean_us"] = st.get("sum_s", 0.0) / n * 1e6 if n else None
+    return out
+
+
+def cmd_prep_scrape(args):
+    url, out = args
+    try:
+        means = prep_stage_means(fetch_text(url))
+    except OSError as e:
+        die("cannot read %s: %s" % (url, e))
+    if not means:
+        die("no inferd_preprocess_duration_seconds at %s" % url)
+    with open(out, "w") as f:
+        json.dump(means, f, indent=1)
+
+
+def cmd_prep_check(args):
+    """prep-check URL MODEL DIR MEANS TOL OUT: each DIR/img_*.jpg POSTed as a
+    raw body (image/jpeg) to MODEL must answer the mean of Pillow's tensor
+    for it (MEANS, prep_pillow.py means) within TOL. OUT gets the answers
+    and the largest difference; exit 1 and a reason if one is off."""
+    import urllib.error
+    import urllib.request
+    url, model, d, means_path, tol, out = args
+    tol = float(tol)
+    means = load(means_path)
+    doc = {"model": model, "tolerance": tol, "images": {}, "max_abs_diff": 0.0}
+    why = None
+    for name in sorted(means):
+        with open(os.path.join(d, name), "rb") as f:
+            body = f.read()
+        req = urllib.request.Request("%s/v2/models/%s/infer" % (url, model), data=body,
+                                     headers={"Content-Type": "image/jpeg"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                resp = json.load(r)
+            got = float(resp["outputs"][0]["data"][0])
+        except urllib.error.HTTPError as e:
+            why = "%s: HTTP %d %s" % (name, e.code, e.read().decode("utf-8", "replace")[:200])
+            break
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            why = "%s: no answer (%s)" % (name, e)
+            break
+        diff = abs(got - means[name])
+        doc["images"][name] = {"server": got, "pillow": means[name], "diff": diff}
+        doc["max_abs_diff"] = max(doc["max_abs_diff"], diff)
+        if diff > tol:
+            why = "%s: the server's tensor mean %.6f, Pillow's %.6f (tolerance %g)" % (
+                name, got, means[name], tol)
+            break
+    doc["match"] = why is None
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    if why:
+        print(why)
+        sys.exit(1)
+
+
+def cmd_prep_merge(args):
+    """prep-merge OUT TIME CPU_BEFORE CPU_AFTER PART...: the reports of the
+    load generators that ran at once (one per image) as one report in the
+    shape of `inferd bench --json`: statuses and requests summed, the
+    window's length their mean (so rps = the sum of their rates), latency
+    percentiles the median of their p50s and the largest of their p99s;
+    OUT.cpu as `load` writes it (scripts/bench.sh)."""
+    out, times, s0, s1 = args[:4]
+    parts = [load(p) for p in args[4:]]
+    status, errors = {}, {}
+    for p in parts:
+        for k, v in (p.get("status") or {}).items():
+            status[k] = status.get(k, 0) + v
+        for k, v in (p.get("errors") or {}).items():
+            errors[k] = errors.get(k, 0) + v
+    dur = sum(p["duration_s"] for p in parts) / len(parts)
+    lat = [p.get("latency_us") or {} for p in parts]
+    requests = sum(p.get("requests") or 0 for p in parts)
+    doc = {"requests": requests, "duration_s": dur,
+           "rps": sum(p.get("rps") or 0 for p in parts),
+           "status": status, "errors": errors,
+           "reconnects": sum(p.get("reconnects") or 0 for p in parts),
+           "latency_us": {"p50": median(x.get("p50") for x in lat),
+                          "p99": max((x["p99"] for x in lat if x.get("p99") is not None),
+                                     default=None)},
+           "parts": [{"rps": p.get("rps"), "requests": p.get("requests"),
+                      "latency_us": p.get("latency_us")} for p in parts],
+           "config": {"duration_s": parts[0]["config"]["duration_s"],
+                      "warmup_s": parts[0]["config"]["warmup_s"]}}
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    cu, cs, wall = times.split()
+    b, a = s0.split(), s1.split()
+    with open(out + ".cpu", "w") as f:
+        json.dump({"client_cpu_s": float(cu) + float(cs), "wall_s": float(wall),
+                   "server_cpu_s": float(a[0]) - float(b[0]),
+                   "server_ctxsw": int(a[1]) - int(b[1]),
+                   "responses": requests * (doc["config"]["duration_s"]
+                                            + doc["config"]["warmup_s"])
+                   / doc["config"]["duration_s"]}, f)
 
 
 def cmd_shadow_scrape(args):
@@ -1179,6 +1300,142 @@ def md_generation(g):
     return out
 
 
+PREP_SIDES = (("plain", "plain decode"), ("draft", "draft (DCT-scaled) decode"))
+
+
+def assemble_prep(run_dir):
+    p = os.path.join(run_dir, "prep.failed")
+    if os.path.exists(p):
+        return {"error": open(p).read().strip()}
+    setup = load_opt(os.path.join(run_dir, "prep_setup.json"))
+    if not setup:
+        return {"error": "not measured"}
+    stages = load_opt(os.path.join(run_dir, "prep_stages.json")) or {}
+    doc = {"setup": setup, "valid": True}
+    for side, _ in PREP_SIDES:
+        pillow = [load(q) for q in round_paths(run_dir, "prep_pillow_" + side)]
+        inferd = rounds(run_dir, "prep_inferd_" + side)
+        if not pillow or not inferd:
+            return {"error": "not measured", "setup": setup}
+        best_p = max(pillow, key=lambda q: q["images_per_s"])
+        doc[side] = {
+            "check": load_opt(os.path.join(run_dir, "prep_check_%s.json" % side)),
+            "pillow": {"images_per_s": best_p["images_per_s"], "step_us": best_p["step_us"],
+                       "versions": best_p.get("versions"),
+                       "rounds": [{k: q[k] for k in ("images_per_s", "images", "step_us")}
+                                  for q in pillow]},
+            "inferd": {"images_per_s": best(inferd), "rounds": inferd,
+                       "stage_us": {k: v.get("mean_us") for k, v in
+                                    (stages.get("prep_" + side) or {}).items()},
+                       "stage_counts": {k: v.get("count") for k, v in
+                                        (stages.get("prep_" + side) or {}).items()}},
+            "ratio": ratio(best(inferd), best_p["images_per_s"]),
+        }
+        doc["valid"] = doc["valid"] and all(r["valid"] for r in inferd)
+    return doc
+
+
+def prep_notes(pr, notes):
+    if pr.get("error"):
+        notes["prep_speedup"] = "not measured: %s" % pr["error"]
+        return
+    pl, dr = pr["plain"], pr["draft"]
+    notes["prep_speedup"] = ("%s vs %s images/s on %s preprocessing thread(s); with draft "
+                             "decoding on both sides %s vs %s images/s = %s×" % (
+                                 fmt(pl["inferd"]["images_per_s"], "%.1f"),
+                                 fmt(pl["pillow"]["images_per_s"], "%.1f"),
+                                 pr["setup"].get("preprocess_threads", "?"),
+                                 fmt(dr["inferd"]["images_per_s"], "%.1f"),
+                                 fmt(dr["pillow"]["images_per_s"], "%.1f"),
+                                 fmt(dr["ratio"], "%.2f")))
+
+
+def md_prep(pr, cores):
+    out = []
+    w = out.append
+    w("### 13. Preprocessing: JPEG → 224×224 CHW FP32 tensor, inferd vs Pillow + numpy")
+    w("")
+    if pr.get("error"):
+        w("Not measured: %s" % pr["error"])
+        w("")
+        return out
+    st = pr["setup"]
+    sizes = st.get("image_bytes") or []
+    w("%d photo-like %d×%d JPEGs (quality %s, %s–%s bytes; `bench/prep_images.py`, generated at "
+      "bench time). Both sides do the same steps to each: decode to RGB, resize the shorter "
+      "side to 256 (bilinear, antialiased), center crop 224×224, ImageNet mean/std "
+      "normalisation, CHW FP32. **Pillow + numpy** (`bench/prep_pillow.py`, Pillow %s, "
+      "numpy %s): one Python process looping over the images on the server cores "
+      "(`taskset -c %s`); *draft* adds `img.draft(\"RGB\", (w, h))` before the decode. "
+      "**inferd**: `preprocess.json` with `\"draft\": false` / `true`, a Reshape + ReduceMean "
+      "model (a 4-byte answer), raw-body POSTs (`Content-Type: image/jpeg`), one load "
+      "generator per image at once, %d requests in flight in all, closed loop; default "
+      "`--preprocess-threads` (%s on these cores). Before the runs each image's answer "
+      "equalled the mean of Pillow's tensor (largest difference %s plain, %s draft; "
+      "tolerance %s). Best round of each." % (
+          len(sizes), st.get("width", 0), st.get("height", 0), st.get("quality", "?"),
+          min(sizes) if sizes else "?", max(sizes) if sizes else "?",
+          ((pr["plain"]["pillow"].get("versions") or {}).get("pillow", "?")),
+          ((pr["plain"]["pillow"].get("versions") or {}).get("numpy", "?")), cores["server"],
+          st.get("images", 0) * st.get("per_image", 0), st.get("preprocess_threads", "?"),
+          fmt((pr["plain"].get("check") or {}).get("max_abs_diff"), "%.2g"),
+          fmt((pr["draft"].get("check") or {}).get("max_abs_diff"), "%.2g"),
+          st.get("tolerance", "?")))
+    w("")
+    w("| decode | Pillow images/s | rounds | inferd images/s | rounds | inferd p50 / p99 ms | "
+      "server CPU | **inferd ÷ Pillow** |")
+    w("|---|---|---|---|---|---|---|---|")
+    for side, name in PREP_SIDES:
+        x = pr[side]
+        b = best_round(x["inferd"]["rounds"])
+        lu = b.get("latency_us") or {}
+        w("| %s | %s | %s | %s | %s | %s / %s | %s | **%s×** |" % (
+            name, fmt(x["pillow"]["images_per_s"], "%.1f"),
+            ", ".join(fmt(q["images_per_s"], "%.1f") for q in x["pillow"]["rounds"]),
+            fmt(x["inferd"]["images_per_s"], "%.1f"),
+            ", ".join(fmt(q["rps"], "%.1f") for q in x["inferd"]["rounds"]),
+            fmt(lu.get("p50") and lu["p50"] / 1000.0, "%.1f"),
+            fmt(lu.get("p99") and lu["p99"] / 1000.0, "%.1f"),
+            pct(b.get("server_cpu_util")), fmt(x["ratio"], "%.2f")))
+    w("")
+    w("Target: plain ÷ plain ≥ 3× (inferd's threads against one Python process, each on "
+      "the same cores); draft ÷ draft is informative. Latency: the median of the load "
+      "generators' p50s and the largest of their p99s.")
+    w("")
+    w("Mean cost per image, µs. inferd: `inferd_preprocess_duration_seconds` sum ÷ count by "
+      "stage (metrics port, every request of the run, warm-up included); its *normalize* "
+      "includes the crop, the layout and the FP32 store, and *queue* is the wait for a "
+      "worker. Pillow: each step timed in the loop of its best round.")
+    w("")
+    w("| step | Pillow, plain | inferd, plain | Pillow, draft | inferd, draft |")
+    w("|---|---|---|---|---|")
+    pl, dr = pr["plain"], pr["draft"]
+    for label, pk, ik in (("decode (+ convert)", "decode", "decode"),
+                          ("resize", "resize", "resize"), ("crop", "crop", None),
+                          ("normalize (+ CHW)", "normalize", "normalize"),
+                          ("queue (wait for a worker)", None, "queue")):
+        w("| %s | %s | %s | %s | %s |" % (
+            label, fmt(pl["pillow"]["step_us"].get(pk) if pk else None),
+            fmt(pl["inferd"]["stage_us"].get(ik) if ik else None) if ik else "(in normalize)",
+            fmt(dr["pillow"]["step_us"].get(pk) if pk else None),
+            fmt(dr["inferd"]["stage_us"].get(ik) if ik else None) if ik else "(in normalize)"))
+    tot = {}
+    for side in ("plain", "draft"):
+        x = pr[side]
+        tot[side] = (sum(x["pillow"]["step_us"].values()),
+                     sum(v for k, v in x["inferd"]["stage_us"].items()
+                         if k != "queue" and v is not None) or None)
+    w("| **total (without queue)** | %s | %s | %s | %s |" % (
+        fmt(tot["plain"][0]), fmt(tot["plain"][1]), fmt(tot["draft"][0]), fmt(tot["draft"][1])))
+    if not pr["valid"]:
+        w("")
+        w("**Some requests failed** — plain: %s; draft: %s." % (
+            "; ".join(describe_failures(q) for q in pl["inferd"]["rounds"]),
+            "; ".join(describe_failures(q) for q in dr["inferd"]["rounds"])))
+    w("")
+    return out
+
+
 def cmd_assemble(args):
     run_dir, out = args
     env = os.environ
@@ -1196,6 +1453,7 @@ def cmd_assemble(args):
         "shadow": assemble_shadow(run_dir),
         "overload": assemble_overload(run_dir),
         "generation": assemble_generation(run_dir),
+        "preprocessing": assemble_prep(run_dir),
     }
     ov = exps["overload"]
     ov_lim, ov_ten = ov.get("limiter") or {}, ov.get("tenants") or {}
@@ -1222,6 +1480,7 @@ def cmd_assemble(args):
         target("tenant_fairness", ov_ten.get("fairness")),
         target("gen_single_stream", exps["generation"].get("single_stream_ratio")),
         target("gen_batching", exps["generation"].get("batching_ratio")),
+        target("prep_speedup", (exps["preprocessing"].get("plain") or {}).get("ratio")),
     ]
     doc = {
         "schema": 1,
@@ -1362,6 +1621,8 @@ def target_notes(doc):
                                         fmt(ten["a"]["rps_ok"]), pct(ten["a"]["share"]),
                                         fmt(ten["b"]["rps_ok"]), pct(ten["b"]["share"])))
     gen_notes(e.get("generation") or {"error": "no generation row in this results file"}, notes)
+    prep_notes(e.get("preprocessing") or {"error": "no preprocessing row in this results file"},
+               notes)
     for t in doc["targets"]:
         if t.get("why"):
             notes[t["name"]] = "**%s** — %s" % (t["why"], notes.get(t["name"], ""))
@@ -1415,7 +1676,7 @@ def md_run(doc):
             s = fmt(v, "%.3f")
         elif t["name"] in ("latency_p99", "overload_refusal_p99"):
             s = fmt(v, "%.0f µs")
-        elif t["name"] in ("json_decode", "node_ratio", "gen_batching"):
+        elif t["name"] in ("json_decode", "node_ratio", "gen_batching", "prep_speedup"):
             s = fmt(v, "%.2f×")
         elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
                            "tenant_fairness", "gen_single_stream"):
@@ -1666,6 +1927,8 @@ def md_run(doc):
     out += md_shadow(e.get("shadow") or {"error": "no shadow row in this results file"}, cfg)
     out += md_overload(e.get("overload") or {"error": "no overload row in this results file"})
     out += md_generation(e.get("generation") or {"error": "no generation row in this results file"})
+    out += md_prep(e.get("preprocessing") or {"error": "no preprocessing row in this results file"},
+                   cores)
     return out
 
 
@@ -1955,6 +2218,8 @@ def main():
         "shadow-scrape": cmd_shadow_scrape, "shadow-delta": cmd_shadow_delta,
         "ratelimit-scrape": cmd_ratelimit_scrape, "ratelimit-delta": cmd_ratelimit_delta,
         "gen-kv-bytes": cmd_gen_kv_bytes, "gen-check": cmd_gen_check,
+        "prep-check": cmd_prep_check, "prep-merge": cmd_prep_merge,
+        "prep-scrape": cmd_prep_scrape,
         "assemble": cmd_assemble, "markdown": cmd_markdown,
     }
     cmd = cmds.get(sys.argv[1])

@@ -1168,6 +1168,125 @@ EOF
     fi
 fi
 
+# --- 13. preprocessing: JPEG decode + resize + normalize, inferd vs Pillow + numpy -------------
+# PREP_IMAGES photo-like 1024x768 JPEGs (quality 90) made by bench/prep_images.py
+# into $RUN (never committed), and one server with two models built by it (a
+# Reshape + ReduceMean graph on FP32 [-1,3,224,224]: a 4-byte answer and almost
+# no compute) whose preprocess.json turns a raw JPEG into that tensor: RGB,
+# shorter side 256 (bilinear), center crop 224, ImageNet mean/std, CHW FP32;
+# prep_plain with "draft": false, prep_draft with "draft": true (libjpeg DCT
+# scaling). The server keeps its default --preprocess-threads (its usable CPUs).
+# First a check: every image through each model must answer the mean of
+# bench/prep_pillow.py's tensor for it (within PREP_TOLERANCE), or nothing is
+# measured. Then ROUNDS rounds, each in turn on the server cores:
+#  (a) bench/prep_pillow.py run: one Python process doing the same steps with
+#      Pillow + numpy, image after image (plain; then with img.draft first);
+#  (b) inferd: raw-body POSTs (Content-Type: image/jpeg), one load generator
+#      per image at once (inferd bench sends one body), PREP_PER_IMAGE
+#      requests in flight each, closed loop.
+# Figures: inferd images/s ÷ Pillow images/s, plain vs plain (target >= 3) and
+# draft vs draft (informative), best round of each; the server's per-stage
+# means (inferd_preprocess_duration_seconds sum/count by stage, metrics port)
+# next to Pillow's per-step means.
+if want 13; then
+    PREP_IMAGES=6
+    PREP_TOLERANCE=0.01
+    # At least 4 requests in flight per preprocessing thread, 2 per image.
+    PREP_PER_IMAGE=$(((4 * NSERVER + PREP_IMAGES - 1) / PREP_IMAGES))
+    [ "$PREP_PER_IMAGE" -ge 2 ] || PREP_PER_IMAGE=2
+    PREP_DIR="$RUN/prep_images"
+    PREP_REPO="$RUN/repo_prep"
+    log "13. preprocessing: $PREP_IMAGES JPEGs 1024x768, decode + resize + crop + normalize," \
+        "Pillow + numpy vs inferd ($((PREP_IMAGES * PREP_PER_IMAGE)) in flight)"
+    prep_fail() { # REASON: the step fails, the run goes on and exits non-zero
+        printf '%s\n' "$1" >"$RUN/prep.failed"
+        log "  ERROR: $1"
+        FAILED_STEPS+=("13. preprocessing: $1")
+    }
+    PREP_SIZES="$("$PY" "$root/bench/prep_images.py" images "$PREP_DIR" "$PREP_IMAGES")" ||
+        die "bench/prep_images.py could not write the test images"
+    "$PY" "$root/bench/prep_images.py" repo "$PREP_REPO" prep_plain false &&
+        "$PY" "$root/bench/prep_images.py" repo "$PREP_REPO" prep_draft true ||
+        die "bench/prep_images.py could not write the model repository"
+    log "  images of $PREP_SIZES bytes"
+    start_inferd prep "$PREP_REPO"
+    PREP_CHECK=ok
+    for side in plain draft; do
+        draft=false
+        [ "$side" = plain ] || draft=true
+        taskset -c "$SERVER_CPUS" "$PY" "$root/bench/prep_pillow.py" means "$PREP_DIR" "$draft" \
+            >"$RUN/prep_means_$side.json" || die "bench/prep_pillow.py means failed"
+        why="$("${REPORT[@]}" prep-check "$SERVER_URL" "prep_$side" "$PREP_DIR" \
+            "$RUN/prep_means_$side.json" "$PREP_TOLERANCE" "$RUN/prep_check_$side.json")" || {
+            PREP_CHECK="prep_$side: ${why:-the check failed}"
+            break
+        }
+    done
+    if [ "$PREP_CHECK" != ok ]; then
+        prep_fail "not measured: $PREP_CHECK"
+    else
+        log "  both models answer the mean of Pillow's tensor for every image (largest" \
+            "difference: plain $(get "$RUN/prep_check_plain.json" max_abs_diff)," \
+            "draft $(get "$RUN/prep_check_draft.json" max_abs_diff))"
+        # prep_load OUT MODEL: one load generator per image at once, on the
+        # client cores; merged into OUT (and OUT.cpu) by report.py prep-merge.
+        prep_load() {
+            local out="$1" model="$2" i p s0 s1 pids=() parts=() rc=0 TIMEFORMAT='%U %S %R'
+            s0="$("${REPORT[@]}" cpu "$SERVER_PID")"
+            { time {
+                for i in $(seq 0 $((PREP_IMAGES - 1))); do
+                    taskset -c "$CLIENT_CPUS" "$INFERD" bench --threads 1 --json --url "$SERVER_URL" \
+                        --path "/v2/models/$model/infer" --body-file "$PREP_DIR/img_$i.jpg" \
+                        --header 'Content-Type: image/jpeg' --connections "$PREP_PER_IMAGE" \
+                        --concurrency "$PREP_PER_IMAGE" --duration "$DURATION" --warmup "$WARMUP" \
+                        --timeout-ms 60000 >"$out.part$i" 2>"$out.part$i.stderr" &
+                    pids+=($!)
+                    PIDS+=($!)
+                    parts+=("$out.part$i")
+                done
+                for p in "${pids[@]}"; do
+                    wait "$p" || rc=$?
+                    forget_pid "$p"
+                done
+            }; } 2>"$out.time"
+            [ "$rc" = 0 ] || { cat "$out".part*.stderr >&2; die "inferd bench ($model) failed"; }
+            s1="$("${REPORT[@]}" cpu "$SERVER_PID")"
+            "${REPORT[@]}" prep-merge "$out" "$(cat "$out.time")" "$s0" "$s1" "${parts[@]}"
+        }
+        pillow_run() { # OUT DRAFT
+            taskset -c "$SERVER_CPUS" "$PY" "$root/bench/prep_pillow.py" run "$PREP_DIR" "$2" \
+                "$DURATION" "$WARMUP" "$1" || die "bench/prep_pillow.py run failed"
+        }
+        for r in $(seq 1 "$ROUNDS"); do
+            line="  round $r:"
+            for side in plain draft; do
+                draft=false
+                [ "$side" = plain ] || draft=true
+                pillow_run "$RUN/prep_pillow_${side}_r$r.json" "$draft"
+                if [ "$r" = 1 ] && [ "$side" = plain ]; then perf_start prep "$SERVER_PID"; fi
+                prep_load "$RUN/prep_inferd_${side}_r$r.json" "prep_$side"
+                perf_stop
+                line+=" $side: Pillow $(get "$RUN/prep_pillow_${side}_r$r.json" images_per_s),"
+                line+=" inferd $(get "$RUN/prep_inferd_${side}_r$r.json" rps) images/s;"
+            done
+            log "${line%;}"
+        done
+        "${REPORT[@]}" prep-scrape "$SERVER_METRICS_URL" "$RUN/prep_stages.json" ||
+            prep_fail "the metrics port ($SERVER_METRICS_URL) has no inferd_preprocess_duration_seconds"
+    fi
+    stop_pid "$SERVER_PID"
+    "$PY" - "$RUN/prep_setup.json" "$PREP_SIZES" images="$PREP_IMAGES" per_image="$PREP_PER_IMAGE" \
+        tolerance="$PREP_TOLERANCE" preprocess_threads="$NSERVER" <<'EOF'
+import json, sys
+setup = {"image_bytes": [int(s) for s in sys.argv[2].split()], "width": 1024, "height": 768,
+         "quality": 90}
+for arg in sys.argv[3:]:
+    k, v = arg.split("=", 1)
+    setup[k] = float(v) if "." in v else int(v)
+json.dump(setup, open(sys.argv[1], "w"), indent=1)
+EOF
+fi
+
 # --- report -------------------------------------------------------------------------------------------
 t_end=$(date +%s)
 DATE="$(date +%Y-%m-%d)"
