@@ -53,6 +53,16 @@
   report.py gen-check FLOOR SERVER OUT
       checks that the in-process loop's greedy completion (FLOOR) equals the
       server's /v1/completions answer (SERVER); exit 1 and a reason if not.
+  report.py prep-check URL MODEL DIR MEANS TOL OUT
+      experiment 13: each DIR/img_*.jpg POSTed as a raw body to MODEL must
+      answer the mean of Pillow's tensor for it (MEANS) within TOL; exit 1
+      and a reason if not. OUT gets every answer.
+  report.py prep-merge OUT TIME CPU_BEFORE CPU_AFTER PART...
+      experiment 13: the reports of load generators that ran at once as one
+      report (and OUT.cpu), in the shape `load` writes them.
+  report.py prep-scrape METRICS_URL OUT
+      reads inferd_preprocess_duration_seconds sum/count by model and stage
+      into OUT, with each mean in µs.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
       reads the raw results of a run from RUN_DIR, computes the figures and
       writes OUT_JSON (bench/results/<date>.json).
@@ -2169,24 +2179,29 @@ def md_history(results_dir):
         gen_cell = " / ".join((v("gen_single_stream", "%.3f"), v("gen_batching", "%.2f×")))
         if not any(name in t for name in ("gen_single_stream", "gen_batching")):
             gen_cell = "—"  # results from before experiment 12
+        prep_cell = " / ".join((v("prep_speedup", "%.2f×"), fmt(
+            ((d["experiments"].get("preprocessing") or {}).get("draft") or {}).get("ratio"),
+            "%.2f×")))
+        if "prep_speedup" not in t:
+            prep_cell = "—"  # results from before experiment 13
         if (shadow.get("shadow") or {}).get("compared_share") is not None:
             shadow_cell += " (%s compared)" % pct(shadow["shadow"]["compared_share"])
         rows.append("| [%s](results/%s) | %s | `%s` |" % (
             os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
-            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
             fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f"),
             v("node_ratio", "%.2f×"), v("node_p99", "%.3f"), shadow_cell, overload_cell,
-            gen_cell))
+            gen_cell, prep_cell))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
            "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary | "
            "×Node.js | p99 ÷ Node.js | shadow p99 ÷ none | overload: admitted ÷ capacity / "
            "p99 ÷ unloaded / refusal p99 / tenants | generation: 1 stream ÷ in process / "
-           "32 ÷ 1 streams |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "32 ÷ 1 streams | preprocessing ×Pillow: plain / draft |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 

@@ -55,6 +55,14 @@
 #                     (target >= 4), TTFT p50/p99 at each. GEN_PROMPT and
 #                     GEN_MAX_TOKENS override the prompt and max_tokens. Skipped
 #                     (with the reason) without models/kjv/1/model.onnx.
+#  13. preprocessing  6 photo-like 1024x768 JPEGs (bench/prep_images.py, made
+#                     at bench time): decode + resize (shorter side 256) +
+#                     center crop 224 + ImageNet normalise to CHW FP32, inferd
+#                     (preprocess.json, raw-body POSTs) vs Pillow + numpy in
+#                     one Python process (bench/prep_pillow.py) on the same
+#                     cores, plain and draft (DCT-scaled) decoding; figure
+#                     inferd images/s / Pillow images/s, plain (target >= 3)
+#                     and draft (informative), with per-stage means.
 #
 # The server (inferd, nginx, ort_floor, json_decode, node) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -66,7 +74,7 @@
 # ONLY=11 (a comma-separated list) runs only those experiments (see below);
 # BENCH_NICE=0 keeps normal scheduling priority (see "Priority" below);
 # PERF=1 also records `perf record -g` profiles of the inferd runs of
-# experiments 1 and 2 into bench/results/tmp/run/perf_*.txt.
+# experiments 1, 2 and 13 into bench/results/tmp/run/perf_*.txt.
 #
 # Targets are reported, never asserted: the script fails only when a step
 # cannot run (a missing tool or file, a server that does not start).
