@@ -1234,8 +1234,8 @@ if want 13; then
         prep_fail "not measured: $PREP_CHECK"
     else
         log "  both models answer the mean of Pillow's tensor for every image (largest" \
-            "difference: plain $(get "$RUN/prep_check_plain.json" max_abs_diff)," \
-            "draft $(get "$RUN/prep_check_draft.json" max_abs_diff))"
+            "difference: plain $(printf %.2g "$(get "$RUN/prep_check_plain.json" max_abs_diff)")," \
+            "draft $(printf %.2g "$(get "$RUN/prep_check_draft.json" max_abs_diff)"))"
         # prep_load OUT MODEL: one load generator per image at once, on the
         # client cores; merged into OUT (and OUT.cpu) by report.py prep-merge.
         prep_load() {
@@ -1274,8 +1274,8 @@ if want 13; then
                 if [ "$r" = 1 ] && [ "$side" = plain ]; then perf_start prep "$SERVER_PID"; fi
                 prep_load "$RUN/prep_inferd_${side}_r$r.json" "prep_$side"
                 perf_stop
-                line+=" $side: Pillow $(get "$RUN/prep_pillow_${side}_r$r.json" images_per_s),"
-                line+=" inferd $(get "$RUN/prep_inferd_${side}_r$r.json" rps) images/s;"
+                line+=" $side: Pillow $(printf %.1f "$(get "$RUN/prep_pillow_${side}_r$r.json" images_per_s)"),"
+                line+=" inferd $(printf %.1f "$(get "$RUN/prep_inferd_${side}_r$r.json" rps)") images/s;"
             done
             log "${line%;}"
         done
