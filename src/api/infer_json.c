@@ -322,12 +322,13 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
 static int decode_raw(struct infer_request *req, const struct model *m, const char *body,
                       size_t len, struct error *err)
 {
-    if (m->run_info.ninputs != 1)
+    const struct model_info *graph = m->prep ? &m->run_info : &m->info;
+    if (graph->ninputs != 1)
         return error_set(err, 400,
                          "a raw binary request (Inference-Header-Content-Length: 0) needs a model "
                          "with exactly one input; model '%s' has %u",
-                         m->name, m->run_info.ninputs);
-    const struct model_io *io = &m->run_info.inputs[0];
+                         m->name, graph->ninputs);
+    const struct model_io *io = &graph->inputs[0];
     req->inputs = arena_calloc(&req->arena, 1, sizeof *req->inputs);
     if (!req->inputs)
         return error_set(err, 413, "request too large to decode");

@@ -618,6 +618,15 @@ static void test_errors(void **state)
     run_fails(cfg, &txt, 400, "not a PNG or JPEG image");
     txt.len = 0;
     run_fails(cfg, &txt, 400, "not a PNG or JPEG image");
+    /* shorter_side blowing a 1x300 sliver up to 16384 x 4915200: refused */
+    static uint8_t sliver[300];
+    m = make_png(1, 300, PNG_COLOR_TYPE_GRAY, 8, sliver, NULL, 0);
+    void *huge = cfg_of("{\"resize\": {\"shorter_side\": 16384}, \"center_crop\": {\"width\": "
+                        "8, \"height\": 8}}");
+    run_fails(huge, &m, 400, "would be resized to 16384x4915200");
+    prep_image.free(huge);
+    free(m.p);
+
     uint8_t *big = calloc(1, 5000);
     struct membuf b = {.p = big, .len = 5000};
     run_fails(cfg, &b, 413, "over the limit of 4096 bytes");
