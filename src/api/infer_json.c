@@ -322,7 +322,7 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
 static int decode_raw(struct infer_request *req, const struct model *m, const char *body,
                       size_t len, struct error *err)
 {
-    const struct model_info *graph = m->prep ? &m->run_info : &m->info;
+    const struct model_info *graph = &m->run_info;
     if (graph->ninputs != 1)
         return error_set(err, 400,
                          "a raw binary request (Inference-Header-Content-Length: 0) needs a model "
