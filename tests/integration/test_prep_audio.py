@@ -7,7 +7,8 @@ server's waveform or log mel features out.
    where the mel power is within e^12 of the frame's peak); at 22050 Hz
    stereo PCM24 and 44100 Hz stereo float32 (resampled by libsamplerate's
    sinc_best) against scipy's resample_poly + the same reference, to
-   0.05 median and 0.5 max absolute in log over the mels under 7 kHz.
+   0.01 median and 0.05 max absolute in log over the mels under 7 kHz
+   (measured: 0.0012 and 0.011).
    A waveform-only configuration returns the samples exactly.
 2. models/spoken_digits on voices it was not trained on, synthesized here
    with espeak-ng (a seeded subset), through the binary tensor extension,
@@ -16,13 +17,11 @@ server's waveform or log mel features out.
 3. Hostile files: truncated, a header claiming hours (413 before
    decoding), A-law (400), not RIFF (400); the server keeps serving.
 """
-import io
 import json
 import random
 import shutil
 import struct
 import subprocess
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -81,8 +80,9 @@ def decoded(x, encoding):
     return x.astype(np.float32).astype(np.float64)
 
 
-def ref_logmel(x, rate, n_fft, win, hop, n_mels, fmin, fmax, floor):
+def ref_logmel(x, rate, n_fft, win_length, hop_length, n_mels, fmin, fmax, log_floor):
     """The spec's log mel of x, [n_mels, T], in float64."""
+    win, hop, floor = win_length, hop_length, log_floor
     T = 1 + (len(x) - win) // hop
     n = np.arange(win)
     window = np.zeros(n_fft)
@@ -133,8 +133,9 @@ def output(resp, name):
 
 
 def identity_repo(root, audio_cfg):
-    """A repository with one model, "ident": x FP32 [-1, -1] -> Identity -> y,
-    fed by the raw input "audio" with audio_cfg."""
+    """A repository with one model, "ident": x FP32 [-1, -1] -> Identity -> y
+    (the first dim taken as the batch), fed by the raw input "audio" with
+    audio_cfg; a row comes back flattened."""
     import onnx
     from onnx import TensorProto, helper
     mdir = Path(root) / "models" / "ident"
@@ -163,7 +164,7 @@ def test_logmel_at_16k(server_factory, tmp_path):
     t = np.arange(6000) / 16000
     x = 0.3 * np.sin(2 * np.pi * (200 + 3000 * t) * t) + 0.05 * rng.standard_normal(len(t))
     raw = wav_bytes(x, 16000)
-    got = output(binary_request(srv.url, "ident", raw, [1], ["y"]), "y")
+    got = output(binary_request(srv.url, "ident", raw, [1, 1], ["y"]), "y")
     want, _ = ref_logmel(np.concatenate([decoded(x, "pcm16"), np.zeros(2000)]), 16000,
                          **FEATURES)
     got = got.reshape(want.shape)
@@ -177,7 +178,7 @@ def test_logmel_at_16k(server_factory, tmp_path):
 def test_logmel_resampled(server_factory, tmp_path, rate, encoding):
     """Stereo files at other rates, resampled by the server (libsamplerate
     sinc_best) vs scipy's resample_poly: the filters differ, so the
-    tolerance is looser (0.05 median, 0.5 max, in log, below 7 kHz)."""
+    tolerance is looser (0.01 median, 0.05 max, in log, below 7 kHz)."""
     feats = dict(FEATURES, fmax=7000)
     cfg = {"sample_rate": 16000, "samples": 16000, "resampler": "sinc_best",
            "features": feats, "layout": "frames_mels"}
@@ -198,7 +199,7 @@ def test_logmel_resampled(server_factory, tmp_path, rate, encoding):
     diff = np.abs(got - want)[:, 2:-2]
     print("resampled %d Hz %s: median %.4f, max %.4f" % (rate, encoding, np.median(diff),
                                                           diff.max()))
-    assert np.median(diff) < 0.05 and diff.max() < 0.5
+    assert np.median(diff) < 0.01 and diff.max() < 0.05
 
 
 def test_waveform_only(server_factory, tmp_path):
@@ -207,29 +208,34 @@ def test_waveform_only(server_factory, tmp_path):
     x = np.sin(np.arange(200) * 0.3) * 0.5
     got = output(raw_request(srv.url, "ident", wav_bytes(x, 16000), "audio/x-wav"), "y")
     want = np.concatenate([decoded(x, "pcm16"), np.zeros(100)])
-    assert np.array_equal(got.ravel(), want.astype(np.float32))
+    assert np.array_equal(got.ravel().astype(np.float32), want.astype(np.float32))
     # Longer than samples: trimmed.
     x = np.sin(np.arange(1000) * 0.1) * 0.5
-    got = output(binary_request(srv.url, "ident", wav_bytes(x, 16000), [1], ["y"]), "y")
-    assert np.array_equal(got.ravel(), decoded(x, "pcm16")[:300].astype(np.float32))
+    got = output(binary_request(srv.url, "ident", wav_bytes(x, 16000), [1, 1], ["y"]), "y")
+    assert np.array_equal(got.ravel().astype(np.float32),
+                          decoded(x, "pcm16")[:300].astype(np.float32))
 
 
 # --------------------------------------------------------------------------
 # The spoken-digit model
 
 
-def espeak(voice, speed, pitch, word):
-    return subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "-p", str(pitch),
-                           "--stdout", word], check=True, capture_output=True).stdout
+def espeak(tmp, voice, speed, pitch, word):
+    """espeak-ng's WAV file (22050 Hz PCM16; written with -w: on stdout its
+    sizes say 0x7FFFF000 bytes, hours of audio)."""
+    path = Path(tmp) / "word.wav"
+    subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "-p", str(pitch), "-w",
+                    str(path), word], check=True)
+    return path.read_bytes()
 
 
-def held_out_utterances(count):
+def held_out_utterances(tmp, count):
     """count (word, WAV) pairs, speeds and pitches between the trained ones."""
     rng = random.Random(16)
     out = []
     for i in range(count):
         label = i % 10
-        out.append((label, espeak(rng.choice(HELD_OUT_VOICES), rng.choice([135, 165, 195]),
+        out.append((label, espeak(tmp, rng.choice(HELD_OUT_VOICES), rng.choice([135, 165, 195]),
                                   rng.choice([35, 60]), WORDS[label])))
     return out
 
@@ -245,7 +251,7 @@ def test_spoken_digits_three_ways(digits_server, tmp_path_factory):
     srv = digits_server
     pb, hpb = generate(tmp_path_factory.mktemp("proto_py"))
     client = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
-    utterances = held_out_utterances(30)
+    utterances = held_out_utterances(tmp_path_factory.mktemp("espeak"), 30)
     right = 0
     try:
         for label, raw in utterances:
