@@ -52,9 +52,9 @@ LAYERS = [
 # Layers that may include only some of the layers below them. bench (the
 # load generator) is a client: it must not pull in the server's layers,
 # except the two its generation floor runs in process (bench/gen_floor.c):
-# the ONNX Runtime backend and the tokenizer of gen.
+# the ONNX Runtime backend and the BPE tokenizer (preprocess/tokenizer.h).
 ONLY_FROM = {
-    "bench": {"base", "core", "net", "http", "backend", "gen", "bench"},
+    "bench": {"base", "core", "net", "http", "backend", "preprocess", "bench"},
 }
 
 # Headers generated into the build directory, and the layer they belong to.

@@ -15,7 +15,7 @@
 #include "base/json.h"
 #include "base/mem.h"
 #include "bench/bench_args.h"
-#include "gen/tokenizer.h"
+#include "preprocess/tokenizer.h"
 
 #define GENERATION_JSON_MAX (64 * 1024)
 #define MAX_LAYERS 64

@@ -24,7 +24,7 @@
 #include "gen/gen_text.h"
 #include "gen/kvcache.h"
 #include "gen/sample.h"
-#include "gen/tokenizer.h"
+#include "preprocess/tokenizer.h"
 #include "model/model.h"
 #include "obs/metrics.h"
 

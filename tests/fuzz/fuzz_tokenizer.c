@@ -1,5 +1,5 @@
 /*
- * Fuzz target for gen/tokenizer. Every input is used three ways:
+ * Fuzz target for preprocess/tokenizer. Every input is used three ways:
  *   1. as tokenizer.json text: tokenizer_parse accepts it, or fails with a
  *      400 (500 only for memory) and a message naming tokenizer.json; an
  *      accepted tokenizer has eos = vocab - 1 without bytes, and the input
@@ -23,7 +23,7 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/json.h"
-#include "gen/tokenizer.h"
+#include "preprocess/tokenizer.h"
 
 #ifndef INFERD_SOURCE_DIR
 #define INFERD_SOURCE_DIR "."

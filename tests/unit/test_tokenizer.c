@@ -1,5 +1,5 @@
 /*
- * Unit tests for gen/tokenizer: the file format and its errors, the
+ * Unit tests for preprocess/tokenizer: the file format and its errors, the
  * encoding rule on hand-made cases, a differential check against a naive
  * implementation of the rule (written here straight from the spec: find the
  * lowest-ranked pair, replace its occurrences left to right, repeat) over
@@ -23,7 +23,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
-#include "gen/tokenizer.h"
+#include "preprocess/tokenizer.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-#include "gen/tokenizer.h"
+#include "preprocess/tokenizer.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,6 +1,8 @@
 /*
- * tokenizer: the byte-level BPE tokenizer of a generative model
- * (the tokenizer.json that generation.json names; docs/generative.md).
+ * tokenizer: the byte-level BPE tokenizer of a generative model (the
+ * tokenizer.json that generation.json names; docs/generative.md) and of a
+ * text input's preprocessing (preprocess.json's "text"; text.c). It lives
+ * in preprocess so that gen, above it, and text.c share it.
  *
  * The file:
  *   {"type": "byte-bpe", "vocab_size": V, "eos_token": "<|endoftext|>",
@@ -34,8 +36,8 @@
  * may be called from any thread at once; tokenizer_encode uses a stack
  * buffer, or a temporary heap one for pieces longer than 256 bytes.
  */
-#ifndef INFERD_GEN_TOKENIZER_H
-#define INFERD_GEN_TOKENIZER_H
+#ifndef INFERD_PREPROCESS_TOKENIZER_H
+#define INFERD_PREPROCESS_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
