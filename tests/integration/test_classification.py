@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import REPO_ROOT, assert_error_response, infer_request, ok_json
+from conftest import (REPO_ROOT, assert_error_response, bytes_infer_request, infer_request,
+                      ok_json)
 from grpc_client import Client, generate, split_bytes
 
 DIGITS = REPO_ROOT / "models" / "digits"
@@ -151,6 +152,22 @@ def test_rest_binary_output(server):
     r2 = requests.post(server.url + "/v2/models/digits/infer", json=body, timeout=30)
     assert r2.status_code == 200
     assert r2.content[int(r2.headers["Inference-Header-Content-Length"]):] == raw
+
+
+def test_preprocessed_picture(server):
+    """digits read from a picture (its preprocess.json): the classes of the
+    preprocessed request are those of its own probabilities."""
+    png = (DIGITS / "sample_7.png").read_bytes()
+    plain = ok_json(bytes_infer_request(server.url, "digits", "image", [png, png],
+                                        outputs=["probabilities"]))["outputs"][0]
+    probs = np.array(plain["data"], dtype=np.float32).reshape(plain["shape"])
+    r = bytes_infer_request(server.url, "digits", "image", [png, png], outputs=[
+        {"name": "probabilities", "parameters": {"classification": 2}}])
+    out = ok_json(r)["outputs"][0]
+    assert out["shape"] == [2, 2]
+    got = np.array(out["data"]).reshape(2, 2).tolist()
+    assert got == expected(probs, 2)
+    assert got[0][0].endswith(":7:7")
 
 
 @pytest.fixture(scope="module")
