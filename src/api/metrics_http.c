@@ -17,6 +17,7 @@
 #include "obs/load_obs.h"
 #include "obs/metrics.h"
 #include "obs/stats.h"
+#include "preprocess/prep.h"
 #include "sched/sched.h"
 
 /* Exposition body ceiling: grows with models × series; far above any
@@ -359,6 +360,7 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         breaker_write_metrics(src->breaker, out);
     streams_write_metrics(out);
     gen_write_metrics(out);
+    prep_write_metrics(out);
     write_server_metrics(out, src, cpu);
 }
 

@@ -11,6 +11,7 @@
 #include "api/rest_obs.h"
 #include "base/clock.h"
 #include "http/sse.h"
+#include "preprocess/prep.h"
 
 /* Largest JSON text of one SSE event. */
 #define SSE_EVENT_MAX ((size_t)64 << 20)
@@ -56,6 +57,13 @@ static int infer_decode(struct infer_call *call, const struct model *m, struct e
     obsreq_set_tenant(txn->obs, call->tenant);
     if (header_length(txn, &header_len, err) != 0)
         return -1;
+    /* An image, a sound or a text as the whole body (preprocess/prep.h). */
+    const struct http_header *ct = http1_header(&txn->req, "content-type");
+    int raw = ct && header_len < 0 ? prep_decode_raw(&call->req, m, ct->value, ct->value_len,
+                                                     body_of(txn), (size_t)txn->req.body_len, err)
+                                   : 0;
+    if (raw != 0)
+        return raw < 0 ? -1 : 0;
     return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len,
                              header_len, err);
 }
@@ -68,8 +76,8 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
     rest_obs_infer_begin(txn, &call->req, m);
     obsreq_set_route(txn->obs, call->route);
     obsreq_set_tenant(txn->obs, call->tenant);
-    if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len,
-                               &text, &len, err) != 0)
+    if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len, &text,
+                               &len, err) != 0)
         return -1;
     return infer_json_decode(&call->req, NULL, m, text, len, -1, err);
 }

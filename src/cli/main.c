@@ -44,6 +44,7 @@
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
+#include "preprocess/prep.h"
 #include "sched/pool.h"
 #include "serve/shm.h"
 
@@ -127,7 +128,8 @@ static void io_on_idle(void *arg)
 
 static void io_drain(struct loop_task *task)
 {
-    struct io_thread *t = (struct io_thread *)((char *)task - offsetof(struct io_thread, drain_task));
+    struct io_thread *t =
+        (struct io_thread *)((char *)task - offsetof(struct io_thread, drain_task));
     t->draining = true;
     t->api.draining = true;
     grpc_api_drain(&t->grpc);
@@ -136,7 +138,8 @@ static void io_drain(struct loop_task *task)
 
 static void io_stop(struct loop_task *task)
 {
-    struct io_thread *t = (struct io_thread *)((char *)task - offsetof(struct io_thread, stop_task));
+    struct io_thread *t =
+        (struct io_thread *)((char *)task - offsetof(struct io_thread, stop_task));
     loop_stop(&t->loop);
 }
 
@@ -346,10 +349,15 @@ static int start_metrics(const struct serve_options *o, struct metrics_server **
     if (o->metrics_port < 0)
         return 0;
     struct http_server_config cfg = {
-        .host = o->http.host, .port = o->metrics_port, .limits = o->http.limits,
-        .max_connections = 256, .header_timeout_ms = o->http.header_timeout_ms,
-        .idle_timeout_ms = o->http.idle_timeout_ms, .write_timeout_ms = o->http.write_timeout_ms,
-        .max_response_bytes = o->http.max_response_bytes, .on_response = obs_http_on_response,
+        .host = o->http.host,
+        .port = o->metrics_port,
+        .limits = o->http.limits,
+        .max_connections = 256,
+        .header_timeout_ms = o->http.header_timeout_ms,
+        .idle_timeout_ms = o->http.idle_timeout_ms,
+        .write_timeout_ms = o->http.write_timeout_ms,
+        .max_response_bytes = o->http.max_response_bytes,
+        .on_response = obs_http_on_response,
     };
     if (metrics_server_start(&cfg, &o->obs, out) != 0)
         return -1;
@@ -365,8 +373,8 @@ static int start_logging_tracing(struct serve_options *o)
     error_clear(&err);
     trace_settings_init(&o->trace);
     if (o->access_log.path) {
-        o->access_log.format = o->log_format >= 0 ? (enum log_line_format)o->log_format
-                                                  : LOG_LINE_JSON;
+        o->access_log.format =
+            o->log_format >= 0 ? (enum log_line_format)o->log_format : LOG_LINE_JSON;
         if (accesslog_open(&o->access_log, &err) != 0) {
             log_error("%s", err.msg);
             return -1;
@@ -429,6 +437,10 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     /* A version with generation.json is served by its generation engine. */
     gen_configure(&o->gen);
     o->repo.load.attach_engine = gen_engine_attach;
+    /* A model with preprocess.json takes raw images, sounds and texts. */
+    static const struct prep_modality *const modalities[] = {&prep_image, &prep_audio, &prep_text};
+    prep_modalities_set(modalities, sizeof modalities / sizeof modalities[0]);
+    o->repo.load.attach_preprocess = prep_attach;
     o->repo.observe_load = load_obs_record;
     o->repo.observe_gone = load_obs_forget;
     if (o->worker_threads <= 0)
@@ -471,8 +483,24 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         return 1;
     }
     routing_set_repository(routing, repo);
+    /* Raw images, sounds and texts are turned into tensors on a pool of
+     * their own, never on an I/O thread (docs/preprocessing.md). */
+    if (o->preprocess_threads <= 0)
+        o->preprocess_threads = cpus.usable;
+    struct prep_stage_cfg prep = {0};
+    prc =
+        prep_pool_start((uint32_t)o->preprocess_threads, (uint32_t)o->preprocess_queue, &prep.pool);
+    if (prc != 0) {
+        log_error("cannot start the preprocessing pool: %s", strerror(-prc));
+        repository_close(repo);
+        sched_pool_stop(shadow_pool);
+        sched_pool_stop(pool);
+        routing_free(routing);
+        return 1;
+    }
     struct serve_pipeline pipeline;
     parts->routing = routing;
+    parts->prep = &prep;
     pipeline_build(&pipeline, parts);
 
     int rc = 1;
@@ -501,7 +529,8 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         }
         char desc[512];
         tls_store_describe(tls, desc, sizeof desc);
-        log_info("TLS enabled: %s%s", desc, o->tls.client_ca_file ? "; client certificates required" : "");
+        log_info("TLS enabled: %s%s", desc,
+                 o->tls.client_ca_file ? "; client certificates required" : "");
         o->http.tls = tls;
     }
     if (start_logging_tracing(o) != 0)
@@ -512,8 +541,8 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         goto out_repository;
     }
     streams_configure(o->stream_resume_secs);
-    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing,
-                         parts->auth) == 0 &&
+    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing, parts->auth) ==
+            0 &&
         start_metrics(o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
@@ -521,8 +550,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
                  http_server_port(threads[0].server), http_server_grpc_port(threads[0].server),
                  tls ? " (TLS)" : "");
         repository_release(repo, s);
-        if (wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls,
-                              reload)) {
+        if (wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls, reload)) {
             rc = 0;
         } else {
             /* Requests are still running on the models' workers: unloading
@@ -537,6 +565,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
      * second signal): the schedulers finish their queues while the models
      * unload, and then the loops are closed. */
 out_repository:
+    prep_pool_stop(prep.pool); /* no call waits for it any more */
     repository_close(repo);
     routing_free(routing); /* no call holds a table any more */
     sched_pool_stop(pool); /* every model's scheduler has stopped */
@@ -589,10 +618,9 @@ static struct config_file *load_settings(const struct serve_cmdline *cmdline,
     struct config_file *file = NULL;
     struct error err;
     error_clear(&err);
-    if (cmdline->config_path
-            ? config_file_load(cmdline->config_path, o, sections, nsections, check_sections,
-                               parsed, &file, &err)
-            : config_sections_defaults(sections, nsections, parsed, &err)) {
+    if (cmdline->config_path ? config_file_load(cmdline->config_path, o, sections, nsections,
+                                                check_sections, parsed, &file, &err)
+                             : config_sections_defaults(sections, nsections, parsed, &err)) {
         fprintf(stderr, "inferd: %s\n", err.msg);
         exit(2);
     }
@@ -623,8 +651,10 @@ static int serve(int argc, char **argv)
     const size_t nsections = NSECTIONS;
     void *parsed[NSECTIONS];
     /* The policy stores (policy/auth.h, ratelimit.h, limiter.h, breaker.h). */
-    struct pipeline_parts parts = {.auth = auth_new(), .ratelimit = ratelimit_new(),
-                                   .limiter = limiter_new(), .breaker = breaker_new()};
+    struct pipeline_parts parts = {.auth = auth_new(),
+                                   .ratelimit = ratelimit_new(),
+                                   .limiter = limiter_new(),
+                                   .breaker = breaker_new()};
     if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker) {
         fprintf(stderr, "inferd: out of memory\n");
         auth_free(parts.auth);
@@ -643,9 +673,12 @@ static int serve(int argc, char **argv)
     if (o.log_format >= 0)
         log_set_format(o.log_format == LOG_LINE_JSON ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
     config_sections_apply(sections, nsections, parsed);
-    struct config_reloader reloader = {
-        .path = cmdline.config_path, .cmdline = &cmdline, .sections = sections,
-        .nsections = nsections, .check = check_sections, .running = file};
+    struct config_reloader reloader = {.path = cmdline.config_path,
+                                       .cmdline = &cmdline,
+                                       .sections = sections,
+                                       .nsections = nsections,
+                                       .check = check_sections,
+                                       .running = file};
     serve_runtime_of(&o, &reloader.runtime);
     int rc = run(&o, file ? &reloader : NULL, &parts);
     /* Every I/O thread has stopped. */

@@ -10,6 +10,7 @@ void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts
         {"breaker", breaker_stage, parts->breaker, breaker_done},
         {"decode", serve_stage_decode, NULL, NULL},
         {"limiter", limiter_stage, parts->limiter, limiter_done},
+        {"preprocess", prep_stage, parts->prep, prep_stage_done},
         {"shadow", routing_stage_shadow, parts->routing, routing_shadow_done},
         {"submit", serve_stage_submit, NULL, NULL},
     };

@@ -8,8 +8,9 @@
  *            → resolve (the model from the registry snapshot)
  *            → route (pin, A/B, canary; decides the shadow copy)
  *            → breaker (may switch to the fallback version) → decode
- *            → limiter (adaptive concurrency) → shadow (sends the copy)
- *            → submit
+ *            → limiter (adaptive concurrency)
+ *            → preprocess (raw images, sounds, texts into tensors, on
+ *              the preprocessing pool) → shadow (sends the copy) → submit
  *
  * Auth and rate limits come before resolve: they need only the model's
  * name, so a caller without a key learns nothing of which models exist
@@ -17,6 +18,9 @@
  * concurrency limiter runs after decode, not before it as the design
  * first placed it: the call's priority level and `timeout` come with the
  * request body (REST parameters), and the limiter needs both.
+ * Preprocessing comes after the limiter (a request waiting for its slot
+ * has not paid for decoding yet) and before shadow, so that a shadow copy
+ * carries the tensors and is not decoded twice.
  */
 #ifndef INFERD_CLI_PIPELINE_H
 #define INFERD_CLI_PIPELINE_H
@@ -26,6 +30,7 @@
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
+#include "preprocess/prep.h"
 #include "serve/call.h"
 
 /* What the stages read (process-wide; outlives every I/O thread). */
@@ -35,6 +40,7 @@ struct pipeline_parts {
     struct ratelimit *ratelimit;
     struct breaker *breaker;
     struct limiter *limiter;
+    struct prep_stage_cfg *prep;
 };
 
 /* Fills *p with the stages, each configured from parts. */

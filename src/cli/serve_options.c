@@ -62,6 +62,12 @@ const char serve_usage_text[] =
     "  --prefill-chunk N          prompt tokens per prefill run: a long prompt joins the\n"
     "                             running set over several steps (default: 64)\n"
     "\n"
+    "preprocessing (docs/preprocessing.md):\n"
+    "  --preprocess-threads N     threads that decode images, sounds and texts into tensors\n"
+    "                             for models with preprocess.json (default: one per usable CPU)\n"
+    "  --preprocess-queue N       requests waiting for those threads; more get 503 with\n"
+    "                             Retry-After (default: 1024)\n"
+    "\n"
     "listening:\n"
     "  --host ADDR                address to listen on (default: 0.0.0.0)\n"
     "  --http-port N              HTTP port, HTTP/1.1 and HTTP/2 (default: 8000;\n"
@@ -158,6 +164,8 @@ static const struct option getopt_table[] = {
     {"grpc-max-message-bytes", required_argument, NULL, SERVE_OPT_GRPC_MAX_MESSAGE},
     {"sse-keepalive-ms", required_argument, NULL, SERVE_OPT_SSE_KEEPALIVE},
     {"stream-resume-secs", required_argument, NULL, SERVE_OPT_STREAM_RESUME},
+    {"preprocess-threads", required_argument, NULL, SERVE_OPT_PREPROCESS_THREADS},
+    {"preprocess-queue", required_argument, NULL, SERVE_OPT_PREPROCESS_QUEUE},
     {"config", required_argument, NULL, SERVE_OPT_CONFIG},
     {"check-config", required_argument, NULL, SERVE_OPT_CHECK_CONFIG},
     {"help", no_argument, NULL, 'h'},
@@ -225,6 +233,7 @@ void serve_options_defaults(struct serve_options *o)
         .grpc_max_message_bytes = GRPC_DEFAULT_MAX_MESSAGE_BYTES,
         .sse_keepalive_ms = REST_SSE_KEEPALIVE_MS,
         .stream_resume_secs = STREAM_RESUME_SECS,
+        .preprocess_queue = 1024,
         .log_level = LOG_INFO,
         .log_format = -1,
     };
@@ -307,6 +316,8 @@ static const struct num_option num_options[] = {
     NUM(SERVE_OPT_KV_CACHE_BYTES, 1ull << 16, 1ull << 40, 1, gen.kv_cache_bytes),
     NUM(SERVE_OPT_MAX_RUNNING_SEQUENCES, 1, 1024, 1, gen.max_running),
     NUM(SERVE_OPT_PREFILL_CHUNK, 1, 4096, 1, gen.prefill_chunk),
+    NUM(SERVE_OPT_PREPROCESS_THREADS, 1, 256, 1, preprocess_threads),
+    NUM(SERVE_OPT_PREPROCESS_QUEUE, 1, 1000000, 1, preprocess_queue),
     NUM(SERVE_OPT_INTER, 0, 1024, 1, repo.load.inter_op_threads),
     NUM(SERVE_OPT_OTLP_INTERVAL, 1, 3600000, 1, otlp.interval_ms),
 };

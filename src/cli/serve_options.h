@@ -52,6 +52,8 @@ struct serve_options {
     struct trace_settings trace;
     struct otlp_config otlp; /* endpoint NULL = no export */
     struct gen_settings gen; /* generative models (gen/engine.h) */
+    int preprocess_threads;  /* 0: --preprocess-threads not given: one per usable CPU */
+    int preprocess_queue;    /* requests waiting for a preprocessing worker */
 };
 
 /* The flags; each is also a file key (but for help, config, check-config). */
@@ -98,6 +100,8 @@ enum serve_option_id {
     SERVE_OPT_KV_CACHE_BYTES,
     SERVE_OPT_MAX_RUNNING_SEQUENCES,
     SERVE_OPT_PREFILL_CHUNK,
+    SERVE_OPT_PREPROCESS_THREADS,
+    SERVE_OPT_PREPROCESS_QUEUE,
     SERVE_OPT_CONFIG,       /* command line only */
     SERVE_OPT_CHECK_CONFIG, /* command line only */
 };

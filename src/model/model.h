@@ -91,6 +91,14 @@ struct registry_options {
      * does it). Returns 0 (generative or not) or -1 with err: the version
      * fails to load (MODEL_FAIL_CONFIG). NULL: no version is generative. */
     int (*attach_engine)(struct model *m, const char *version_dir, struct error *err);
+    /* Called right after attach_engine: gives the version the raw inputs
+     * its model directory's preprocess.json declares (preprocess/prep.h;
+     * filled by src/cli/main.c), appending them to m->info.inputs and
+     * setting m->prep, m->prep_free and m->input_optional; m->run_info
+     * keeps what the backend takes. Returns 0 (declared or not) or -1
+     * with err: the version fails to load (MODEL_FAIL_CONFIG). NULL: no
+     * preprocessing. */
+    int (*attach_preprocess)(struct model *m, const char *model_dir, struct error *err);
 };
 
 /* Loads model `name` of the repository into *e (never fails as a call: a
@@ -121,10 +129,11 @@ const struct model *registry_version(const struct model_entry *e, const char *ve
 enum model_dir_kind { MODEL_DIR_OTHER, MODEL_DIR_MODEL, MODEL_DIR_UNSERVABLE };
 enum model_dir_kind model_dir_check(const struct registry_options *opts, const char *name,
                                     struct model_failure *why);
-/* Changes whenever config.pbtxt, a file of a version directory (the model
- * file, a generative model's generation.json and tokenizer, a plugin's
- * parameters; hidden files excepted) or the set of numeric version
- * directories changes. */
+/* Changes whenever a file of the model directory (config.pbtxt,
+ * preprocess.json, labels, a tokenizer), a file of a version directory
+ * (the model file, a generative model's generation.json and tokenizer, a
+ * plugin's parameters) or the set of numeric version directories changes;
+ * hidden files excepted. */
 uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *name);
 
 /* Queues req for version m: its engine's when it is generative, else its
@@ -141,8 +150,10 @@ void model_free(struct model *m);
 int model_input_index(const struct model *m, const char *name);
 int model_output_index(const struct model *m, const char *name);
 /* Whether requests may leave out input i (m->info order): the options of
- * a generative model (gen/engine.h). Other models need every input (the
- * scheduler gathers them all; config.pbtxt's `optional` is not honoured). */
+ * a generative model (gen/engine.h), the raw inputs of a preprocessed one
+ * and the inputs they feed (preprocess/prep.h: its stage checks that one
+ * of the two came). Other models need every input (the scheduler gathers
+ * them all; config.pbtxt's `optional` is not honoured). */
 bool model_input_optional(const struct model *m, uint32_t i);
 /* After a decoder stored input i of m at inputs[i] and set seen[i]: drops
  * the optional inputs the request left out, keeping the order, and sets *n.

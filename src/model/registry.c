@@ -99,6 +99,9 @@ void model_free(struct model *m)
     if (m->engine)
         m->engine_ops->stop(m->engine);
     sched_stop(m->sched);
+    if (m->prep)
+        m->prep_free(m->prep);
+    mem_free(m->input_optional);
     for (uint32_t i = 0; i < m->ninstances; i++)
         m->backend->unload(m->instances[i]);
     mem_free(m->instances);
@@ -350,6 +353,12 @@ static int model_load_with(const struct registry_options *opts, const char *name
         *kind = MODEL_FAIL_CONFIG;
         return -1;
     }
+    m->run_info = m->info;
+    if (opts->attach_preprocess && opts->attach_preprocess(m, model_dir, err) != 0) {
+        model_free(m);
+        *kind = MODEL_FAIL_CONFIG;
+        return -1;
+    }
     sched_config_from(m, opts, cfg_text != NULL);
     if (m->config.decoupled && !m->engine && !m->backend->execute_stream) {
         rc = error_set(err, 400,
@@ -381,7 +390,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
         opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
     struct sched_model sm = {.name = m->name, .version = m->version_str,
                              .backend = m->backend, .instances = m->instances,
-                             .ninstances = m->ninstances, .info = &m->info,
+                             .ninstances = m->ninstances, .info = &m->run_info,
                              .pool = opts->pool,
                              .background_pool = opts->background_pool};
     rc = sched_start(&sm, &m->sched_cfg, &m->sched);
@@ -733,19 +742,23 @@ static uint64_t fingerprint_file(uint64_t h, const char *path)
     return fnv(h, &st.st_mtim.tv_nsec, sizeof st.st_mtim.tv_nsec);
 }
 
-/* Every file directly in a version directory: the model file and what is
- * read beside it (a generative model's generation.json and tokenizer, a
- * plugin's parameters), in any order; hidden files (an editor's) are not. */
-static uint64_t fingerprint_version_dir(uint64_t h, const char *vdir)
+/* Every regular file directly in directory `dir`, in any order; hidden
+ * files (an editor's) are not. For a version directory: the model file and
+ * what is read beside it (a generative model's generation.json and
+ * tokenizer, a plugin's parameters); for the model directory: config.pbtxt
+ * and what it and preprocess.json name (labels, a tokenizer). */
+static uint64_t fingerprint_files(uint64_t h, const char *dir)
 {
-    DIR *d = opendir(vdir);
+    DIR *d = opendir(dir);
     if (!d)
         return fnv(h, "-", 1);
     uint64_t sum = 0;
     char path[PATH_MAX_LEN];
+    struct stat st;
     const struct dirent *de;
     while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.' && path_fmt(path, sizeof path, "%s/%s", vdir, de->d_name))
+        if (de->d_name[0] != '.' && path_fmt(path, sizeof path, "%s/%s", dir, de->d_name) &&
+            stat(path, &st) == 0 && S_ISREG(st.st_mode))
             sum += fingerprint_file(14695981039346656037ull, path);
     closedir(d);
     return fnv(h, &sum, sizeof sum);
@@ -757,14 +770,13 @@ uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *
     uint64_t h = 14695981039346656037ull;
     if (!path_fmt(dir, sizeof dir, "%s/%s", opts->repository, name))
         return h;
-    if (path_fmt(path, sizeof path, "%s/config.pbtxt", dir))
-        h = fingerprint_file(h, path);
+    h = fingerprint_files(h, dir);
     int64_t versions[MAX_VERSIONS];
     uint32_t n = list_versions(dir, VERSIONS_ALL, versions, MAX_VERSIONS);
     for (uint32_t i = 0; i < n; i++)
         if (path_fmt(path, sizeof path, "%s/%lld", dir, (long long)versions[i])) {
             h = fnv(h, path, strlen(path)); /* the version too */
-            h = fingerprint_version_dir(h, path);
+            h = fingerprint_files(h, path);
         }
     return h;
 }
@@ -787,6 +799,8 @@ int model_input_index(const struct model *m, const char *name)
 
 bool model_input_optional(const struct model *m, uint32_t i)
 {
+    if (m->input_optional)
+        return m->input_optional[i];
     if (!m->engine)
         return false; /* the scheduler gathers every input of a batch */
     for (uint32_t k = 0; k < m->config.ninputs; k++)

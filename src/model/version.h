@@ -46,6 +46,10 @@ struct model {
     void **instances; /* one backend instance per worker */
     uint32_t ninstances;
     struct model_info info;     /* from the first instance, dims narrowed by the config */
+    /* What the backend, the scheduler and the warm-up see: `info` but for
+     * the raw inputs a preprocessed version appends (a view of info's
+     * arrays, not owned). */
+    struct model_info run_info;
     struct model_config config; /* effective configuration */
     /* max_batch_size > 0: every input and output has a leading batch
      * dimension, so requests may carry several samples along dim 0; such a
@@ -63,6 +67,12 @@ struct model {
     struct sched *sched;
     const struct model_engine_ops *engine_ops; /* NULL: not generative */
     void *engine;
+    /* Preprocessing (preprocess/prep.h), set by the attach_preprocess hook:
+     * its raw inputs, freed by prep_free in model_free. NULL: none. */
+    void *prep;
+    void (*prep_free)(void *prep);
+    /* NULL, or one per info.inputs (owned): model_input_optional(). */
+    bool *input_optional;
 
     atomic_uint refs;
     /* Called (on any thread) when refs drops to 0; NULL = model_free now. */

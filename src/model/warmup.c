@@ -375,8 +375,8 @@ static int build_input(const struct model *m, struct sample *s, uint32_t k,
 static int sample_begin(const struct model *m, struct sample *s, struct error *e)
 {
     arena_init(&s->data, WARMUP_ARENA_CHUNK, WARMUP_MAX_BYTES);
-    s->ninputs = m->info.ninputs;
-    s->noutputs = m->info.noutputs;
+    s->ninputs = m->run_info.ninputs;
+    s->noutputs = m->run_info.noutputs;
     if (s->noutputs == 0)
         return fail(e, "the model has no outputs");
     s->inputs = arena_calloc(&s->data, s->ninputs ? s->ninputs : 1, sizeof *s->inputs);
@@ -385,7 +385,7 @@ static int sample_begin(const struct model *m, struct sample *s, struct error *e
     if (!s->inputs || !s->outputs || !s->output_names)
         return fail(e, "out of memory");
     for (uint32_t i = 0; i < s->noutputs; i++)
-        s->output_names[i] = m->info.outputs[i].name;
+        s->output_names[i] = m->run_info.outputs[i].name;
     return 0;
 }
 
@@ -443,8 +443,8 @@ static const struct model_warmup_input *find_warmup_input(const struct model_war
 
 static bool is_model_input(const struct model *m, const char *name)
 {
-    for (uint32_t k = 0; k < m->info.ninputs; k++)
-        if (!strcmp(m->info.inputs[k].name, name))
+    for (uint32_t k = 0; k < m->run_info.ninputs; k++)
+        if (!strcmp(m->run_info.inputs[k].name, name))
             return true;
     return false;
 }
@@ -462,8 +462,8 @@ static int warmup_entry(const struct model *m, const struct model_warmup *w, str
     for (uint32_t i = 0; !rc && i < w->ninputs; i++)
         if (!is_model_input(m, w->inputs[i].name))
             rc = fail(e, "the model has no input '%s'", w->inputs[i].name);
-    for (uint32_t k = 0; !rc && k < m->info.ninputs; k++) {
-        const struct model_io *io = &m->info.inputs[k];
+    for (uint32_t k = 0; !rc && k < m->run_info.ninputs; k++) {
+        const struct model_io *io = &m->run_info.inputs[k];
         const struct model_warmup_input *wi = find_warmup_input(w, io->name);
         if (!wi) {
             rc = fail(e, "input '%s' is missing (a sample must give every model input)", io->name);
@@ -503,8 +503,8 @@ static int warmup_default(const struct model *m, uint32_t batch_size, struct err
     };
     int rc = sample_begin(m, &s, e);
     uint32_t off = s.batched ? 1 : 0;
-    for (uint32_t k = 0; !rc && k < m->info.ninputs; k++) {
-        const struct model_io *io = &m->info.inputs[k];
+    for (uint32_t k = 0; !rc && k < m->run_info.ninputs; k++) {
+        const struct model_io *io = &m->run_info.inputs[k];
         int64_t dims[TENSOR_MAX_DIMS];
         uint32_t ndim;
         int c = model_config_input_index(&m->config, io->name);

@@ -14,7 +14,7 @@
  *     (policy stages)                 auth, rate limits, routing (which may
  *                                     change the version), ...
  *     decode                          front end's decode() against the model
- *     (after decode)                  shadow copy, preprocessing
+ *     (after decode)                  preprocessing, shadow copy
  *     submit                          the model's scheduler
  *   completion events                 on the call's I/O loop: emit() for
  *                                     each response (final flag on the
@@ -173,6 +173,7 @@ struct infer_call {
     void *shadow_ctx; /* the shadow stage's, from its run() to its done() */
     void *breaker_ctx; /* the circuit breaker stage's (policy/breaker.h) */
     void *limiter_ctx; /* the concurrency limiter stage's (policy/limiter.h) */
+    void *prep_ctx;    /* the preprocessing stage's (preprocess/prep.h) */
 
     /* Read-only for the front end: the scheduler took the request (so its
      * timings mean something). */

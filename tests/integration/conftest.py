@@ -8,6 +8,7 @@ other flags start their own servers through `server_factory`.
 Run from the repo root:  /usr/bin/python3 -m pytest tests/integration
 """
 import json
+import struct
 import os
 import random
 import shutil
@@ -389,6 +390,26 @@ def infer_request(base_url, model, inputs, outputs=None, version=None, id=None,
         body = body.encode("utf-8")
     return requests.post(base_url + path, data=body, timeout=timeout,
                          headers={"Content-Type": "application/json"})
+
+
+def bytes_infer_request(base_url, model, input_name, elements, batched=True, outputs=None,
+                        timeout=30):
+    """POST raw BYTES elements (images, sounds, texts: bytes or str) as one
+    input with Triton's binary tensor extension (each element a 4-byte
+    little-endian length and its bytes); shape [n, 1] when `batched`, else
+    [n]. Outputs come back as JSON. Returns the Response."""
+    elements = [e.encode("utf-8") if isinstance(e, str) else bytes(e) for e in elements]
+    blob = b"".join(struct.pack("<I", len(e)) + e for e in elements)
+    shape = [len(elements), 1] if batched else [len(elements)]
+    req = {"inputs": [{"name": input_name, "shape": shape, "datatype": "BYTES",
+                       "parameters": {"binary_data_size": len(blob)}}]}
+    if outputs is not None:
+        req["outputs"] = [o if isinstance(o, dict) else {"name": o} for o in outputs]
+    head = json.dumps(req).encode("utf-8")
+    return requests.post("%s/v2/models/%s/infer" % (base_url, model), data=head + blob,
+                         timeout=timeout,
+                         headers={"Content-Type": "application/octet-stream",
+                                  "Inference-Header-Content-Length": str(len(head))})
 
 
 @pytest.fixture
