@@ -313,19 +313,22 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
 }
 
 /* Inference-Header-Content-Length: 0 — the body is the raw data of the
- * model's only input (Triton's "raw binary request"). The shape comes from
+ * model's only input (Triton's "raw binary request"); the raw inputs of a
+ * preprocessed model (preprocess/prep.h) do not count, they have their own
+ * raw body (Content-Type: image/png, ...). The shape comes from
  * the model: the batch dim is 1 and one other variable dim, if any, is
  * deduced from the body length. A BYTES input must then hold exactly one
  * element: the whole body, without a length prefix. */
 static int decode_raw(struct infer_request *req, const struct model *m, const char *body,
                       size_t len, struct error *err)
 {
-    if (m->info.ninputs != 1)
+    const struct model_info *graph = &m->run_info;
+    if (graph->ninputs != 1)
         return error_set(err, 400,
                          "a raw binary request (Inference-Header-Content-Length: 0) needs a model "
                          "with exactly one input; model '%s' has %u",
-                         m->name, m->info.ninputs);
-    const struct model_io *io = &m->info.inputs[0];
+                         m->name, graph->ninputs);
+    const struct model_io *io = &graph->inputs[0];
     req->inputs = arena_calloc(&req->arena, 1, sizeof *req->inputs);
     if (!req->inputs)
         return error_set(err, 413, "request too large to decode");

@@ -391,6 +391,7 @@ static void model_make(struct model *m, struct model_io *inputs, uint32_t ninput
     m->info.ninputs = ninputs;
     m->info.outputs = outputs;
     m->info.noutputs = noutputs;
+    m->run_info = m->info;
     m->batched = batched;
 }
 
