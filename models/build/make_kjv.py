@@ -135,9 +135,10 @@ def merge_word(word, pair, new_id):
     return tuple(out)
 
 
-def train_bpe(verses):
-    """255 merges; each step merges the most frequent adjacent pair (ties: the
-    lowest pair), counted over the distinct pieces weighted by frequency."""
+def train_bpe(verses, num_merges=NUM_MERGES):
+    """num_merges merges (255 here; make_langid.py asks for more); each step
+    merges the most frequent adjacent pair (ties: the lowest pair), counted
+    over the distinct pieces weighted by frequency."""
     freq = collections.Counter()
     for v in verses:
         freq.update(pieces(v))
@@ -150,7 +151,9 @@ def train_bpe(verses):
             pair_count[(a, b)] += counts[wi]
             where[(a, b)].add(wi)
     merges = []
-    for k in range(NUM_MERGES):
+    for k in range(num_merges):
+        if not pair_count:
+            break
         best = min(pair_count.items(), key=lambda kv: (-kv[1], kv[0]))
         pair = best[0]
         new_id = 256 + k
@@ -182,6 +185,7 @@ class Tokenizer:
         for a, b in self.merges:
             self.bytes.append(self.bytes[a] + self.bytes[b])
         self.bytes.append(b"")  # eos
+        self.none = len(self.merges)  # the rank of "not a merge"
         self.cache = {}
 
     def encode_piece(self, piece):
@@ -190,8 +194,8 @@ class Tokenizer:
             return ids
         word = tuple(piece)
         while len(word) > 1:
-            best = min((self.rank.get(p, NUM_MERGES), p) for p in zip(word, word[1:]))
-            if best[0] == NUM_MERGES:
+            best = min((self.rank.get(p, self.none), p) for p in zip(word, word[1:]))
+            if best[0] == self.none:
                 break
             word = merge_word(word, best[1], 256 + best[0])
         self.cache[piece] = word

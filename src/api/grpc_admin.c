@@ -63,8 +63,9 @@ static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size
 
 static void handle_server_metadata(struct grpc_call *call)
 {
-    static char *extensions[] = {"model_configuration", "model_repository", "statistics", "logging",
-                                 "trace", "system_shared_memory", "inferd_routing"};
+    static char *extensions[] = {"classification", "model_configuration", "model_repository",
+                                 "statistics",     "logging",             "trace",
+                                 "system_shared_memory", "inferd_routing"};
     Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
     r.name = "inferd";
     r.version = INFERD_VERSION;

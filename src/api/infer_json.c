@@ -39,6 +39,24 @@ static int get_bool_param(const struct json_value *params, const char *key, cons
     return 0;
 }
 
+/* An output's optional "classification" parameter (Triton's extension,
+ * serve/classify.h): a positive integer; counts beyond UINT32_MAX are
+ * UINT32_MAX (any count is clamped to the output's classes). Absent: 0. */
+static int get_classification(const struct json_value *params, const char *where, uint32_t *out,
+                              struct error *err)
+{
+    const struct json_value *v = json_get(params, "classification");
+    *out = 0;
+    if (!v)
+        return 0;
+    uint64_t k;
+    if (json_num_u64(v, &k) != 0 || k == 0)
+        return error_set(err, 400, "%s: parameter 'classification' must be a positive integer",
+                         where);
+    *out = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+    return 0;
+}
+
 static int check_parameters(const struct json_value *params, const char *where,
                             struct error *err)
 {
@@ -271,7 +289,9 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
                          m->name, m->info.noutputs);
     const char **names = arena_alloc(&req->arena, outs->len * sizeof *names);
     bool *flags = arena_alloc(&req->arena, outs->len * sizeof *flags);
-    if (!names || !flags)
+    uint32_t *classes = arena_calloc(&req->arena, outs->len, sizeof *classes);
+    bool any_classes = false;
+    if (!names || !flags || !classes)
         return error_set(err, 413, "request too large to decode");
     for (uint32_t i = 0; i < outs->len; i++) {
         const struct json_value *o = &outs->u.items[i];
@@ -292,9 +312,9 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
         flags[i] = binary_default;
         if (get_bool_param(params, "binary_data", where, &flags[i], err) != 0)
             return -1;
-        if (json_get(params, "classification"))
-            return error_set(err, 400, "output '%s': classification is not supported",
-                             name->u.str);
+        if (get_classification(params, where, &classes[i], err) != 0)
+            return -1;
+        any_classes |= classes[i] != 0;
         names[i] = m->info.outputs[idx].name;
         struct shm_params sp;
         if (get_shm_params(params, where, &sp, err) != 0)
@@ -308,24 +328,28 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
     }
     req->output_names = names;
     req->output_binary = flags;
+    req->output_classes = any_classes ? classes : NULL;
     req->noutputs = outs->len;
     return 0;
 }
 
 /* Inference-Header-Content-Length: 0 — the body is the raw data of the
- * model's only input (Triton's "raw binary request"). The shape comes from
+ * model's only input (Triton's "raw binary request"); the raw inputs of a
+ * preprocessed model (preprocess/prep.h) do not count, they have their own
+ * raw body (Content-Type: image/png, ...). The shape comes from
  * the model: the batch dim is 1 and one other variable dim, if any, is
  * deduced from the body length. A BYTES input must then hold exactly one
  * element: the whole body, without a length prefix. */
 static int decode_raw(struct infer_request *req, const struct model *m, const char *body,
                       size_t len, struct error *err)
 {
-    if (m->info.ninputs != 1)
+    const struct model_info *graph = &m->run_info;
+    if (graph->ninputs != 1)
         return error_set(err, 400,
                          "a raw binary request (Inference-Header-Content-Length: 0) needs a model "
                          "with exactly one input; model '%s' has %u",
-                         m->name, m->info.ninputs);
-    const struct model_io *io = &m->info.inputs[0];
+                         m->name, graph->ninputs);
+    const struct model_io *io = &graph->inputs[0];
     req->inputs = arena_calloc(&req->arena, 1, sizeof *req->inputs);
     if (!req->inputs)
         return error_set(err, 413, "request too large to decode");

@@ -409,6 +409,7 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
         return error_set(err, 400, "'outputs' names %zu outputs, model '%s' has %u", msg->n_outputs,
                          m->name, m->info.noutputs);
     const char **names = arena_alloc(&req->arena, n * sizeof *names + 1);
+    uint32_t *classes = NULL; /* allocated with the first classified output */
     if (!names)
         return error_set(err, 413, "request too large to decode");
     for (size_t i = 0; i < n; i++) {
@@ -425,8 +426,17 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
                 return error_set(err, 400, "duplicate output '%s'", o->name);
         const Inference__InferParameter *p;
         FIND_PARAM(o->parameters, o->n_parameters, "classification", p);
-        if (p)
-            return error_set(err, 400, "output '%s': classification is not supported", o->name);
+        uint64_t k = 0;
+        if (p && (!u64_param(p, &k) || k == 0))
+            return error_set(err, 400,
+                             "output '%s': parameter 'classification' must be a positive "
+                             "int64_param",
+                             o->name);
+        if (k) {
+            if (!classes && !(classes = arena_calloc(&req->arena, n, sizeof *classes)))
+                return error_set(err, 413, "request too large to decode");
+            classes[i] = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+        }
         names[i] = m->info.outputs[idx].name;
         const Inference__InferParameter *region, *size, *offset;
         FIND_PARAM(o->parameters, o->n_parameters, "shared_memory_region", region);
@@ -444,6 +454,7 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
     }
     req->output_names = names;
     req->output_binary = NULL;
+    req->output_classes = classes;
     req->noutputs = (uint32_t)n;
     return 0;
 }

@@ -111,6 +111,7 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_key(&w, "extensions");
     json_w_arr_begin(&w);
     json_w_cstr(&w, "binary_tensor_data");
+    json_w_cstr(&w, "classification");
     json_w_cstr(&w, "model_configuration");
     json_w_cstr(&w, "model_repository");
     json_w_cstr(&w, "statistics");

@@ -57,6 +57,11 @@ struct infer_request {
      * as binary tensor data (Triton's extension). NULL = every output in
      * JSON. Set by the front end's decoder, read by its encoder. */
     const bool *output_binary;
+    /* noutputs counts aligned with output_names: k > 0 = return that output
+     * as its top k classes per batch row (Triton's classification
+     * extension, serve/classify.h), 0 = its values. NULL = none. Set by
+     * the front end's decoder; the pipeline converts the outputs. */
+    const uint32_t *output_classes;
     int64_t batch;        /* samples along dim 0 (1 for models without batching) */
     uint64_t timeout_us;  /* client's `timeout` parameter; 0 = none */
     uint64_t priority;    /* client's `priority` parameter; 0 = the model's default level */

@@ -219,7 +219,8 @@ const char *model_timeout_action_name(enum model_timeout_action a);
  * "<model>_<index>", KIND_AUTO becomes KIND_CPU, and a config without
  * instance groups gets one KIND_CPU group of 1 instance; dynamic batching
  * without preferred sizes prefers max_batch_size. A config that sets neither
- * max_batch_size nor any input or output is completed as
+ * max_batch_size nor any input's or output's dims (it may list tensors
+ * without dims, e.g. only for a label_filename) is completed as
  * model_config_from_onnx does.
  * A backend other than "onnxruntime" is a plugin (backend/plugin.h): its
  * name and an empty platform are kept, and nothing is autocompleted, so the

@@ -33,6 +33,16 @@ static char *cfg_strdup(struct ctx *c, const char *s, size_t n)
     return model_config_strndup(c->cfg, s, n, c->err);
 }
 
+/* Whether a configured tensor gives dims (which say whether it has a batch
+ * dimension). */
+static bool any_dims(const struct model_config_io *ios, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ios[i].has_dims)
+            return true;
+    return false;
+}
+
 static bool onnx_batchable(const struct model_info *onnx)
 {
     /* A request's batch size is read from its inputs. */
@@ -391,9 +401,10 @@ int model_config_check(struct model_config *cfg, const char *model_name,
         cfg->backend = onnx_backend;
     }
 
-    /* Nothing about batching or tensors in the text: as without a config. */
-    if (!cfg->_max_batch_size_set && cfg->ninputs == 0 && cfg->noutputs == 0 &&
-        onnx_batchable(onnx)) {
+    /* Nothing about batching or tensor shapes in the text (tensors listed
+     * without dims, e.g. only for a label_filename): as without a config. */
+    if (!cfg->_max_batch_size_set && !any_dims(cfg->inputs, cfg->ninputs) &&
+        !any_dims(cfg->outputs, cfg->noutputs) && onnx_batchable(onnx)) {
         cfg->max_batch_size = MODEL_CONFIG_DEFAULT_MAX_BATCH;
         if (!cfg->dynamic_batching.enabled) {
             cfg->dynamic_batching.enabled = true;

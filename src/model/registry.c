@@ -11,6 +11,7 @@
 #include "base/sha256.h"
 #include "model/backend_config.h"
 #include "model/config.h"
+#include "model/labels.h"
 #include "model/warmup.h"
 #include "base/clock.h"
 #include "base/cpus.h"
@@ -105,6 +106,7 @@ void model_free(struct model *m)
     for (uint32_t i = 0; i < m->ninstances; i++)
         m->backend->unload(m->instances[i]);
     mem_free(m->instances);
+    model_labels_free(m->labels, m->info.noutputs);
     model_info_free(&m->info);
     model_config_free(&m->config);
     mem_free(m->name);
@@ -355,6 +357,11 @@ static int model_load_with(const struct registry_options *opts, const char *name
     }
     m->run_info = m->info;
     if (opts->attach_preprocess && opts->attach_preprocess(m, model_dir, err) != 0) {
+        model_free(m);
+        *kind = MODEL_FAIL_CONFIG;
+        return -1;
+    }
+    if (model_labels_load(model_dir, &m->config, &m->info, &m->labels, err) != 0) {
         model_free(m);
         *kind = MODEL_FAIL_CONFIG;
         return -1;

@@ -22,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/labels.h"
 #include "sched/sched.h"
 
 /* A generative model's engine (gen/engine.h): it runs the version's
@@ -56,6 +57,9 @@ struct model {
      * model has at least one input (a model without inputs is unbatched:
      * model_config_check refuses max_batch_size > 0 for it). */
     bool batched;
+    /* The outputs' class labels (model/labels.h), in info.outputs order;
+     * NULL when no output has a label_filename. */
+    struct model_labels *labels;
     char sha256[65];  /* of the model file, lower-case hex */
     uint64_t load_ms, warmup_us;
     /* The default warm-up (no model_warmup in the config) failed; the

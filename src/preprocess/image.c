@@ -74,9 +74,9 @@ static int parse_formats(const struct json_value *obj, struct image_cfg *c, stru
     c->formats = 0;
     for (uint32_t i = 0; i < v->len; i++) {
         const struct json_value *f = &v->u.items[i];
-        if (f->type == JSON_STRING && strcmp(f->u.str, "jpeg") == 0)
+        if (f->type == JSON_STRING && f->len == 4 && strcmp(f->u.str, "jpeg") == 0)
             c->formats |= IMAGE_JPEG;
-        else if (f->type == JSON_STRING && strcmp(f->u.str, "png") == 0)
+        else if (f->type == JSON_STRING && f->len == 3 && strcmp(f->u.str, "png") == 0)
             c->formats |= IMAGE_PNG;
         else
             return error_set(err, 400, "image.formats[%u]: expected \"jpeg\" or \"png\"", i);
@@ -306,6 +306,11 @@ static int image_run(const void *cfg, const uint8_t *data, size_t len, struct pr
     uint32_t rw = c->resize_w, rh = c->resize_h;
     if (c->shorter)
         image_fit_shorter(img.w, img.h, c->shorter, &rw, &rh);
+    if ((uint64_t)rw * rh > IMAGE_MAX_OUT_ELEMENTS) { /* shorter_side of a sliver */
+        error_set(err, 400, "an image of %ux%u would be resized to %ux%u, over %u pixels", img.w,
+                  img.h, rw, rh, IMAGE_MAX_OUT_ELEMENTS);
+        goto out_free;
+    }
     planes = mem_alloc((size_t)rw * rh * img.channels * sizeof *planes);
     if (!planes || image_resample(&img, c->filter, rw, rh, planes) != 0) {
         error_set(err, 500, "out of memory resizing an image of %ux%u", img.w, img.h);

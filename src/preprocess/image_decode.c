@@ -18,7 +18,6 @@
 
 #include "base/mem.h"
 #include "preprocess/image_decode.h"
-#include "preprocess/image_ops.h"
 
 static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
@@ -29,13 +28,6 @@ enum image_format image_sniff(const uint8_t *data, size_t len)
     if (len >= sizeof png_sig && memcmp(data, png_sig, sizeof png_sig) == 0)
         return IMAGE_PNG;
     return IMAGE_NONE;
-}
-
-void image_pixels_free(struct image_pixels *img)
-{
-    mem_free(img->px);
-    img->px = NULL;
-    img->w = img->h = img->channels = 0;
 }
 
 static int check_pixels(uint32_t w, uint32_t h, const struct image_decode_opts *opts,
@@ -145,7 +137,7 @@ struct jpeg_ctx {
     struct jpeg_source_mgr src;
     struct jpeg_progress_mgr progress;
     jmp_buf jb;
-    int status; /* of the error that jumped */
+    int status;      /* of the error that jumped */
     int orientation; /* 1..8 */
     char msg[JMSG_LENGTH_MAX + 16];
     uint8_t *px; /* the pixels being decoded */

@@ -2,7 +2,8 @@
  * image_decode: JPEG (libjpeg-turbo) and PNG (libpng) files in memory to
  * 8-bit pixels, for the image modality (image.c).
  *
- * What comes out: interleaved 8-bit samples, 1 channel for grayscale
+ * What comes out (struct image_pixels, image_ops.h): interleaved 8-bit
+ * samples, 1 channel for grayscale
  * sources (gray JPEG, gray PNG with or without alpha) and 3 (R, G, B) for
  * everything else; rows of w * channels bytes, no padding. As Pillow
  * reads them: a PNG's alpha (or tRNS) is dropped, 16-bit samples keep
@@ -39,6 +40,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "preprocess/image_ops.h"
 
 #define IMAGE_MAX_SCANS 500 /* progressive JPEG scans */
 
@@ -46,12 +48,6 @@ enum image_format {
     IMAGE_NONE = 0,
     IMAGE_JPEG = 1,
     IMAGE_PNG = 2,
-};
-
-struct image_pixels {
-    uint8_t *px; /* w * h * channels bytes, mem_alloc'd; image_pixels_free() */
-    uint32_t w, h;
-    uint32_t channels; /* 1 or 3 */
 };
 
 /* A decode's options: the caller's limit and wishes. */
@@ -74,8 +70,6 @@ enum image_format image_sniff(const uint8_t *data, size_t len);
  * 413 (over max_pixels), 500 (out of memory); *out is then empty. */
 int image_decode(const uint8_t *data, size_t len, const struct image_decode_opts *opts,
                  struct image_pixels *out, struct error *err);
-
-void image_pixels_free(struct image_pixels *img);
 
 /* The EXIF orientation (1..8) of a TIFF block (the APP1 payload after
  * "Exif\0\0"), 1 when absent or malformed. Exposed for tests. */

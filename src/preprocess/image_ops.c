@@ -9,6 +9,13 @@
 #include "base/mem.h"
 #include "preprocess/image_ops.h"
 
+void image_pixels_free(struct image_pixels *img)
+{
+    mem_free(img->px);
+    img->px = NULL;
+    img->w = img->h = img->channels = 0;
+}
+
 void image_fit_shorter(uint32_t w, uint32_t h, uint32_t s, uint32_t *ow, uint32_t *oh)
 {
     uint64_t shorter = w < h ? w : h;

@@ -26,7 +26,16 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
-#include "preprocess/image_decode.h"
+
+/* Decoded pixels (image_decode.h): rows of w * channels bytes. */
+struct image_pixels {
+    uint8_t *px; /* w * h * channels bytes, mem_alloc'd; image_pixels_free() */
+    uint32_t w, h;
+    uint32_t channels; /* 1 or 3 */
+};
+
+/* Frees px and empties img. */
+void image_pixels_free(struct image_pixels *img);
 
 enum image_filter {
     IMAGE_BILINEAR,

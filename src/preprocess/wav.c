@@ -9,6 +9,7 @@
 #define TAG_PCM 0x0001
 #define TAG_FLOAT 0x0003
 #define TAG_EXTENSIBLE 0xFFFE
+#define WAV_SIZE_UNKNOWN 0xFFFFFFFFu /* a streaming writer's data size (espeak-ng --stdout) */
 
 /* The 14 bytes after the format tag in every KSDATAFORMAT_SUBTYPE_* GUID
  * that stands for a WAVE format tag ({0000xxxx-0000-0010-8000-00aa00389b71}). */
@@ -88,6 +89,9 @@ int wav_parse(const uint8_t *p, size_t len, double max_seconds, struct wav_info 
             if (!have_fmt)
                 return error_set(err, 400, "WAV data chunk comes before the fmt chunk");
             uint32_t frame_bytes = (uint32_t)w.channels * w.bits / 8;
+            if (size == WAV_SIZE_UNKNOWN) /* the whole frames present */
+                size = (uint32_t)((len - off < UINT32_MAX - 1 ? len - off : UINT32_MAX - 1) /
+                                  frame_bytes * frame_bytes);
             w.frames = size / frame_bytes;
             double seconds = (double)w.frames / w.sample_rate;
             if (seconds > max_seconds)

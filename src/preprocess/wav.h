@@ -9,7 +9,9 @@
  * with 1..WAV_MAX_CHANNELS interleaved channels and a sample rate from
  * WAV_MIN_RATE to WAV_MAX_RATE Hz. Other chunks ("LIST", "fact", ...) are
  * skipped; a chunk of odd size is followed by one pad byte (a missing pad
- * byte at the very end is tolerated). Every offset is checked against the
+ * byte at the very end is tolerated). A "data" chunk of size 0xFFFFFFFF,
+ * as streaming writers leave it (espeak-ng --stdout), holds the whole
+ * frames up to the end of the file. Every offset is checked against the
  * buffer: nothing is read outside [p, p + len).
  *
  * Samples become floats in [-1, 1): PCM8 (v - 128) / 128, PCM16 v / 32768,

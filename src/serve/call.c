@@ -8,6 +8,7 @@
 #include "base/mem.h"
 #include "model/lookup.h"
 #include "obs/stats.h"
+#include "serve/classify.h"
 
 /* Decode memory per call: the JSON tree and typed tensors take a small
  * multiple of the body; beyond this ceiling the request gets a 413. */
@@ -263,11 +264,17 @@ static void chunk_on_loop(struct loop_task *task)
                       "(generate_stream, or gRPC ModelStreamInfer)",
                       call->req.model->name);
     } else if (!call->_final_sent && !call->_stream_err.status) {
-        struct serve_response resp = {.outputs = k->outputs, .noutputs = k->n, .final = k->final};
-        call->_final_sent = k->final;
-        call->frontend->emit(call, &resp);
-        /* Only the final flag, no outputs: Triton's empty response. */
-        outcome = k->n == 0 && k->final ? STATS_RESPONSE_EMPTY : STATS_RESPONSE_SUCCESS;
+        const struct tensor *outs;
+        void *classified;
+        if (classify_outputs(&call->req, k->outputs, k->n, &outs, &classified,
+                             &call->_stream_err) == 0) {
+            struct serve_response resp = {.outputs = outs, .noutputs = k->n, .final = k->final};
+            call->_final_sent = k->final;
+            call->frontend->emit(call, &resp);
+            mem_free(classified);
+            /* Only the final flag, no outputs: Triton's empty response. */
+            outcome = k->n == 0 && k->final ? STATS_RESPONSE_EMPTY : STATS_RESPONSE_SUCCESS;
+        }
     }
     stats_record_response(call_stats(call), index, outcome, k->infer_ns, k->output_ns);
     mem_free(k);
@@ -340,6 +347,15 @@ static void complete_on_loop(struct loop_task *task)
     if (req->rc == 0 && !req->model->sched_cfg.decoupled && call->shm.outputs &&
         shm_request_write(&call->shm, req->outputs, req->noutputs, &req->err) != 0)
         req->rc = -1;
+    /* Outputs asked as classes (serve/classify.h) are converted for the
+     * front end only: the stages' done() see the model's outputs again. */
+    struct tensor *computed = req->outputs;
+    const struct tensor *classes = computed;
+    void *classified = NULL;
+    if (req->rc == 0 && !req->model->sched_cfg.decoupled &&
+        classify_outputs(req, computed, req->noutputs, &classes, &classified, &req->err) != 0)
+        req->rc = -1;
+    req->outputs = (struct tensor *)classes;
     if (req->rc != 0) {
         if (!req->err.status)
             req->err.status = 500;
@@ -352,6 +368,8 @@ static void complete_on_loop(struct loop_task *task)
         struct serve_response resp = {.outputs = NULL, .noutputs = 0, .final = true};
         call->frontend->emit(call, &resp);
     }
+    req->outputs = computed;
+    mem_free(classified);
     call_end(call);
 }
 
@@ -401,6 +419,8 @@ enum stage_result serve_stage_decode(struct infer_call *call, const void *cfg)
                                 m->name, m->name);
     if (call->frontend->decode(call, m, &err) != 0)
         return serve_call_error(call, err.status ? err.status : 400, "%s", err.msg);
+    if (classify_check(&call->req, &call->shm, &err) != 0)
+        return serve_call_error(call, err.status, "%s", err.msg);
     if (call->shm.outputs && m->sched_cfg.decoupled)
         return serve_call_error(call, 400,
                                 "model '%s' is decoupled: its outputs cannot be written to "

@@ -64,7 +64,9 @@ def test_digits_metadata(base_url):
     assert doc["name"] == "digits"
     assert doc["versions"] == ["1"]
     assert doc["platform"] == "onnxruntime_onnx"
-    assert strip_io(doc["inputs"]) == [{"name": "pixels", "datatype": "FP32", "shape": [-1, 64]}]
+    # pixels, or the picture they come from (models/digits/preprocess.json)
+    assert strip_io(doc["inputs"]) == [{"name": "pixels", "datatype": "FP32", "shape": [-1, 64]},
+                                       {"name": "image", "datatype": "BYTES", "shape": [-1, 1]}]
     assert strip_io(doc["outputs"]) == [
         {"name": "probabilities", "datatype": "FP32", "shape": [-1, 10]},
         {"name": "label", "datatype": "INT64", "shape": [-1]},

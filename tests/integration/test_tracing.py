@@ -507,3 +507,45 @@ def test_grpc_stream_request_spans(server_factory, collector, pbs):
         assert s["parentSpanId"] == PARENT_SPAN
         assert attrs(s)["inferd.protocol"] == {"stringValue": "grpc"}
     assert servers[0]["spanId"] != servers[1]["spanId"]
+
+
+def test_preprocessing_span_and_its_steps(server_factory, collector, tmp_path):
+    """A request with a raw image: a "preprocess" child of the server span
+    (with its wait for a worker), one child of that per step, and the
+    queue span after it."""
+    import io
+    import shutil
+    import numpy as np
+    from PIL import Image
+    from conftest import REPO_ROOT
+    root = tmp_path / "repo"
+    (root / "img" / "1").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "tests" / "models" / "identity_fp32" / "1" / "model.onnx",
+                root / "img" / "1" / "model.onnx")
+    (root / "img" / "preprocess.json").write_text(json.dumps({"inputs": [
+        {"name": "image", "feeds": "INPUT0",
+         "image": {"color": "gray", "resize": {"width": 4, "height": 4, "method": "area"}}}]}))
+    srv = start(server_factory, collector, repository=root)
+    png = io.BytesIO()
+    Image.fromarray(np.zeros((16, 16), np.uint8)).save(png, format="PNG")
+    tp = "00-%s-%s-01" % (TRACE_ID, PARENT_SPAN)
+    r = requests.post(srv.url + "/v2/models/img/infer", data=png.getvalue(), timeout=30,
+                      headers={"Content-Type": "image/png", "traceparent": tp})
+    assert r.status_code == 200, r.text
+    span_id = r.headers["traceparent"].split("-")[2]
+    spans = collector.wait_for(
+        lambda s: any(x["name"] == "encode response" for x in by_trace(s, TRACE_ID)) and
+        sum(1 for x in by_trace(s, TRACE_ID) if x["name"] in ("decode", "resize")) == 2)
+    mine = by_trace(spans, TRACE_ID)
+    for s in mine:
+        check_span_shape(s)
+    children = {s["name"]: s for s in mine if s.get("parentSpanId") == span_id}
+    assert set(children) == {"preprocess", "queue", "encode response"}
+    prep = children["preprocess"]
+    assert prep["kind"] == 1
+    assert int(attrs(prep)["inferd.preprocess.queue_us"]["intValue"]) >= 0
+    steps = {s["name"]: s for s in mine if s.get("parentSpanId") == prep["spanId"]}
+    assert {"decode", "resize"} <= set(steps)
+    for s in steps.values():
+        assert int(prep["startTimeUnixNano"]) <= int(s["startTimeUnixNano"])
+    assert int(prep["endTimeUnixNano"]) <= int(children["queue"]["endTimeUnixNano"])

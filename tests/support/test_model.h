@@ -37,6 +37,7 @@ static inline void test_model_init(struct model *m)
     m->info.ninputs = sizeof test_model_inputs / sizeof test_model_inputs[0];
     m->info.outputs = test_model_outputs;
     m->info.noutputs = sizeof test_model_outputs / sizeof test_model_outputs[0];
+    m->run_info = m->info;
     m->batched = false;
 }
 

@@ -1093,6 +1093,19 @@ static void test_autocomplete(void **state)
     assert_int_equal(cfg.instance_groups[0].count, 2);
     model_config_free(&cfg);
 
+    /* tensors listed without dims (only for their labels): batching as
+     * without a config; a listed dims decides it */
+    check_ok("output { name: 'OUTPUT0' label_filename: 'labels.txt' }", "simple", &simple, &cfg);
+    assert_int_equal(cfg.max_batch_size, MODEL_CONFIG_DEFAULT_MAX_BATCH);
+    assert_true(cfg.dynamic_batching.enabled);
+    assert_string_equal(cfg.outputs[0].label_filename, "labels.txt");
+    assert_dims(cfg.outputs[0].dims, cfg.outputs[0].ndim, "[16]");
+    model_config_free(&cfg);
+    check_ok("output { name: 'OUTPUT0' dims: [-1, 16] }", "simple", &simple, &cfg);
+    assert_int_equal(cfg.max_batch_size, 0);
+    assert_false(cfg.dynamic_batching.enabled);
+    model_config_free(&cfg);
+
     /* a written dynamic_batching is kept */
     check_ok("dynamic_batching { max_queue_delay_microseconds: 7 }", "simple", &simple, &cfg);
     assert_int_equal(cfg.max_batch_size, MODEL_CONFIG_DEFAULT_MAX_BATCH);

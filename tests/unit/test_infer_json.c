@@ -123,6 +123,29 @@ static void test_requested_outputs_keep_request_order(void **state)
     assert_non_null(d.req.output_binary);
     assert_false(d.req.output_binary[0]);
     assert_false(d.req.output_binary[1]);
+    assert_null(d.req.output_classes); /* none asked */
+    done(&d);
+}
+
+/* Triton's classification extension: the count per requested output, 0
+ * for the others; counts beyond UINT32_MAX saturate (any count is clamped
+ * to the output's classes later). */
+static void test_classification_counts(void **state)
+{
+    (void)state;
+    struct decoded d;
+    decode(&d, "{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"OUT_B\"},"
+               "{\"name\":\"OUT_A\",\"parameters\":{\"classification\":3,\"binary_data\":true}}]}");
+    assert_int_equal(d.rc, 0);
+    assert_non_null(d.req.output_classes);
+    assert_int_equal(d.req.output_classes[0], 0);
+    assert_int_equal(d.req.output_classes[1], 3);
+    assert_true(d.req.output_binary[1]);
+    done(&d);
+    decode(&d, "{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
+               "{\"classification\":99999999999}}]}");
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(d.req.output_classes[0], UINT32_MAX);
     done(&d);
 }
 
@@ -229,9 +252,15 @@ static void test_errors(void **state)
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"BOOL\",\"shape\":[2],"
                  "\"parameters\":{\"binary_data_size\":2}}]}",
                  400, "input 'IN_BOOL': 'binary_data_size' needs the Inference-Header-Content-Length header");
-    expect_error("{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
-                 "{\"classification\":2}}]}",
-                 400, "classification is not supported");
+    static const char *const bad_classes[] = {"0", "-1", "1.5", "\"2\"", "true"};
+    for (size_t i = 0; i < sizeof bad_classes / sizeof bad_classes[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{\"inputs\":[" ALL_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
+                 "{\"classification\":%s}}]}",
+                 bad_classes[i]);
+        expect_error(body, 400, "output 'OUT_A': parameter 'classification' must be a positive integer");
+    }
     expect_error("{\"inputs\":[{\"name\":\"IN_BOOL\",\"datatype\":\"BOOL\",\"shape\":[2],"
                  "\"parameters\":{\"shared_memory_region\":\"r\"}}]}",
                  400, "shared memory is not supported");
@@ -391,6 +420,7 @@ static void model_make(struct model *m, struct model_io *inputs, uint32_t ninput
     m->info.ninputs = ninputs;
     m->info.outputs = outputs;
     m->info.noutputs = noutputs;
+    m->run_info = m->info;
     m->batched = batched;
 }
 
@@ -940,6 +970,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_every_input),
         cmocka_unit_test(test_requested_outputs_keep_request_order),
+        cmocka_unit_test(test_classification_counts),
         cmocka_unit_test(test_nested_and_flat_data_are_equal),
         cmocka_unit_test(test_model_without_inputs),
         cmocka_unit_test(test_errors),

@@ -616,7 +616,18 @@ static void test_parameters_and_outputs(void **state)
     b.msg.n_outputs = 1;
     o[0].n_parameters = 1;
     o[0].parameters = &oep;
-    expect_error(&b.msg, true, 400, "classification is not supported");
+    decode(&d, &b.msg, true);
+    assert_int_equal(d.rc, 0);
+    assert_non_null(d.req.output_classes);
+    assert_int_equal(d.req.output_classes[0], 3);
+    done(&d);
+    three.int64_param = 0;
+    expect_error(&b.msg, true, 400, "parameter 'classification' must be a positive int64_param");
+    three.int64_param = -2;
+    expect_error(&b.msg, true, 400, "parameter 'classification' must be a positive int64_param");
+    three.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+    three.string_param = "3";
+    expect_error(&b.msg, true, 400, "parameter 'classification' must be a positive int64_param");
 }
 
 static void test_malformed_and_limits(void **state)

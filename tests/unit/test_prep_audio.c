@@ -216,6 +216,29 @@ static void test_trim(void **state)
     prep_audio.free(cfg);
 }
 
+/* A data size of 0xFFFFFFFF (a streaming writer's): the whole frames to the
+ * end of the file, a trailing partial frame dropped. */
+static void test_unknown_data_size(void **state)
+{
+    (void)state;
+    void *cfg = must_parse("{\"samples\": 4}");
+    const uint8_t pcm16[] = {0x00, 0x80, 0x00, 0xC0, 0x00, 0x00, 0x7F};
+    struct buf file;
+    make_wav(&file, &(struct wav_spec){1, 0, 1, 16, 16000, false}, pcm16, sizeof pcm16,
+             0xFFFFFFFFu);
+    struct prep_mem mem;
+    prep_mem_init(&mem, 1 << 20);
+    struct tensor out[PREP_MAX_OUTPUTS];
+    struct prep_timings tm;
+    struct error err;
+    assert_int_equal(run(cfg, &file, &mem, out, &tm, &err), 0);
+    const float want[4] = {-1.0f, -0.5f, 0.0f, 0.0f};
+    assert_memory_equal(out[0].data, want, sizeof want);
+    prep_mem_release(&mem);
+    buf_free(&file);
+    prep_audio.free(cfg);
+}
+
 /* ---- features ----------------------------------------------------------- */
 
 #define SR 16000
@@ -631,11 +654,11 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_encodings),      cmocka_unit_test(test_trim),
-        cmocka_unit_test(test_sine_logmel),    cmocka_unit_test(test_silence_floor),
-        cmocka_unit_test(test_resample),       cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_content_types),
-        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_encodings),         cmocka_unit_test(test_trim),
+        cmocka_unit_test(test_unknown_data_size), cmocka_unit_test(test_sine_logmel),
+        cmocka_unit_test(test_silence_floor),     cmocka_unit_test(test_resample),
+        cmocka_unit_test(test_file_errors),       cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_content_types),     cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

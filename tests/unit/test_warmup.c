@@ -55,6 +55,7 @@ static void configure(struct model *m, const char *text)
 {
     struct error err;
     error_clear(&err);
+    m->run_info = m->info; /* no preprocessing: the backend sees what clients see */
     if (!text) {
         assert_int_equal(model_config_from_onnx(m->name, &m->info, &m->config), 0);
         return;
