@@ -311,8 +311,10 @@ static int image_run(const void *cfg, const uint8_t *data, size_t len, struct pr
                   img.h, rw, rh, IMAGE_MAX_OUT_ELEMENTS);
         goto out_free;
     }
-    planes = mem_alloc((size_t)rw * rh * img.channels * sizeof *planes);
-    if (!planes || image_resample(&img, c->filter, rw, rh, planes) != 0) {
+    /* Only the crop is resampled. */
+    struct image_window win = {(rw - c->out_w) / 2, (rh - c->out_h) / 2, c->out_w, c->out_h};
+    planes = mem_alloc((size_t)win.w * win.h * img.channels * sizeof *planes);
+    if (!planes || image_resample(&img, c->filter, rw, rh, &win, planes) != 0) {
         error_set(err, 500, "out of memory resizing an image of %ux%u", img.w, img.h);
         goto out_free;
     }
@@ -320,11 +322,7 @@ static int image_run(const void *cfg, const uint8_t *data, size_t len, struct pr
     prep_timing_add(tm, "resize", t2 - t1);
 
     struct image_emit e = {
-        .src_w = rw,
-        .src_h = rh,
         .src_channels = img.channels,
-        .x0 = (rw - c->out_w) / 2,
-        .y0 = (rh - c->out_h) / 2,
         .w = c->out_w,
         .h = c->out_h,
         .channels = c->channels,

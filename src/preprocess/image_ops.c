@@ -101,48 +101,120 @@ static void coeffs_free(struct coeffs *c)
     mem_free(c->k);
 }
 
-int image_resample(const struct image_pixels *img, enum image_filter filter, uint32_t ow,
-                   uint32_t oh, float *dst)
+/* byte_value[v] == v: a load instead of a conversion of each byte to double. */
+#define D4(i) i, i + 1, i + 2, i + 3
+#define D16(i) D4(i), D4(i + 4), D4(i + 8), D4(i + 12)
+#define D64(i) D16(i), D16(i + 16), D16(i + 32), D16(i + 48)
+static const double byte_value[256] = {D64(0), D64(64), D64(128), D64(192)};
+#undef D64
+#undef D16
+#undef D4
+
+/* The sums of one window per channel, in the order Pillow adds them
+ * (tap 0 first, from 0.0): hsum along an interleaved row of bytes, vsum
+ * down interleaved float rows (one pointer per tap, at the pixel). */
+static void hsum(const uint8_t *p, const double *k, uint32_t n, uint32_t ch, double *ss)
 {
-    uint32_t w = img->w, h = img->h, ch = img->channels;
+    if (ch == 3) {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+        for (uint32_t i = 0; i < n; i++, p += 3) {
+            s0 += byte_value[p[0]] * k[i];
+            s1 += byte_value[p[1]] * k[i];
+            s2 += byte_value[p[2]] * k[i];
+        }
+        ss[0] = s0;
+        ss[1] = s1;
+        ss[2] = s2;
+        return;
+    }
+    for (uint32_t c = 0; c < ch; c++) {
+        double s = 0.0;
+        for (uint32_t i = 0; i < n; i++)
+            s += byte_value[p[(size_t)i * ch + c]] * k[i];
+        ss[c] = s;
+    }
+}
+
+static void vsum(const float *const *rows, size_t at, const double *k, uint32_t n, uint32_t ch,
+                 double *ss)
+{
+    if (ch == 3) {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+        for (uint32_t i = 0; i < n; i++) {
+            const float *p = rows[i] + at;
+            s0 += p[0] * k[i];
+            s1 += p[1] * k[i];
+            s2 += p[2] * k[i];
+        }
+        ss[0] = s0;
+        ss[1] = s1;
+        ss[2] = s2;
+        return;
+    }
+    for (uint32_t c = 0; c < ch; c++) {
+        double s = 0.0;
+        for (uint32_t i = 0; i < n; i++)
+            s += rows[i][at + c] * k[i];
+        ss[c] = s;
+    }
+}
+
+/* The horizontal pass of input row y over the window's columns into out
+ * (channels interleaved). */
+static void hpass(const struct image_pixels *img, const struct coeffs *cx,
+                  const struct image_window *win, uint32_t y, float *out)
+{
+    uint32_t ch = img->channels;
+    const uint8_t *row = img->px + (size_t)y * img->w * ch;
+    for (uint32_t x = win->x0; x < win->x0 + win->w; x++, out += ch) {
+        double ss[3];
+        hsum(row + (size_t)cx->lo[x] * ch, cx->k + (size_t)x * cx->ksize, cx->n[x], ch, ss);
+        for (uint32_t c = 0; c < ch; c++)
+            out[c] = (float)ss[c];
+    }
+}
+
+int image_resample(const struct image_pixels *img, enum image_filter filter, uint32_t ow,
+                   uint32_t oh, const struct image_window *win, float *dst)
+{
+    uint32_t ch = img->channels;
     struct coeffs cx = {0}, cy = {0};
-    float *tmp = NULL;
+    float *ring = NULL;
+    const float **rows = NULL;
     int rc = -ENOMEM;
 
-    if (coeffs_make(&cx, filter, w, ow) != 0 || coeffs_make(&cy, filter, h, oh) != 0)
+    if (coeffs_make(&cx, filter, img->w, ow) != 0 || coeffs_make(&cy, filter, img->h, oh) != 0)
         goto out_free;
-    tmp = mem_alloc((size_t)ow * h * sizeof *tmp); /* one channel's horizontal pass */
-    if (!tmp)
+    /* The horizontal pass of the last nring input rows (an output row
+     * reads at most that many, and its first one never goes back), row y
+     * at ring + (y % nring) * stride. */
+    uint32_t nring = cy.ksize < img->h ? cy.ksize : img->h;
+    size_t stride = (size_t)win->w * ch, plane = (size_t)win->w * win->h;
+    ring = mem_alloc(stride * nring * sizeof *ring);
+    rows = mem_alloc(nring * sizeof *rows);
+    if (!ring || !rows)
         goto out_free;
-    for (uint32_t c = 0; c < ch; c++) {
-        for (uint32_t y = 0; y < h; y++) {
-            const uint8_t *row = img->px + (size_t)y * w * ch + c;
-            float *t = tmp + (size_t)y * ow;
-            for (uint32_t xx = 0; xx < ow; xx++) {
-                const double *k = cx.k + (size_t)xx * cx.ksize;
-                const uint8_t *p = row + (size_t)cx.lo[xx] * ch;
-                double ss = 0.0;
-                for (uint32_t i = 0; i < cx.n[xx]; i++)
-                    ss += p[(size_t)i * ch] * k[i];
-                t[xx] = (float)ss;
-            }
-        }
-        float *plane = dst + (size_t)c * ow * oh;
-        for (uint32_t yy = 0; yy < oh; yy++) {
-            const double *k = cy.k + (size_t)yy * cy.ksize;
-            const float *base = tmp + (size_t)cy.lo[yy] * ow;
-            float *o = plane + (size_t)yy * ow;
-            for (uint32_t xx = 0; xx < ow; xx++) {
-                double ss = 0.0;
-                for (uint32_t i = 0; i < cy.n[yy]; i++)
-                    ss += base[(size_t)i * ow + xx] * k[i];
-                o[xx] = (float)ss;
-            }
+    uint32_t next = 0; /* the first input row not in the ring */
+    for (uint32_t yy = 0; yy < win->h; yy++) {
+        uint32_t oy = win->y0 + yy, lo = cy.lo[oy], n = cy.n[oy];
+        if (next < lo)
+            next = lo;
+        for (; next < lo + n; next++)
+            hpass(img, &cx, win, next, ring + (next % nring) * stride);
+        for (uint32_t i = 0; i < n; i++)
+            rows[i] = ring + ((lo + i) % nring) * stride;
+        float *o = dst + (size_t)yy * win->w;
+        for (uint32_t xx = 0; xx < win->w; xx++) {
+            double ss[3];
+            vsum(rows, (size_t)xx * ch, cy.k + (size_t)oy * cy.ksize, n, ch, ss);
+            for (uint32_t c = 0; c < ch; c++)
+                o[c * plane + xx] = (float)ss[c];
         }
     }
     rc = 0;
 out_free:
-    mem_free(tmp);
+    mem_free(rows);
+    mem_free(ring);
     coeffs_free(&cx);
     coeffs_free(&cy);
     return rc;
@@ -161,14 +233,14 @@ static uint8_t to_u8(float v)
 
 void image_emit(const struct image_emit *e, const float *planes, void *out)
 {
-    size_t plane = (size_t)e->src_w * e->src_h;
+    size_t plane = (size_t)e->w * e->h;
     float *of = out;
     uint8_t *ou = out;
     for (uint32_t c = 0; c < e->channels; c++) {
         uint32_t p = e->replicate ? 0 : (e->bgr ? 2 - c : c);
         const float *src = planes + p * plane;
         for (uint32_t y = 0; y < e->h; y++) {
-            const float *row = src + (size_t)(e->y0 + y) * e->src_w + e->x0;
+            const float *row = src + (size_t)y * e->w;
             for (uint32_t x = 0; x < e->w; x++) {
                 float v = row[x];
                 if (e->invert)

@@ -8,12 +8,13 @@
  *                      L = (R*19595 + G*38470 + B*7471 + 0x8000) >> 16
  *   image_resample     Pillow's separable resampling (Resample.c) in float:
  *                      horizontal pass then vertical, double weights
- *                      normalised to sum 1, float intermediate rows.
+ *                      normalised to sum 1, float intermediate rows; only
+ *                      the pixels of a window (the crop) are computed.
  *                      BILINEAR is the triangle filter of support 1, BOX
  *                      the box of support 1/2, both scaled by the
  *                      downscale factor (antialiased), as Image.BILINEAR
  *                      and Image.BOX resizing a mode "F" image.
- *   image_emit         crop, invert, scale/offset per channel, channel
+ *   image_emit         invert, scale/offset per channel, channel
  *                      order, layout and element type in one pass.
  *
  * Thread: any. image_resample allocates its scratch (mem_alloc) and
@@ -49,23 +50,30 @@ void image_fit_shorter(uint32_t w, uint32_t h, uint32_t s, uint32_t *ow, uint32_
 /* 3 channels to 1 in place (no-op for 1 channel). */
 void image_to_gray(struct image_pixels *img);
 
-/* Resamples img (w x h, interleaved channels) to ow x oh, writing
- * img->channels planes of ow * oh floats (plane c at dst + c * ow * oh),
- * values in the 0..255 scale unrounded. 0, or -ENOMEM. */
+/* A window of the resized image: its left, top, width and height. */
+struct image_window {
+    uint32_t x0, y0, w, h;
+};
+
+/* Resamples img (w x h, interleaved channels) to ow x oh and keeps the
+ * window win (inside ow x oh; only its pixels are computed, each as in the
+ * whole resized image), writing img->channels planes of win->w * win->h
+ * floats (plane c at dst + c * win->w * win->h), values in the 0..255
+ * scale unrounded. 0, or -ENOMEM. */
 int image_resample(const struct image_pixels *img, enum image_filter filter, uint32_t ow,
-                   uint32_t oh, float *dst);
+                   uint32_t oh, const struct image_window *win, float *dst);
 
 /* How image_emit turns planes into the output row. */
 struct image_emit {
-    uint32_t src_w, src_h, src_channels; /* the planes (1 or 3 channels) */
-    uint32_t x0, y0, w, h;               /* the crop, inside the planes */
-    uint32_t channels;                   /* output channels: 1 or 3 */
-    bool bgr;                            /* output channel c = plane 2 - c */
-    bool replicate;                      /* 1 plane to 3 channels */
-    bool invert;                         /* x -> 255 - x first */
-    float scale[3], offset[3];           /* y = x * scale[c] + offset[c] (FP32) */
-    bool hwc;                            /* [H,W,C], else [C,H,W] */
-    enum dtype dtype;                    /* DT_FP32, or DT_UINT8: round, clamp 0..255 */
+    uint32_t src_channels;     /* the planes (1 or 3 channels) */
+    uint32_t w, h;             /* the planes' size, and the output's */
+    uint32_t channels;         /* output channels: 1 or 3 */
+    bool bgr;                  /* output channel c = plane 2 - c */
+    bool replicate;            /* 1 plane to 3 channels */
+    bool invert;               /* x -> 255 - x first */
+    float scale[3], offset[3]; /* y = x * scale[c] + offset[c] (FP32) */
+    bool hwc;                  /* [H,W,C], else [C,H,W] */
+    enum dtype dtype;          /* DT_FP32, or DT_UINT8: round, clamp 0..255 */
 };
 
 /* Writes w * h * channels elements of e->dtype to out. */
