@@ -1413,9 +1413,10 @@ def md_prep(pr, cores):
       "generators' p50s and the largest of their p99s.")
     w("")
     w("Mean cost per image, µs. inferd: `inferd_preprocess_duration_seconds` sum ÷ count by "
-      "stage (metrics port, every request of the run, warm-up included); its *normalize* "
-      "includes the crop, the layout and the FP32 store, and *queue* is the wait for a "
-      "worker. Pillow: each step timed in the loop of its best round.")
+      "stage (metrics port, every request of the run, warm-up included); its *resize* "
+      "computes only the crop's pixels (no crop step of its own), its *normalize* includes "
+      "the layout and the FP32 store, and *queue* is the wait for a worker. Pillow: each "
+      "step timed in the loop of its best round.")
     w("")
     w("| step | Pillow, plain | inferd, plain | Pillow, draft | inferd, draft |")
     w("|---|---|---|---|---|")
@@ -1426,9 +1427,9 @@ def md_prep(pr, cores):
                           ("queue (wait for a worker)", None, "queue")):
         w("| %s | %s | %s | %s | %s |" % (
             label, fmt(pl["pillow"]["step_us"].get(pk) if pk else None),
-            fmt(pl["inferd"]["stage_us"].get(ik) if ik else None) if ik else "(in normalize)",
+            fmt(pl["inferd"]["stage_us"].get(ik) if ik else None) if ik else "(in resize)",
             fmt(dr["pillow"]["step_us"].get(pk) if pk else None),
-            fmt(dr["inferd"]["stage_us"].get(ik) if ik else None) if ik else "(in normalize)"))
+            fmt(dr["inferd"]["stage_us"].get(ik) if ik else None) if ik else "(in resize)"))
     tot = {}
     for side in ("plain", "draft"):
         x = pr[side]
