@@ -15,6 +15,7 @@
 #include "base/json.h"
 #include "model/lookup.h"
 #include "policy/routing.h"
+#include "preprocess/prep.h"
 #include "serve/repo_call.h"
 
 #define MAX_SEGMENTS 8
@@ -158,12 +159,41 @@ static const struct model *find_model(const struct model_snapshot *s, struct htt
     return m;
 }
 
-static void write_ios(struct json_writer *w, const struct model_io *ios, uint32_t n)
+/* inferd's addition to a raw input of a preprocessed model
+ * (docs/preprocessing.md): "parameters": {"preprocess": "image",
+ * "content_types": [...], "feeds": [...]}, so that clients can tell it
+ * from the tensors it replaces. */
+static void write_raw_input(struct json_writer *w, const struct prep_raw_info *r)
+{
+    json_w_key(w, "parameters");
+    json_w_obj_begin(w);
+    json_w_key(w, "preprocess");
+    json_w_cstr(w, r->modality);
+    json_w_key(w, "content_types");
+    json_w_arr_begin(w);
+    for (const char *const *t = r->content_types; *t; t++)
+        json_w_cstr(w, *t);
+    json_w_arr_end(w);
+    json_w_key(w, "feeds");
+    json_w_arr_begin(w);
+    for (uint32_t k = 0; k < r->nfeeds; k++)
+        json_w_cstr(w, r->feeds[k]);
+    json_w_arr_end(w);
+    json_w_obj_end(w);
+}
+
+/* m: the model whose inputs ios are (its raw inputs get their
+ * parameters), or NULL for outputs. */
+static void write_ios(struct json_writer *w, const struct model_io *ios, uint32_t n,
+                      const struct model *m)
 {
     json_w_arr_begin(w);
     for (uint32_t i = 0; i < n; i++) {
         json_w_obj_begin(w);
         tensor_json_write_head(w, ios[i].name, ios[i].dtype, ios[i].dims, ios[i].ndim);
+        struct prep_raw_info raw;
+        if (m && prep_raw_info(m, i, &raw))
+            write_raw_input(w, &raw);
         json_w_obj_end(w);
     }
     json_w_arr_end(w);
@@ -185,9 +215,9 @@ static void handle_model_metadata(struct http_txn *txn, const struct model_entry
     json_w_key(&w, "platform");
     json_w_cstr(&w, m->platform);
     json_w_key(&w, "inputs");
-    write_ios(&w, m->info.inputs, m->info.ninputs);
+    write_ios(&w, m->info.inputs, m->info.ninputs, m);
     json_w_key(&w, "outputs");
-    write_ios(&w, m->info.outputs, m->info.noutputs);
+    write_ios(&w, m->info.outputs, m->info.noutputs, NULL);
     /* inferd's addition: the identity of the served file. */
     json_w_key(&w, "parameters");
     json_w_obj_begin(&w);

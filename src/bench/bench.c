@@ -59,7 +59,9 @@ static const char bench_usage_text[] =
     "  --url URL              server base URL, http://HOST:PORT (default http://127.0.0.1:8000)\n"
     "  --model NAME           build the request from GET /v2/models/NAME metadata: every input\n"
     "                         with its shape (variable dims -> 1) filled with deterministic\n"
-    "                         pseudo-random values of its datatype (BYTES: short strings)\n"
+    "                         pseudo-random values of its datatype (BYTES: short strings);\n"
+    "                         a preprocessed model's raw inputs (image, audio, text) are\n"
+    "                         left out: the tensors they would feed are sent\n"
     "  --version V            model version (optional path segment)\n"
     "  --format json|binary   request encoding (default json); binary = Triton's binary tensor\n"
     "                         extension (JSON header + raw little-endian tensors, with\n"
@@ -588,16 +590,24 @@ int bench_build_infer_body(const char *metadata, size_t metadata_len, enum bench
         snprintf(err, err_size, "out of memory");
         goto out_arena;
     }
-    for (uint32_t i = 0; i < inputs->len; i++)
-        if (describe_input(&inputs->u.items[i], batch, &descs[i], err, err_size))
+    /* A preprocessed model's raw inputs (an image, a sound, a text:
+     * docs/preprocessing.md) replace tensors the request then carries
+     * itself: they are left out. */
+    uint32_t ninputs = 0;
+    for (uint32_t i = 0; i < inputs->len; i++) {
+        const struct json_value *params = json_get(&inputs->u.items[i], "parameters");
+        if (params && json_get(params, "preprocess"))
+            continue;
+        if (describe_input(&inputs->u.items[i], batch, &descs[ninputs++], err, err_size))
             goto out_arena;
+    }
 
     struct json_writer w;
     json_w_init(&w, body);
     json_w_obj_begin(&w);
     json_w_key(&w, "inputs");
     json_w_arr_begin(&w);
-    for (uint32_t i = 0; i < inputs->len; i++) {
+    for (uint32_t i = 0; i < ninputs; i++) {
         const struct input_desc *d = &descs[i];
         json_w_obj_begin(&w);
         json_w_key(&w, "name");
@@ -645,7 +655,7 @@ int bench_build_infer_body(const char *metadata, size_t metadata_len, enum bench
     json_w_obj_end(&w);
     if (format == BENCH_FORMAT_BINARY) {
         *json_len = body->len;
-        for (uint32_t i = 0; i < inputs->len; i++)
+        for (uint32_t i = 0; i < ninputs; i++)
             fill_values(descs[i].dtype, descs[i].count, i + 1, NULL, body);
     }
     if (body->err) {

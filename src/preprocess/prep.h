@@ -41,6 +41,7 @@
 #ifndef INFERD_PREPROCESS_PREP_H
 #define INFERD_PREPROCESS_PREP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +82,17 @@ void prep_stage_done(struct infer_call *call, const void *cfg);
  * it (the message lists what m accepts), 400 when it has two. */
 int prep_decode_raw(struct infer_request *req, const struct model *m, const char *ctype,
                     size_t ctype_len, const char *body, size_t len, struct error *err);
+
+/* What input i of m->info is when it is a raw input (true): its
+ * modality's key and media types, and the graph inputs it feeds. false for
+ * a graph input or a model without preprocessing. For metadata. */
+struct prep_raw_info {
+    const char *modality;
+    const char *const *content_types; /* NULL-ended */
+    const char *feeds[PREP_MAX_OUTPUTS];
+    uint32_t nfeeds;
+};
+bool prep_raw_info(const struct model *m, uint32_t i, struct prep_raw_info *out);
 
 /* Writes the metrics above (Prometheus text). */
 void prep_write_metrics(struct buf *out);

@@ -292,6 +292,22 @@ int prep_attach(struct model *m, const char *model_dir, struct error *err)
     return 0;
 }
 
+bool prep_raw_info(const struct model *m, uint32_t i, struct prep_raw_info *out)
+{
+    const struct model_prep *mp = m->prep;
+    for (uint32_t r = 0; mp && r < mp->nraw; r++) {
+        if (mp->raw[r].raw_index != i)
+            continue;
+        out->modality = mp->raw[r].mod->key;
+        out->content_types = mp->raw[r].mod->content_types;
+        out->nfeeds = mp->raw[r].nout;
+        for (uint32_t k = 0; k < mp->raw[r].nout; k++)
+            out->feeds[k] = m->run_info.inputs[mp->raw[r].feed[k]].name;
+        return true;
+    }
+    return false;
+}
+
 /* ---- the raw request body ------------------------------------------------------------- */
 
 static bool media_type_is(const char *ctype, size_t len, const char *want)

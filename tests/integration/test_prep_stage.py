@@ -67,7 +67,10 @@ def output(doc, name="OUTPUT0"):
 def test_metadata_lists_the_raw_input(img_server):
     meta = ok_json(requests.get(img_server.url + "/v2/models/img"))
     inputs = {i["name"]: i for i in meta["inputs"]}
-    assert inputs["image"] == {"name": "image", "datatype": "BYTES", "shape": [-1, 1]}
+    assert inputs["image"] == {"name": "image", "datatype": "BYTES", "shape": [-1, 1],
+                               "parameters": {"preprocess": "image", "feeds": ["INPUT0"],
+                                              "content_types": ["image/jpeg", "image/png"]}}
+    assert "parameters" not in inputs["INPUT0"]
     assert inputs["INPUT0"]["datatype"] == "FP32"
 
 
