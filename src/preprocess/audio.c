@@ -308,12 +308,7 @@ static int audio_run(const void *cfg, const uint8_t *data, size_t len, struct pr
         }
         prep_timing_add(tm, "features", clock_now_ns() - t2);
     }
-    out[0] = (struct tensor){.name = NULL,
-                             .dtype = DT_FP32,
-                             .ndim = shape.ndim,
-                             .data = result,
-                             .nbytes = out_count * sizeof(float)};
-    memcpy(out[0].shape, shape.dims, sizeof shape.dims);
+    prep_tensor_set(&out[0], &shape, result, out_count * sizeof(float));
     rc = 0;
 out_free:
     mem_free(mono);

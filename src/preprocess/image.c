@@ -343,12 +343,7 @@ static int image_run(const void *cfg, const uint8_t *data, size_t len, struct pr
     image_emit(&e, planes, buf);
     struct prep_output po;
     image_outputs(c, &po);
-    memset(out, 0, sizeof *out);
-    out->dtype = po.dtype;
-    out->ndim = po.ndim;
-    memcpy(out->shape, po.dims, sizeof po.dims);
-    out->data = buf;
-    out->nbytes = n;
+    prep_tensor_set(out, &po, buf, n);
     prep_timing_add(tm, "normalize", clock_now_ns() - t2);
     rc = 0;
 out_free:

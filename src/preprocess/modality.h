@@ -39,6 +39,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -78,6 +79,17 @@ struct prep_output {
     uint32_t ndim;
     int64_t dims[TENSOR_MAX_DIMS]; /* one row; -1: variable (text length) */
 };
+
+/* Sets *t to the tensor o describes (name, dtype, ndim, dims: the real
+ * length for a variable dim) holding data, nbytes bytes: how run() fills
+ * its outputs. */
+static inline void prep_tensor_set(struct tensor *t, const struct prep_output *o, void *data,
+                                   size_t nbytes)
+{
+    *t = (struct tensor){
+        .name = o->name, .dtype = o->dtype, .ndim = o->ndim, .data = data, .nbytes = nbytes};
+    memcpy(t->shape, o->dims, sizeof o->dims);
+}
 
 /* Memory for run()'s outputs (mem.c): blocks that live until the request
  * ends, within a byte limit. Scratch space a run needs only while it runs

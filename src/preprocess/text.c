@@ -207,12 +207,8 @@ static int fill(const struct text_cfg *cfg, const char *name, const int32_t *val
         else
             ((int32_t *)data)[i] = v;
     }
-    *t = (struct tensor){.name = name,
-                         .dtype = cfg->dtype,
-                         .ndim = 1,
-                         .shape = {n},
-                         .data = data,
-                         .nbytes = (size_t)n * size};
+    struct prep_output o = {.name = name, .dtype = cfg->dtype, .ndim = 1, .dims = {n}};
+    prep_tensor_set(t, &o, data, (size_t)n * size);
     return 0;
 }
 
