@@ -53,34 +53,55 @@ static double float_at(enum dtype dt, const void *row, size_t i)
     })
 #define CMP(a, b) ((a) > (b) ? 1 : (a) < (b) ? -1 : 0)
 
+static bool is_unsigned(enum dtype dt)
+{
+    return dt == DT_UINT8 || dt == DT_UINT16 || dt == DT_UINT32 || dt == DT_UINT64;
+}
+
+static bool is_signed(enum dtype dt)
+{
+    return dt == DT_INT8 || dt == DT_INT16 || dt == DT_INT32 || dt == DT_INT64;
+}
+
+/* Element i of an integer row in 64 bits: zero-extended for the unsigned
+ * types (read it as uint64_t), sign-extended for the signed ones (read it
+ * as int64_t). */
+static uint64_t int_at(enum dtype dt, const void *row, size_t i)
+{
+    switch (dt) {
+    case DT_UINT8:
+        return LOAD(uint8_t, row, i);
+    case DT_UINT16:
+        return LOAD(uint16_t, row, i);
+    case DT_UINT32:
+        return LOAD(uint32_t, row, i);
+    case DT_INT8:
+        return (uint64_t)(int64_t)LOAD(int8_t, row, i);
+    case DT_INT16:
+        return (uint64_t)(int64_t)LOAD(int16_t, row, i);
+    case DT_INT32:
+        return (uint64_t)(int64_t)LOAD(int32_t, row, i);
+    default: /* DT_UINT64, DT_INT64 */
+        return LOAD(uint64_t, row, i);
+    }
+}
+
 /* Compares elements a and b of row by value: 1, 0 or -1; NaN is below
  * every number and equal to NaN. */
 static int compare(enum dtype dt, const void *row, size_t a, size_t b)
 {
-    switch (dt) {
-    case DT_UINT8:
-        return CMP(LOAD(uint8_t, row, a), LOAD(uint8_t, row, b));
-    case DT_UINT16:
-        return CMP(LOAD(uint16_t, row, a), LOAD(uint16_t, row, b));
-    case DT_UINT32:
-        return CMP(LOAD(uint32_t, row, a), LOAD(uint32_t, row, b));
-    case DT_UINT64:
-        return CMP(LOAD(uint64_t, row, a), LOAD(uint64_t, row, b));
-    case DT_INT8:
-        return CMP(LOAD(int8_t, row, a), LOAD(int8_t, row, b));
-    case DT_INT16:
-        return CMP(LOAD(int16_t, row, a), LOAD(int16_t, row, b));
-    case DT_INT32:
-        return CMP(LOAD(int32_t, row, a), LOAD(int32_t, row, b));
-    case DT_INT64:
-        return CMP(LOAD(int64_t, row, a), LOAD(int64_t, row, b));
-    default: {
-        double x = float_at(dt, row, a), y = float_at(dt, row, b);
-        if (isnan(x) || isnan(y))
-            return isnan(x) ? (isnan(y) ? 0 : -1) : 1;
+    if (is_unsigned(dt)) {
+        uint64_t x = int_at(dt, row, a), y = int_at(dt, row, b);
         return CMP(x, y);
     }
+    if (is_signed(dt)) {
+        int64_t x = (int64_t)int_at(dt, row, a), y = (int64_t)int_at(dt, row, b);
+        return CMP(x, y);
     }
+    double x = float_at(dt, row, a), y = float_at(dt, row, b);
+    if (isnan(x) || isnan(y))
+        return isnan(x) ? (isnan(y) ? 0 : -1) : 1;
+    return CMP(x, y);
 }
 
 /* Element a ranks before element b: higher value, or equal and lower index. */
@@ -146,38 +167,16 @@ size_t classify_topk(enum dtype dt, const void *row, size_t count, size_t k, siz
 size_t classify_format(char *buf, size_t size, enum dtype dt, const void *row, size_t index,
                        const struct tensor_bytes *label)
 {
-    /* std::to_string: small integer types promote to int, uint32 is
-     * unsigned, 64-bit types are (unsigned) long; floating point is "%f". */
+    /* std::to_string: an integer's decimal digits (small types promote to
+     * int, uint32 is unsigned, 64-bit types are (unsigned) long: widening
+     * prints the same); floating point is "%f". */
     char value[400];
-    switch (dt) {
-    case DT_UINT8:
-        snprintf(value, sizeof value, "%d", (int)LOAD(uint8_t, row, index));
-        break;
-    case DT_UINT16:
-        snprintf(value, sizeof value, "%d", (int)LOAD(uint16_t, row, index));
-        break;
-    case DT_UINT32:
-        snprintf(value, sizeof value, "%u", (unsigned)LOAD(uint32_t, row, index));
-        break;
-    case DT_UINT64:
-        snprintf(value, sizeof value, "%" PRIu64, LOAD(uint64_t, row, index));
-        break;
-    case DT_INT8:
-        snprintf(value, sizeof value, "%d", (int)LOAD(int8_t, row, index));
-        break;
-    case DT_INT16:
-        snprintf(value, sizeof value, "%d", (int)LOAD(int16_t, row, index));
-        break;
-    case DT_INT32:
-        snprintf(value, sizeof value, "%d", (int)LOAD(int32_t, row, index));
-        break;
-    case DT_INT64:
-        snprintf(value, sizeof value, "%" PRId64, LOAD(int64_t, row, index));
-        break;
-    default:
+    if (is_unsigned(dt))
+        snprintf(value, sizeof value, "%" PRIu64, int_at(dt, row, index));
+    else if (is_signed(dt))
+        snprintf(value, sizeof value, "%" PRId64, (int64_t)int_at(dt, row, index));
+    else
         snprintf(value, sizeof value, "%f", float_at(dt, row, index));
-        break;
-    }
     int n;
     if (label && label->len)
         n = snprintf(buf, size, "%s:%zu:%.*s", value, index, (int)label->len, label->ptr);
