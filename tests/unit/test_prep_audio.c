@@ -142,6 +142,32 @@ static bool has_timing(const struct prep_timings *tm, const char *stage)
     return false;
 }
 
+/* One successful run and what the tests look at after it. */
+struct wav_run {
+    struct prep_mem mem; /* the outputs' */
+    struct tensor out[PREP_MAX_OUTPUTS];
+    struct prep_timings tm;
+    struct error err;
+};
+
+/* Runs cfg over the WAV file make_wav() writes from s, data, n and
+ * declared, which must succeed; r->out lives until wav_run_free(). */
+static void run_wav(struct wav_run *r, void *cfg, const struct wav_spec *s, const void *data,
+                    size_t n, uint32_t declared)
+{
+    struct buf file;
+    make_wav(&file, s, data, n, declared);
+    prep_mem_init(&r->mem, 1 << 20);
+    if (run(cfg, &file, &r->mem, r->out, &r->tm, &r->err))
+        fail_msg("run failed: %s", r->err.msg);
+    buf_free(&file);
+}
+
+static void wav_run_free(struct wav_run *r)
+{
+    prep_mem_release(&r->mem);
+}
+
 /* ---- encodings ------------------------------------------------------------ */
 
 /* The 4 samples -1, -0.5, 0, 0.5 (exactly representable in every encoding),
@@ -149,28 +175,20 @@ static bool has_timing(const struct prep_timings *tm, const char *stage)
 static void check_encoding(const struct wav_spec *s, const void *data, size_t n)
 {
     void *cfg = must_parse("{\"sample_rate\": 16000, \"samples\": 6}");
-    struct buf file;
-    make_wav(&file, s, data, n, 0);
-    struct prep_mem mem;
-    prep_mem_init(&mem, 1 << 20);
-    struct tensor out[PREP_MAX_OUTPUTS];
-    struct prep_timings tm;
-    struct error err;
-    if (run(cfg, &file, &mem, out, &tm, &err))
-        fail_msg("run failed: %s", err.msg);
-    assert_int_equal(out[0].dtype, DT_FP32);
-    assert_int_equal(out[0].ndim, 1);
-    assert_int_equal(out[0].shape[0], 6);
-    assert_int_equal(out[0].nbytes, 6 * sizeof(float));
+    struct wav_run r;
+    run_wav(&r, cfg, s, data, n, 0);
+    assert_int_equal(r.out[0].dtype, DT_FP32);
+    assert_int_equal(r.out[0].ndim, 1);
+    assert_int_equal(r.out[0].shape[0], 6);
+    assert_int_equal(r.out[0].nbytes, 6 * sizeof(float));
     const float want[6] = {-1.0f, -0.5f, 0.0f, 0.5f, 0.0f, 0.0f};
-    const float *got = out[0].data;
+    const float *got = r.out[0].data;
     for (int i = 0; i < 6; i++)
         assert_float_equal(got[i], want[i], 0.0);
-    assert_true(has_timing(&tm, "decode"));
-    assert_false(has_timing(&tm, "resample"));
-    assert_false(has_timing(&tm, "features"));
-    prep_mem_release(&mem);
-    buf_free(&file);
+    assert_true(has_timing(&r.tm, "decode"));
+    assert_false(has_timing(&r.tm, "resample"));
+    assert_false(has_timing(&r.tm, "features"));
+    wav_run_free(&r);
     prep_audio.free(cfg);
 }
 
@@ -201,18 +219,11 @@ static void test_trim(void **state)
     (void)state;
     void *cfg = must_parse("{\"samples\": 3}");
     float x[5] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
-    struct buf file;
-    make_wav(&file, &(struct wav_spec){3, 0, 1, 32, 16000, false}, x, sizeof x, 0);
-    struct prep_mem mem;
-    prep_mem_init(&mem, 1 << 20);
-    struct tensor out[PREP_MAX_OUTPUTS];
-    struct prep_timings tm;
-    struct error err;
-    assert_int_equal(run(cfg, &file, &mem, out, &tm, &err), 0);
-    assert_int_equal(out[0].shape[0], 3);
-    assert_memory_equal(out[0].data, x, 3 * sizeof(float));
-    prep_mem_release(&mem);
-    buf_free(&file);
+    struct wav_run r;
+    run_wav(&r, cfg, &(struct wav_spec){3, 0, 1, 32, 16000, false}, x, sizeof x, 0);
+    assert_int_equal(r.out[0].shape[0], 3);
+    assert_memory_equal(r.out[0].data, x, 3 * sizeof(float));
+    wav_run_free(&r);
     prep_audio.free(cfg);
 }
 
@@ -223,19 +234,12 @@ static void test_unknown_data_size(void **state)
     (void)state;
     void *cfg = must_parse("{\"samples\": 4}");
     const uint8_t pcm16[] = {0x00, 0x80, 0x00, 0xC0, 0x00, 0x00, 0x7F};
-    struct buf file;
-    make_wav(&file, &(struct wav_spec){1, 0, 1, 16, 16000, false}, pcm16, sizeof pcm16,
-             0xFFFFFFFFu);
-    struct prep_mem mem;
-    prep_mem_init(&mem, 1 << 20);
-    struct tensor out[PREP_MAX_OUTPUTS];
-    struct prep_timings tm;
-    struct error err;
-    assert_int_equal(run(cfg, &file, &mem, out, &tm, &err), 0);
+    struct wav_run r;
+    run_wav(&r, cfg, &(struct wav_spec){1, 0, 1, 16, 16000, false}, pcm16, sizeof pcm16,
+            0xFFFFFFFFu);
     const float want[4] = {-1.0f, -0.5f, 0.0f, 0.0f};
-    assert_memory_equal(out[0].data, want, sizeof want);
-    prep_mem_release(&mem);
-    buf_free(&file);
+    assert_memory_equal(r.out[0].data, want, sizeof want);
+    wav_run_free(&r);
     prep_audio.free(cfg);
 }
 
@@ -370,20 +374,13 @@ static void test_silence_floor(void **state)
 {
     (void)state;
     int16_t x[NS] = {0};
-    struct buf file;
-    make_wav(&file, &(struct wav_spec){1, 0, 1, 16, SR, false}, x, 400 * sizeof *x, 0);
     void *cfg = must_parse(features_cfg("mels_frames"));
-    struct prep_mem mem;
-    prep_mem_init(&mem, 1 << 20);
-    struct tensor out[PREP_MAX_OUTPUTS];
-    struct prep_timings tm;
-    struct error err;
-    assert_int_equal(run(cfg, &file, &mem, out, &tm, &err), 0);
-    const float *y = out[0].data;
-    for (int64_t i = 0; i < out[0].shape[0] * out[0].shape[1]; i++)
+    struct wav_run r;
+    run_wav(&r, cfg, &(struct wav_spec){1, 0, 1, 16, SR, false}, x, 400 * sizeof *x, 0);
+    const float *y = r.out[0].data;
+    for (int64_t i = 0; i < r.out[0].shape[0] * r.out[0].shape[1]; i++)
         assert_float_equal(y[i], (float)log(1e-10), 1e-5);
-    prep_mem_release(&mem);
-    buf_free(&file);
+    wav_run_free(&r);
     prep_audio.free(cfg);
 }
 
@@ -398,21 +395,15 @@ static void check_resampled_sine(uint32_t rate, const char *resampler)
     assert_non_null(x);
     for (uint32_t i = 0; i < n; i++)
         x[2 * i] = x[2 * i + 1] = (int16_t)lrint(16000.0 * sin(2 * M_PI * 440.0 * i / rate));
-    struct buf file;
-    make_wav(&file, &(struct wav_spec){1, 0, 2, 16, rate, false}, x, 2 * n * sizeof *x, 0);
-    free(x);
     char cfg_json[128];
     snprintf(cfg_json, sizeof cfg_json, "{\"samples\": %d, \"resampler\": \"%s\"}", OUT, resampler);
     void *cfg = must_parse(cfg_json);
-    struct prep_mem mem;
-    prep_mem_init(&mem, 1 << 20);
-    struct tensor out[PREP_MAX_OUTPUTS];
-    struct prep_timings tm;
-    struct error err;
-    assert_int_equal(run(cfg, &file, &mem, out, &tm, &err), 0);
-    assert_true(has_timing(&tm, "resample"));
-    assert_int_equal(out[0].shape[0], OUT);
-    const float *y = out[0].data;
+    struct wav_run r;
+    run_wav(&r, cfg, &(struct wav_spec){1, 0, 2, 16, rate, false}, x, 2 * n * sizeof *x, 0);
+    free(x);
+    assert_true(has_timing(&r.tm, "resample"));
+    assert_int_equal(r.out[0].shape[0], OUT);
+    const float *y = r.out[0].data;
     /* Away from the start (the filter's edge), the sine at 16 kHz. */
     double worst = 0;
     for (int i = 200; i < OUT; i++)
@@ -420,8 +411,7 @@ static void check_resampled_sine(uint32_t rate, const char *resampler)
     /* "linear" interpolates without a filter: looser. */
     if (worst > (strcmp(resampler, "linear") ? 2e-3 : 5e-2))
         fail_msg("%u Hz with %s: off by %g", rate, resampler, worst);
-    prep_mem_release(&mem);
-    buf_free(&file);
+    wav_run_free(&r);
     prep_audio.free(cfg);
 }
 
@@ -459,6 +449,16 @@ static void expect(void *cfg, const struct buf *file, int status, const char *fr
         fail_msg("want %d '%s', got %d '%s'", status, fragment, st, err.msg);
 }
 
+/* expect() of the WAV file make_wav() writes from these arguments. */
+static void expect_wav(void *cfg, const struct wav_spec *s, const void *data, size_t n,
+                       uint32_t declared, int status, const char *fragment)
+{
+    struct buf f;
+    make_wav(&f, s, data, n, declared);
+    expect(cfg, &f, status, fragment);
+    buf_free(&f);
+}
+
 static void test_file_errors(void **state)
 {
     (void)state;
@@ -485,37 +485,24 @@ static void test_file_errors(void **state)
     expect(cfg, &f, 400, "0 channels");
     buf_free(&f);
 
-    make_wav(&f, &(struct wav_spec){1, 0, 1, 12, 16000, false}, x, sizeof x, 0);
-    expect(cfg, &f, 400, "12 bits");
-    buf_free(&f);
-    make_wav(&f, &(struct wav_spec){3, 0, 1, 16, 16000, false}, x, sizeof x, 0);
-    expect(cfg, &f, 400, "format tag 3, 16 bits");
-    buf_free(&f);
-    make_wav(&f, &(struct wav_spec){0xFFFE, 7, 1, 16, 16000, false}, x, sizeof x, 0);
-    expect(cfg, &f, 400, "format tag 7");
-    buf_free(&f);
-    make_wav(&f, &(struct wav_spec){1, 0, 1, 16, 500, false}, x, sizeof x, 0);
-    expect(cfg, &f, 400, "sample rate 500");
-    buf_free(&f);
+    expect_wav(cfg, &(struct wav_spec){1, 0, 1, 12, 16000, false}, x, sizeof x, 0, 400, "12 bits");
+    expect_wav(cfg, &(struct wav_spec){3, 0, 1, 16, 16000, false}, x, sizeof x, 0, 400,
+               "format tag 3, 16 bits");
+    expect_wav(cfg, &(struct wav_spec){0xFFFE, 7, 1, 16, 16000, false}, x, sizeof x, 0, 400,
+               "format tag 7");
+    expect_wav(cfg, &(struct wav_spec){1, 0, 1, 16, 500, false}, x, sizeof x, 0, 400,
+               "sample rate 500");
 
     /* Hours declared, 16 bytes present: 413 before anything is decoded. */
-    make_wav(&f, &pcm16, x, sizeof x, 16000u * 2 * 3600);
-    expect(cfg, &f, 413, "over the limit of 2");
-    buf_free(&f);
+    expect_wav(cfg, &pcm16, x, sizeof x, 16000u * 2 * 3600, 413, "over the limit of 2");
     /* A little over the limit, complete. */
     int16_t *big = calloc(16000 * 2 + 2, sizeof *big);
-    make_wav(&f, &pcm16, big, (16000 * 2 + 2) * sizeof *big, 0);
-    expect(cfg, &f, 413, "seconds");
-    buf_free(&f);
+    expect_wav(cfg, &pcm16, big, (16000 * 2 + 2) * sizeof *big, 0, 413, "seconds");
     free(big);
     /* Declared more than present, under the limit. */
-    make_wav(&f, &pcm16, x, sizeof x, 1000);
-    expect(cfg, &f, 400, "truncated");
-    buf_free(&f);
+    expect_wav(cfg, &pcm16, x, sizeof x, 1000, 400, "truncated");
     /* Not whole frames. */
-    make_wav(&f, &pcm16, x, 3, 0);
-    expect(cfg, &f, 400, "whole frames");
-    buf_free(&f);
+    expect_wav(cfg, &pcm16, x, 3, 0, 400, "whole frames");
     /* Over max_bytes. */
     uint8_t *huge = calloc(100001, 1);
     assert_int_equal(run_bytes(cfg, huge, 100001, &err), 413);
@@ -523,9 +510,8 @@ static void test_file_errors(void **state)
     free(huge);
     /* A non-finite float sample. */
     const float nan_x[2] = {0.0f, NAN};
-    make_wav(&f, &(struct wav_spec){3, 0, 1, 32, 16000, false}, nan_x, sizeof nan_x, 0);
-    expect(cfg, &f, 400, "finite");
-    buf_free(&f);
+    expect_wav(cfg, &(struct wav_spec){3, 0, 1, 32, 16000, false}, nan_x, sizeof nan_x, 0, 400,
+               "finite");
     /* data before fmt. */
     static const char data_first[] = "RIFF\0\0\0\0WAVEdata\2\0\0\0\1\0";
     assert_int_equal(run_bytes(cfg, data_first, sizeof data_first - 1, &err), 400);
