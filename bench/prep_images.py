@@ -105,11 +105,18 @@ def cmd_repo(args):
         json.dump(prep, f, indent=1)
 
 
-def main():
-    cmds = {"images": cmd_images, "repo": cmd_repo}
-    if len(sys.argv) < 3 or sys.argv[1] not in cmds:
-        sys.exit("usage: prep_images.py images DIR [COUNT [W H [QUALITY]]] | repo DIR NAME DRAFT")
+def dispatch(cmds, usage, min_args):
+    """Runs cmds[argv[1]] on the arguments after it; exits with "usage: "
+    usage when argv[1] is no command or fewer than min_args follow it.
+    (prep_pillow.py's too.)"""
+    if len(sys.argv) < 2 + min_args or sys.argv[1] not in cmds:
+        sys.exit("usage: " + usage)
     cmds[sys.argv[1]](sys.argv[2:])
+
+
+def main():
+    dispatch({"images": cmd_images, "repo": cmd_repo},
+             "prep_images.py images DIR [COUNT [W H [QUALITY]]] | repo DIR NAME DRAFT", 1)
 
 
 if __name__ == "__main__":

@@ -37,9 +37,13 @@ import time
 import numpy as np
 from PIL import Image
 
-SHORTER, CROP = 256, 224
-MEAN = np.array([0.485, 0.456, 0.406], np.float32)
-STD = np.array([0.229, 0.224, 0.225], np.float32)
+from prep_images import PREPROCESS, dispatch
+
+# The experiment's steps, from the server's preprocess.json.
+SHORTER = PREPROCESS["resize"]["shorter_side"]
+CROP = PREPROCESS["center_crop"]["width"]  # square: "height" is the same
+MEAN = np.array(PREPROCESS["normalize"]["mean"], np.float32)
+STD = np.array(PREPROCESS["normalize"]["std"], np.float32)
 
 
 def fit_shorter(w, h):
@@ -124,10 +128,8 @@ def cmd_means(args):
 
 
 def main():
-    cmds = {"run": cmd_run, "means": cmd_means}
-    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
-        sys.exit("usage: prep_pillow.py run DIR DRAFT DURATION WARMUP OUT | means DIR DRAFT")
-    cmds[sys.argv[1]](sys.argv[2:])
+    dispatch({"run": cmd_run, "means": cmd_means},
+             "prep_pillow.py run DIR DRAFT DURATION WARMUP OUT | means DIR DRAFT", 0)
 
 
 if __name__ == "__main__":

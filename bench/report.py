@@ -512,6 +512,17 @@ def cmd_prep_scrape(args):
         json.dump(means, f, indent=1)
 
 
+def finish_check(doc, why, out):
+    """The end of a check: doc with "match" (why is None) to OUT; exit 1
+    and print why when something was off."""
+    doc["match"] = why is None
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    if why:
+        print(why)
+        sys.exit(1)
+
+
 def cmd_prep_check(args):
     """prep-check URL MODEL DIR MEANS TOL OUT: each DIR/img_*.jpg POSTed as a
     raw body (image/jpeg) to MODEL must answer the mean of Pillow's tensor
@@ -546,12 +557,7 @@ def cmd_prep_check(args):
             why = "%s: the server's tensor mean %.6f, Pillow's %.6f (tolerance %g)" % (
                 name, got, means[name], tol)
             break
-    doc["match"] = why is None
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
-    if why:
-        print(why)
-        sys.exit(1)
+    finish_check(doc, why, out)
 
 
 def cmd_prep_merge(args):
@@ -1134,12 +1140,7 @@ def cmd_gen_check(args):
     elif doc["finish_reason"] != doc["server_finish_reason"]:
         why = "finish reasons differ: in process %s, server %s" % (
             doc["finish_reason"], doc["server_finish_reason"])
-    doc["match"] = why is None
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
-    if why:
-        print(why)
-        sys.exit(1)
+    finish_check(doc, why, out)
 
 
 def gen_summary(path):
