@@ -500,9 +500,15 @@ def export_onnx(sd, path):
                    g.init("ln_f.b", sd["ln_f.bias"].astype(f32)))
     g.op("MatMul", [x, g.op("Transpose", ["wte"], perm=[1, 0])], out="logits")
 
-    graph = helper.make_graph(g.nodes, "kjv", inputs, outputs, g.inits)
-    model = helper.make_model(graph, producer_name="inferd-make_kjv",
-                              opset_imports=[helper.make_opsetid("", 14)])
+    save_graph(helper.make_graph(g.nodes, "kjv", inputs, outputs, g.inits), "inferd-make_kjv",
+               14, path)
+
+
+def save_graph(graph, producer, opset, path):
+    """graph as a checked ONNX model (IR version 8, the default domain at
+    opset) written to path. (make_langid.py's too.)"""
+    model = helper.make_model(graph, producer_name=producer,
+                              opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, path)

@@ -272,12 +272,8 @@ def export_onnx(sd, path):
                                             ["batch", "seq"])]
     outputs = [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT,
                                              ["batch", len(LANGS)])]
-    graph = helper.make_graph(g.nodes, "langid", inputs, outputs, g.inits)
-    model = helper.make_model(graph, producer_name="inferd-make_langid",
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
+    make_kjv.save_graph(helper.make_graph(g.nodes, "langid", inputs, outputs, g.inits),
+                        "inferd-make_langid", 13, path)
 
 
 def numpy_probs(path, seqs):
