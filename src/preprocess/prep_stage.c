@@ -279,11 +279,26 @@ static void job_run(struct prep_job *job)
     serve_call_resume(call);
 }
 
+/* The common case, checked without allocating: no raw input, and every
+ * graph input given (decoders keep the model's order and drop duplicates,
+ * so the inputs are then exactly the graph's, in its order). */
+static bool tensors_only(const struct infer_call *call, const struct model_prep *mp)
+{
+    if (call->req.ninputs != mp->graph_ninputs)
+        return false;
+    for (uint32_t i = 0; i < call->req.ninputs; i++) {
+        int idx = model_input_index(mp->model, call->req.inputs[i].name);
+        if (idx < 0 || (uint32_t)idx >= mp->graph_ninputs)
+            return false;
+    }
+    return true;
+}
+
 enum stage_result prep_stage(struct infer_call *call, const void *cfg)
 {
     const struct prep_stage_cfg *c = cfg;
     struct model_prep *mp = call->req.model->prep;
-    if (!mp)
+    if (!mp || tensors_only(call, mp))
         return STAGE_CONTINUE;
     struct prep_call *pc = mem_calloc(1, sizeof *pc + mp->graph_ninputs * sizeof pc->graph[0]);
     if (!pc)
@@ -298,7 +313,7 @@ enum stage_result prep_stage(struct infer_call *call, const void *cfg)
         return STAGE_DONE;
     }
     if (!any_raw)
-        return STAGE_CONTINUE; /* the tensors themselves, already in the graph's order */
+        return STAGE_CONTINUE; /* every graph input given (tensors_only() sees most such) */
     pc->job.run = job_run;
     pc->queued_ns = clock_now_ns();
     if (prep_pool_submit(c->pool, &pc->job) != 0) {
