@@ -8,6 +8,7 @@
 
 #include "api/auth_http.h"
 #include "api/obs_http.h"
+#include "api/playground.h"
 #include "api/rest_obs.h"
 #include "api/rest_shm.h"
 #include "api/tensor_json.h"
@@ -552,6 +553,12 @@ void rest_handle(void *app, struct http_txn *txn)
         struct openai_path p;
         v1_path(&r, &p);
         return openai_handle(&api->openai, api->auth, txn, &p);
+    }
+    if (seg_is(&r, 0, "playground") && r.n == 1) {
+        /* Static, without server data: served without a key (api/playground.h). */
+        if (!is_get(txn))
+            return method_not_allowed(txn, "GET, HEAD");
+        return playground_page(txn);
     }
     if (!auth_http_allow(api->auth, route_class(&r), txn))
         return;

@@ -15,6 +15,7 @@
  *   POST /v2/repository/models/{m}/load, /unload   (explicit control mode)
  *   GET  /v2/models[/{m}[/versions/{v}]]/stats     statistics (api/obs_http.h)
  *   GET  /dashboard, /dashboard/data               live dashboard (api/obs_http.h)
+ *   GET  /playground                               try models by hand (api/playground.h)
  *   GET/PUT /v2/models/{m}/routing                 routing table (policy/routing.h)
  *   GET/POST /v2/logging, /v2[/models/{m}]/trace/setting   (api/rest_obs.h)
  *   POST /v2/systemsharedmemory/region/{n}/register, GET .../status,

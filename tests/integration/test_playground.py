@@ -1,0 +1,253 @@
+"""The playground: GET /playground (one self-contained page) driven by
+headless Chromium against a server with simple, digits and kjv: a digit
+picture chosen through the file input is classified with its label, simple
+runs from the form made from its metadata, a chat reply streams and is
+stopped (the server counts the cancellation), a stream whose connection the
+page loses resumes with Last-Event-ID to the same text, "Copy as" shows
+code that, run, sends the same request, and a server with keys answers the
+page's keyless requests with a readable 401. Screenshots go to
+tests/integration/artifacts/playground_*.png (git-ignored)."""
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from cdp import CHROMIUM, Browser
+from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, assert_error_response, ok_json
+from prom import scrape
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+KJV = REPO_ROOT / "models" / "kjv"
+SEVEN = REPO_ROOT / "models" / "digits" / "sample_7.png"
+
+
+@pytest.fixture(scope="module")
+def psrv(module_server_factory):
+    if not (KJV / "1" / "model.onnx").exists():
+        pytest.fail("model kjv missing: %s/1/model.onnx (models/build/make_kjv.py)" % KJV)
+    return module_server_factory.start(
+        "--stream-resume-secs", "10",
+        models={"simple": MAIN_MODELS["simple"], "digits": MAIN_MODELS["digits"], "kjv": KJV})
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium not installed: %s" % CHROMIUM)
+    b = Browser(width=900, height=1000)
+    yield b
+    b.close()
+
+
+def open_model(browser, srv, model):
+    browser.navigate("about:blank")  # a new page, not just a new #fragment
+    assert browser.wait_until("location.href === 'about:blank'")
+    browser.navigate(srv.url + "/playground#" + model)
+    assert browser.wait_until("document.body.dataset.loaded === '1'", timeout=30)
+    assert browser.evaluate("document.getElementById('model').value") == model
+    assert browser.evaluate("document.getElementById('notice').textContent") == ""
+
+
+def shot(browser, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.screenshot(str(ARTIFACTS / ("playground_%s.png" % name)))
+
+
+def click(browser, selector):
+    browser.evaluate("document.querySelector(%s).click()" % json.dumps(selector))
+
+
+def set_value(browser, selector, value):
+    browser.evaluate("document.querySelector(%s).value = %s" % (json.dumps(selector), json.dumps(value)))
+
+
+def code_for(browser, lang):
+    click(browser, "#tabs button[data-lang=%s]" % lang)
+    return browser.evaluate("document.getElementById('code').textContent")
+
+
+def run_form(browser):
+    runs = browser.evaluate("Number(document.body.dataset.runs || 0)")
+    click(browser, "#run")
+    assert browser.wait_until("Number(document.body.dataset.runs || 0) > %d" % runs), \
+        browser.evaluate("document.getElementById('notice').textContent")
+
+
+def test_page_is_self_contained(psrv):
+    r = requests.get(psrv.url + "/playground")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert r.headers["Cache-Control"] == "no-store"
+    page = r.text
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', page)
+    assert "<link" not in page and "<script src" not in page and "@import" not in page
+    assert 'name="viewport"' in page
+    assert requests.head(psrv.url + "/playground").status_code == 200
+    assert_error_response(requests.post(psrv.url + "/playground"), 405)
+    assert_error_response(requests.get(psrv.url + "/playground/nope"), 404)
+    assert 'href="/playground"' in requests.get(psrv.url + "/dashboard").text
+
+
+def test_classify_digit_image(psrv, browser, tmp_path):
+    open_model(browser, psrv, "digits")
+    assert browser.wait_until("!!document.querySelector('[data-input=image] input[type=file]')")
+    # The raw image input gets a file picker; choose the picture through it.
+    obj = browser.call("Runtime.evaluate",
+                       expression="document.querySelector('[data-input=image] input[type=file]')")
+    browser.call("DOM.enable")
+    browser.call("DOM.setFileInputFiles", files=[str(SEVEN)], objectId=obj["result"]["objectId"])
+    assert browser.wait_until("!!document.querySelector('[data-input=image]').file")
+    run_form(browser)
+    assert browser.evaluate(
+        "document.querySelector('[data-output=probabilities] .top').dataset.top") == "7"
+    bars = browser.evaluate("document.querySelectorAll('[data-output=probabilities] .bar').length")
+    assert bars == 10
+    assert "total" in browser.evaluate("document.getElementById('timing').textContent")
+    shot(browser, "digits")
+    # Copy as curl: the binary extension built in the shell, run from the
+    # picture's directory, gives the same answer.
+    curl = code_for(browser, "curl")
+    assert "--data-binary @-" in curl and "Inference-Header-Content-Length" in curl
+    (tmp_path / SEVEN.name).write_bytes(SEVEN.read_bytes())
+    out = subprocess.run(["bash", "-c", curl], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=30)
+    answer = json.loads(out.stdout)
+    assert answer["outputs"][0]["data"][0].endswith(":7:7"), answer
+
+
+def test_simple_from_form(psrv, browser):
+    open_model(browser, psrv, "simple")
+    assert browser.wait_until("document.querySelectorAll('#form [data-input]').length === 2")
+    a, b = list(range(16)), [3] * 16
+    # A wrong number of values is refused in the page, before sending.
+    set_value(browser, "[data-input=INPUT0] textarea", json.dumps(a[:15]))
+    click(browser, "#run")
+    assert browser.wait_until("document.querySelector('[data-input=INPUT0] .err').textContent !== ''")
+    assert "needs 16 values, got 15" in browser.evaluate(
+        "document.querySelector('[data-input=INPUT0] .err').textContent")
+    set_value(browser, "[data-input=INPUT0] textarea", json.dumps(a))
+    set_value(browser, "[data-input=INPUT1] textarea", json.dumps(b))
+    run_form(browser)
+    cells = browser.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('[data-output]')).map(d =>"
+        " [d.dataset.output, Array.from(d.querySelectorAll('td')).map(td => Number(td.textContent))]))")
+    assert cells["OUTPUT0"] == [x + y for x, y in zip(a, b)]
+    assert cells["OUTPUT1"] == [x - y for x, y in zip(a, b)]
+    timing = browser.evaluate("document.getElementById('timing').textContent")
+    assert re.match(r"^total [0-9.]+ ms · queue [0-9.]+ ms · compute [0-9.]+ ms$", timing), timing
+    shot(browser, "simple")
+    # Copy as: the curl and Python snippets carry exactly the body sent.
+    sent = browser.evaluate("window.__playground.last.body")
+    assert json.loads(sent)["inputs"][0]["data"] == a
+    curl = code_for(browser, "curl")
+    assert curl.endswith(" \\\n  -d '%s'" % sent), curl
+    out = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=30)
+    expected = requests.post(psrv.url + "/v2/models/simple/infer", data=sent).json()
+    assert json.loads(out.stdout) == expected
+    python = code_for(browser, "python")
+    assert ("body = %s\n" % json.dumps(sent)) in python
+    trit = code_for(browser, "tritonclient")
+    assert 'httpclient.InferInput("INPUT0", [1, 16], "INT32")' in trit
+    assert "np.array(%s, dtype=np.int32)" % json.dumps(a) in trit
+
+
+def send_chat(browser, text, max_tokens, seed, on_first=None, after_chars=0):
+    """Types text, sets the sampling fields, optionally arms a one-shot hook
+    (JS run once the reply holds more than after_chars characters) and
+    sends; returns the number of chats finished before."""
+    set_value(browser, "#prompt", text)
+    set_value(browser, "#temperature", "0")
+    set_value(browser, "#max_tokens", str(max_tokens))
+    set_value(browser, "#seed", str(seed))
+    if on_first:
+        browser.evaluate(
+            "(() => { const o = new MutationObserver(() => {"
+            " const m = document.querySelectorAll('#chat-log .msg.assistant');"
+            " const last = m[m.length - 1];"
+            " if (last && last.textContent.length > %d) { o.disconnect(); %s; } });"
+            " o.observe(document.getElementById('chat-log'),"
+            " {childList: true, subtree: true, characterData: true}); })()"
+            % (after_chars, on_first))
+    done = browser.evaluate("Number(document.body.dataset.chats || 0)")
+    click(browser, "#send")
+    assert browser.wait_until("Number(document.body.dataset.chats || 0) > %d" % done, timeout=60)
+    assert browser.evaluate("document.getElementById('notice').textContent") == ""
+    return browser.evaluate(
+        "Array.from(document.querySelectorAll('#chat-log .msg.assistant')).pop().textContent")
+
+
+def test_chat_streams_and_stops(psrv, browser):
+    open_model(browser, psrv, "kjv")
+    assert browser.evaluate("!document.getElementById('chat-panel').classList.contains('hidden')")
+    before = scrape(psrv).get("inferd_gen_requests_finished_total", reason="cancelled")
+    text = send_chat(browser, "In the beginning", 240, 7,
+                     on_first="document.getElementById('stop').click()")
+    assert text != ""
+    assert browser.evaluate("document.getElementById('chat-state').textContent") == \
+        "finished: cancelled"
+    shot(browser, "chat_stopped")
+    after = scrape(psrv).get("inferd_gen_requests_finished_total", reason="cancelled")
+    assert after == before + 1
+    # Copy as OpenAI SDK: the sampling settings as sent.
+    sdk = code_for(browser, "openai")
+    assert 'base_url="%s/v1"' % psrv.url in sdk
+    for field in ("stream=True", "temperature=0", "top_p=1", "max_tokens=240", "seed=7"):
+        assert field in sdk, sdk
+
+
+def test_chat_resumes_after_a_cut(psrv, browser):
+    open_model(browser, psrv, "kjv")
+    body = {"model": "kjv", "messages": [{"role": "user", "content": "And God said"}],
+            "temperature": 0, "top_p": 1, "max_tokens": 120, "seed": 3}
+    whole = ok_json(requests.post(psrv.url + "/v1/chat/completions", json=body))
+    expected = whole["choices"][0]["message"]["content"]
+    assert whole["choices"][0]["finish_reason"] == "length"
+    text = send_chat(browser, "And God said", 120, 3, on_first="window.__playground.cut()",
+                     after_chars=10)
+    assert text == expected
+    assert browser.evaluate("document.getElementById('chat-state').textContent") == \
+        "finished: length"
+    notice = browser.evaluate("document.getElementById('resume-notice')")
+    assert browser.evaluate("document.getElementById('resume-notice').dataset.resumes") == "1", notice
+    assert browser.evaluate(
+        "document.getElementById('resume-notice').textContent").startswith(
+            "connection lost · resumed after event ")
+    shot(browser, "chat_resumed")
+
+
+def new_key():
+    out = subprocess.run([str(INFERD_BIN), "keys", "new"], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    return out[0], out[1]
+
+
+def test_keys_401_then_key(server_factory, tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium not installed: %s" % CHROMIUM)
+    key, digest = new_key()
+    config = tmp_path / "inferd.yaml"
+    config.write_text('auth:\n  tenants:\n    - name: t\n      keys:\n        - "%s"\n'
+                      "      scopes: [read, infer]\n" % digest)
+    srv = server_factory.start("--config", str(config), models={"simple": MAIN_MODELS["simple"]})
+    b = Browser(width=420, height=800)  # a phone-sized screen
+    try:
+        b.navigate(srv.url + "/playground")
+        assert b.wait_until("document.getElementById('notice').textContent !== ''")
+        msg = b.evaluate("document.getElementById('notice').textContent")
+        assert msg.startswith("401 Unauthorized: enter a valid API key — "), msg
+        shot(b, "unauthorized")
+        set_value(b, "#key", key)
+        click(b, "#reload")
+        # A key without `admin`: the models come from the statistics.
+        assert b.wait_until("document.body.dataset.loaded === '1'")
+        assert b.evaluate("document.getElementById('model').value") == "simple"
+        assert b.evaluate("document.getElementById('notice').textContent") == ""
+        run_form(b)
+        curl = code_for(b, "curl")
+        assert '-H "Authorization: Bearer $INFERD_API_KEY"' in curl and key not in curl
+    finally:
+        b.close()
