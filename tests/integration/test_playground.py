@@ -7,9 +7,11 @@ page loses resumes with Last-Event-ID to the same text, "Copy as" shows
 code that, run, sends the same request, and a server with keys answers the
 page's keyless requests with a readable 401. Screenshots go to
 tests/integration/artifacts/playground_*.png (git-ignored)."""
+import ast
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,6 +152,10 @@ def test_simple_from_form(psrv, browser):
     assert json.loads(out.stdout) == expected
     python = code_for(browser, "python")
     assert ("body = %s\n" % json.dumps(sent)) in python
+    out = subprocess.run([sys.executable, "-c", python], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert ast.literal_eval(out.stdout) == expected
     trit = code_for(browser, "tritonclient")
     assert 'httpclient.InferInput("INPUT0", [1, 16], "INT32")' in trit
     assert "np.array(%s, dtype=np.int32)" % json.dumps(a) in trit
@@ -211,8 +217,7 @@ def test_chat_resumes_after_a_cut(psrv, browser):
     assert text == expected
     assert browser.evaluate("document.getElementById('chat-state').textContent") == \
         "finished: length"
-    notice = browser.evaluate("document.getElementById('resume-notice')")
-    assert browser.evaluate("document.getElementById('resume-notice').dataset.resumes") == "1", notice
+    assert browser.evaluate("document.getElementById('resume-notice').dataset.resumes") == "1"
     assert browser.evaluate(
         "document.getElementById('resume-notice').textContent").startswith(
             "connection lost · resumed after event ")
@@ -231,7 +236,8 @@ def test_keys_401_then_key(server_factory, tmp_path):
     key, digest = new_key()
     config = tmp_path / "inferd.yaml"
     config.write_text('auth:\n  tenants:\n    - name: t\n      keys:\n        - "%s"\n'
-                      "      scopes: [read, infer]\n" % digest)
+                      "      scopes: [read, infer]\n"
+                      "rate-limits:\n  - model: simple\n    rate: 0.01\n    burst: 1\n" % digest)
     srv = server_factory.start("--config", str(config), models={"simple": MAIN_MODELS["simple"]})
     b = Browser(width=420, height=800)  # a phone-sized screen
     try:
@@ -249,5 +255,12 @@ def test_keys_401_then_key(server_factory, tmp_path):
         run_form(b)
         curl = code_for(b, "curl")
         assert '-H "Authorization: Bearer $INFERD_API_KEY"' in curl and key not in curl
+        # The rate limit's burst is spent: a readable 429 with Retry-After.
+        click(b, "#run")
+        assert b.wait_until("document.getElementById('notice').textContent !== ''")
+        msg = b.evaluate("document.getElementById('notice').textContent")
+        assert re.match(r"^429 Too many requests — rate limit of model simple exceeded "
+                        r"\(0\.01/s, burst 1\) \(retry after [0-9]+ s\)$", msg), msg
+        shot(b, "rate_limited")
     finally:
         b.close()
