@@ -121,8 +121,8 @@ int metrics_status_code(uint32_t index)
 const char *metrics_endpoint_name(enum metrics_endpoint e)
 {
     static const char *const names[METRICS_ENDPOINTS] = {
-        "infer", "health", "model", "stats", "repository", "server", "dashboard", "metrics",
-        "other",
+        "infer", "health", "model", "stats", "repository", "server", "dashboard",
+        "playground", "metrics", "other",
     };
     return (unsigned)e < METRICS_ENDPOINTS ? names[e] : "other";
 }
@@ -170,6 +170,8 @@ enum metrics_endpoint metrics_endpoint_of(const char *path, size_t len)
         return METRICS_EP_METRICS;
     if (segment_is(path, len, 0, "dashboard"))
         return METRICS_EP_DASHBOARD;
+    if (segment_is(path, len, 0, "playground"))
+        return METRICS_EP_PLAYGROUND;
     if (!segment_is(path, len, 0, "v2"))
         return METRICS_EP_OTHER;
     int n = segment_count(path, len);

@@ -111,6 +111,7 @@ enum metrics_endpoint {
     METRICS_EP_REPOSITORY, /* /v2/repository/... */
     METRICS_EP_SERVER,     /* /v2 */
     METRICS_EP_DASHBOARD,  /* /dashboard, /dashboard/data */
+    METRICS_EP_PLAYGROUND, /* /playground */
     METRICS_EP_METRICS,    /* /metrics on the metrics port */
     METRICS_EP_OTHER,      /* anything else, and requests that did not parse */
     METRICS_ENDPOINTS

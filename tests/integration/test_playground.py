@@ -79,6 +79,7 @@ def run_form(browser):
 
 
 def test_page_is_self_contained(psrv):
+    before = scrape(psrv)
     r = requests.get(psrv.url + "/playground")
     assert r.status_code == 200
     assert r.headers["Content-Type"] == "text/html; charset=utf-8"
@@ -92,6 +93,13 @@ def test_page_is_self_contained(psrv):
     assert_error_response(requests.post(psrv.url + "/playground"), 405)
     assert_error_response(requests.get(psrv.url + "/playground/nope"), 404)
     assert 'href="/playground"' in requests.get(psrv.url + "/dashboard").text
+    # The page's responses have their own endpoint label.
+    after = scrape(psrv)
+
+    def delta(code):
+        return (after.get("inferd_http_responses_total", endpoint="playground", code=code) -
+                before.get("inferd_http_responses_total", endpoint="playground", code=code))
+    assert delta("200") == 2 and delta("405") == 1 and delta("404") == 1
 
 
 def test_classify_digit_image(psrv, browser, tmp_path):

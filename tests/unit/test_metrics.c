@@ -122,6 +122,8 @@ static void test_endpoint_labels(void **state)
     assert_int_equal(EP("/v2/repository/index"), METRICS_EP_REPOSITORY);
     assert_int_equal(EP("/dashboard"), METRICS_EP_DASHBOARD);
     assert_int_equal(EP("/dashboard/data"), METRICS_EP_DASHBOARD);
+    assert_int_equal(EP("/playground"), METRICS_EP_PLAYGROUND);
+    assert_int_equal(EP("/playgrounds"), METRICS_EP_OTHER);
     assert_int_equal(EP("/metrics"), METRICS_EP_METRICS);
     assert_int_equal(EP("/v2/models"), METRICS_EP_OTHER);
     assert_int_equal(EP("/v3"), METRICS_EP_OTHER);
