@@ -2,16 +2,19 @@
 headless Chromium against a server with simple, digits and kjv: a digit
 picture chosen through the file input is classified with its label, simple
 runs from the form made from its metadata, a chat reply streams and is
-stopped (the server counts the cancellation), a stream whose connection the
-page loses resumes with Last-Event-ID to the same text, "Copy as" shows
+stopped (the server counts the cancellation), a stream whose connection a
+TCP proxy between the browser and the server closes mid-reply resumes
+through the proxy with Last-Event-ID to the same text, "Copy as" shows
 code that, run, sends the same request, and a server with keys answers the
 page's keyless requests with a readable 401. Screenshots go to
 tests/integration/artifacts/playground_*.png (git-ignored)."""
 import ast
 import json
 import re
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -169,10 +172,10 @@ def test_simple_from_form(psrv, browser):
     assert "np.array(%s, dtype=np.int32)" % json.dumps(a) in trit
 
 
-def send_chat(browser, text, max_tokens, seed, on_first=None, after_chars=0):
+def send_chat(browser, text, max_tokens, seed, on_first=None, during=None):
     """Types text, sets the sampling fields, optionally arms a one-shot hook
-    (JS run once the reply holds more than after_chars characters) and
-    sends; returns the number of chats finished before."""
+    (JS run once the reply has started) and sends; during(), if given, runs
+    after sending; returns the reply's text once the chat has finished."""
     set_value(browser, "#prompt", text)
     set_value(browser, "#temperature", "0")
     set_value(browser, "#max_tokens", str(max_tokens))
@@ -182,12 +185,14 @@ def send_chat(browser, text, max_tokens, seed, on_first=None, after_chars=0):
             "(() => { const o = new MutationObserver(() => {"
             " const m = document.querySelectorAll('#chat-log .msg.assistant');"
             " const last = m[m.length - 1];"
-            " if (last && last.textContent.length > %d) { o.disconnect(); %s; } });"
+            " if (last && last.textContent.length > 0) { o.disconnect(); %s; } });"
             " o.observe(document.getElementById('chat-log'),"
             " {childList: true, subtree: true, characterData: true}); })()"
-            % (after_chars, on_first))
+            % on_first)
     done = browser.evaluate("Number(document.body.dataset.chats || 0)")
     click(browser, "#send")
+    if during:
+        during()
     assert browser.wait_until("Number(document.body.dataset.chats || 0) > %d" % done, timeout=60)
     assert browser.evaluate("document.getElementById('notice').textContent") == ""
     return browser.evaluate(
@@ -195,17 +200,27 @@ def send_chat(browser, text, max_tokens, seed, on_first=None, after_chars=0):
 
 
 def test_chat_streams_and_stops(psrv, browser):
-    open_model(browser, psrv, "kjv")
-    assert browser.evaluate("!document.getElementById('chat-panel').classList.contains('hidden')")
-    before = scrape(psrv).get("inferd_gen_requests_finished_total", reason="cancelled")
-    text = send_chat(browser, "In the beginning", 240, 7,
-                     on_first="document.getElementById('stop').click()")
-    assert text != ""
-    assert browser.evaluate("document.getElementById('chat-state').textContent") == \
-        "finished: cancelled"
+    # The stop races the server's generation (240 tokens take tens of ms):
+    # each try must be consistent (the page's state and the metric agree),
+    # and one of a few must land while the reply is still being made.
+    for _ in range(5):
+        open_model(browser, psrv, "kjv")
+        assert browser.evaluate(
+            "!document.getElementById('chat-panel').classList.contains('hidden')")
+        before = scrape(psrv).get("inferd_gen_requests_finished_total", reason="cancelled")
+        # A prompt whose greedy reply runs to max_tokens (no end token): the
+        # longest generation the context allows, for the stop to land in.
+        text = send_chat(browser, "Thus saith the LORD", 240, 7,
+                         on_first="document.getElementById('stop').click()")
+        assert text != ""
+        state = browser.evaluate("document.getElementById('chat-state').textContent")
+        assert state in ("finished: cancelled", "finished: length"), state
+        after = scrape(psrv).get("inferd_gen_requests_finished_total", reason="cancelled")
+        assert after == before + (state == "finished: cancelled")
+        if state == "finished: cancelled":
+            break
+    assert state == "finished: cancelled"
     shot(browser, "chat_stopped")
-    after = scrape(psrv).get("inferd_gen_requests_finished_total", reason="cancelled")
-    assert after == before + 1
     # Copy as OpenAI SDK: the sampling settings as sent.
     sdk = code_for(browser, "openai")
     assert 'base_url="%s/v1"' % psrv.url in sdk
@@ -213,22 +228,119 @@ def test_chat_streams_and_stops(psrv, browser):
         assert field in sdk, sdk
 
 
-def test_chat_resumes_after_a_cut(psrv, browser):
-    open_model(browser, psrv, "kjv")
+class CuttingProxy:
+    """A TCP proxy in front of the server. Armed with hold_chat_after(n), the
+    first connection that carries POST /v1/chat/completions passes its reply
+    up to the n-th event and then no more; cut() then closes that
+    connection both ways, as a network failure would."""
+
+    def __init__(self, target):
+        self.target = target
+        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.url = "http://127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.armed = 0
+        self.held = threading.Event()
+        self.release = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold_chat_after(self, events):
+        with self.lock:
+            self.armed = events
+
+    def cut(self):
+        assert self.held.wait(30), "no chat reply reached the proxy"
+        self.release.set()
+
+    def close(self):
+        self.release.set()
+        self.lsock.close()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.lsock.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            conn = {"client": client, "server": server, "events": 0}
+            threading.Thread(target=self._up, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._down, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _shut(conn):
+        for s in (conn["client"], conn["server"]):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _up(self, conn):  # browser to server
+        try:
+            while data := conn["client"].recv(1 << 16):
+                if b"POST /v1/chat/completions " in data:
+                    with self.lock:
+                        conn["events"], self.armed = self.armed, 0
+                conn["server"].sendall(data)
+        except OSError:
+            pass
+        self._shut(conn)
+
+    def _down(self, conn):  # server to browser
+        try:
+            while data := conn["server"].recv(1 << 16):
+                at = 0
+                while conn["events"] and (at := data.find(b"data: ", at)) >= 0:
+                    conn["events"] -= 1
+                    if conn["events"] == 0:
+                        conn["client"].sendall(data[:at])
+                        self.held.set()
+                        self.release.wait()
+                        self._shut(conn)
+                        return
+                    at += 1
+                conn["client"].sendall(data)
+        except OSError:
+            pass
+        self._shut(conn)
+
+
+@pytest.fixture
+def proxy(psrv):
+    p = CuttingProxy(("127.0.0.1", int(psrv.url.rsplit(":", 1)[1])))
+    yield p
+    p.close()
+
+
+def test_chat_resumes_after_a_cut(psrv, proxy, browser):
+    # The page is loaded through the proxy, which drops the chat's connection
+    # a few events into the reply; the page resumes through it with
+    # Last-Event-ID.
+    open_model(browser, proxy, "kjv")
     body = {"model": "kjv", "messages": [{"role": "user", "content": "And God said"}],
             "temperature": 0, "top_p": 1, "max_tokens": 120, "seed": 3}
     whole = ok_json(requests.post(psrv.url + "/v1/chat/completions", json=body))
     expected = whole["choices"][0]["message"]["content"]
     assert whole["choices"][0]["finish_reason"] == "length"
-    text = send_chat(browser, "And God said", 120, 3, on_first="window.__playground.cut()",
-                     after_chars=10)
+    proxy.hold_chat_after(6)
+
+    def cut_once_shown():
+        # The five events before the hold are on the page: cut there.
+        assert browser.wait_until(
+            "Array.from(document.querySelectorAll('#chat-log .msg.assistant')).pop()"
+            ".textContent.length > 0")
+        proxy.cut()
+    text = send_chat(browser, "And God said", 120, 3, during=cut_once_shown)
     assert text == expected
     assert browser.evaluate("document.getElementById('chat-state').textContent") == \
         "finished: length"
     assert browser.evaluate("document.getElementById('resume-notice').dataset.resumes") == "1"
+    notice = browser.evaluate("document.getElementById('resume-notice').textContent")
+    assert re.match(r"^connection lost · resumed after event [0-9a-f]{32}-[0-4] \(1\)$",
+                    notice), notice
     assert browser.evaluate(
-        "document.getElementById('resume-notice').textContent").startswith(
-            "connection lost · resumed after event ")
+        "getComputedStyle(document.getElementById('resume-notice')).display") != "none"
     shot(browser, "chat_resumed")
 
 
