@@ -1,6 +1,8 @@
 """The playground: GET /playground (one self-contained page) driven by
-headless Chromium against a server with simple, digits and kjv: a digit
-picture chosen through the file input is classified with its label, simple
+headless Chromium against a server with simple, digits, spoken_digits,
+langid and kjv: a digit picture and a spoken digit's WAV chosen through the
+file pickers, and German typed into the text box, are classified with their
+labels, simple
 runs from the form made from its metadata, a chat reply streams and is
 stopped (the server counts the cancellation), a stream whose connection a
 TCP proxy between the browser and the server closes mid-reply resumes
@@ -27,6 +29,9 @@ from prom import scrape
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 KJV = REPO_ROOT / "models" / "kjv"
 SEVEN = REPO_ROOT / "models" / "digits" / "sample_7.png"
+SPOKEN = REPO_ROOT / "models" / "spoken_digits"
+LANGID = REPO_ROOT / "models" / "langid"
+GERMAN = "guten morgen, ich möchte schlafen"  # "guten morgen" alone: de at 0.63
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,8 @@ def psrv(module_server_factory):
         pytest.fail("model kjv missing: %s/1/model.onnx (models/build/make_kjv.py)" % KJV)
     return module_server_factory.start(
         "--stream-resume-secs", "10",
-        models={"simple": MAIN_MODELS["simple"], "digits": MAIN_MODELS["digits"], "kjv": KJV})
+        models={"simple": MAIN_MODELS["simple"], "digits": MAIN_MODELS["digits"], "kjv": KJV,
+                "spoken_digits": SPOKEN, "langid": LANGID})
 
 
 @pytest.fixture(scope="module")
@@ -105,18 +111,27 @@ def test_page_is_self_contained(psrv):
     assert delta("200") == 2 and delta("405") == 1 and delta("404") == 1
 
 
+def choose_file(browser, raw_input, path):
+    """Chooses path in the file picker of the raw input named raw_input."""
+    picker = "document.querySelector('[data-input=%s] input[type=file]')" % raw_input
+    assert browser.wait_until("!!" + picker)
+    obj = browser.call("Runtime.evaluate", expression=picker)
+    browser.call("DOM.enable")
+    browser.call("DOM.setFileInputFiles", files=[str(path)], objectId=obj["result"]["objectId"])
+    assert browser.wait_until("!!document.querySelector('[data-input=%s]').file" % raw_input)
+
+
+def top_label(browser, output):
+    return browser.evaluate(
+        "document.querySelector('[data-output=%s] .top').dataset.top" % output)
+
+
 def test_classify_digit_image(psrv, browser, tmp_path):
     open_model(browser, psrv, "digits")
-    assert browser.wait_until("!!document.querySelector('[data-input=image] input[type=file]')")
     # The raw image input gets a file picker; choose the picture through it.
-    obj = browser.call("Runtime.evaluate",
-                       expression="document.querySelector('[data-input=image] input[type=file]')")
-    browser.call("DOM.enable")
-    browser.call("DOM.setFileInputFiles", files=[str(SEVEN)], objectId=obj["result"]["objectId"])
-    assert browser.wait_until("!!document.querySelector('[data-input=image]').file")
+    choose_file(browser, "image", SEVEN)
     run_form(browser)
-    assert browser.evaluate(
-        "document.querySelector('[data-output=probabilities] .top').dataset.top") == "7"
+    assert top_label(browser, "probabilities") == "7"
     bars = browser.evaluate("document.querySelectorAll('[data-output=probabilities] .bar').length")
     assert bars == 10
     assert "total" in browser.evaluate("document.getElementById('timing').textContent")
@@ -130,6 +145,33 @@ def test_classify_digit_image(psrv, browser, tmp_path):
                          timeout=30)
     answer = json.loads(out.stdout)
     assert answer["outputs"][0]["data"][0].endswith(":7:7"), answer
+
+
+def test_classify_spoken_digit(psrv, browser):
+    open_model(browser, psrv, "spoken_digits")
+    # The raw audio input gets a file picker; the WAV goes as it is.
+    choose_file(browser, "audio", SPOKEN / "sample_seven.wav")
+    run_form(browser)
+    assert top_label(browser, "probabilities") == "seven"
+    assert browser.evaluate(
+        "document.querySelectorAll('[data-output=probabilities] .bar').length") == 10
+    shot(browser, "spoken_digits")
+
+
+def test_identify_language_of_text(psrv, browser):
+    open_model(browser, psrv, "langid")
+    # The raw text input is a text box; the text goes as a BYTES element.
+    assert browser.wait_until("!!document.querySelector('[data-input=text] textarea')")
+    set_value(browser, "[data-input=text] textarea", GERMAN)
+    run_form(browser)
+    assert top_label(browser, "probabilities") == "de"
+    scores = browser.evaluate(
+        "Array.from(document.querySelectorAll('[data-output=probabilities] td'))"
+        ".map(td => td.textContent)")
+    assert scores[0].endswith(":de") and float(scores[0].split(":")[0]) > 0.9, scores
+    assert json.loads(browser.evaluate("window.__playground.last.body"))["inputs"] == [
+        {"name": "text", "shape": [1, 1], "datatype": "BYTES", "data": [GERMAN]}]
+    shot(browser, "langid")
 
 
 def test_simple_from_form(psrv, browser):
