@@ -11,6 +11,7 @@ import json
 import struct
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -447,6 +448,25 @@ def assert_error(status, body, expected_status, content_type="application/json")
     ctype = (content_type or "").split(";")[0].strip().lower()
     assert ctype == "application/json", "error Content-Type is %r" % content_type
     return doc["error"]
+
+
+def check_self_contained_page(base_url, path):
+    """A page served from the binary (/dashboard, /playground): HTML with
+    no external assets (no src/href to another origin, no link or script
+    files, no @import), not cached, HEAD answered, POST 405, subpaths 404.
+    Returns the page's text."""
+    r = requests.get(base_url + path)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert r.headers["Cache-Control"] == "no-store"
+    page = r.text
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', page)
+    assert "<link" not in page and "<script src" not in page and "@import" not in page
+    assert requests.head(base_url + path).status_code == 200
+    assert_error_response(requests.post(base_url + path), 405)
+    assert_error_response(requests.get(base_url + path + "/nope"), 404)
+    return page
 
 
 def assert_error_response(r, expected_status):

@@ -10,7 +10,8 @@ import pytest
 import requests
 
 from cdp import CHROMIUM, Browser
-from conftest import MAIN_MODELS, assert_error_response, infer_request, make_repository, ok_json
+from conftest import (MAIN_MODELS, check_self_contained_page,
+                      infer_request, make_repository, ok_json)
 from prom import scrape
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -35,19 +36,8 @@ def dsrv(module_server_factory):
 
 
 def test_page_is_self_contained(dsrv):
-    r = requests.get(dsrv.url + "/dashboard")
-    assert r.status_code == 200
-    assert r.headers["Content-Type"] == "text/html; charset=utf-8"
-    assert r.headers["Cache-Control"] == "no-store"
-    page = r.text
-    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
-    # No external assets: no src/href to another origin, no link or script files.
-    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', page)
-    assert "<link" not in page and "<script src" not in page and "@import" not in page
+    page = check_self_contained_page(dsrv.url, "/dashboard")
     assert "prefers-color-scheme: dark" in page
-    assert requests.head(dsrv.url + "/dashboard").status_code == 200
-    assert_error_response(requests.post(dsrv.url + "/dashboard"), 405)
-    assert_error_response(requests.get(dsrv.url + "/dashboard/nope"), 404)
 
 
 def test_data_shape(dsrv):

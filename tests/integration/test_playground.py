@@ -23,7 +23,8 @@ import pytest
 import requests
 
 from cdp import CHROMIUM, Browser
-from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, assert_error_response, ok_json
+from conftest import (INFERD_BIN, MAIN_MODELS, REPO_ROOT,
+                      check_self_contained_page, ok_json)
 from prom import scrape
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -89,18 +90,8 @@ def run_form(browser):
 
 def test_page_is_self_contained(psrv):
     before = scrape(psrv)
-    r = requests.get(psrv.url + "/playground")
-    assert r.status_code == 200
-    assert r.headers["Content-Type"] == "text/html; charset=utf-8"
-    assert r.headers["Cache-Control"] == "no-store"
-    page = r.text
-    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
-    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', page)
-    assert "<link" not in page and "<script src" not in page and "@import" not in page
+    page = check_self_contained_page(psrv.url, "/playground")
     assert 'name="viewport"' in page
-    assert requests.head(psrv.url + "/playground").status_code == 200
-    assert_error_response(requests.post(psrv.url + "/playground"), 405)
-    assert_error_response(requests.get(psrv.url + "/playground/nope"), 404)
     assert 'href="/playground"' in requests.get(psrv.url + "/dashboard").text
     # The page's responses have their own endpoint label.
     after = scrape(psrv)
