@@ -9,10 +9,11 @@
 #define TAG_PCM 0x0001
 #define TAG_FLOAT 0x0003
 #define TAG_EXTENSIBLE 0xFFFE
-#define WAV_SIZE_UNKNOWN 0xFFFFFFFFu /* a streaming writer's data size (espeak-ng --stdout) */
+#define WAV_SIZE_UNKNOWN 0xFFFFFFFFu /* the data size a writer that cannot seek back leaves */
 
 /* The 14 bytes after the format tag in every KSDATAFORMAT_SUBTYPE_* GUID
- * that stands for a WAVE format tag ({0000xxxx-0000-0010-8000-00aa00389b71}). */
+ * that stands for a WAVE format tag: the GUID is the 16-bit tag, two zero
+ * bytes, then 0000-0010-8000-00aa00389b71. */
 static const uint8_t guid_tail[14] = {0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80,
                                       0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71};
 
