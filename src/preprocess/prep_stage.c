@@ -40,8 +40,8 @@ static const char *missing_hint(const struct model_prep *mp, uint32_t g)
 
 /* Sorts the request's inputs into pc->graph and pc->raw; 0, or a 400
  * answer (STAGE_DONE) when an input is both given and fed, or neither. */
-static int classify(struct infer_call *call, const struct model_prep *mp, struct prep_call *pc,
-                    bool *any_raw)
+static int sort_inputs(struct infer_call *call, const struct model_prep *mp, struct prep_call *pc,
+                       bool *any_raw)
 {
     const struct model *m = mp->model;
     *any_raw = false;
@@ -308,7 +308,7 @@ enum stage_result prep_stage(struct infer_call *call, const void *cfg)
     pc->mp = mp;
     prep_mem_init(&pc->mem, PREP_MAX_REQUEST_BYTES);
     bool any_raw;
-    if (classify(call, mp, pc, &any_raw) != 0) {
+    if (sort_inputs(call, mp, pc, &any_raw) != 0) {
         prep_obs_error(mp, 400);
         return STAGE_DONE;
     }
