@@ -87,6 +87,12 @@ struct infer_request {
      * (Triton's compute_input / compute_infer / compute_output). */
     uint64_t infer_start_ns, infer_end_ns;
     struct infer_trace trace;
+    /* Generative models (gen/engine.h): the prompt tokens the model read
+     * and the tokens it generated for this request, set by the engine
+     * before each response (so before complete()); 0 and 0 for a request
+     * that never reached the running set. What token budgets charge and
+     * usage metering counts (policy/tokenquota.h). */
+    uint32_t usage_prompt_tokens, usage_completion_tokens;
 
     /* Set (any thread) when the client is gone: the scheduler completes a
      * cancelled request with status 499 instead of running it, if it has

@@ -35,6 +35,13 @@ struct model_engine_ops {
     /* Once no request can come any more (the last reference is gone):
      * finishes, frees the engine. */
     void (*stop)(void *engine);
+    /* Before submit (token budgets, policy/tokenquota.h), on any thread:
+     * what req may use — *prompt_tokens, its text_input tokenized, and
+     * *max_completion, the most it may generate (its max_tokens, or the
+     * rest of the context). 0, or -1 with err (400) when submit would
+     * refuse the inputs for the same reason. */
+    int (*estimate)(void *engine, const struct infer_request *req, uint32_t *prompt_tokens,
+                    uint32_t *max_completion, struct error *err);
 };
 
 struct model {

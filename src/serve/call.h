@@ -137,6 +137,29 @@ struct serve_ratelimit {
     bool set;           /* false: no rule matched (nothing to send) */
 };
 
+/* Why a token reservation was refused (policy/tokenquota.h). */
+enum serve_quota_refusal {
+    SERVE_QUOTA_NONE,      /* admitted */
+    SERVE_QUOTA_RATE,      /* a per-minute budget: retry after Retry-After */
+    SERVE_QUOTA_EXHAUSTED, /* a per-day budget: not before the next UTC day */
+    SERVE_QUOTA_TOO_LARGE, /* larger than a whole budget: never fits */
+};
+
+/* The token budget a call of a generative model came under: of the
+ * counters of the token-quota rules that matched it, the one with the
+ * fewest tokens left after its reservation (the refusing one when it was
+ * refused). The OpenAI front end sends it as x-ratelimit-limit-tokens,
+ * -remaining-tokens and -reset-tokens; the refusal picks the error's
+ * type and whether the client may retry (x-should-retry). */
+struct serve_tokens {
+    uint64_t limit;     /* the counter's limit */
+    uint64_t remaining; /* tokens left after this call's reservation */
+    uint64_t reset_ms;  /* until it is full again (per minute) or its day ends */
+    uint64_t retry_ms;  /* refused: until the reservation would fit; else 0 */
+    enum serve_quota_refusal refusal;
+    bool set; /* false: no rule matched (nothing to send) */
+};
+
 struct infer_call {
     struct infer_request req; /* first: what the scheduler sees */
     struct serve_thread *thread;
@@ -166,6 +189,7 @@ struct infer_call {
     struct model_snapshot *snapshot; /* released before submit */
     const char *tenant;              /* authenticated tenant, or NULL */
     struct serve_ratelimit ratelimit; /* set by the rate-limit stage */
+    struct serve_tokens tokens;       /* set by the token-quota stage */
     /* Why req.model is the version it is (obs/route_kind.h): resolve sets
      * url or default, the routing stage may say pin, ab or canary. */
     enum route_kind route;
@@ -174,6 +198,7 @@ struct infer_call {
     void *breaker_ctx; /* the circuit breaker stage's (policy/breaker.h) */
     void *limiter_ctx; /* the concurrency limiter stage's (policy/limiter.h) */
     void *prep_ctx;    /* the preprocessing stage's (preprocess/prep.h) */
+    void *tokens_ctx;  /* the token-quota stage's reservation (policy/tokenquota.h) */
 
     /* Read-only for the front end: the scheduler took the request (so its
      * timings mean something). */
