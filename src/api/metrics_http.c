@@ -358,6 +358,8 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         limiter_write_metrics(src->limiter, out);
     if (src->breaker)
         breaker_write_metrics(src->breaker, out);
+    if (src->usage)
+        usage_write_metrics(src->usage, out);
     streams_write_metrics(out);
     gen_write_metrics(out);
     prep_write_metrics(out);

@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "model/repository.h"
 #include "obs/sysinfo.h"
+#include "obs/usage.h"
 #include "policy/auth.h"
 #include "policy/breaker.h"
 #include "policy/limiter.h"
@@ -41,6 +42,7 @@ struct obs_sources {
     struct limiter *limiter;       /* adaptive concurrency metrics; NULL: none */
     struct breaker *breaker;       /* circuit breaker metrics; NULL: none */
     struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
+    struct usage *usage;           /* token metering: metrics, GET /v2/usage; NULL: none */
 };
 
 /* ---- the metrics listener ------------------------------------------------ */

@@ -12,6 +12,7 @@
 #include "api/rest_obs.h"
 #include "api/rest_shm.h"
 #include "api/tensor_json.h"
+#include "api/usage_http.h"
 #include "base/hex.h"
 #include "base/json.h"
 #include "model/lookup.h"
@@ -524,7 +525,8 @@ static enum auth_class route_class(const struct route *r)
         return AUTH_METADATA;
     if (seg_is(r, 1, "health"))
         return AUTH_HEALTH;
-    if (seg_is(r, 1, "logging") || seg_is(r, 1, "trace") || seg_is(r, 1, "repository"))
+    if (seg_is(r, 1, "logging") || seg_is(r, 1, "trace") || seg_is(r, 1, "repository") ||
+        seg_is(r, 1, "usage"))
         return AUTH_ADMIN;
     if (seg_is(r, 1, "systemsharedmemory") || seg_is(r, 1, "cudasharedmemory"))
         return AUTH_INFER;
@@ -587,6 +589,11 @@ void rest_handle(void *app, struct http_txn *txn)
         return rest_obs_trace_setting(txn, api->repo, NULL, 0);
     if (r.n == 5 && seg_is(&r, 1, "models") && seg_is(&r, 3, "trace") && seg_is(&r, 4, "setting"))
         return rest_obs_trace_setting(txn, api->repo, r.seg[2].text, r.seg[2].len);
+    if (r.n == 2 && seg_is(&r, 1, "usage")) {
+        if (!is_get(txn))
+            return method_not_allowed(txn, "GET, HEAD");
+        return usage_http_get(api->obs ? api->obs->usage : NULL, txn);
+    }
     if (r.n == 4 && seg_is(&r, 1, "models") && seg_is(&r, 3, "routing"))
         return handle_routing(api, txn, &r.seg[2]);
     if (seg_is(&r, 1, "models") && r.n >= 3)

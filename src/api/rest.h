@@ -17,6 +17,7 @@
  *   GET  /dashboard, /dashboard/data               live dashboard (api/obs_http.h)
  *   GET  /playground                               try models by hand (api/playground.h)
  *   GET/PUT /v2/models/{m}/routing                 routing table (policy/routing.h)
+ *   GET  /v2/usage                                 token metering (api/usage_http.h)
  *   GET/POST /v2/logging, /v2[/models/{m}]/trace/setting   (api/rest_obs.h)
  *   POST /v2/systemsharedmemory/region/{n}/register, GET .../status,
  *   POST .../unregister (with or without /region/{n})  (api/rest_shm.h);

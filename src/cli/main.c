@@ -39,6 +39,7 @@
 #include "obs/request.h"
 #include "obs/sysinfo.h"
 #include "obs/trace.h"
+#include "obs/usage.h"
 #include "policy/auth.h"
 #include "policy/breaker.h"
 #include "policy/limiter.h"
@@ -513,6 +514,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.ratelimit = parts->ratelimit;
     o->obs.limiter = parts->limiter;
     o->obs.breaker = parts->breaker;
+    o->obs.usage = parts->usage;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct io_thread *threads = NULL;
@@ -680,8 +682,17 @@ static int serve(int argc, char **argv)
                                        .check = check_sections,
                                        .running = file};
     serve_runtime_of(&o, &reloader.runtime);
-    int rc = run(&o, file ? &reloader : NULL, &parts);
+    /* The token metering (obs/usage.h): a usage file that cannot be read
+     * or written stops the start, rather than be overwritten. */
+    int rc = 1;
+    struct error err;
+    error_clear(&err);
+    if (usage_open(&o.usage, &parts.usage, &err) == 0)
+        rc = run(&o, file ? &reloader : NULL, &parts);
+    else
+        log_error("%s", err.msg);
     /* Every I/O thread has stopped. */
+    usage_close(parts.usage); /* its last write */
     auth_free(parts.auth);
     ratelimit_free(parts.ratelimit);
     limiter_free(parts.limiter);

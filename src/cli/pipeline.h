@@ -30,6 +30,7 @@
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
+#include "obs/usage.h"
 #include "preprocess/prep.h"
 #include "serve/call.h"
 
@@ -41,6 +42,7 @@ struct pipeline_parts {
     struct breaker *breaker;
     struct limiter *limiter;
     struct prep_stage_cfg *prep;
+    struct usage *usage; /* token metering (obs/usage.h); never NULL in the server */
 };
 
 /* Fills *p with the stages, each configured from parts. */

@@ -61,6 +61,10 @@ const char serve_usage_text[] =
     "                             set, batched at every step; default: 64)\n"
     "  --prefill-chunk N          prompt tokens per prefill run: a long prompt joins the\n"
     "                             running set over several steps (default: 64)\n"
+    "  --usage-file FILE          keep the token metering (GET /v2/usage) in FILE across\n"
+    "                             restarts, rewritten atomically every 5 s when it changed\n"
+    "                             (default: in memory only)\n"
+    "  --usage-retention-days N   days of metering kept, today included (default: 400)\n"
     "\n"
     "preprocessing (docs/preprocessing.md):\n"
     "  --preprocess-threads N     threads that decode images, sounds and texts into tensors\n"
@@ -143,6 +147,8 @@ static const struct option getopt_table[] = {
     {"kv-cache-bytes", required_argument, NULL, SERVE_OPT_KV_CACHE_BYTES},
     {"max-running-sequences", required_argument, NULL, SERVE_OPT_MAX_RUNNING_SEQUENCES},
     {"prefill-chunk", required_argument, NULL, SERVE_OPT_PREFILL_CHUNK},
+    {"usage-file", required_argument, NULL, SERVE_OPT_USAGE_FILE},
+    {"usage-retention-days", required_argument, NULL, SERVE_OPT_USAGE_RETENTION},
     {"exit-timeout-secs", required_argument, NULL, SERVE_OPT_EXIT_TIMEOUT},
     {"write-timeout-secs", required_argument, NULL, SERVE_OPT_WRITE_TIMEOUT},
     {"ort-intra-op-threads", required_argument, NULL, SERVE_OPT_INTRA},
@@ -227,6 +233,7 @@ void serve_options_defaults(struct serve_options *o)
         .gen = {.kv_cache_bytes = GEN_DEFAULT_KV_CACHE_BYTES,
                 .max_running = GEN_DEFAULT_MAX_RUNNING,
                 .prefill_chunk = GEN_DEFAULT_PREFILL_CHUNK},
+        .usage = {.retention_days = USAGE_DEFAULT_RETENTION_DAYS},
         .inline_budget_us = DEFAULT_INLINE_BUDGET_US,
         .exit_timeout_secs = 30,
         .metrics_port = 8002,
@@ -316,6 +323,7 @@ static const struct num_option num_options[] = {
     NUM(SERVE_OPT_KV_CACHE_BYTES, 1ull << 16, 1ull << 40, 1, gen.kv_cache_bytes),
     NUM(SERVE_OPT_MAX_RUNNING_SEQUENCES, 1, 1024, 1, gen.max_running),
     NUM(SERVE_OPT_PREFILL_CHUNK, 1, 4096, 1, gen.prefill_chunk),
+    NUM(SERVE_OPT_USAGE_RETENTION, 1, 36500, 1, usage.retention_days),
     NUM(SERVE_OPT_PREPROCESS_THREADS, 1, 256, 1, preprocess_threads),
     NUM(SERVE_OPT_PREPROCESS_QUEUE, 1, 1000000, 1, preprocess_queue),
     NUM(SERVE_OPT_INTER, 0, 1024, 1, repo.load.inter_op_threads),
@@ -373,6 +381,9 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
         return 0;
     case SERVE_OPT_ACCESS_LOG:
         o->access_log.path = value;
+        return 0;
+    case SERVE_OPT_USAGE_FILE:
+        o->usage.path = value;
         return 0;
     case SERVE_OPT_OTLP_ENDPOINT:
         o->otlp.endpoint = value;

@@ -28,6 +28,7 @@
 #include "obs/accesslog.h"
 #include "obs/otlp.h"
 #include "obs/trace.h"
+#include "obs/usage.h"
 
 #define MAX_LOAD_MODELS 256
 
@@ -52,6 +53,7 @@ struct serve_options {
     struct trace_settings trace;
     struct otlp_config otlp; /* endpoint NULL = no export */
     struct gen_settings gen; /* generative models (gen/engine.h) */
+    struct usage_options usage; /* token metering (obs/usage.h); path NULL: in memory */
     int preprocess_threads;  /* 0: --preprocess-threads not given: one per usable CPU */
     int preprocess_queue;    /* requests waiting for a preprocessing worker */
 };
@@ -100,6 +102,8 @@ enum serve_option_id {
     SERVE_OPT_KV_CACHE_BYTES,
     SERVE_OPT_MAX_RUNNING_SEQUENCES,
     SERVE_OPT_PREFILL_CHUNK,
+    SERVE_OPT_USAGE_FILE,
+    SERVE_OPT_USAGE_RETENTION,
     SERVE_OPT_PREPROCESS_THREADS,
     SERVE_OPT_PREPROCESS_QUEUE,
     SERVE_OPT_CONFIG,       /* command line only */
