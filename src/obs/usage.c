@@ -218,12 +218,13 @@ void usage_record(struct usage *u, const char *tenant, const char *model, uint64
     }
     struct entry *rows[2] = {fits ? table_get(&u->rows, day, tenant, model) : NULL,
                              fits ? table_get(&u->totals, 0, tenant, model) : NULL};
+    if (!rows[0] || !rows[1]) {
+        u->dropped++;
+        log_drop = !u->drop_logged;
+    }
     for (int i = 0; i < 2; i++) {
-        if (!rows[i]) {
-            u->dropped++;
-            log_drop = log_drop || !u->drop_logged;
+        if (!rows[i])
             continue;
-        }
         rows[i]->requests = sat_add(rows[i]->requests, 1);
         rows[i]->prompt = sat_add(rows[i]->prompt, prompt_tokens);
         rows[i]->completion = sat_add(rows[i]->completion, completion_tokens);
