@@ -12,8 +12,8 @@
 struct usage_params {
     char tenant[USAGE_NAME_MAX];
     char model[USAGE_NAME_MAX];
-    char from[DAY_TEXT_LEN + 1];
-    char to[DAY_TEXT_LEN + 1];
+    char from[32]; /* room for a wrong date to be quoted back */
+    char to[32];
     bool seen[4];
 };
 
