@@ -233,10 +233,11 @@ void usage_record(struct usage *u, const char *tenant, const char *model, uint64
     u->drop_logged = u->drop_logged || log_drop;
     pthread_mutex_unlock(&u->lock);
     if (log_drop)
-        log_warn("usage: a call of model %.64s (tenant %.64s) is not metered: %s", model,
-                 tenant ? tenant : "none",
-                 fits ? "the table holds its maximum of rows (USAGE_MAX_ROWS) or memory ran out"
-                      : "a name is too long");
+        log_warn("usage: a call of model %.64s (tenant %.64s) is not metered: %s %u rows"
+                 " (inferd_usage_rows_dropped_total counts such calls)",
+                 model, tenant ? tenant : "none",
+                 fits ? "out of memory, or the table holds its" : "a name is too long for the",
+                 USAGE_MAX_ROWS);
 }
 
 /* ---- copies (taken under the lock, used without it) ------------------------------ */
@@ -617,14 +618,15 @@ static void *writer_main(void *arg)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000;
         }
-        while (!u->stopping && pthread_cond_timedwait(&u->cond, &u->lock, &ts) != ETIMEDOUT) {
-        }
+        int rc = 0;
+        while (!u->stopping && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&u->cond, &u->lock, &ts);
         if (u->stopping || !u->dirty)
             continue;
         pthread_mutex_unlock(&u->lock);
         struct error err;
         error_clear(&err);
-        int rc = flush(u, false, &err);
+        rc = flush(u, false, &err);
         if (rc && !u->write_failing)
             log_warn("%s (retrying every %u ms)", err.msg, USAGE_FLUSH_MS);
         else if (!rc && u->write_failing)
