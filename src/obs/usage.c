@@ -21,6 +21,7 @@
 
 #define USAGE_FORMAT "inferd-usage/1"
 /* The file's ceiling: USAGE_MAX_ROWS rows of long names fit. */
+_Static_assert(USAGE_MAX_ROWS == 100000 && USAGE_NAME_MAX == 256, "the warning says so");
 #define USAGE_FILE_MAX ((size_t)96 << 20)
 /* A copy's names: two of at most USAGE_NAME_MAX bytes per row. */
 #define COPY_NAMES_MAX ((size_t)2 * USAGE_NAME_MAX * USAGE_MAX_ROWS)
@@ -233,11 +234,11 @@ void usage_record(struct usage *u, const char *tenant, const char *model, uint64
     u->drop_logged = u->drop_logged || log_drop;
     pthread_mutex_unlock(&u->lock);
     if (log_drop)
-        log_warn("usage: a call of model %.64s (tenant %.64s) is not metered: %s %u rows"
-                 " (inferd_usage_rows_dropped_total counts such calls)",
+        log_warn("usage: a call of model %.64s (tenant %.64s) is not metered: %s "
+                 "(inferd_usage_rows_dropped_total counts such calls)",
                  model, tenant ? tenant : "none",
-                 fits ? "out of memory, or the table holds its" : "a name is too long for the",
-                 USAGE_MAX_ROWS);
+                 fits ? "the table holds its 100000 rows, or memory ran out"
+                      : "a name has 256 bytes or more");
 }
 
 /* ---- copies (taken under the lock, used without it) ------------------------------ */
