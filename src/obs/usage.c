@@ -20,8 +20,8 @@
 #include "obs/metrics.h"
 
 #define USAGE_FORMAT "inferd-usage/1"
+_Static_assert(USAGE_MAX_ROWS == 100000 && USAGE_NAME_MAX == 256, "usage_record's warning");
 /* The file's ceiling: USAGE_MAX_ROWS rows of long names fit. */
-_Static_assert(USAGE_MAX_ROWS == 100000 && USAGE_NAME_MAX == 256, "the warning says so");
 #define USAGE_FILE_MAX ((size_t)96 << 20)
 /* A copy's names: two of at most USAGE_NAME_MAX bytes per row. */
 #define COPY_NAMES_MAX ((size_t)2 * USAGE_NAME_MAX * USAGE_MAX_ROWS)
