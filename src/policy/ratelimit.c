@@ -202,17 +202,7 @@ static struct bucket *tenant_bucket(struct rule_state *st, uint32_t rule, const 
 
 static bool rule_matches(const struct ratelimit_rule *r, const char *tenant, const char *model)
 {
-    if (r->model[0] && strcmp(r->model, model) != 0)
-        return false;
-    switch (r->tenant_kind) {
-    case RATELIMIT_ANY_TENANT:
-        return true;
-    case RATELIMIT_ONE_TENANT:
-        return tenant && strcmp(r->tenant, tenant) == 0;
-    case RATELIMIT_EACH_TENANT:
-        return tenant != NULL;
-    }
-    return false;
+    return ratelimit_scope_matches(r->tenant_kind, r->tenant, r->model, tenant, model);
 }
 
 static void describe_bucket(const struct ratelimit_rule *r, uint64_t tat, uint64_t now,
