@@ -505,6 +505,10 @@ static void write_counter(struct buf *out, enum family what, uint32_t i,
         static const char *const reasons[NREASONS] = {"rate", "exhausted", "too_large"};
         s.labels[s.n++] = "reason";
         for (int j = 0; j < NREASONS; j++) {
+            /* A bucket refuses for want of rate, a day counter when spent. */
+            if (j + 1 ==
+                (l->window == TOKENQUOTA_MINUTE ? SERVE_QUOTA_EXHAUSTED : SERVE_QUOTA_RATE))
+                continue;
             s.labels[s.n] = reasons[j];
             metrics_write_u64(out, "inferd_token_quota_refusals_total", s.labels, s.n / 2 + 1,
                               atomic_load_explicit(&k->refusals[j], memory_order_relaxed));

@@ -483,8 +483,19 @@ static void test_metrics_and_no_allocation(void **state)
                                 "window=\"day\",kind=\"completion\",reason=\"exhausted\"}"),
                      10);
     assert_int_equal(metric(tq, "inferd_token_quota_refusals_total{rule=\"1\",tenant=\"team-a\","
-                                "window=\"day\",kind=\"completion\",reason=\"rate\"}"),
+                                "window=\"day\",kind=\"completion\",reason=\"too_large\"}"),
                      0);
+    /* A day counter never refuses for want of rate, nor a bucket as spent. */
+    assert_int_equal(metric(tq, "inferd_token_quota_refusals_total{rule=\"1\",tenant=\"team-a\","
+                                "window=\"day\",kind=\"completion\",reason=\"rate\"}"),
+                     -1);
+    assert_int_equal(metric(tq, "inferd_token_quota_refusals_total{rule=\"0\",tenant=\"team-b\","
+                                "model=\"kjv\",window=\"minute\",kind=\"total\",reason=\"rate\"}"),
+                     0);
+    assert_int_equal(metric(tq, "inferd_token_quota_refusals_total{rule=\"0\",tenant=\"team-b\","
+                                "model=\"kjv\",window=\"minute\",kind=\"total\","
+                                "reason=\"exhausted\"}"),
+                     -1);
     tokenquota_free(tq);
     /* No rules: no series at all. */
     tq = tokenquota_new();
