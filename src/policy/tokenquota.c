@@ -394,6 +394,7 @@ int tokenquota_reserve(struct tokenquota *tq, const char *tenant, const char *mo
     memset(info, 0, sizeof *info);
     *res = (struct tokenquota_reservation){
         .prompt = prompt, .completion = completion, .day = wall_s / DAY_S, .tenant = tenant};
+    /* Matched by this copy, here and when settling, so that both agree. */
     snprintf(res->model, sizeof res->model, "%s", model);
     if (!atomic_load_explicit(&tq->active, memory_order_relaxed))
         return 0;
@@ -408,7 +409,7 @@ int tokenquota_reserve(struct tokenquota *tq, const char *tenant, const char *mo
         for (uint32_t i = 0; i < c->nrules && rc == 0; i++) {
             const struct tokenquota_rule *r = &c->rules[i];
             if ((r->tenant_kind == RATELIMIT_ANY_TENANT) != (pass == 1) ||
-                !ratelimit_scope_matches(r->tenant_kind, r->tenant, r->model, tenant, model))
+                !ratelimit_scope_matches(r->tenant_kind, r->tenant, r->model, tenant, res->model))
                 continue;
             matched = true;
             rc = reserve_rule(c, i, tenant, prompt, completion, now_ns, wall_s, taken, &n, info,

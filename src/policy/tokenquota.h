@@ -43,7 +43,8 @@
  *     not retry automatically);
  *   - a reservation larger than the counter's whole limit (it can never
  *     fit): refusal = SERVE_QUOTA_TOO_LARGE, the message says by how much
- *     and that max_tokens is what to lower.
+ *     and that max_tokens is what to lower; Retry-After = a minute, or the
+ *     time until the next UTC day, for a per-day counter (not sooner).
  * A call whose model is not generative, or that no rule matches, passes.
  *
  * Settlement (the done hook, once per call, whatever its outcome). What
