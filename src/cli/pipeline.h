@@ -25,12 +25,13 @@
 #ifndef INFERD_CLI_PIPELINE_H
 #define INFERD_CLI_PIPELINE_H
 
+#include "obs/usage.h"
 #include "policy/auth.h"
 #include "policy/breaker.h"
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
-#include "obs/usage.h"
+#include "policy/tokenquota.h"
 #include "preprocess/prep.h"
 #include "serve/call.h"
 
@@ -41,6 +42,7 @@ struct pipeline_parts {
     struct ratelimit *ratelimit;
     struct breaker *breaker;
     struct limiter *limiter;
+    struct tokenquota *tokenquota;
     struct prep_stage_cfg *prep;
     struct usage *usage; /* token metering (obs/usage.h); never NULL in the server */
 };
