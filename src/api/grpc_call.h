@@ -181,8 +181,10 @@ struct grpc_call {
 /* A new call on conn (the wire's object), created when the request's
  * metadata is complete: method, request id, auth and grpc-timeout are
  * decided here (an error answers the call at once). Returns the call with
- * one reference held for the open exchange (dropped by grpc_call_closed),
- * or NULL when out of memory (nothing was sent). set_user stores the call
+ * one reference held for the open exchange (dropped by grpc_call_closed)
+ * and one for the caller (to drop with grpc_call_drop once it is done with
+ * the call, which may have ended already), or NULL when out of memory
+ * (nothing was sent). set_user stores the call
  * in conn before anything can be answered. */
 struct grpc_call *grpc_call_open(struct grpc_api *api, const struct grpc_wire *wire, void *conn,
                                  void (*set_user)(void *conn, struct grpc_call *call));

@@ -533,7 +533,6 @@ struct grpc_call *grpc_call_open(struct grpc_api *api, const struct grpc_wire *w
             call->deadline_ns =
                 ns > UINT64_MAX - call->received_ns ? UINT64_MAX : call->received_ns + ns;
     }
-    grpc_call_drop(call);
     return call;
 }
 
@@ -700,7 +699,10 @@ static void st_set_user(void *conn, struct grpc_call *call)
 
 static void on_headers(void *app, struct h2_stream *st)
 {
-    if (!grpc_call_open(app, &h2_wire, st, st_set_user))
+    struct grpc_call *call = grpc_call_open(app, &h2_wire, st, st_set_user);
+    if (call)
+        grpc_call_drop(call);
+    else
         h2_stream_reset(st, H2_REFUSED_STREAM);
 }
 

@@ -177,7 +177,6 @@ void grpc_web_handle(struct grpc_api *api, struct http_txn *txn, enum grpc_web_e
                                               : "application/grpc-web+proto");
         return;
     }
-    grpc_call_hold(call);
     const uint8_t *body = (const uint8_t *)txn->req.body;
     size_t len = txn->req.body_len;
     if (!call->finished && enc == GRPC_WEB_TEXT) {
