@@ -22,6 +22,7 @@ from conftest import MAIN_MODELS, REPO_ROOT, connect, stall_repo
 from grpc_client import SERVICE, Client, generate
 from prom import parse as prom_parse
 from test_auth import auth_yaml, new_key
+from test_tls import pki, tls_server  # noqa: F401 (pki is a fixture)
 
 KJV = REPO_ROOT / "models" / "kjv"
 WAIT = 30
@@ -413,3 +414,30 @@ def test_api_keys_in_metadata(module_server_factory, tmp_path, pbs):
     assert ans.code == 0 and len(ans.messages) == 1
     assert web_call(srv, "ModelMetadata", pb.ModelMetadataRequest(name="simple"),
                     headers={"x-api-key": reader[0]}).code == 0
+
+
+def test_over_tls_http1_and_h2(server_factory, pki, tmp_path, pbs):
+    """TLS on the HTTP port: ALPN http/1.1 and h2 (curl), the same frames."""
+    pb, _ = pbs
+    srv = tls_server(server_factory, pki, tmp_path)
+    req = simple_request(pb, A, B)
+    body = tmp_path / "req.bin"
+    body.write_bytes(frame(req.SerializeToString()))
+    for flag, version in (("--http1.1", b"HTTP/1.1 200"), ("--http2", b"HTTP/2 200")):
+        r = subprocess.run(["curl", "-s", "-S", flag, "--cacert", str(pki / "ca.pem"),
+                            "--max-time", "20", "-D", "-", "-H", "content-type: " + BINARY,
+                            "--data-binary", "@" + str(body),
+                            "https://127.0.0.1:%d%sModelInfer" % (srv.port, SERVICE)],
+                           capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        head, _, payload = r.stdout.partition(b"\r\n\r\n")
+        assert head.startswith(version), head
+        fr = frames_of(payload)
+        assert [f for f, _ in fr] == [0, 0x80] and trailer_map(fr[1][1]) == {"grpc-status": "0"}
+        got = pb.ModelInferResponse.FromString(fr[0][1])
+        assert got.raw_output_contents[0] == native_raw(pb, A, B)
+
+
+def native_raw(pb, a, b):
+    """simple's OUTPUT0 (a + b) as raw little-endian INT32 bytes."""
+    return b"".join((x + y).to_bytes(4, "little", signed=True) for x, y in zip(a, b))
