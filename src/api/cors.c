@@ -17,11 +17,11 @@ int cors_add_origin(struct cors *c, const char *origin, struct error *err)
         ok = origin[i] > 0x20 && origin[i] < 0x7f;
     if (!ok)
         return error_set(err, 400,
-                         "--cors-allow-origin: '%.300s' is not * or an origin "
+                         "'%.300s' is not * or an origin "
                          "scheme://host[:port] (at most %d characters)",
                          origin, CORS_ORIGIN_MAX);
     if (c->norigins == CORS_MAX_ORIGINS)
-        return error_set(err, 400, "--cors-allow-origin: at most %d origins", CORS_MAX_ORIGINS);
+        return error_set(err, 400, "at most %d origins", CORS_MAX_ORIGINS);
     memcpy(c->origins[c->norigins++], origin, n + 1);
     return 0;
 }
