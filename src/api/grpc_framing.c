@@ -113,6 +113,8 @@ int grpc_web_text_encode(const void *data, size_t len, struct buf *out)
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const uint8_t *p = data;
+    if (len == 0)
+        return 0;
     int rc = buf_reserve(out, (len + 2) / 3 * 4);
     if (rc != 0)
         return rc;

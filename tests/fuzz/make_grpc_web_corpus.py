@@ -69,6 +69,8 @@ def main():
             base64.b64encode(frame(m)) for m in (infer, live, infer))),
         "text_bad_char": seed(True, 4, b"AAAA*AAA"),
         "text_cut_quantum": seed(True, 4, base64.b64encode(frame(live))[:-1]),
+        # An empty text body: re-encoding nothing once did pointer arithmetic on NULL.
+        "regress_text_empty_body": seed(True, 33, b""),
     }
     OUT.mkdir(parents=True, exist_ok=True)
     for name, data in seeds.items():
