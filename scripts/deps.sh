@@ -32,7 +32,8 @@
 #    $INFERD_THIRD_PARTY/.onnxruntime-node.failed and make bench reports the
 #    experiment as skipped with that reason.
 # 4. The Node.js clients of the integration tests (tests/node: the official
-#    `openai` SDK and onnxruntime-node for an independent generation loop)
+#    `openai` SDK, onnxruntime-node for an independent generation loop, and
+#    Connect's gRPC-Web transport with protoc-gen-es for gRPC-Web)
 #    into $INFERD_THIRD_PARTY/node-tests with `npm ci --ignore-scripts` from
 #    tests/node/package-lock.json (every package pinned with its integrity
 #    hash; no install script ever runs). The binding's libonnxruntime.so.1
@@ -374,6 +375,7 @@ node_tests_stamp_text() {
 
 node_tests_is_current() {
     [ -f "$node_tests_dir/.stamp" ] && [ -d "$node_tests_dir/node_modules/openai" ] &&
+        [ -x "$node_tests_dir/node_modules/.bin/protoc-gen-es" ] &&
         [ -f "$node_tests_dir/$NODE_ORT_BIN/onnxruntime_binding.node" ] &&
         [ "$(cat "$node_tests_dir/.stamp")" = "$(node_tests_stamp_text)" ]
 }
@@ -405,6 +407,9 @@ install_node_tests() {
     (cd "$stage" && node --input-type=module -e '
         import OpenAI from "openai";
         import ort from "onnxruntime-node";
+        import { createClient } from "@connectrpc/connect";
+        import { createGrpcWebTransport } from "@connectrpc/connect-node";
+        import { create } from "@bufbuild/protobuf";
         if (ort.env.versions.node !== process.argv[1]) {
             console.error("loaded onnxruntime-node " + ort.env.versions.node);
             process.exit(1);

@@ -299,6 +299,8 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         }
         t->grpc.routing = routing;
         t->grpc.auth = auth;
+        t->api.grpc = &t->grpc;
+        t->api.cors = &o->cors;
         http.grpc = &t->grpc.app;
         http.on_tick = io_tick;
         http.tick_arg = t;

@@ -84,6 +84,9 @@ const char serve_usage_text[] =
     "  --tls-key FILE             PEM private key of --tls-cert\n"
     "  --tls-client-ca FILE       PEM CA certificates: require and verify client\n"
     "                             certificates (mutual TLS)\n"
+    "  --cors-allow-origin ORIGIN browsers on ORIGIN (scheme://host[:port], or * for any)\n"
+    "                             may call the HTTP port, gRPC-Web included: preflights\n"
+    "                             answered, CORS headers on every answer (repeatable)\n"
     "\n"
     "limits and timeouts:\n"
     "  --max-request-line BYTES   longest request line, else 414 (default: 8192)\n"
@@ -126,6 +129,7 @@ static const struct option getopt_table[] = {
     {"model-control-mode", required_argument, NULL, SERVE_OPT_CONTROL_MODE},
     {"repository-poll-secs", required_argument, NULL, SERVE_OPT_POLL_SECS},
     {"load-model", required_argument, NULL, SERVE_OPT_LOAD_MODEL},
+    {"cors-allow-origin", required_argument, NULL, SERVE_OPT_CORS_ORIGIN},
     {"backend-directory", required_argument, NULL, SERVE_OPT_BACKEND_DIR},
     {"host", required_argument, NULL, SERVE_OPT_HOST},
     {"http-port", required_argument, NULL, SERVE_OPT_PORT},
@@ -179,7 +183,8 @@ int serve_option_find(const char *name, int *id, enum serve_option_kind *kind)
             continue;
         *id = t->val;
         *kind = t->has_arg == no_argument        ? SERVE_OPTION_SWITCH
-                : t->val == SERVE_OPT_LOAD_MODEL ? SERVE_OPTION_REPEATED
+                : t->val == SERVE_OPT_LOAD_MODEL || t->val == SERVE_OPT_CORS_ORIGIN
+                    ? SERVE_OPTION_REPEATED
                                                  : SERVE_OPTION_VALUE;
         return 0;
     }
@@ -389,6 +394,8 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
             return error_set(err, 400, "at most %d models", MAX_LOAD_MODELS);
         o->load_models[o->repo.nload_models++] = value;
         return 0;
+    case SERVE_OPT_CORS_ORIGIN:
+        return cors_add_origin(&o->cors, value, err);
     case SERVE_OPT_CONTROL_MODE:
         if ((w = parse_word(value, modes, "none, poll or explicit", err)) < 0)
             return -1;
@@ -474,12 +481,16 @@ void serve_cmdline_parse(int argc, char **argv, struct serve_cmdline *out)
 
 void serve_cmdline_apply(const struct serve_cmdline *c, struct serve_options *o)
 {
-    bool models_replaced = false;
+    bool models_replaced = false, origins_replaced = false;
     for (uint32_t i = 0; i < c->nflags; i++) {
         const struct serve_flag *f = &c->flags[i];
         if (f->id == SERVE_OPT_LOAD_MODEL && !models_replaced) {
             o->repo.nload_models = 0; /* the command line's list replaces the file's */
             models_replaced = true;
+        }
+        if (f->id == SERVE_OPT_CORS_ORIGIN && !origins_replaced) {
+            o->cors = (struct cors){0}; /* likewise */
+            origins_replaced = true;
         }
         struct error err;
         error_clear(&err);

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api/cors.h"
 #include "api/obs_http.h"
 #include "base/error.h"
 #include "gen/engine.h"
@@ -43,6 +44,7 @@ struct serve_options {
     int metrics_port;       /* -1 = --no-metrics */
     struct obs_sources obs;
     uint64_t grpc_max_message_bytes;
+    struct cors cors; /* --cors-allow-origin (api/cors.h) */
     uint64_t sse_keepalive_ms;
     uint32_t stream_resume_secs; /* api/streams.h */
     /* Logging, access log and tracing (obs/). */
@@ -102,6 +104,7 @@ enum serve_option_id {
     SERVE_OPT_PREFILL_CHUNK,
     SERVE_OPT_PREPROCESS_THREADS,
     SERVE_OPT_PREPROCESS_QUEUE,
+    SERVE_OPT_CORS_ORIGIN,
     SERVE_OPT_CONFIG,       /* command line only */
     SERVE_OPT_CHECK_CONFIG, /* command line only */
 };

@@ -471,7 +471,7 @@ static const char *date_now(void)
 static void rest_submit(struct h2_stream *st, int status, const char *content_type,
                         const char *extra, bool head_only, bool streamed)
 {
-    nghttp2_nv nv[8 + 16];
+    nghttp2_nv nv[8 + 24];
     size_t n = 0;
     char status_str[8], len_str[24];
     const char *date = date_now();
@@ -658,7 +658,10 @@ static bool is_grpc(const struct h2_stream *st)
 {
     size_t len;
     const char *ct = h2_stream_header(st, "content-type", &len);
-    return ct && len >= 16 && strncasecmp(ct, "application/grpc", 16) == 0;
+    /* application/grpc-web* is an ordinary HTTP exchange (the REST
+     * handler routes it to the gRPC-Web front end). */
+    return ct && len >= 16 && strncasecmp(ct, "application/grpc", 16) == 0 &&
+           !(len >= 20 && strncasecmp(ct + 16, "-web", 4) == 0);
 }
 
 static void head_complete(struct h2_stream *st)
