@@ -63,7 +63,7 @@ static _Thread_local struct obsreq *tls_free;
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct obsreq *all_objects;
 
-static const char *const proto_names[] = {"http/1.1", "http/1.0", "h2", "grpc"};
+static const char *const proto_names[] = {"http/1.1", "http/1.0", "h2", "grpc", "h3"};
 
 size_t request_id_resolve(const char *in, size_t len, char out[REQUEST_ID_MAX + 1])
 {

@@ -45,7 +45,7 @@
 /* Longest finish reason the access log keeps ("stop", "length", "cancelled"). */
 #define OBSREQ_FINISH_MAX 15
 
-enum obs_protocol { OBS_PROTO_HTTP1, OBS_PROTO_HTTP10, OBS_PROTO_H2, OBS_PROTO_GRPC };
+enum obs_protocol { OBS_PROTO_HTTP1, OBS_PROTO_HTTP10, OBS_PROTO_H2, OBS_PROTO_GRPC, OBS_PROTO_H3 };
 
 /* Writes the request id into out (NUL-terminated) and returns its length:
  * `in` when it is 1..REQUEST_ID_MAX printable ASCII characters (0x21-0x7e),
