@@ -253,6 +253,60 @@ def test_body_limit_over_http3(server_factory, pki, tmp_path):
         b.close()
 
 
+PARALLEL_JS = """(async () => {
+  const t0 = performance.now();
+  const body = JSON.stringify({IN: [1], DELAY: [%d]});
+  const rs = await Promise.all(Array.from({length: %d}, () =>
+      fetch("/v2/models/repeat/generate", {method: "POST", body, cache: "no-store"})
+          .then(r => r.status)));
+  return JSON.stringify({statuses: rs, ms: performance.now() - t0});
+})()"""
+
+
+def open_connections(srv):
+    text = requests.get(srv.metrics_url, timeout=10).text
+    return int(next(l.split()[1] for l in text.splitlines()
+                    if l.startswith("inferd_open_connections ")))
+
+
+def test_stream_limit_and_idle_timeout(server_factory, pki, tmp_path):
+    """--h2-max-concurrent-streams 2 is the QUIC stream limit: of 6
+    requests sent at once to a model that runs one at a time, never more
+    than 2 are in the server, so none waits in its queue for more than
+    about one run (with 128 streams the last would wait 5 runs). Then the
+    idle connection is closed after --idle-timeout-secs (the open
+    connections gauge drops to 0; Chromium alone would keep it 30 s)."""
+    log = tmp_path / "access.log"
+    srv = start_h3(server_factory, pki, tmp_path, "--h2-max-concurrent-streams", "2",
+                   "--idle-timeout-secs", "2", "--access-log", str(log),
+                   repository=repo_with_repeat(tmp_path))
+    b = quic_browser(srv.port, pki[1]["one"])
+    try:
+        open_origin(b, srv.port)
+        run_ms = 400
+        r = b.call("Runtime.evaluate", expression=PARALLEL_JS % (run_ms, 6), awaitPromise=True,
+                   returnByValue=True)
+        v = json.loads(r["result"]["value"])
+        assert v["statuses"] == [200] * 6
+        assert v["ms"] >= 6 * run_ms * 0.9  # the model runs them one after the other
+        deadline = time.monotonic() + 10
+        while True:
+            lines = [l for l in access_log_lines(log) if l["endpoint"] == "/v2/models/repeat/generate"]
+            if len(lines) == 6 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert len(lines) == 6 and {l["protocol"] for l in lines} == {"h3"}
+        assert max(l["queue_us"] for l in lines) < 2.5 * run_ms * 1000, lines
+        assert open_connections(srv) >= 1
+        b.navigate("about:blank")
+        deadline = time.monotonic() + 10
+        while open_connections(srv) > 0:
+            assert time.monotonic() < deadline, "the idle QUIC connection is still open"
+            time.sleep(0.2)
+    finally:
+        b.close()
+
+
 # ---- certificates ----
 
 def test_sighup_reloads_the_quic_certificate(server_factory, pki, tmp_path):
