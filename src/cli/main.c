@@ -100,7 +100,7 @@ struct io_thread {
     int index; /* the thread's name: io-<index> */
     struct loop loop;
     struct http_server *server;
-    struct h3_server *h3; /* --http3: thread 0 only (h3.h: one loop owns the UDP port) */
+    struct h3_server *h3;      /* --http3: thread 0 only (h3.h: one loop owns the UDP port) */
     struct serve_thread serve; /* the serving pipeline's state of this thread */
     struct rest_api api;
     struct grpc_api grpc;
@@ -346,8 +346,8 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
             .tls = quic,
             .on_response = http.on_response,
         };
-        if (h3_server_start(&threads[0].loop, &h3, rest_handle, &threads[0].api,
-                            &threads[0].h3) != 0)
+        if (h3_server_start(&threads[0].loop, &h3, rest_handle, &threads[0].api, &threads[0].h3) !=
+            0)
             return -1;
         snprintf(alt_svc, sizeof alt_svc, "h3=\":%d\"; ma=86400", h3_server_port(threads[0].h3));
         log_info("HTTP/3 on UDP %s:%d (one I/O thread; 0-RTT %s)", http.host,
