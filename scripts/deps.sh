@@ -65,6 +65,9 @@ PACKAGES=(
     nginx-light
     # HTTP/2, gRPC messages and TLS
     libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev openssl
+    # HTTP/3 (--http3): QUIC (ngtcp2 with its GnuTLS crypto binding, GnuTLS),
+    # HTTP/3 framing and QPACK (nghttp3); TCP TLS stays on OpenSSL
+    libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev
     # the --config file (YAML)
     libyaml-dev
     # preprocessing (src/preprocess/): JPEG and PNG decoding, resampling,

@@ -650,6 +650,8 @@ static void rest_dispatch(struct h2_stream *st)
     r->content_length = st->body.len;
     http_txn_reset(t, &h2_txn_ops, st, HTTP_VERSION_2, s->cfg.on_response);
     t->start_ns = clock_now_ns();
+    if (s->cfg.alt_svc)
+        http_txn_add_header(t, "Alt-Svc", s->cfg.alt_svc);
     st->txn_active = true;
     s->cfg.handler(s->cfg.handler_app, t);
 }

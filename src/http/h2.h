@@ -146,6 +146,8 @@ struct h2_session_config {
     size_t (*peer)(void *arg, char *out, size_t cap);
     /* Filled into each REST txn (txn->on_response). */
     http_response_fn on_response;
+    /* Alt-Svc header value added to each REST answer; NULL = none. */
+    const char *alt_svc;
 };
 
 /* Creates a server session and queues its SETTINGS. Returns 0 or -ENOMEM. */

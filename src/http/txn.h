@@ -1,6 +1,6 @@
 /*
  * txn: one HTTP request/response exchange, whatever the transport carries
- * it (HTTP/1.1 in server.c, HTTP/2 in h2.c). Handlers see only this
+ * it (HTTP/1.1 in server.c, HTTP/2 in h2.c, HTTP/3 in h3.c). Handlers see only this
  * header; each transport fills txn->ops with its own implementation, so
  * nothing here asks which transport it is.
  *
@@ -52,7 +52,7 @@ struct http_txn_ops {
     size_t (*peer)(const struct http_txn *txn, char *out, size_t cap);
 };
 
-enum http_version { HTTP_VERSION_1_0, HTTP_VERSION_1_1, HTTP_VERSION_2 };
+enum http_version { HTTP_VERSION_1_0, HTTP_VERSION_1_1, HTTP_VERSION_2, HTTP_VERSION_3 };
 
 /* Response observer of a whole server (metrics): every response of a
  * handler (txn) or of the server itself (txn NULL), once, when it ends. */
