@@ -207,6 +207,9 @@ def test_sse_streams_over_http3(h3srv, browser):
 
 def test_access_log_says_h3(h3srv, browser):
     h3_fetch(browser, "/v2/models/simple/ready")
+    body = json.dumps(SIMPLE_REQUEST).encode()
+    h3_fetch(browser, "/v2/models/simple/infer", "POST", body)
+    h1(h3srv, "/v2/models/simple/infer", "POST", body)
     deadline = time.monotonic() + 10
     while True:
         lines = [l for l in access_log_lines(h3srv.access_log)
@@ -215,9 +218,14 @@ def test_access_log_says_h3(h3srv, browser):
             break
         time.sleep(0.1)
     assert lines and lines[-1]["protocol"] == "h3", lines
-    infer = [l for l in access_log_lines(h3srv.access_log)
-             if l["endpoint"] == "/v2/models/simple/infer"]
-    assert {"h3", "http/1.1"} <= {l["protocol"] for l in infer}
+    deadline = time.monotonic() + 10
+    while True:
+        infer = [l for l in access_log_lines(h3srv.access_log)
+                 if l["endpoint"] == "/v2/models/simple/infer"]
+        if {"h3", "h1"} <= {l["protocol"] for l in infer} or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert {"h3", "h1"} <= {l["protocol"] for l in infer}
 
 
 def test_alt_svc_on_tls_answers(h3srv):
