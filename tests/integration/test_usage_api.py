@@ -4,15 +4,17 @@ docs/api.md): its answer without calls, its query parameters and their
 (written at start, set by flag or config key) and a malformed usage file,
 which stops the start and is left as it was.
 """
+import datetime
 import json
 import subprocess
 
 import pytest
 import requests
 
-from conftest import INFERD_BIN, assert_error_response, ok_json, parse_responses, raw_http
+from conftest import INFERD_BIN, REPO_ROOT, assert_error_response, ok_json, parse_responses, raw_http
 from test_auth import auth_yaml, bearer, new_key
 
+KJV = REPO_ROOT / "models" / "kjv"
 EMPTY = {"rows": [], "totals": {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                 "total_tokens": 0}}
 
@@ -129,3 +131,38 @@ def test_retention_flag_range(value):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2
     assert "usage-retention-days" in p.stderr and "expected a number from 1 to 36500" in p.stderr
+
+
+def test_calls_are_metered_and_survive_a_restart(server_factory, tmp_path):
+    usage = tmp_path / "usage.json"
+    flags = ("--usage-file", str(usage))
+    s = server_factory.start(*flags, models={"kjv": KJV})
+    body = {"model": "kjv", "prompt": "In the beginning God", "max_tokens": 5, "temperature": 0}
+    used = [ok_json(requests.post(s.url + "/v1/completions", json=body, timeout=60))["usage"]
+            for _ in range(2)]
+    r = requests.post(s.url + "/v2/models/kjv/generate", timeout=60,
+                      json={"text_input": "And God said", "max_tokens": 3, "temperature": 0})
+    assert r.status_code == 200, r.text
+    prompt = sum(u["prompt_tokens"] for u in used)
+    completion = sum(u["completion_tokens"] for u in used)
+    day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    doc = ok_json(requests.get(s.url + "/v2/usage"))
+    (row,) = doc["rows"]
+    assert row["day"] == day and row["tenant"] is None and row["model"] == "kjv", row
+    assert row["requests"] == 3 and row["prompt_tokens"] > prompt, row
+    assert row["completion_tokens"] == completion + 3, row  # greedy: no end of text so soon
+    assert row["total_tokens"] == row["prompt_tokens"] + row["completion_tokens"]
+    assert doc["totals"] == {k: v for k, v in row.items() if k not in ("day", "tenant", "model")}
+    text = requests.get(s.metrics_url).text
+    assert '\ninferd_usage_requests_total{tenant="",model="kjv"} 3\n' in text
+    assert ('\ninferd_usage_tokens_total{tenant="",model="kjv",kind="completion"} %d\n'
+            % row["completion_tokens"]) in text
+
+    assert s.stop() == []
+    saved = json.loads(usage.read_text())
+    assert saved == {"format": "inferd-usage/1", "rows": [
+        {k: v for k, v in row.items() if k != "total_tokens"}]}
+    s = server_factory.start(*flags, models={"kjv": KJV})
+    assert ok_json(requests.get(s.url + "/v2/usage?model=kjv&from=" + day)) == doc
+    # The metrics count since the start.
+    assert "inferd_usage_requests_total{" not in requests.get(s.metrics_url).text
