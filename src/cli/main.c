@@ -558,10 +558,10 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.routing = routing;
     o->obs.auth = parts->auth;
     o->obs.ratelimit = parts->ratelimit;
-    o->obs.tokenquota = parts->tokenquota;
+    o->obs.tokenquota = parts->tokens.quotas;
     o->obs.limiter = parts->limiter;
     o->obs.breaker = parts->breaker;
-    o->obs.usage = parts->usage;
+    o->obs.usage = parts->tokens.usage;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct quic_tls_store *quic = NULL;
@@ -722,21 +722,23 @@ static int serve(int argc, char **argv)
                                    .ratelimit = ratelimit_new(),
                                    .limiter = limiter_new(),
                                    .breaker = breaker_new(),
-                                   .tokenquota = tokenquota_new()};
-    if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker || !parts.tokenquota) {
+                                   .tokens.quotas = tokenquota_new()};
+    if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker ||
+        !parts.tokens.quotas) {
         fprintf(stderr, "inferd: out of memory\n");
         auth_free(parts.auth);
         ratelimit_free(parts.ratelimit);
         limiter_free(parts.limiter);
         breaker_free(parts.breaker);
-        tokenquota_free(parts.tokenquota);
+        tokenquota_free(parts.tokens.quotas);
         return 1;
     }
     sections[SECTION_AUTH] = CONFIG_SECTION("auth", auth, parts.auth);
     sections[SECTION_RATE_LIMITS] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
     sections[SECTION_CONCURRENCY] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
     sections[SECTION_BREAKERS] = CONFIG_SECTION("breakers", breaker, parts.breaker);
-    sections[SECTION_TOKEN_QUOTAS] = CONFIG_SECTION("token-quotas", tokenquota, parts.tokenquota);
+    sections[SECTION_TOKEN_QUOTAS] =
+        CONFIG_SECTION("token-quotas", tokenquota, parts.tokens.quotas);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -755,17 +757,17 @@ static int serve(int argc, char **argv)
     int rc = 1;
     struct error err;
     error_clear(&err);
-    if (usage_open(&o.usage, &parts.usage, &err) == 0)
+    if (usage_open(&o.usage, &parts.tokens.usage, &err) == 0)
         rc = run(&o, file ? &reloader : NULL, &parts);
     else
         log_error("%s", err.msg);
     /* Every I/O thread has stopped. */
-    usage_close(parts.usage); /* its last write */
+    usage_close(parts.tokens.usage); /* its last write */
     auth_free(parts.auth);
     ratelimit_free(parts.ratelimit);
     limiter_free(parts.limiter);
     breaker_free(parts.breaker);
-    tokenquota_free(parts.tokenquota);
+    tokenquota_free(parts.tokens.quotas);
     config_file_free(file);
     serve_cmdline_free(&cmdline);
     return rc;

@@ -9,6 +9,7 @@ void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts
         {"route", routing_stage_route, parts->routing, routing_route_done},
         {"breaker", breaker_stage, parts->breaker, breaker_done},
         {"decode", serve_stage_decode, NULL, NULL},
+        {"tokens", tokens_stage, &parts->tokens, tokens_done},
         {"limiter", limiter_stage, parts->limiter, limiter_done},
         {"preprocess", prep_stage, parts->prep, prep_stage_done},
         {"shadow", routing_stage_shadow, parts->routing, routing_shadow_done},

@@ -8,6 +8,9 @@
  *            → resolve (the model from the registry snapshot)
  *            → route (pin, A/B, canary; decides the shadow copy)
  *            → breaker (may switch to the fallback version) → decode
+ *            → tokens (generative models: reserve prompt + max_tokens
+ *              against the token budgets; 429; settled and metered at
+ *              the end)
  *            → limiter (adaptive concurrency)
  *            → preprocess (raw images, sounds, texts into tensors, on
  *              the preprocessing pool) → shadow (sends the copy) → submit
@@ -18,6 +21,9 @@
  * concurrency limiter runs after decode, not before it as the design
  * first placed it: the call's priority level and `timeout` come with the
  * request body (REST parameters), and the limiter needs both.
+ * The token budgets come right after decode (the prompt and max_tokens
+ * are in the request body) and before the limiter, so that a call over
+ * its tenant's budget never holds a concurrency slot.
  * Preprocessing comes after the limiter (a request waiting for its slot
  * has not paid for decoding yet) and before shadow, so that a shadow copy
  * carries the tensors and is not decoded twice.
@@ -42,9 +48,10 @@ struct pipeline_parts {
     struct ratelimit *ratelimit;
     struct breaker *breaker;
     struct limiter *limiter;
-    struct tokenquota *tokenquota;
+    /* Token budgets (tokens.quotas) and metering (tokens.usage, obs/usage.h):
+     * both never NULL in the server. */
+    struct tokens_stage_cfg tokens;
     struct prep_stage_cfg *prep;
-    struct usage *usage; /* token metering (obs/usage.h); never NULL in the server */
 };
 
 /* Fills *p with the stages, each configured from parts. */
