@@ -74,7 +74,7 @@ struct http_txn {
     uint64_t start_ns;
     struct buf body; /* response body, filled by the handler */
     /* Extra response header lines, each "Name: value\r\n" (e.g. Allow). */
-    char extra_headers[512];
+    char extra_headers[1024];
     /* Observers (access log, tracing: api/rest_obs.c), set by the handler
      * for each request; see the top of this file. */
     void (*on_head)(struct http_txn *txn, int status);

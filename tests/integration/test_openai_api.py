@@ -663,7 +663,18 @@ def test_rate_limit_429_has_openai_shape(server_factory, tmp_path):
     cfg.write_text("rate-limits:\n  - model: kjv\n    rate: 0.1\n    burst: 1\n")
     srv = server_factory.start("--config", str(cfg), models={"kjv": KJV})
     body = dict(LONG, max_tokens=2)
-    assert post(srv, "/v1/completions", body).status_code == 200
+    ok = post(srv, "/v1/completions", body)
+    assert ok.status_code == 200
+    # OpenAI's names for the request-rate bucket; no token budget matched.
+    assert ok.headers["x-ratelimit-limit-requests"] == "1"
+    assert ok.headers["x-ratelimit-remaining-requests"] == "0"
+    assert ok.headers["x-ratelimit-reset-requests"] == "10s"
+    assert "x-ratelimit-limit-tokens" not in ok.headers
     r = post(srv, "/v1/completions", dict(body, stream=True))
-    assert_openai_error(r, 429, "rate_limit_error", "rate_limit_exceeded")
-    assert int(r.headers["Retry-After"]) >= 1
+    assert_openai_error(r, 429, "rate_limit_exceeded", "rate_limit_exceeded")
+    retry = int(r.headers["Retry-After"])
+    assert 1 <= retry <= 10
+    assert r.headers["retry-after-ms"] == str(retry * 1000)
+    assert "x-should-retry" not in r.headers  # a request-rate limit passes: retrying is right
+    assert r.headers["x-ratelimit-limit-requests"] == "1"
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
