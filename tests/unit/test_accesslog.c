@@ -376,8 +376,7 @@ static void test_jl_str_escapes_every_byte_anywhere(void **state)
     (void)state;
     /* Every byte value at every position of strings up to 24 bytes (three
      * words and a tail), in plain text and next to a UTF-8 sequence. */
-    static const char *const fills[] = {"abcdefghijklmnopqrstuvwx", "\xc3\xa9"
-                                                                    "abcdefghijklmnopqrstuv"};
+    static const char *const fills[] = {"abcdefghijklmnopqrstuvwx", "\xc3\xa9" "abcdefghijklmnopqrstuv"};
     for (size_t f = 0; f < 2; f++) {
         for (size_t len = 1; len <= 24; len++) {
             for (size_t pos = 0; pos < len; pos++) {
