@@ -512,6 +512,17 @@ def test_triton_generate_lines_carry_the_generation_fields(srv):
         assert line["prompt_tokens"] == out["num_input_tokens"], line
         assert line["completion_tokens"] == out["num_output_tokens"], line
         assert line["finish_reason"] == out["finish_reason"], line
+    # A refused call of the model: what it used (nothing), no finish reason.
+    bad = post(srv, "/v2/models/kjv/generate", dict(body, max_tokens=0))
+    assert bad.status_code == 400
+    deadline = time.time() + WAIT
+    line = None
+    while time.time() < deadline and line is None:
+        line = next((l for l in map(json.loads, srv.access_log.read_text().splitlines())
+                     if l["request_id"] == bad.headers["x-request-id"]), None)
+        time.sleep(0.1)
+    assert line and line["status"] == 400, line
+    assert (line["prompt_tokens"], line["completion_tokens"], line["finish_reason"]) == (0, 0, None)
     # An ordinary model's line has none of them.
     simple = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}
                          for n in ("INPUT0", "INPUT1")]}
