@@ -63,6 +63,11 @@
 #                     cores, plain and draft (DCT-scaled) decoding; figure
 #                     inferd images/s / Pillow images/s, plain (target >= 3)
 #                     and draft (informative), with per-stage means.
+#   14. HTTP/3: the simple request over HTTP/3 (--http3) and over HTTP/2 with
+#                     TLS, same server, same client (headless Chromium,
+#                     bench/h3_chromium.py: QUIC forced for the origin, or
+#                     QUIC off); figure h3 req/s ÷ h2 req/s and both p50/p99
+#                     (informative: Chromium's own cost is in both).
 #
 # The server (inferd, nginx, ort_floor, json_decode, node) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -1293,6 +1298,46 @@ for arg in sys.argv[3:]:
     setup[k] = float(v) if "." in v else int(v)
 json.dump(setup, open(sys.argv[1], "w"), indent=1)
 EOF
+fi
+
+# --- 14. HTTP/3 against HTTP/2 over TLS ---------------------------------------------------------
+if want 14; then
+    H3_CONCURRENCY=8
+    log "14. HTTP/3 vs HTTP/2 over TLS: the simple request, headless Chromium as the client" \
+        "(bench/h3_chromium.py), $H3_CONCURRENCY fetch() loops"
+    command -v chromium >/dev/null || die "chromium missing: run scripts/deps.sh"
+    H3_DIR="$RUN/h3_tls"
+    mkdir -p "$H3_DIR"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$H3_DIR/key.pem" -out "$H3_DIR/cert.pem" -days 2 -subj /CN=inferd-bench \
+        -addext subjectAltName=IP:127.0.0.1 2>/dev/null || die "openssl could not make a certificate"
+    H3_SPKI="$(openssl x509 -in "$H3_DIR/cert.pem" -pubkey -noout | openssl pkey -pubin -outform der |
+        openssl dgst -sha256 -binary | base64)"
+    port="$("${REPORT[@]}" free-port)"
+    taskset -c "$SERVER_CPUS" "$INFERD" serve --model-repository "$RUN/repo_simple" \
+        --host 127.0.0.1 --http-port "$port" --grpc-port "$("${REPORT[@]}" free-port)" \
+        --no-metrics --io-threads "$NSERVER" --ort-intra-op-threads "$NSERVER" \
+        --ort-inter-op-threads 1 --tls-cert "$H3_DIR/cert.pem" --tls-key "$H3_DIR/key.pem" \
+        --http3 2>"$RUN/h3_server.log" &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    for _ in $(seq 1 600); do
+        curl -skf -o /dev/null --max-time 1 "https://127.0.0.1:$port/v2/health/ready" && break
+        kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RUN/h3_server.log" >&2; die "inferd (h3) exited"; }
+        sleep 0.1
+    done
+    for r in $(seq 1 "$ROUNDS"); do
+        line="  round $r:"
+        for proto in h2 h3; do
+            taskset -c "$CLIENT_CPUS" "$PY" "$root/bench/h3_chromium.py" "$port" "$H3_SPKI" "$proto" \
+                "$SIMPLE_PATH" "$SIMPLE_REQ" "$DURATION" "$WARMUP" "$H3_CONCURRENCY" \
+                "$RUN/h3_${proto}_r$r.json" || die "bench/h3_chromium.py ($proto) failed"
+            line+=" $proto $(printf %.0f "$(get "$RUN/h3_${proto}_r$r.json" rps)") req/s"
+            line+=" (p50 $(printf %.0f "$(get "$RUN/h3_${proto}_r$r.json" latency_us.p50)") us);"
+        done
+        log "${line%;}"
+    done
+    stop_pid "$SERVER_PID"
 fi
 
 # --- report -------------------------------------------------------------------------------------------
