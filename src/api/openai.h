@@ -20,8 +20,9 @@
  * "type", "param", "code"}}: 400/409/410 invalid_request_error, 401
  * authentication_error (invalid_api_key), 403 permission_error, 404
  * invalid_request_error (model_not_found for an unknown or non-generative
- * model), 429 rate_limit_error (rate_limit_exceeded), 5xx server_error
- * (503: overloaded).
+ * model), 429 rate_limit_exceeded (insufficient_quota for a spent daily
+ * token budget), 5xx server_error (503: overloaded). Every answer of a
+ * completion carries the x-ratelimit-* headers (api/limit_headers.h).
  *
  * API keys (policy/auth.h): /v1/models needs `read`; a completion is an
  * infer call, checked by the pipeline for its model; a stream needs an

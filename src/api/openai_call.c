@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "api/gen_outputs.h"
+#include "api/limit_headers.h"
 #include "api/openai_http.h"
 #include "api/rest_obs.h"
 #include "base/sha256.h"
@@ -113,6 +114,7 @@ static int oa_decode(struct infer_call *call, const struct model *m, struct erro
         rest_obs_infer_begin(txn, &call->req, m);
         obsreq_set_route(txn->obs, call->route);
         obsreq_set_tenant(txn->obs, call->tenant);
+        call->fe.obs = txn->obs; /* until answered (the token-quota stage's note) */
     }
     const char **names = arena_calloc(&call->req.arena, GEN_OUTPUTS, sizeof *names);
     if (!names)
@@ -139,10 +141,11 @@ static int oa_decode(struct infer_call *call, const struct model *m, struct erro
 /* ---- answering ------------------------------------------------------------------- */
 
 /* The txn is answered (or left): the call lets go of it. */
-static void release_txn(struct oa_call *oc)
+static void release_txn(struct infer_call *call, struct oa_call *oc)
 {
     oc->txn->cancel = NULL;
     oc->txn = NULL;
+    call->fe.obs = NULL;
 }
 
 /* Takes in one response's counts and finish reason. */
@@ -186,7 +189,8 @@ static void emit_whole(struct infer_call *call, const struct serve_response *res
     };
     buf_reset(&txn->body);
     openai_completion_json(&txn->body, oc->rq.kind, &r);
-    release_txn(oc);
+    release_txn(call, oc);
+    limit_headers_add(txn, &call->ratelimit, &call->tokens);
     http_txn_respond(txn, 200, "application/json"); /* a failed encoding becomes a 500 */
 }
 
@@ -237,14 +241,17 @@ static void append_end(struct oa_call *oc)
     append_event(oc, true);
 }
 
-/* The stream's first event is coming: the POST's txn follows it. */
-static void attach(struct oa_call *oc)
+/* The stream's first event is coming: the POST's txn follows it, its
+ * response head with the call's limits. */
+static void attach(struct infer_call *call, struct oa_call *oc)
 {
     if (oc->attached)
         return;
     oc->attached = true;
     struct http_txn *txn = oc->txn;
     oc->txn = NULL;
+    call->fe.obs = NULL; /* the stream's subscriber owns the txn now */
+    limit_headers_add(txn, &call->ratelimit, &call->tokens);
     stream_attach_origin(oc->stream, &oc->front->streams, txn);
 }
 
@@ -265,7 +272,7 @@ static void emit_stream(struct infer_call *call, const struct serve_response *re
     struct gen_outputs g;
     gen_outputs_read(resp->outputs, resp->noutputs, &g);
     note_outputs(oc, &g, resp->final);
-    attach(oc);
+    attach(call, oc);
     stream_set_generation(oc->stream, oc->prompt_tokens, oc->completion_tokens, NULL);
     if (g.text_len)
         append_chunk(oc, g.text, g.text_len, NULL);
@@ -293,10 +300,13 @@ static void oa_fail(struct infer_call *call, const struct error *err)
         if (call->submitted)
             rest_obs_infer_done(txn, &call->req);
         obsreq_set_tenant(txn->obs, call->tenant);
+        if (call->req.model && call->req.model->engine)
+            obsreq_set_generation(txn->obs, call->req.usage_prompt_tokens,
+                                  call->req.usage_completion_tokens, NULL);
         if (txn->aborted)
             return; /* end() releases the txn */
-        release_txn(oc);
-        openai_http_error(txn, err, code);
+        release_txn(call, oc);
+        openai_http_call_error(txn, call, err, code);
         return;
     }
     if (!oc->stream || !oc->attached)
@@ -314,13 +324,13 @@ static void oa_end(struct infer_call *call)
     struct oa_call *oc = oa_of(call);
     struct http_txn *txn = oc->txn;
     if (txn) {
-        release_txn(oc);
+        release_txn(call, oc);
         if (txn->aborted) {
             http_txn_respond(txn, 0, NULL); /* the client left before the answer */
         } else {
             struct error err;
             error_set(&err, 500, "the request ended without a response");
-            openai_http_error(txn, &err, NULL);
+            openai_http_call_error(txn, call, &err, NULL);
         }
     }
     if (oc->stream)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/auth_http.h"
+#include "api/limit_headers.h"
 
 void openai_error_from(struct openai_error *e, const struct error *err, const char *code)
 {
@@ -17,7 +18,7 @@ void openai_error_from(struct openai_error *e, const struct error *err, const ch
     } else if (st == 403) {
         e->type = "permission_error";
     } else if (st == 429) {
-        e->type = "rate_limit_error";
+        e->type = "rate_limit_exceeded";
         e->code = "rate_limit_exceeded";
     } else if (st >= 500) {
         e->type = "server_error";
@@ -28,27 +29,41 @@ void openai_error_from(struct openai_error *e, const struct error *err, const ch
     snprintf(e->message, sizeof e->message, "%s", err->msg);
 }
 
-void openai_http_send(struct http_txn *txn, const struct openai_error *e, unsigned retry_after_s)
+/* e as txn's answer, after the retry advice of tokens (NULL: none). */
+static void send(struct http_txn *txn, const struct openai_error *e, unsigned retry_after_s,
+                 const struct serve_tokens *tokens)
 {
     if (e->status == 401) {
         struct error err;
         error_set(&err, 401, "%s", e->message);
         auth_http_challenge(txn, &err);
     }
-    if (e->status == 429 || e->status == 503) {
-        char secs[16];
-        snprintf(secs, sizeof secs, "%u", retry_after_s ? retry_after_s : 1);
-        http_txn_add_header(txn, "Retry-After", secs);
-    }
+    limit_headers_retry(txn, e->status, retry_after_s, tokens);
     buf_reset(&txn->body);
     openai_error_json(&txn->body, e);
     txn->error = e->message;
     http_txn_respond(txn, e->status, "application/json");
 }
 
+void openai_http_send(struct http_txn *txn, const struct openai_error *e, unsigned retry_after_s)
+{
+    send(txn, e, retry_after_s, NULL);
+}
+
 void openai_http_error(struct http_txn *txn, const struct error *err, const char *code)
 {
     struct openai_error e;
     openai_error_from(&e, err, code);
-    openai_http_send(txn, &e, err->retry_after_s);
+    send(txn, &e, err->retry_after_s, NULL);
+}
+
+void openai_http_call_error(struct http_txn *txn, const struct infer_call *call,
+                            const struct error *err, const char *code)
+{
+    struct openai_error e;
+    openai_error_from(&e, err, code);
+    if (e.status == 429 && call->tokens.refusal == SERVE_QUOTA_EXHAUSTED)
+        e.type = e.code = "insufficient_quota";
+    limit_headers_add(txn, &call->ratelimit, &call->tokens);
+    send(txn, &e, err->retry_after_s, &call->tokens);
 }

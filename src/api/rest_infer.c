@@ -8,6 +8,7 @@
 #include "api/gen_outputs.h"
 #include "api/generate_json.h"
 #include "api/infer_json.h"
+#include "api/limit_headers.h"
 #include "api/rest_obs.h"
 #include "base/clock.h"
 #include "http/sse.h"
@@ -48,13 +49,22 @@ static int header_length(const struct http_txn *txn, int64_t *out, struct error 
     return infer_json_header_length(h->value, h->value_len, (size_t)txn->req.body_len, out, err);
 }
 
+/* The call's line and span: its model, route and tenant; call->fe.obs
+ * is the txn's observer until the answer (the token-quota stage notes its
+ * reservation there). */
+static void begin_obs(struct http_txn *txn, struct infer_call *call, const struct model *m)
+{
+    rest_obs_infer_begin(txn, &call->req, m);
+    obsreq_set_route(txn->obs, call->route);
+    obsreq_set_tenant(txn->obs, call->tenant);
+    call->fe.obs = txn->obs;
+}
+
 static int infer_decode(struct infer_call *call, const struct model *m, struct error *err)
 {
     struct http_txn *txn = call_txn(call);
     int64_t header_len;
-    rest_obs_infer_begin(txn, &call->req, m);
-    obsreq_set_route(txn->obs, call->route);
-    obsreq_set_tenant(txn->obs, call->tenant);
+    begin_obs(txn, call, m);
     if (header_length(txn, &header_len, err) != 0)
         return -1;
     /* An image, a sound or a text as the whole body (preprocess/prep.h). */
@@ -73,9 +83,7 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
     struct http_txn *txn = call_txn(call);
     const char *text;
     size_t len;
-    rest_obs_infer_begin(txn, &call->req, m);
-    obsreq_set_route(txn->obs, call->route);
-    obsreq_set_tenant(txn->obs, call->tenant);
+    begin_obs(txn, call, m);
     if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len, &text,
                                &len, err) != 0)
         return -1;
@@ -84,9 +92,11 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
 
 /* ---- answering ------------------------------------------------------------------- */
 
-/* The state of the rate limit the call came under (docs/limits.md). */
+/* The state of the rate limit the call came under (docs/limits.md), in
+ * both vocabularies (IETF draft and OpenAI's), and of its token budget. */
 static void add_ratelimit_headers(struct http_txn *txn, const struct infer_call *call)
 {
+    limit_headers_add(txn, &call->ratelimit, &call->tokens);
     if (!call->ratelimit.set)
         return;
     char v[12];
@@ -129,6 +139,7 @@ static void detach(struct infer_call *call)
 {
     call_txn(call)->cancel = NULL;
     call->fe.ctx = NULL;
+    call->fe.obs = NULL;
 }
 
 /* The event stream is over: the call lets go of it and the txn ends. */
@@ -233,6 +244,10 @@ static void rest_fail(struct infer_call *call, const struct error *err)
     struct http_txn *txn = call_txn(call);
     if (call->submitted)
         rest_obs_infer_done(txn, &call->req);
+    if (!call->fe.started && call->req.model && call->req.model->engine)
+        /* What the engine used before the failure (0 and 0 if it never ran). */
+        obsreq_set_generation(txn->obs, call->req.usage_prompt_tokens,
+                              call->req.usage_completion_tokens, NULL);
     if (txn->aborted)
         return;
     if (call->fe.started) {
@@ -247,11 +262,7 @@ static void rest_fail(struct infer_call *call, const struct error *err)
     add_route_headers(txn, call);
     obsreq_set_tenant(txn->obs, call->tenant);
     auth_http_challenge(txn, err);
-    if (err->status == 429 || err->status == 503) {
-        char secs[16];
-        snprintf(secs, sizeof secs, "%u", err->retry_after_s ? err->retry_after_s : 1);
-        http_txn_add_header(txn, "Retry-After", secs);
-    }
+    limit_headers_retry(txn, err->status, err->retry_after_s, &call->tokens);
     detach(call);
     http_txn_error(txn, err->status, err->msg);
 }

@@ -328,6 +328,7 @@ static void engine_stop(void *engine)
 static const struct model_engine_ops engine_ops = {
     .submit = gen_engine_submit,
     .stop = engine_stop,
+    .estimate = gen_seq_estimate,
 };
 
 /* Reads generation.json; 1 when the version has none (not generative). */

@@ -176,10 +176,14 @@ void gen_run_release(struct gen_engine *e, void *state)
 
 /* ---- ending a sequence ------------------------------------------------------------ */
 
-/* Frees s's cache and reservation and completes its request. */
+/* Frees s's cache and reservation and completes its request, with what
+ * it used when it ran (s->id: it entered the running set; a sequence that
+ * only waited used nothing). */
 static void retire(struct gen_engine *e, struct gen_seq *s, const struct error *err)
 {
     struct infer_request *req = s->req;
+    if (s->id)
+        gen_seq_count(s);
     req->rc = err ? -1 : 0;
     if (err)
         req->err = *err;

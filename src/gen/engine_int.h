@@ -130,8 +130,16 @@ struct gen_engine {
 int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq **out,
                 struct error *err);
 void gen_seq_free(struct gen_engine *e, struct gen_seq *s);
+/* model_engine_ops.estimate (model/version.h): gen_seq_new's checks of
+ * the prompt and max_tokens, with its refusals; no sequence is made. */
+int gen_seq_estimate(void *engine, const struct infer_request *req, uint32_t *prompt_tokens,
+                     uint32_t *max_completion, struct error *err);
+/* What s used so far onto its request (usage_prompt_tokens and
+ * usage_completion_tokens: the prompt and the tokens generated). */
+void gen_seq_count(struct gen_seq *s);
 /* Sends one response (text taken from the sequence's gen_text; final with
- * its finish reason). false when the request refused it (cancelled). */
+ * its finish reason), the usage counted first (gen_seq_count). false when the request refused it
+ * (cancelled). */
 bool gen_seq_respond(struct gen_engine *e, struct gen_seq *s, bool final, enum gen_finish why);
 
 /* engine.c */

@@ -1,6 +1,8 @@
 /*
  * sequence.c: a request of the text interface (engine.h) → a sequence,
- * on the submitting thread; and the responses a sequence sends.
+ * on the submitting thread, or only its estimate (prompt tokens and the
+ * most it may generate, for token budgets); and the responses a sequence
+ * sends, with the tokens it used.
  */
 #include <math.h>
 #include <string.h>
@@ -37,26 +39,14 @@ static const struct tensor *input(const struct infer_request *req, const char *n
     return NULL;
 }
 
-/* Reads the sampling and length inputs into s. 0 or -1 with err. */
+/* Reads the sampling inputs into s. 0 or -1 with err. */
 static int read_options(struct gen_engine *e, const struct infer_request *req, struct gen_seq *s,
                         struct error *err)
 {
     int bad = 0;
     const struct tensor *t;
     s->sp = (struct sample_params){.temperature = 1.0f, .top_k = 0, .top_p = 1.0f};
-    s->max_new = e->shape.max_context - s->nprompt;
-    if ((t = input(req, "max_tokens", DT_INT32, 1, err, &bad))) {
-        int32_t v = *(const int32_t *)t->data;
-        if (v < 1)
-            return error_set(err, 400, "max_tokens must be at least 1, got %d", v);
-        if ((uint32_t)v > s->max_new)
-            return error_set(err, 400,
-                             "model '%s' has a context of %u tokens: the prompt's %u tokens "
-                             "and max_tokens %d do not fit (at most %u)",
-                             e->name, e->shape.max_context, s->nprompt, v, s->max_new);
-        s->max_new = (uint32_t)v;
-    }
-    if (!bad && (t = input(req, "temperature", DT_FP32, 1, err, &bad))) {
+    if ((t = input(req, "temperature", DT_FP32, 1, err, &bad))) {
         float v = *(const float *)t->data;
         if (!isfinite(v) || v < 0 || v > 100)
             return error_set(err, 400, "temperature must be between 0 and 100");
@@ -132,8 +122,12 @@ static int map_outputs(struct gen_engine *e, const struct infer_request *req, st
     return 0;
 }
 
-int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq **out,
-                struct error *err)
+/* What submit and estimate both check (the same refusals, the same
+ * messages): text_input tokenized into tokens (room for max_context) and
+ * its count *nprompt; *max_new, max_tokens or the rest of the context.
+ * 0, or -1 with err (400; 500 when out of memory). */
+static int read_prompt(struct gen_engine *e, const struct infer_request *req, int32_t *tokens,
+                       uint32_t *nprompt, uint32_t *max_new, struct error *err)
 {
     int bad = 0;
     const struct tensor *text = input(req, "text_input", DT_BYTES, 1, err, &bad);
@@ -144,6 +138,36 @@ int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq 
     const struct tensor_bytes *prompt = text->data;
     if (prompt->len == 0)
         return error_set(err, 400, "the prompt is empty: give at least one character");
+    int64_t n = tokenizer_encode(e->tok, prompt->ptr, prompt->len, tokens, e->shape.max_context);
+    if (n < 0)
+        return error_set(err, 500, "out of memory");
+    if ((uint64_t)n >= e->shape.max_context)
+        return error_set(err, 400,
+                         "the prompt has %lld tokens; model '%s' has a context of %u tokens, "
+                         "room for at most %u prompt tokens",
+                         (long long)n, e->name, e->shape.max_context, e->shape.max_context - 1);
+    *nprompt = (uint32_t)n;
+    *max_new = e->shape.max_context - *nprompt;
+    const struct tensor *t = input(req, "max_tokens", DT_INT32, 1, err, &bad);
+    if (bad)
+        return -1;
+    if (t) {
+        int32_t v = *(const int32_t *)t->data;
+        if (v < 1)
+            return error_set(err, 400, "max_tokens must be at least 1, got %d", v);
+        if ((uint32_t)v > *max_new)
+            return error_set(err, 400,
+                             "model '%s' has a context of %u tokens: the prompt's %u tokens "
+                             "and max_tokens %d do not fit (at most %u)",
+                             e->name, e->shape.max_context, *nprompt, v, *max_new);
+        *max_new = (uint32_t)v;
+    }
+    return 0;
+}
+
+int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq **out,
+                struct error *err)
+{
     struct gen_seq *s = mem_calloc(1, sizeof *s);
     int32_t *tokens = mem_alloc(e->shape.max_context * sizeof *tokens);
     if (!s || !tokens) {
@@ -153,17 +177,9 @@ int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq 
     }
     s->req = req;
     s->tokens = tokens;
-    int64_t n = tokenizer_encode(e->tok, prompt->ptr, prompt->len, tokens, e->shape.max_context);
-    int rc = 0;
-    if (n < 0)
-        rc = error_set(err, 500, "out of memory");
-    else if ((uint64_t)n >= e->shape.max_context)
-        rc = error_set(err, 400,
-                       "the prompt has %lld tokens; model '%s' has a context of %u tokens, "
-                       "room for at most %u prompt tokens",
-                       (long long)n, e->name, e->shape.max_context, e->shape.max_context - 1);
+    int rc = read_prompt(e, req, tokens, &s->nprompt, &s->max_new, err);
     if (!rc) {
-        s->nprompt = s->ntokens = (uint32_t)n;
+        s->ntokens = s->nprompt;
         rc = read_options(e, req, s, err);
     }
     if (!rc)
@@ -179,6 +195,18 @@ int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq 
     return 0;
 }
 
+int gen_seq_estimate(void *engine, const struct infer_request *req, uint32_t *prompt_tokens,
+                     uint32_t *max_completion, struct error *err)
+{
+    struct gen_engine *e = engine;
+    int32_t *tokens = mem_alloc(e->shape.max_context * sizeof *tokens);
+    if (!tokens)
+        return error_set(err, 500, "out of memory");
+    int rc = read_prompt(e, req, tokens, prompt_tokens, max_completion, err);
+    mem_free(tokens);
+    return rc;
+}
+
 void gen_seq_free(struct gen_engine *e, struct gen_seq *s)
 {
     (void)e;
@@ -187,8 +215,15 @@ void gen_seq_free(struct gen_engine *e, struct gen_seq *s)
     mem_free(s);
 }
 
+void gen_seq_count(struct gen_seq *s)
+{
+    s->req->usage_prompt_tokens = s->nprompt;
+    s->req->usage_completion_tokens = s->generated;
+}
+
 bool gen_seq_respond(struct gen_engine *e, struct gen_seq *s, bool final, enum gen_finish why)
 {
+    gen_seq_count(s);
     buf_reset(&e->text);
     gen_text_take(&s->text, final, &e->text);
     const char *reason = final ? gen_finish_name(why) : "";

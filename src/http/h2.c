@@ -471,7 +471,7 @@ static const char *date_now(void)
 static void rest_submit(struct h2_stream *st, int status, const char *content_type,
                         const char *extra, bool head_only, bool streamed)
 {
-    nghttp2_nv nv[8 + 24];
+    nghttp2_nv nv[8 + 32];
     size_t n = 0;
     char status_str[8], len_str[24];
     const char *date = date_now();

@@ -52,6 +52,7 @@ struct obsreq {
     /* A generative model's request (obsreq_set_generation); finish "" = none. */
     uint32_t prompt_tokens, completion_tokens;
     char finish_reason[OBSREQ_FINISH_MAX + 1];
+    uint64_t tokens_reserved; /* obsreq_set_tokens_reserved; 0 = none */
     char tracestate[TRACESTATE_MAX + 1];
     char inputs[INPUTS_MAX]; /* formatted for the access log's format */
     char error[ERROR_MSG_MAX]; /* the error answer's message; error_len 0: none */
@@ -217,6 +218,7 @@ struct obsreq *obsreq_begin(const struct obsreq_start *s)
     o->tenant[0] = '\0';
     o->finish_reason[0] = '\0';
     o->prompt_tokens = o->completion_tokens = 0;
+    o->tokens_reserved = 0;
     return o;
 }
 
@@ -259,6 +261,12 @@ void obsreq_set_generation(struct obsreq *o, uint32_t prompt_tokens, uint32_t co
     if (!finish_reason || !finish_reason[0])
         finish_reason = "-"; /* not finished (the stream was left mid-way) */
     copy_str(o->finish_reason, sizeof o->finish_reason, finish_reason, strlen(finish_reason));
+}
+
+void obsreq_set_tokens_reserved(struct obsreq *o, uint64_t tokens)
+{
+    if (o)
+        o->tokens_reserved = tokens;
 }
 
 void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name,
@@ -437,6 +445,10 @@ static void write_json_line(struct obsreq *o, struct jline *l, const char *ts, s
         else
             jl_str(l, o->finish_reason, strlen(o->finish_reason));
     }
+    if (o->tokens_reserved) {
+        jl_lit(l, ",\"tokens_reserved\":");
+        jl_u64(l, o->tokens_reserved);
+    }
     jl_lit(l, ",\"model_sha256\":");
     jl_str_or_null(l, o->sha12, o->sha12_len);
     jl_lit(l, ",\"inputs\":");
@@ -508,6 +520,8 @@ static void write_text_line(struct obsreq *o, struct jline *l, const char *ts, s
         put_number(l, "completion_tokens", o->completion_tokens);
         put_token(l, "finish_reason", o->finish_reason, strlen(o->finish_reason));
     }
+    if (o->tokens_reserved)
+        put_number(l, "tokens_reserved", o->tokens_reserved);
     put_token(l, "model_sha256", o->sha12, o->sha12_len);
     put_token(l, "inputs", o->inputs, o->inputs_len);
     put_number(l, "batch_size", o->batch_size);

@@ -116,6 +116,10 @@ void obsreq_set_tenant(struct obsreq *o, const char *tenant);
  * before the sequence did (JSON null, text "-"). */
 void obsreq_set_generation(struct obsreq *o, uint32_t prompt_tokens, uint32_t completion_tokens,
                            const char *finish_reason);
+/* The tokens a token budget reserved for the request (policy/tokenquota.h:
+ * prompt + max_tokens): the access log's tokens_reserved field, present
+ * only when a quota rule matched (tokens > 0). */
+void obsreq_set_tokens_reserved(struct obsreq *o, uint64_t tokens);
 void obsreq_infer_done(struct obsreq *o, const struct infer_request *req);
 /* The response's traceparent value (our server span) when the request is
  * traced: writes TRACEPARENT_LEN chars + NUL into out and returns true. */

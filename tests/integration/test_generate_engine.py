@@ -202,3 +202,32 @@ def test_a_client_that_goes_away_cancels_its_sequence(server_factory):
     assert finished(srv, "length") == 0
     assert metric(srv, "inferd_gen_sequences_running" + LABELS) == 0
     assert metric(srv, "inferd_gen_kv_cache_usage_ratio") == 0
+
+
+def test_no_limit_headers_without_a_matching_rule(srv):
+    body = {"text_input": PROMPT, "max_tokens": 2, "temperature": 0}
+    for stream in (False, True):
+        r = generate(srv, body, stream=stream)
+        assert r.status_code == 200, r.text
+        assert not [h for h in r.headers if h.lower().startswith(("x-ratelimit-", "ratelimit-"))]
+
+
+def test_rate_limit_headers_in_the_stream_head_and_on_the_429(server_factory, tmp_path):
+    cfg = tmp_path / "inferd.yaml"
+    cfg.write_text("rate-limits:\n  - model: kjv\n    rate: 0.5\n    burst: 2\n")
+    srv = server_factory.start("--config", str(cfg), models={"kjv": KJV})
+    body = {"text_input": PROMPT, "max_tokens": 2, "temperature": 0}
+    r = generate(srv, body, stream=True)
+    assert r.status_code == 200 and events(r)
+    assert r.headers["x-ratelimit-limit-requests"] == "2"
+    assert r.headers["x-ratelimit-remaining-requests"] == "1"
+    assert r.headers["x-ratelimit-reset-requests"] == "2s"
+    assert r.headers["RateLimit-Limit"] == "2"
+    assert generate(srv, body).headers["x-ratelimit-remaining-requests"] == "0"
+    r = generate(srv, body, stream=True)
+    assert r.status_code == 429, r.text
+    assert r.json()["error"].startswith("rate limit of model kjv exceeded")
+    retry = int(r.headers["Retry-After"])
+    assert 1 <= retry <= 2 and r.headers["retry-after-ms"] == str(retry * 1000)
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
+    assert "x-ratelimit-limit-tokens" not in r.headers  # no token budget configured

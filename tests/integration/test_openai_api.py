@@ -512,6 +512,17 @@ def test_triton_generate_lines_carry_the_generation_fields(srv):
         assert line["prompt_tokens"] == out["num_input_tokens"], line
         assert line["completion_tokens"] == out["num_output_tokens"], line
         assert line["finish_reason"] == out["finish_reason"], line
+    # A refused call of the model: what it used (nothing), no finish reason.
+    bad = post(srv, "/v2/models/kjv/generate", dict(body, max_tokens=0))
+    assert bad.status_code == 400
+    deadline = time.time() + WAIT
+    line = None
+    while time.time() < deadline and line is None:
+        line = next((l for l in map(json.loads, srv.access_log.read_text().splitlines())
+                     if l["request_id"] == bad.headers["x-request-id"]), None)
+        time.sleep(0.1)
+    assert line and line["status"] == 400, line
+    assert (line["prompt_tokens"], line["completion_tokens"], line["finish_reason"]) == (0, 0, None)
     # An ordinary model's line has none of them.
     simple = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}
                          for n in ("INPUT0", "INPUT1")]}
@@ -663,7 +674,81 @@ def test_rate_limit_429_has_openai_shape(server_factory, tmp_path):
     cfg.write_text("rate-limits:\n  - model: kjv\n    rate: 0.1\n    burst: 1\n")
     srv = server_factory.start("--config", str(cfg), models={"kjv": KJV})
     body = dict(LONG, max_tokens=2)
-    assert post(srv, "/v1/completions", body).status_code == 200
+    ok = post(srv, "/v1/completions", body)
+    assert ok.status_code == 200
+    # OpenAI's names for the request-rate bucket; no token budget matched.
+    assert ok.headers["x-ratelimit-limit-requests"] == "1"
+    assert ok.headers["x-ratelimit-remaining-requests"] == "0"
+    assert ok.headers["x-ratelimit-reset-requests"] == "10s"
+    assert "x-ratelimit-limit-tokens" not in ok.headers
     r = post(srv, "/v1/completions", dict(body, stream=True))
-    assert_openai_error(r, 429, "rate_limit_error", "rate_limit_exceeded")
-    assert int(r.headers["Retry-After"]) >= 1
+    assert_openai_error(r, 429, "rate_limit_exceeded", "rate_limit_exceeded")
+    retry = int(r.headers["Retry-After"])
+    assert 1 <= retry <= 10
+    assert r.headers["retry-after-ms"] == str(retry * 1000)
+    assert "x-should-retry" not in r.headers  # a request-rate limit passes: retrying is right
+    assert r.headers["x-ratelimit-limit-requests"] == "1"
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
+
+
+DURATION = re.compile(r"^(\d+h)?(\d+m)?\d+(\.\d{1,3})?s$|^\d{1,3}ms$")
+
+
+def quota_server(server_factory, tmp_path, window):
+    cfg = tmp_path / "inferd.yaml"
+    cfg.write_text("token-quotas:\n  - model: kjv\n    %s: {total: %d}\n"
+                   % (window, 100 if window == "per-minute" else 60))
+    return server_factory.start("--config", str(cfg), models={"kjv": KJV})
+
+
+def test_token_budget_headers_and_429_shapes(server_factory, tmp_path):
+    srv = quota_server(server_factory, tmp_path, "per-minute")
+    body = dict(LONG, max_tokens=20)
+    r = post(srv, "/v1/completions", body)
+    assert r.status_code == 200, r.text
+    p = r.json()["usage"]["prompt_tokens"]
+    assert r.headers["x-ratelimit-limit-tokens"] == "100"
+    assert r.headers["x-ratelimit-remaining-tokens"] == str(100 - p - 20)
+    assert DURATION.match(r.headers["x-ratelimit-reset-tokens"]), r.headers
+    assert "x-ratelimit-limit-requests" not in r.headers  # no request-rate rule
+    # Streamed: in the response head. KServe generate: the same headers.
+    s, _ = stream(srv, "/v1/completions", dict(body, max_tokens=2, stream=True))
+    assert s.headers["x-ratelimit-limit-tokens"] == "100"
+    g = requests.post(srv.url + "/v2/models/kjv/generate",
+                      json={"text_input": LONG["prompt"], "max_tokens": 2}, timeout=WAIT)
+    assert g.status_code == 200 and g.headers["x-ratelimit-limit-tokens"] == "100"
+    # Larger than the whole budget: never fits, the SDK must not retry.
+    r = post(srv, "/v1/completions", dict(body, max_tokens=200))
+    assert_openai_error(r, 429, "rate_limit_exceeded", "rate_limit_exceeded")
+    assert r.headers["x-should-retry"] == "false"
+    assert "lower max_tokens" in r.json()["error"]["message"]
+    g = requests.post(srv.url + "/v2/models/kjv/generate",
+                      json={"text_input": LONG["prompt"], "max_tokens": 200}, timeout=WAIT)
+    assert g.status_code == 429 and g.headers["x-should-retry"] == "false"
+    assert "lower max_tokens" in g.json()["error"]
+    # Fits the budget but not what is left of it now: retry after the refill.
+    r = post(srv, "/v1/completions", dict(body, max_tokens=99 - p))
+    assert_openai_error(r, 429, "rate_limit_exceeded", "rate_limit_exceeded")
+    assert "x-should-retry" not in r.headers
+    ms = int(r.headers["retry-after-ms"])
+    assert 0 < ms <= 60000
+    assert int(r.headers["Retry-After"]) == max(1, -(-ms // 1000))
+    assert r.headers["x-ratelimit-limit-tokens"] == "100"
+
+
+def test_daily_token_budget_spent_is_insufficient_quota(server_factory, tmp_path):
+    srv = quota_server(server_factory, tmp_path, "per-day")
+    body = dict(LONG, max_tokens=20)
+    first = post(srv, "/v1/completions", body)
+    assert first.status_code == 200, first.text
+    p = first.json()["usage"]["prompt_tokens"]
+    # Fits the day's 60 tokens, but not after the first call's p + 1 at least.
+    r = post(srv, "/v1/completions", dict(body, max_tokens=60 - p - 1))
+    assert_openai_error(r, 429, "insufficient_quota", "insufficient_quota")
+    assert r.headers["x-should-retry"] == "false"
+    now = time.time()
+    to_midnight = 86400 - int(now) % 86400
+    assert abs(int(r.headers["Retry-After"]) - to_midnight) <= 2
+    assert abs(int(r.headers["retry-after-ms"]) / 1000 - to_midnight) <= 2
+    assert r.headers["x-ratelimit-limit-tokens"] == "60"
+    assert DURATION.match(r.headers["x-ratelimit-reset-tokens"])

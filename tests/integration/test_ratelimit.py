@@ -1,6 +1,7 @@
 """Rate limits (docs/limits.md, "Rate limits") against the running server,
 configured by the `rate-limits` section of a --config file: a burst then
-429 with Retry-After and the RateLimit-* headers (values checked), refill,
+429 with Retry-After and the RateLimit-* headers (values checked; also under
+OpenAI's x-ratelimit-*-requests names, with retry-after-ms), refill,
 a per-model rule leaving other models alone, gRPC RESOURCE_EXHAUSTED with
 retry-after and grpc-retry-pushback-ms in the trailing metadata, refusals
 on a ModelStreamInfer stream as error messages, the
@@ -57,6 +58,13 @@ def limit_headers(r):
                  ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"))
 
 
+def openai_headers(r):
+    """The same bucket under OpenAI's names (docs/openai.md)."""
+    return tuple(r.headers[h] for h in ("x-ratelimit-limit-requests",
+                                        "x-ratelimit-remaining-requests",
+                                        "x-ratelimit-reset-requests"))
+
+
 def metric(srv, series):
     text = requests.get(srv.metrics_url, timeout=10).text
     m = re.search("^" + re.escape(series) + r" (\S+)$", text, re.M)
@@ -70,17 +78,22 @@ def test_burst_then_429_with_headers_then_refill(server_factory, tmp_path):
         r = simple(srv)
         assert r.status_code == 200, r.text
         assert limit_headers(r) == (3, 3 - k, k)
+        assert openai_headers(r) == ("3", str(3 - k), "%ds" % k)
         assert "Retry-After" not in r.headers
     r = simple(srv)
     assert r.status_code == 429
     assert r.json() == {"error": "rate limit of model simple exceeded (1/s, burst 3)"}
     assert r.headers["Retry-After"] == "1"  # the next token: under a second away
+    assert r.headers["retry-after-ms"] == "1000"
+    assert "x-should-retry" not in r.headers
     assert limit_headers(r) == (3, 0, 3)
+    assert openai_headers(r) == ("3", "0", "3s")
     # Another model: no rule, no headers, not limited.
     for _ in range(5):
         r = digits(srv)
         assert r.status_code == 200, r.text
         assert "RateLimit-Limit" not in r.headers
+        assert not [h for h in r.headers if h.lower().startswith("x-ratelimit-")]
     # A second later a token is back, and only one.
     time.sleep(1.05)
     r = simple(srv)

@@ -3,8 +3,8 @@
  * reopen (logrotate) switches files, an oversized line and a full buffer
  * are dropped and counted, and a reader that stops reading (a FIFO) never
  * blocks writers or the close. Also the request-id rule, a request's
- * `error` and `tenant` fields (JSON and text), and the line
- * builder's string escaping (eight bytes at a time) against a byte-by-byte
+ * `error`, `tenant` and `tokens_reserved` fields (JSON and text), and the
+ * line builder's string escaping (eight bytes at a time) against a byte-by-byte
  * reference.
  */
 #include <setjmp.h>
@@ -230,10 +230,12 @@ static void test_request_id(void **state)
 }
 
 /* One request's line through obsreq (obs/request.h) in `format`, with the
- * error message `error` (NULL: a success). Returns the line, newline cut. */
-/* The line of one request; tenant may be NULL (none). */
-static const char *request_line(enum log_line_format format, int status, const char *error,
-                                const char *tenant)
+ * error message `error` (NULL: a success) and tenant (NULL: none);
+ * reserved > 0: a generative request (12 prompt and 34 completion tokens,
+ * "length") that reserved that many tokens of a budget. Returns the line,
+ * newline cut. */
+static const char *generative_line(enum log_line_format format, int status, const char *error,
+                                   const char *tenant, uint64_t reserved)
 {
     char path[] = "/tmp/inferd_accesslog_XXXXXX";
     int fd = mkstemp(path);
@@ -253,6 +255,10 @@ static const char *request_line(enum log_line_format format, int status, const c
     assert_non_null(o);
     obsreq_set_error(o, error);
     obsreq_set_tenant(o, tenant);
+    if (reserved) {
+        obsreq_set_generation(o, 12, 34, "length");
+        obsreq_set_tokens_reserved(o, reserved);
+    }
     obsreq_end(o, status, 10);
     accesslog_close();
     obsreq_pool_free();
@@ -262,6 +268,12 @@ static const char *request_line(enum log_line_format format, int status, const c
     assert_int_equal(count_char(line, len, '\n'), 1);
     line[len - 1] = '\0';
     return line;
+}
+
+static const char *request_line(enum log_line_format format, int status, const char *error,
+                                const char *tenant)
+{
+    return generative_line(format, status, error, tenant, 0);
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -312,6 +324,21 @@ static void test_tenant_field(void **state)
     assert_non_null(strstr(line, " route=- tenant=team-a model_sha256=-"));
     line = request_line(LOG_LINE_TEXT, 200, NULL, NULL);
     assert_null(strstr(line, "tenant"));
+}
+
+/* `tokens_reserved` (a token budget's reservation) follows the generation
+ * fields, only on requests that reserved. */
+static void test_tokens_reserved_field(void **state)
+{
+    (void)state;
+    assert_null(strstr(request_line(LOG_LINE_JSON, 200, NULL, NULL), "tokens_reserved"));
+    const char *line = generative_line(LOG_LINE_JSON, 200, NULL, NULL, 300);
+    assert_non_null(strstr(line, ",\"prompt_tokens\":12,\"completion_tokens\":34,"
+                                 "\"finish_reason\":\"length\",\"tokens_reserved\":300,"
+                                 "\"model_sha256\":"));
+    line = generative_line(LOG_LINE_TEXT, 200, NULL, NULL, 300);
+    assert_non_null(strstr(line, " finish_reason=length tokens_reserved=300 model_sha256=-"));
+    assert_null(strstr(request_line(LOG_LINE_TEXT, 200, NULL, NULL), "tokens_reserved"));
 }
 
 /* The reference: one byte at a time, as RFC 8259 asks (valid UTF-8 kept,
@@ -392,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_request_id),
         cmocka_unit_test(test_error_field),
         cmocka_unit_test(test_tenant_field),
+        cmocka_unit_test(test_tokens_reserved_field),
         cmocka_unit_test(test_jl_str_escapes_every_byte_anywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,9 @@
  * waits), a deadline that passes while waiting (503, Retry-After 1), a
  * full waiting line (503 at submit), a cancel while waiting (499), a
  * cancel while running (finish_reason "cancelled"), one response per
- * token when streaming, the reservation given back at the end.
+ * token when streaming, the reservation given back at the end; the usage
+ * counts on the request (what a response says; 0 and 0 for a request
+ * that never ran) and the estimate's numbers and refusals (submit's).
  * The real model runs in tests/integration/test_generate_engine.py.
  */
 #include <setjmp.h>
@@ -18,6 +20,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,7 @@ static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static int permits; /* backend runs allowed; -1 = any */
 static int runs;
+static _Atomic bool fail_runs; /* every run fails */
 
 static void grant(int n)
 {
@@ -61,7 +65,7 @@ static int fake_execute(void *instance, struct arena *arena, const struct tensor
                         const char *const *names, uint32_t nout, struct tensor *out, void **state,
                         uint32_t flags, struct error *err)
 {
-    (void)instance, (void)arena, (void)flags, (void)err;
+    (void)instance, (void)arena, (void)flags;
     pthread_mutex_lock(&gate_mu);
     while (permits == 0)
         pthread_cond_wait(&gate_cv, &gate_mu);
@@ -70,6 +74,8 @@ static int fake_execute(void *instance, struct arena *arena, const struct tensor
     runs++;
     pthread_cond_broadcast(&gate_cv);
     pthread_mutex_unlock(&gate_mu);
+    if (atomic_load(&fail_runs))
+        return error_set(err, 500, "the fake run failed");
     int64_t n = in[0].shape[0], t = in[0].shape[1], past = 0;
     for (uint32_t i = 0; i < nin; i++)
         if (strncmp(in[i].name, "past_", 5) == 0)
@@ -183,6 +189,7 @@ struct call {
     float temperature;
     const char *names[4];
     int responses, done;
+    int32_t num_input_tokens; /* the last response's */
     char last_finish[16];
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -196,6 +203,9 @@ static bool on_response(struct infer_request *req, const struct tensor *outputs,
     c->responses++;
     const struct tensor_bytes *fin = outputs[1].data;
     snprintf(c->last_finish, sizeof c->last_finish, "%.*s", (int)fin->len, fin->ptr);
+    c->num_input_tokens = *(const int32_t *)outputs[2].data;
+    assert_int_equal(req->usage_prompt_tokens, (uint32_t)c->num_input_tokens);
+    assert_int_equal(req->usage_completion_tokens, (uint32_t) * (const int32_t *)outputs[3].data);
     (void)n, (void) final;
     pthread_mutex_unlock(&c->mu);
     return true;
@@ -289,6 +299,8 @@ static void test_streams_one_response_per_token(void **state)
     assert_int_equal(a.req.rc, 0);
     assert_int_equal(a.responses, 5);
     assert_string_equal(a.last_finish, "length");
+    assert_int_equal(a.req.usage_prompt_tokens, 8);
+    assert_int_equal(a.req.usage_completion_tokens, 5);
     assert_int_equal(gen_kv_reserved(), 0);
     fake_model_free(m);
 }
@@ -325,6 +337,8 @@ static void test_budget_waiting_and_refusals(void **state)
     assert_int_equal(b.req.err.status, 503);
     assert_int_equal(b.req.err.retry_after_s, 1);
     assert_int_equal(b.responses, 0);
+    assert_int_equal(b.req.usage_prompt_tokens, 0); /* never ran: used nothing */
+    assert_int_equal(b.req.usage_completion_tokens, 0);
 
     /* Cancelled while waiting: 499, never run. */
     call_init(&c, m, 100, 0);
@@ -333,6 +347,7 @@ static void test_budget_waiting_and_refusals(void **state)
     grant(1);
     call_wait(&c);
     assert_int_equal(c.req.err.status, 499);
+    assert_int_equal(c.req.usage_prompt_tokens + c.req.usage_completion_tokens, 0);
 
     /* Cancelled while running: the final response says so; room is back. */
     atomic_store(&a.req.cancelled, true);
@@ -341,6 +356,8 @@ static void test_budget_waiting_and_refusals(void **state)
     assert_int_equal(a.req.rc, 0);
     assert_string_equal(a.last_finish, "cancelled");
     assert_true(a.responses < 100);
+    assert_int_equal(a.req.usage_prompt_tokens, 8);
+    assert_int_equal(a.req.usage_completion_tokens, (uint32_t)a.responses - 1);
     assert_int_equal(gen_kv_reserved(), 0);
     fake_model_free(m);
 }
@@ -369,12 +386,101 @@ static void test_a_waiting_request_runs_when_room_is_freed(void **state)
     fake_model_free(m);
 }
 
+/* A run that fails in a request's prefill: no response was sent, yet
+ * complete() sees what it used (its prompt, nothing generated). */
+static void test_failed_before_any_response_has_its_usage(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine(&m, 16, 8);
+    struct call a;
+    call_init(&a, m, 5, 0);
+    struct error err;
+    fail_runs = true;
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    grant(-1);
+    call_wait(&a);
+    fail_runs = false;
+    assert_int_equal(a.req.rc, -1);
+    assert_int_equal(a.responses, 0);
+    assert_int_equal(a.req.usage_prompt_tokens, 8);
+    assert_int_equal(a.req.usage_completion_tokens, 0);
+    fake_model_free(m);
+}
+
+/* estimate: the numbers the engine then reports, and submit's refusals. */
+static void test_estimate_matches_the_engine(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine(&m, 32, 8);
+    assert_non_null(m->engine_ops->estimate);
+    struct error err;
+    uint32_t p = 0, c = 0;
+    struct call a;
+    call_init(&a, m, 5, 0);
+    assert_int_equal(m->engine_ops->estimate(m->engine, &a.req, &p, &c, &err), 0);
+    assert_int_equal(c, 5);
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    grant(-1);
+    call_wait(&a);
+    assert_int_equal(a.num_input_tokens, (int32_t)p);
+    assert_int_equal(a.req.usage_prompt_tokens, p);
+
+    /* No max_tokens: the rest of the context. */
+    call_init(&a, m, 5, 0);
+    a.req.ninputs = 1;
+    assert_int_equal(m->engine_ops->estimate(m->engine, &a.req, &p, &c, &err), 0);
+    assert_int_equal(p, 8);
+    assert_int_equal(c, 256 - 8);
+
+    /* Each refusal: estimate's error is submit's, word for word. */
+    static char long_prompt[2048];
+    memset(long_prompt, 'a', sizeof long_prompt - 1);
+    for (size_t i = 0; i + 1 < sizeof long_prompt; i += 2)
+        long_prompt[i] = ' '; /* " a" repeated: one token each, 1023 > 255 */
+    struct {
+        int32_t max_tokens;
+        const char *prompt;
+        int ninputs;
+        const char *says;
+    } cases[] = {
+        {5, "", 3, "the prompt is empty"},
+        {5, long_prompt, 3, "room for at most 255 prompt tokens"},
+        {0, "In the beginning", 3, "max_tokens must be at least 1, got 0"},
+        {249, "In the beginning", 3, "max_tokens 249 do not fit (at most 248)"},
+        {5, "In the beginning", 0, "needs the input 'text_input'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct error e1, e2;
+        call_init(&a, m, cases[i].max_tokens, 0);
+        a.prompt = (struct tensor_bytes){cases[i].prompt, (uint32_t)strlen(cases[i].prompt)};
+        if (cases[i].ninputs == 0)
+            a.inputs[0].name = "prompt";
+        assert_int_equal(m->engine_ops->estimate(m->engine, &a.req, &p, &c, &e1), -1);
+        assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &e2), -1);
+        assert_int_equal(e1.status, 400);
+        assert_int_equal(e2.status, 400);
+        assert_string_equal(e1.msg, e2.msg);
+        if (!strstr(e1.msg, cases[i].says))
+            fail_msg("case %zu: '%s' does not say '%s'", i, e1.msg, cases[i].says);
+    }
+    /* A wrongly typed max_tokens too. */
+    call_init(&a, m, 5, 0);
+    a.inputs[1].dtype = DT_FP32;
+    assert_int_equal(m->engine_ops->estimate(m->engine, &a.req, &p, &c, &err), -1);
+    assert_non_null(strstr(err.msg, "input 'max_tokens' must be INT32"));
+    fake_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_streams_one_response_per_token),
         cmocka_unit_test(test_budget_waiting_and_refusals),
         cmocka_unit_test(test_a_waiting_request_runs_when_room_is_freed),
+        cmocka_unit_test(test_failed_before_any_response_has_its_usage),
+        cmocka_unit_test(test_estimate_matches_the_engine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
