@@ -336,7 +336,7 @@ def settled(srv, requests_before):
 
 
 def test_unused_tokens_are_given_back(plain, server_factory, tmp_path):
-    minute = 600  # 10 tokens a second
+    minute = 3000  # 50 tokens a second: less than a call's refund in its time
     srv = start_quota_server(server_factory, tmp_path,
                              "  - model: kjv\n    per-minute: {total: %d}\n"
                              "    per-day: {total: %d}\n" % (minute, DAY_LIMIT))
@@ -364,7 +364,8 @@ def test_unused_tokens_are_given_back(plain, server_factory, tmp_path):
         refill = (time.monotonic() - t0) * minute / 60
         used = u["total_tokens"]
         assert minute - used <= left <= min(minute, minute - used + refill + 1), (left, used, refill)
-        time.sleep(used * 60 / minute + 0.2)  # full again
+        if prompt == SHORT:
+            time.sleep(used * 60 / minute + 0.2)  # full again
 
 
 def test_a_disconnected_stream_is_charged_what_it_generated(plain, server_factory, tmp_path):
@@ -379,7 +380,8 @@ def test_a_disconnected_stream_is_charged_what_it_generated(plain, server_factor
     s.next_event()
     s.close()
     totals = settled(srv, 0)
-    assert quota_metric(srv, "inferd_gen_requests_finished_total", reason="cancelled") == 1
+    wait_until(lambda: quota_metric(srv, "inferd_gen_requests_finished_total",
+                                    reason="cancelled") == 1, "the cancellation")
     assert totals["prompt_tokens"] == plain.p_full
     assert 1 <= totals["completion_tokens"] < 240, totals
     assert day_remaining(srv) == DAY_LIMIT - totals["total_tokens"]
@@ -463,9 +465,12 @@ def test_ratelimit_headers_on_every_generative_route(plain, server_factory, tmp_
         assert r.status_code == 200, (name, r.text)
         spent += per_call
         _, remaining, reset_ms = check_token_headers(r, limit)
-        # Refilled since the first call by at most a few tokens.
-        assert limit - spent <= remaining <= limit - spent + 3, (name, remaining)
-        assert abs(reset_ms - (limit - remaining) * 60000 / limit) <= 2, (name, reset_ms)
+        # Refilled since the first call by at most a few tokens; the bucket
+        # holds `remaining` and a fraction, which the reset counts.
+        assert limit - spent <= remaining <= limit - spent + 5, (name, remaining)
+        per_token = 60000 / limit
+        assert (limit - remaining - 1) * per_token - 2 <= reset_ms \
+            <= (limit - remaining + 1) * per_token + 2, (name, remaining, reset_ms)
         assert int(r.headers["x-ratelimit-limit-requests"]) == 20
         assert 0 <= int(r.headers["x-ratelimit-remaining-requests"]) < 20
         duration_ms(r.headers["x-ratelimit-reset-requests"])
@@ -522,6 +527,7 @@ def test_usage_survives_a_restart_and_the_file_always_parses(plain, server_facto
 
     def look():
         while not stop.is_set():
+            time.sleep(0.005)
             try:
                 text = path.read_text()
             except FileNotFoundError:
