@@ -585,7 +585,8 @@ def test_usage_queries_and_errors(plain, server_factory, tmp_path):
     assert usage_totals(srv, model="kjv", **{"from": today, "to": today})["requests"] == 1
     assert usage_totals(srv, model="nope")["requests"] == 0
     assert usage_totals(srv, **{"from": "2000-01-01", "to": "2000-01-02"})["requests"] == 0
-    for bad in ({"from": "yesterday"}, {"to": "2026-13-01"}, {"from": "2026-1-1"}):
+    for bad in ({"from": "yesterday"}, {"to": "2026-13-01"}, {"from": "2026-1-1"},
+                {"to": "2026-02-30"}, {"from": "2026-02-02", "to": "2026-02-01"}, {"day": today}):
         r = requests.get(srv.url + "/v2/usage", params=bad, timeout=WAIT)
         assert r.status_code == 400 and r.json()["error"], (bad, r.text)
     r = requests.post(srv.url + "/v2/usage", timeout=WAIT)
