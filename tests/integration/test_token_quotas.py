@@ -35,7 +35,6 @@ tokens (so a call uses less than it reserved)."""
 import json
 import math
 import re
-import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -691,3 +690,8 @@ def test_openai_node_sdk_obeys_the_retry_headers(plain, server_factory, tmp_path
                            if l.get("tenant") == t and l["endpoint"] == "/v1/completions")
                  for t in ("minute", "daily")}
     assert by_tenant == {"minute": [200, 200, 429, 429], "daily": [200, 429]}, by_tenant
+    # The admitted calls' lines carry their reservation and what they used.
+    for l in lines:
+        if l.get("tenant") in ("minute", "daily") and l["status"] == 200:
+            assert (l["tokens_reserved"], l["prompt_tokens"], l["completion_tokens"]) == (
+                per_call, plain.p_full, max_tokens), l
