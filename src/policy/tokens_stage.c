@@ -5,6 +5,7 @@
  */
 #include "base/arena.h"
 #include "base/clock.h"
+#include "obs/request.h"
 #include "policy/tokenquota.h"
 
 static uint64_t wall_seconds(void)
@@ -33,6 +34,9 @@ enum stage_result tokens_stage(struct infer_call *call, const void *cfg)
         call->req.err.retry_after_s = err.retry_after_s;
         return STAGE_DONE;
     }
+    /* Now: the log line may be written before the done hook runs. */
+    if (call->tokens.set && call->fe.obs)
+        obsreq_set_tokens_reserved(call->fe.obs, (uint64_t)prompt + completion);
     return STAGE_CONTINUE;
 }
 
