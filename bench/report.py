@@ -2013,7 +2013,8 @@ def md_run(doc):
         elif t["name"] in ("json_decode", "node_ratio", "gen_batching", "prep_speedup"):
             s = fmt(v, "%.2f×")
         elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
-                           "tenant_fairness", "gen_single_stream"):
+                           "tenant_fairness", "gen_single_stream", "token_fairness",
+                           "token_ttft"):
             s = fmt(v, "%.3f")
         elif t["name"] == "allocations":
             s = fmt(v, "%.4g")
