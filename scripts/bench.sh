@@ -1320,9 +1320,10 @@ fi
 #      bench-admin (admin: GET /v2/usage) and one token-quotas rule, tenant
 #      "*", a per-minute total of TQ_SHARE of the capacity for each tenant
 #      (TQ_SHARE: the capacity's tokens are mostly the long prompts' cheap
-#      prefill; the short tenant's completions cost far more per token, and
-#      at 15% each the loaded server already fell behind now and then on this
-#      2-core machine). Each tenant offers TQ_OFFER times its quota
+#      prefill; the short tenant's completions cost far more per token: at
+#      25% each the loaded server fell behind, TTFTs of seconds, where 10%
+#      each kept tenant-short's TTFT p99 within 1.2x of alone). Each tenant
+#      offers TQ_OFFER times its quota
 #      (open loop, requests/s = TQ_OFFER x quota / (prompt + max_tokens)).
 #      A bucket starts full (a minute of tokens), so before each measured run
 #      the buckets are drained (prompt-only requests, max_tokens 1, closed
