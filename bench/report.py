@@ -1744,8 +1744,8 @@ def md_token_fairness(t):
     u = t["usage"] or {}
     us, ul = u.get("tenant-short") or {}, u.get("tenant-long") or {}
     w("Metered by the server during the loaded run (`GET /v2/usage`, before and after): "
-      "tenant-short %s requests, %s prompt + %s completion = %s tokens; tenant-long %s "
-      "requests, %s + %s = %s tokens. **Lower ÷ higher = %s** (target ≥ 0.90: equal quotas give "
+      "tenant-short %s calls, %s prompt + %s completion = %s tokens; tenant-long %s "
+      "calls, %s + %s = %s tokens. **Lower ÷ higher = %s** (target ≥ 0.90: equal quotas give "
       "equal tokens, whatever the prompt length); the responses' usage in the windows gives "
       "%s. Without quotas (the capacity run) the same two prompts shared %s. **tenant-short's "
       "TTFT p99 loaded ÷ alone = %s** (%s vs %s µs; target ≤ 2)." % (
