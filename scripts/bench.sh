@@ -1455,7 +1455,7 @@ EOF
             # tq_drain TENANT...: prompt-only requests of each tenant at once,
             # a second at a time, until every one of them got a 429 in the same second.
             tq_drain() {
-                local i t pids=() all
+                local i t p pids=() all
                 for i in $(seq 1 120); do
                     pids=()
                     for t in "$@"; do
@@ -1467,9 +1467,9 @@ EOF
                         pids+=($!)
                         PIDS+=($!)
                     done
-                    for t in "${pids[@]}"; do
-                        wait "$t" || die "the drain's load generator failed: $(cat "$RUN"/tq_drain_*.err)"
-                        forget_pid "$t"
+                    for p in "${pids[@]}"; do
+                        wait "$p" || die "the drain's load generator failed: $(cat "$RUN"/tq_drain_*.err)"
+                        forget_pid "$p"
                     done
                     all=1
                     for t in "$@"; do
