@@ -354,6 +354,8 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         auth_write_metrics(src->auth, out);
     if (src->ratelimit)
         ratelimit_write_metrics(src->ratelimit, out);
+    if (src->tokenquota)
+        tokenquota_write_metrics(src->tokenquota, out);
     if (src->limiter)
         limiter_write_metrics(src->limiter, out);
     if (src->breaker)

@@ -27,6 +27,7 @@
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
+#include "policy/tokenquota.h"
 
 /* What the metrics and the dashboard show besides the per-model numbers.
  * Owned by main; outlives the listeners. */
@@ -41,6 +42,7 @@ struct obs_sources {
     struct limiter *limiter;       /* adaptive concurrency metrics; NULL: none */
     struct breaker *breaker;       /* circuit breaker metrics; NULL: none */
     struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
+    struct tokenquota *tokenquota; /* token-quota metrics; NULL: none */
 };
 
 /* ---- the metrics listener ------------------------------------------------ */

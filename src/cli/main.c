@@ -44,6 +44,7 @@
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
+#include "policy/tokenquota.h"
 #include "preprocess/prep.h"
 #include "sched/pool.h"
 #include "serve/shm.h"
@@ -511,6 +512,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.routing = routing;
     o->obs.auth = parts->auth;
     o->obs.ratelimit = parts->ratelimit;
+    o->obs.tokenquota = parts->tokenquota;
     o->obs.limiter = parts->limiter;
     o->obs.breaker = parts->breaker;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
@@ -587,22 +589,32 @@ CONFIG_SECTION_ADAPTERS(auth)
 CONFIG_SECTION_ADAPTERS(ratelimit)
 CONFIG_SECTION_ADAPTERS(limiter)
 CONFIG_SECTION_ADAPTERS(breaker)
+CONFIG_SECTION_ADAPTERS(tokenquota)
 
 /* The policy sections, in their order in the section table. */
-enum { SECTION_AUTH, SECTION_RATE_LIMITS, SECTION_CONCURRENCY, SECTION_BREAKERS, NSECTIONS };
+enum {
+    SECTION_AUTH,
+    SECTION_RATE_LIMITS,
+    SECTION_CONCURRENCY,
+    SECTION_BREAKERS,
+    SECTION_TOKEN_QUOTAS,
+    NSECTIONS
+};
 
 static bool is_tenant(const void *auth, const char *name)
 {
     return auth_config_has_tenant(auth, name);
 }
 
-/* config_check_fn: the tenants rate-limit rules name are the auth
- * section's. */
+/* config_check_fn: the tenants rate-limit and token-quota rules name
+ * are the auth section's. */
 static int check_sections(void *const *parsed, struct error *err)
 {
     const struct auth_config *auth = parsed[SECTION_AUTH];
-    return ratelimit_config_check_tenants(parsed[SECTION_RATE_LIMITS], is_tenant, auth,
-                                          auth && auth->ntenants > 0, err);
+    bool any = auth && auth->ntenants > 0;
+    if (ratelimit_config_check_tenants(parsed[SECTION_RATE_LIMITS], is_tenant, auth, any, err) != 0)
+        return -1;
+    return tokenquota_config_check_tenants(parsed[SECTION_TOKEN_QUOTAS], is_tenant, auth, any, err);
 }
 
 /* The settings: defaults < the --config file < the command line, and the
@@ -650,23 +662,27 @@ static int serve(int argc, char **argv)
     struct config_section sections[NSECTIONS];
     const size_t nsections = NSECTIONS;
     void *parsed[NSECTIONS];
-    /* The policy stores (policy/auth.h, ratelimit.h, limiter.h, breaker.h). */
+    /* The policy stores (policy/auth.h, ratelimit.h, limiter.h, breaker.h,
+     * tokenquota.h). */
     struct pipeline_parts parts = {.auth = auth_new(),
                                    .ratelimit = ratelimit_new(),
                                    .limiter = limiter_new(),
-                                   .breaker = breaker_new()};
-    if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker) {
+                                   .breaker = breaker_new(),
+                                   .tokenquota = tokenquota_new()};
+    if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker || !parts.tokenquota) {
         fprintf(stderr, "inferd: out of memory\n");
         auth_free(parts.auth);
         ratelimit_free(parts.ratelimit);
         limiter_free(parts.limiter);
         breaker_free(parts.breaker);
+        tokenquota_free(parts.tokenquota);
         return 1;
     }
     sections[SECTION_AUTH] = CONFIG_SECTION("auth", auth, parts.auth);
     sections[SECTION_RATE_LIMITS] = CONFIG_SECTION("rate-limits", ratelimit, parts.ratelimit);
     sections[SECTION_CONCURRENCY] = CONFIG_SECTION("concurrency", limiter, parts.limiter);
     sections[SECTION_BREAKERS] = CONFIG_SECTION("breakers", breaker, parts.breaker);
+    sections[SECTION_TOKEN_QUOTAS] = CONFIG_SECTION("token-quotas", tokenquota, parts.tokenquota);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -686,6 +702,7 @@ static int serve(int argc, char **argv)
     ratelimit_free(parts.ratelimit);
     limiter_free(parts.limiter);
     breaker_free(parts.breaker);
+    tokenquota_free(parts.tokenquota);
     config_file_free(file);
     serve_cmdline_free(&cmdline);
     return rc;

@@ -30,6 +30,7 @@
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
 #include "policy/routing.h"
+#include "policy/tokenquota.h"
 #include "preprocess/prep.h"
 #include "serve/call.h"
 
@@ -40,6 +41,7 @@ struct pipeline_parts {
     struct ratelimit *ratelimit;
     struct breaker *breaker;
     struct limiter *limiter;
+    struct tokenquota *tokenquota;
     struct prep_stage_cfg *prep;
 };
 

@@ -90,6 +90,23 @@ int fields_u32(const struct json_value *obj, const char *path, const char *key, 
     return 0;
 }
 
+int fields_u64(const struct json_value *obj, const char *path, const char *key, uint64_t lo,
+               uint64_t hi, uint64_t *out, struct error *err)
+{
+    const struct json_value *v = member(obj, key);
+    uint64_t u;
+    if (!v)
+        return 0;
+    if (json_num_u64(v, &u) != 0 || u < lo || u > hi) {
+        char what[80];
+        snprintf(what, sizeof what, "an integer from %llu to %llu", (unsigned long long)lo,
+                 (unsigned long long)hi);
+        return expected(v, path, key, err, what);
+    }
+    *out = u;
+    return 0;
+}
+
 int fields_double(const struct json_value *obj, const char *path, const char *key, double lo,
                   double hi, double *out, struct error *err)
 {

@@ -37,6 +37,8 @@ int fields_check_list(const struct json_value *v, const char *path, uint32_t max
  * alone. The integer forms take plain integers; a ratio any number. */
 int fields_u32(const struct json_value *obj, const char *path, const char *key, uint32_t lo,
                uint32_t hi, uint32_t *out, struct error *err);
+int fields_u64(const struct json_value *obj, const char *path, const char *key, uint64_t lo,
+               uint64_t hi, uint64_t *out, struct error *err);
 int fields_double(const struct json_value *obj, const char *path, const char *key, double lo,
                   double hi, double *out, struct error *err);
 int fields_bool(const struct json_value *obj, const char *path, const char *key, bool *out,

@@ -9,6 +9,7 @@
  * tat in the past counts as now), and then tat becomes max(tat, now) +
  * interval. So a full bucket admits `burst` calls at once, then one per
  * interval: it refills continuously, with no timer and no refill thread.
+ * Taking n tokens at once (token budgets) moves tat n intervals.
  * A tat of 0 is a full bucket.
  *
  * Every function is lock-free (a compare-and-swap loop that only retries
@@ -33,11 +34,18 @@ struct gcra_params {
  * burst × 1e9 / rate within 2^62 (ratelimit.h's bounds do). */
 void gcra_params_init(struct gcra_params *p, double rate, uint32_t burst);
 
-/* Takes one token at now. true: taken. false: refused, nothing changed,
- * and *wait_ns (if not NULL) is how long until a token is there (> 0). */
+/* Takes n tokens at once at now (n <= burst; n = 0 takes nothing): when
+ * max(tat, now) + n × interval - now <= burst × interval, tat becomes
+ * max(tat, now) + n × interval. true: taken. false: refused, nothing
+ * changed, and *wait_ns (if not NULL) is how long until the n tokens are
+ * there (> 0). gcra_take is n = 1. */
+bool gcra_take_n(_Atomic uint64_t *tat, const struct gcra_params *p, uint32_t n, uint64_t now,
+                 uint64_t *wait_ns);
 bool gcra_take(_Atomic uint64_t *tat, const struct gcra_params *p, uint64_t now, uint64_t *wait_ns);
-/* Gives back a token taken at or before now (tat moves back one interval,
- * but never below now: a bucket cannot hold more than it did). */
+/* Gives back n tokens taken at or before now (tat moves back n intervals,
+ * but never below now: a bucket cannot hold more than it did).
+ * gcra_give_back is n = 1. */
+void gcra_give_back_n(_Atomic uint64_t *tat, const struct gcra_params *p, uint32_t n, uint64_t now);
 void gcra_give_back(_Atomic uint64_t *tat, const struct gcra_params *p, uint64_t now);
 
 /* The tokens left at now (0 .. burst, rounded down), and how long until

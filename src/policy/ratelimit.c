@@ -15,24 +15,12 @@ struct bucket {
     _Atomic uint64_t admitted, limited;
 };
 
-/* One tenant's bucket of a "*" rule. key: the tenant name's hash, 0 =
- * free; name: for the metrics, written by the call that claimed the slot
- * and readable once `named`. */
-struct tenant_slot {
-    _Atomic uint64_t key;
-    struct bucket b;
-    atomic_bool named;
-    char name[RATELIMIT_TENANT_MAX];
-};
-
 /* A rule's long-lived state, shared by the configurations that have the
  * rule (reference counted). */
 struct rule_state {
     atomic_uint refs;
-    struct bucket one;         /* the rule's bucket; for "*" rules the overflow bucket */
-    struct tenant_slot *slots; /* "*" rules: RATELIMIT_TENANT_SLOTS */
-    atomic_uint tenants;       /* slots claimed */
-    atomic_bool overflow_logged;
+    struct bucket one;          /* the rule's bucket; for "*" rules the overflow bucket */
+    struct tenant_slots *slots; /* "*" rules: a struct bucket per tenant */
 };
 
 /* The configuration is also the published snapshot. */
@@ -77,7 +65,7 @@ static struct rule_state *state_new(const struct ratelimit_rule *r)
     if (!st)
         return NULL;
     if (r->tenant_kind == RATELIMIT_EACH_TENANT) {
-        st->slots = mem_calloc(RATELIMIT_TENANT_SLOTS, sizeof *st->slots);
+        st->slots = tenant_slots_new(sizeof(struct bucket));
         if (!st->slots) {
             mem_free(st);
             return NULL;
@@ -90,7 +78,7 @@ static struct rule_state *state_new(const struct ratelimit_rule *r)
 static void state_unref(struct rule_state *st)
 {
     if (st && atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1) {
-        mem_free(st->slots);
+        tenant_slots_free(st->slots);
         mem_free(st);
     }
 }
@@ -199,69 +187,22 @@ void ratelimit_apply(struct ratelimit *rl, struct ratelimit_config *c)
 
 /* ---- admission ---------------------------------------------------------------------- */
 
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    h ^= h >> 33; /* MurmurHash3's finalizer */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h ? h : 1;
-}
-
-/* The bucket of tenant in a "*" rule's table: its slot, claimed on its
- * first call, or the overflow bucket once RATELIMIT_TENANTS are taken. */
+/* The bucket of tenant in a "*" rule: its own, or the overflow bucket
+ * once RATELIMIT_TENANTS tenants have one. */
 static struct bucket *tenant_bucket(struct rule_state *st, uint32_t rule, const char *tenant)
 {
-    uint64_t key = hash_name(tenant);
-    uint32_t mask = RATELIMIT_TENANT_SLOTS - 1;
-    for (uint32_t probe = 0, i = (uint32_t)key & mask; probe < RATELIMIT_TENANT_SLOTS;
-         probe++, i = (i + 1) & mask) {
-        struct tenant_slot *s = &st->slots[i];
-        uint64_t k = atomic_load_explicit(&s->key, memory_order_acquire);
-        if (k == key)
-            return &s->b;
-        if (k != 0)
-            continue;
-        /* Free: the table keeps at least half of its slots free, so that
-         * probing stays short. */
-        if (atomic_fetch_add_explicit(&st->tenants, 1, memory_order_relaxed) >= RATELIMIT_TENANTS) {
-            atomic_fetch_sub_explicit(&st->tenants, 1, memory_order_relaxed);
-            break;
-        }
-        if (atomic_compare_exchange_strong_explicit(&s->key, &k, key, memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            snprintf(s->name, sizeof s->name, "%s", tenant);
-            atomic_store_explicit(&s->named, true, memory_order_release);
-            return &s->b;
-        }
-        atomic_fetch_sub_explicit(&st->tenants, 1, memory_order_relaxed);
-        if (k == key) /* the same tenant's other call was first */
-            return &s->b;
-    }
-    if (!atomic_exchange_explicit(&st->overflow_logged, true, memory_order_relaxed))
+    bool first_overflow;
+    struct bucket *b = tenant_slots_get(st->slots, tenant, &first_overflow);
+    if (first_overflow)
         log_warn("rate limits: rule %u has %u tenants with a bucket of their own; tenant "
                  "%.63s and later ones share one bucket",
                  rule, RATELIMIT_TENANTS, tenant);
-    return &st->one;
+    return b ? b : &st->one;
 }
 
 static bool rule_matches(const struct ratelimit_rule *r, const char *tenant, const char *model)
 {
-    if (r->model[0] && strcmp(r->model, model) != 0)
-        return false;
-    switch (r->tenant_kind) {
-    case RATELIMIT_ANY_TENANT:
-        return true;
-    case RATELIMIT_ONE_TENANT:
-        return tenant && strcmp(r->tenant, tenant) == 0;
-    case RATELIMIT_EACH_TENANT:
-        return tenant != NULL;
-    }
-    return false;
+    return ratelimit_scope_matches(r->tenant_kind, r->tenant, r->model, tenant, model);
 }
 
 static void describe_bucket(const struct ratelimit_rule *r, uint64_t tat, uint64_t now,
@@ -416,10 +357,11 @@ void ratelimit_write_metrics(struct ratelimit *rl, struct buf *out)
                              now);
                 continue;
             }
-            for (uint32_t k = 0; k < RATELIMIT_TENANT_SLOTS; k++) {
-                const struct tenant_slot *s = &st->slots[k];
-                if (atomic_load_explicit(&s->named, memory_order_acquire))
-                    write_bucket(out, what, i, r, s->name, &s->b, now);
+            for (uint32_t k = 0; k < TENANT_SLOTS_SLOTS; k++) {
+                const char *name;
+                const struct bucket *b = tenant_slots_at(st->slots, k, &name);
+                if (b)
+                    write_bucket(out, what, i, r, name, b, now);
             }
             /* The bucket tenants beyond RATELIMIT_TENANTS share. */
             write_bucket(out, what, i, r, "*", &st->one, now);

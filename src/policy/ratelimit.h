@@ -19,14 +19,11 @@
  * Buckets: one atomic 64-bit word each (gcra.h), so admission is
  * lock-free and allocates nothing (measured: about 40 ns to admit, 300 ns
  * to refuse, most of it formatting the message).
- * The per-tenant buckets of a "*" rule live in an open-addressing table
- * of RATELIMIT_TENANT_SLOTS slots allocated with the rule, keyed by a
- * 64-bit hash of the tenant name (two tenants whose hashes collide would
- * share a bucket: about 1 chance in 10^12 for 4096 tenants; tenant names
- * come from the operator's auth section, not from clients). At most
- * RATELIMIT_TENANTS tenants get their own bucket per rule; later ones
- * share the rule's overflow bucket (logged once per rule). A tenant's
- * slot is claimed by its first call with a compare-and-swap.
+ * The per-tenant buckets of a "*" rule live in a tenant_slots.h table
+ * allocated with the rule. At most RATELIMIT_TENANTS tenants get their
+ * own bucket per rule; later ones share the rule's overflow bucket
+ * (logged once per rule). A tenant's bucket is claimed by its first call
+ * with a compare-and-swap.
  *
  * Fairness: a tenant's calls only ever take tokens from buckets that its
  * own calls match (its own bucket of a tenant rule, and the shared
@@ -56,12 +53,11 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "policy/ratelimit_rules.h"
+#include "policy/tenant_slots.h"
 #include "serve/call.h"
 
-/* Per "*" rule: tenants with a bucket of their own, and the table's slots
- * (twice as many, so that a lookup probes few). */
-#define RATELIMIT_TENANTS 4096u
-#define RATELIMIT_TENANT_SLOTS 8192u
+/* Per "*" rule: tenants with a bucket of their own. */
+#define RATELIMIT_TENANTS TENANT_SLOTS_TENANTS
 
 struct ratelimit_config;
 struct ratelimit;

@@ -149,18 +149,40 @@ bool ratelimit_rule_same(const struct ratelimit_rule *a, const struct ratelimit_
            strcmp(a->model, b->model) == 0 && a->rate == b->rate && a->burst == b->burst;
 }
 
+bool ratelimit_scope_matches(enum ratelimit_tenant kind, const char *rule_tenant,
+                             const char *rule_model, const char *tenant, const char *model)
+{
+    if (rule_model[0] && strcmp(rule_model, model) != 0)
+        return false;
+    switch (kind) {
+    case RATELIMIT_ANY_TENANT:
+        return true;
+    case RATELIMIT_ONE_TENANT:
+        return tenant && strcmp(rule_tenant, tenant) == 0;
+    case RATELIMIT_EACH_TENANT:
+        return tenant != NULL;
+    }
+    return false;
+}
+
+void ratelimit_scope_describe(enum ratelimit_tenant kind, const char *rule_tenant,
+                              const char *rule_model, const char *tenant, char *out, size_t size)
+{
+    const char *who = kind == RATELIMIT_ONE_TENANT    ? rule_tenant
+                      : kind == RATELIMIT_EACH_TENANT ? tenant
+                                                      : NULL;
+    if (who && rule_model[0])
+        snprintf(out, size, "tenant %.63s on model %s", who, rule_model);
+    else if (who)
+        snprintf(out, size, "tenant %.63s", who);
+    else if (rule_model[0])
+        snprintf(out, size, "model %s", rule_model);
+    else
+        snprintf(out, size, "the server");
+}
+
 void ratelimit_rule_describe(const struct ratelimit_rule *r, const char *tenant, char *out,
                              size_t size)
 {
-    const char *who = r->tenant_kind == RATELIMIT_ONE_TENANT    ? r->tenant
-                      : r->tenant_kind == RATELIMIT_EACH_TENANT ? tenant
-                                                                : NULL;
-    if (who && r->model[0])
-        snprintf(out, size, "tenant %.63s on model %s", who, r->model);
-    else if (who)
-        snprintf(out, size, "tenant %.63s", who);
-    else if (r->model[0])
-        snprintf(out, size, "model %s", r->model);
-    else
-        snprintf(out, size, "the server");
+    ratelimit_scope_describe(r->tenant_kind, r->tenant, r->model, tenant, out, size);
 }

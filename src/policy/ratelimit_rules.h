@@ -59,6 +59,17 @@ int ratelimit_rules_parse(const struct json_value *section, struct ratelimit_rul
  * the bucket of such a rule). */
 bool ratelimit_rule_same(const struct ratelimit_rule *a, const struct ratelimit_rule *b);
 
+/* Whether a rule of scope (kind, rule_tenant, rule_model: "" = every
+ * model) matches a call of tenant (NULL: none) to model. Shared with the
+ * token budgets (tokenquota_rules.h), whose rules have the same scope. */
+bool ratelimit_scope_matches(enum ratelimit_tenant kind, const char *rule_tenant,
+                             const char *rule_model, const char *tenant, const char *model);
+/* What a rule of that scope limits, for a refusal's message: "tenant
+ * team-a on model digits", "tenant team-a", "model digits", "the server";
+ * tenant: the call's (the one a "*" rule's state belongs to). */
+void ratelimit_scope_describe(enum ratelimit_tenant kind, const char *rule_tenant,
+                              const char *rule_model, const char *tenant, char *out, size_t size);
+
 /* What the rule limits, for a refusal's message: "tenant team-a on model
  * digits", "tenant team-a", "model digits", "the server"; tenant: the
  * call's tenant (the one a "*" rule's bucket belongs to). */

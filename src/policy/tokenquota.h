@@ -43,7 +43,8 @@
  *     not retry automatically);
  *   - a reservation larger than the counter's whole limit (it can never
  *     fit): refusal = SERVE_QUOTA_TOO_LARGE, the message says by how much
- *     and that max_tokens is what to lower.
+ *     and that max_tokens is what to lower; Retry-After = a minute, or the
+ *     time until the next UTC day, for a per-day counter (not sooner).
  * A call whose model is not generative, or that no rule matches, passes.
  *
  * Settlement (the done hook, once per call, whatever its outcome). What
@@ -82,12 +83,12 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "obs/usage.h"
+#include "policy/tenant_slots.h"
+#include "policy/tokenquota_rules.h"
 #include "serve/call.h"
 
-#define TOKENQUOTA_MAX_RULES 64
-#define TOKENQUOTA_MAX_MINUTE 1000000000ull  /* tokens per minute of one counter */
-#define TOKENQUOTA_MAX_DAY 1000000000000ull  /* tokens per day of one counter */
-#define TOKENQUOTA_TENANTS 4096u             /* per "*" rule, as ratelimit.h */
+/* TOKENQUOTA_MAX_RULES, _MAX_MINUTE and _MAX_DAY: tokenquota_rules.h. */
+#define TOKENQUOTA_TENANTS TENANT_SLOTS_TENANTS /* per "*" rule, as ratelimit.h */
 
 struct tokenquota_config;
 struct tokenquota;

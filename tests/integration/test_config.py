@@ -170,6 +170,47 @@ def test_check_config_ok_starts_nothing(tmp_path):
     assert p.stderr == ""
 
 
+def test_check_config_token_quotas_ok(tmp_path):
+    config = tmp_path / "inferd.yaml"
+    config.write_text("token-quotas:\n"
+                      "  - model: kjv\n"
+                      "    per-minute: {prompt: 20000, completion: 40000, total: 50000}\n"
+                      "    per-day: {total: 2000000}\n"
+                      "  - per-day:\n      completion: 1000000000000\n")
+    p = run("serve", "--check-config", str(config))
+    assert p.returncode == 0, p
+    assert p.stdout == "%s: ok\n" % config
+
+
+@pytest.mark.parametrize("rules,message", [
+    ("  - per-minute: {total: 0}\n",
+     "token-quotas[0].per-minute.total: expected an integer from 1 to 1000000000, got 0"),
+    ("  - per-day: {total: 1000000000001}\n",
+     "token-quotas[0].per-day.total: expected an integer from 1 to 1000000000000, "
+     "got 1000000000001"),
+    ("  - per-minute: {total: 1.5}\n",
+     "token-quotas[0].per-minute.total: expected an integer from 1 to 1000000000, got 1.5"),
+    ("  - per-hour: {total: 10}\n", "token-quotas[0].per-hour: unknown key"),
+    ("  - per-minute: {tokens: 10}\n", "token-quotas[0].per-minute.tokens: unknown key"),
+    ("  - model: kjv\n",
+     "token-quotas[0]: no limit (give per-minute or per-day, with prompt, completion or total)"),
+    ("  - model: kjv\n    per-day: {total: 5}\n  - model: kjv\n    per-minute: {total: 5}\n",
+     "token-quotas[1]: the same tenant and model as token-quotas[0]"),
+    ('  - tenant: "*"\n    per-day: {total: 5}\n',
+     'token-quotas[0].tenant: "*" needs tenants, and the auth section has none'),
+    ("  - tenant: team-a\n    per-day: {total: 5}\n",
+     "token-quotas[0].tenant: 'team-a' is not a tenant of the auth section"),
+    ("  per-day: 5\n", "token-quotas: expected a list, got a mapping"),
+])
+def test_check_config_token_quotas_bad(tmp_path, rules, message):
+    config = tmp_path / "inferd.yaml"
+    config.write_text("token-quotas:\n" + rules)
+    p = run("serve", "--check-config", str(config))
+    assert p.returncode == 2, p
+    assert message in p.stderr, p.stderr
+    assert p.stdout == ""
+
+
 def test_check_config_checks_flags_and_rules(tmp_path):
     config = tmp_path / "inferd.yaml"
     config.write_text("tls-cert: cert.pem\n")
