@@ -64,16 +64,16 @@
       reads inferd_preprocess_duration_seconds sum/count by model and stage
       into OUT, with each mean in µs.
   report.py tq-prompt URL TOKENS OUT
-      experiment 14: the longest prefix of Genesis 1 of at most TOKENS prompt
+      experiment 15: the longest prefix of Genesis 1 of at most TOKENS prompt
       tokens of kjv (asked of the server at URL) into OUT; prints its count.
   report.py tq-setup RUN SHARE OFFER MAX_TOKENS [KEY=VALUE...]
-      experiment 14: the per-minute quota (SHARE of the capacity runs' tokens/s
+      experiment 15: the per-minute quota (SHARE of the capacity runs' tokens/s
       for each tenant) and offered rates (OFFER x the quota), JSON on stdout.
   report.py tq-usage URL KEY OUT
-      experiment 14: GET /v2/usage?model=kjv with the admin key KEY, summed by
+      experiment 15: GET /v2/usage?model=kjv with the admin key KEY, summed by
       tenant, into OUT.
   report.py tq-line RUN
-      prints one line: experiment 14's tokens, refusals and TTFT.
+      prints one line: experiment 15's tokens, refusals and TTFT.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
       reads the raw results of a run from RUN_DIR, computes the figures and
       writes OUT_JSON (bench/results/<date>.json).
@@ -1465,9 +1465,52 @@ def md_prep(pr, cores):
     return out
 
 
-# ---- experiment 14: token fairness -------------------------------------------
+def assemble_http3(run_dir):
+    """Experiment 14: each protocol's best round by req/s, p50/p99 the
+    medians over rounds; ratio = h3 req/s / h2 req/s."""
+    doc = {}
+    for proto in ("h2", "h3"):
+        rs = [load(p) for p in sorted(glob.glob(os.path.join(run_dir, "h3_%s_r*.json" % proto)))]
+        if not rs:
+            return {"error": "not measured"}
+        doc[proto] = {"rps": best(rs), "p50_us": median_latency(rs, "p50"),
+                      "p99_us": median_latency(rs, "p99"), "rounds": rs}
+    doc["ratio"] = ratio(doc["h3"]["rps"], doc["h2"]["rps"])
+    doc["p50_ratio"] = ratio(doc["h3"]["p50_us"], doc["h2"]["p50_us"])
+    doc["valid"] = all(r["valid"] for p in ("h2", "h3") for r in doc[p]["rounds"])
+    doc["client"] = "headless Chromium (bench/h3_chromium.py)"
+    return doc
 
-# Genesis 1:1-9 (King James Version): the prompts of experiment 14 are
+
+def md_http3(h3):
+    out = []
+    w = out.append
+    w("### 14. HTTP/3 vs HTTP/2 over TLS: the `simple` request, headless Chromium as the client")
+    w("")
+    if h3.get("error"):
+        w("Not measured: %s." % h3["error"])
+        w("")
+        return out
+    w("| protocol | req/s (best round) | p50 | p99 |")
+    w("|---|---|---|---|")
+    for proto in ("h2", "h3"):
+        d = h3[proto]
+        w("| %s | %s | %s us | %s us |" % (proto, fmt(d["rps"]), fmt(d["p50_us"]),
+                                         fmt(d["p99_us"])))
+    w("")
+    w("h3 ÷ h2: %s req/s, %s p50. The same Chromium sends both (QUIC forced for the origin, or "
+      "off), %d fetch() loops: its own cost is in both figures, so the ratio compares the "
+      "transports, not inferd's ceiling (experiment 1).%s" % (
+          fmt(h3["ratio"], "%.2f"), fmt(h3["p50_ratio"], "%.2f"),
+          h3["h3"]["rounds"][0]["concurrency"],
+          "" if h3["valid"] else " **Some requests failed or went over another protocol.**"))
+    w("")
+    return out
+
+
+# ---- experiment 15: token fairness -------------------------------------------
+
+# Genesis 1:1-9 (King James Version): the prompts of experiment 15 are
 # prefixes of it, cut to a number of tokens of the model's tokenizer.
 TQ_TEXT = ("In the beginning God created the heaven and the earth. And the earth was without "
            "form, and void; and darkness was upon the face of the deep. And the Spirit of God "
@@ -1543,7 +1586,7 @@ def gen_tokens(path):
 
 
 def cmd_tq_setup(args):
-    """tq-setup RUN SHARE OFFER MAX_TOKENS [KEY=VALUE...]: experiment 14's
+    """tq-setup RUN SHARE OFFER MAX_TOKENS [KEY=VALUE...]: experiment 15's
     quota and offered rates from the capacity runs (tq_capacity_*.json) and
     the prompts' token counts, as JSON on stdout."""
     run, share, offer, max_tokens = args[0], float(args[1]), float(args[2]), int(args[3])
@@ -1600,7 +1643,7 @@ def tq_usage_delta(run_dir):
 
 
 def tq_run(path):
-    """One tenant's run of experiment 14: admitted, refused, tokens, TTFT."""
+    """One tenant's run of experiment 15: admitted, refused, tokens, TTFT."""
     r = load(path)
     g = r.get("generation") or {}
     tokens, ok = gen_tokens(path)
@@ -1662,7 +1705,7 @@ def assemble_token_fairness(run_dir):
 
 
 def cmd_tq_line(args):
-    """tq-line RUN: one line about experiment 14's loaded run, for the log."""
+    """tq-line RUN: one line about experiment 15's loaded run, for the log."""
     t = assemble_token_fairness(args[0])
     if t.get("error") or t.get("skipped"):
         print(t.get("error") or t.get("skipped"))
@@ -1700,7 +1743,7 @@ def tq_notes(t, notes):
 def md_token_fairness(t):
     out = []
     w = out.append
-    w("### 14. Token fairness: two tenants with equal token quotas, short vs long prompts")
+    w("### 15. Token fairness: two tenants with equal token quotas, short vs long prompts")
     w("")
     if t.get("skipped") or t.get("error"):
         w("%s: %s" % ("Skipped" if t.get("skipped") else "Not measured",
@@ -1783,6 +1826,7 @@ def cmd_assemble(args):
         "overload": assemble_overload(run_dir),
         "generation": assemble_generation(run_dir),
         "preprocessing": assemble_prep(run_dir),
+        "http3": assemble_http3(run_dir),
         "token_fairness": assemble_token_fairness(run_dir),
     }
     ov = exps["overload"]
@@ -2264,6 +2308,7 @@ def md_run(doc):
     out += md_generation(e.get("generation") or {"error": "no generation row in this results file"})
     out += md_prep(e.get("preprocessing") or {"error": "no preprocessing row in this results file"},
                    cores)
+    out += md_http3(e.get("http3") or {"error": "no HTTP/3 row in this results file"})
     out += md_token_fairness(e.get("token_fairness") or
                              {"error": "no token fairness row in this results file"})
     return out
@@ -2513,7 +2558,7 @@ def md_history(results_dir):
             prep_cell = "—"  # results from before experiment 13
         tq_cell = " / ".join((v("token_fairness", "%.3f"), v("token_ttft", "%.2f")))
         if not any(name in t for name in ("token_fairness", "token_ttft")):
-            tq_cell = "—"  # results from before experiment 14
+            tq_cell = "—"  # results from before experiment 15
         if (shadow.get("shadow") or {}).get("compared_share") is not None:
             shadow_cell += " (%s compared)" % pct(shadow["shadow"]["compared_share"])
         rows.append("| [%s](results/%s) | %s | `%s` |" % (

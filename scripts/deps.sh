@@ -32,7 +32,8 @@
 #    $INFERD_THIRD_PARTY/.onnxruntime-node.failed and make bench reports the
 #    experiment as skipped with that reason.
 # 4. The Node.js clients of the integration tests (tests/node: the official
-#    `openai` SDK and onnxruntime-node for an independent generation loop)
+#    `openai` SDK, onnxruntime-node for an independent generation loop, and
+#    Connect's gRPC-Web transport with protoc-gen-es for gRPC-Web)
 #    into $INFERD_THIRD_PARTY/node-tests with `npm ci --ignore-scripts` from
 #    tests/node/package-lock.json (every package pinned with its integrity
 #    hash; no install script ever runs). The binding's libonnxruntime.so.1
@@ -64,6 +65,9 @@ PACKAGES=(
     nginx-light
     # HTTP/2, gRPC messages and TLS
     libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev openssl
+    # HTTP/3 (--http3): QUIC (ngtcp2 with its GnuTLS crypto binding, GnuTLS),
+    # HTTP/3 framing and QPACK (nghttp3); TCP TLS stays on OpenSSL
+    libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev
     # the --config file (YAML)
     libyaml-dev
     # preprocessing (src/preprocess/): JPEG and PNG decoding, resampling,
@@ -374,6 +378,7 @@ node_tests_stamp_text() {
 
 node_tests_is_current() {
     [ -f "$node_tests_dir/.stamp" ] && [ -d "$node_tests_dir/node_modules/openai" ] &&
+        [ -x "$node_tests_dir/node_modules/.bin/protoc-gen-es" ] &&
         [ -f "$node_tests_dir/$NODE_ORT_BIN/onnxruntime_binding.node" ] &&
         [ "$(cat "$node_tests_dir/.stamp")" = "$(node_tests_stamp_text)" ]
 }
@@ -405,6 +410,9 @@ install_node_tests() {
     (cd "$stage" && node --input-type=module -e '
         import OpenAI from "openai";
         import ort from "onnxruntime-node";
+        import { createClient } from "@connectrpc/connect";
+        import { createGrpcWebTransport } from "@connectrpc/connect-node";
+        import { create } from "@bufbuild/protobuf";
         if (ort.env.versions.node !== process.argv[1]) {
             console.error("loaded onnxruntime-node " + ort.env.versions.node);
             process.exit(1);

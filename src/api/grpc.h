@@ -105,6 +105,8 @@ struct grpc_api {
     struct pool_use call_use;
     struct arena scratch; /* small messages: decoded requests, built responses */
     struct buf out;       /* one serialized response message */
+    struct buf web_in;    /* gRPC-Web: a decoded text request body */
+    struct buf web_out;   /* gRPC-Web: one text-encoded response frame */
 };
 
 /* About once a second on the loop thread: every POOL_USE_PERIOD_MS, frees

@@ -1,8 +1,11 @@
 /*
  * grpc_call: what the three parts of the gRPC front end share (internal to
  * src/api/grpc_*.c; the public interface is api/grpc.h):
- *   grpc_transport.c  framing of messages on HTTP/2 streams, call objects,
- *                     status trailers, the access log of calls, the api
+ *   grpc_transport.c  call objects, request messages (api/grpc_framing.h),
+ *                     status trailers, the access log of calls, the api,
+ *                     and the native wire: gRPC on HTTP/2 streams
+ *   grpc_web.c        the gRPC-Web wire: the same calls on an HTTP
+ *                     exchange (HTTP/1.1 or HTTP/2, api/grpc_web.h)
  *   grpc_infer.c      ModelInfer and ModelStreamInfer on the serving
  *                     pipeline (serve/call.h)
  *   grpc_admin.c      health, metadata, configuration, statistics,
@@ -20,13 +23,14 @@
 #include <stdint.h>
 
 #include "api/grpc.h"
+#include "api/grpc_framing.h"
 #include "grpc_service.pb-c.h"
 #include "obs/request.h"
 #include "policy/auth.h"
 #include "serve/call.h"
 
 /* gRPC message prefix: compressed flag + 4-byte big-endian length. */
-#define FRAME_HEADER 5
+#define FRAME_HEADER GRPC_FRAME_HEADER
 
 /* gRPC status codes (grpc/doc/statuscodes.md). */
 enum {
@@ -85,28 +89,58 @@ struct method {
 extern const struct method grpc_methods[];
 extern const size_t grpc_nmethods;
 
-/* One RPC: an HTTP/2 stream and the work started for it. Reference
- * counted: the open stream holds one reference, each infer call or
+/* What carries a call: native gRPC on an HTTP/2 stream (grpc_transport.c)
+ * or gRPC-Web on an HTTP exchange (grpc_web.c). Everything else about a
+ * call (methods, framing of request messages, status mapping, limits,
+ * deadlines, auth, cancellation, the access log) is the same code. conn is
+ * the wire's object (call->conn), valid until the wire's close reaches
+ * grpc_call_closed(). */
+struct grpc_wire {
+    enum obs_protocol proto; /* for the access log and the request metrics */
+    /* Request metadata (case-insensitive, first match; NULL if absent). */
+    const char *(*header)(const void *conn, const char *name, size_t *len);
+    const char *(*method)(const void *conn, size_t *len);
+    const char *(*path)(const void *conn, size_t *len);
+    size_t (*peer)(const void *conn, char *out, size_t cap);
+    /* The initial metadata h[0..n) (content-type first), once, before the
+     * first message. 0 or -1. */
+    int (*respond_headers)(void *conn, const struct h2_header *h, size_t n);
+    /* One framed message (prefix included). 0, or -1 when the client does
+     * not read (the output queue is over its limit) or is gone. */
+    int (*write)(void *conn, const void *data, size_t len);
+    /* The trailers t[0..n), ending the call; without respond_headers
+     * before, a trailers-only answer (t then starts with the initial
+     * metadata). 0 or -1. */
+    int (*finish)(void *conn, const struct h2_header *t, size_t n);
+    /* finish failed: abort the exchange; NULL when finish always ends it. */
+    void (*abort)(void *conn);
+    /* finish ends the exchange itself (conn is gone once it returns): the
+     * call is closed right after; else the wire reports the close later. */
+    bool finish_closes;
+};
+
+/* One RPC: its exchange on a wire (an HTTP/2 stream, a gRPC-Web request)
+ * and the work started for it. Reference counted: the open exchange holds
+ * one reference, each infer call or
  * repository command in flight one, and each transport callback one for
  * its duration (so that a stream closing inside a callback never frees
  * the call under it). */
 struct grpc_call {
     struct grpc_api *api;
-    struct h2_stream *st; /* NULL once the stream closed */
+    const struct grpc_wire *wire;
+    void *conn; /* the wire's object (an h2_stream, a gRPC-Web exchange); NULL once closed */
     const struct method *method;
     uint32_t refs;
     uint64_t received_ns;
     uint64_t deadline_ns; /* from grpc-timeout; 0 = none */
     /* Incoming message framing. */
-    uint8_t hdr[FRAME_HEADER];
-    uint32_t hdr_got; /* 0 between messages; FRAME_HEADER while reading a payload */
-    uint32_t msg_len;
+    struct grpc_reader rd;
     struct buf msg;
     uint32_t nmessages;
     bool client_ended;
     bool headers_sent;
     bool finished;             /* trailers sent (or the stream closed): nothing more to send */
-    uint32_t inflight;          /* infer calls and repository commands */
+    uint32_t inflight;         /* infer calls and repository commands */
     struct infer_call *infers; /* infer calls in flight, for cancellation */
     /* Health/Watch: the watched service and the last status sent. */
     char service[256];
@@ -128,17 +162,39 @@ struct grpc_call {
     /* A 429 or 503 that said when to try again: retry-after (seconds) and
      * grpc-retry-pushback-ms in the trailers; "" = none. */
     char retry_after[12], retry_pushback_ms[24];
-    struct obsreq *obs; /* other calls: the call's observer, NULL once ended */
+    struct obsreq *obs;               /* other calls: the call's observer, NULL once ended */
     char tenant[AUTH_TENANT_MAX + 1]; /* its key's tenant (policy/auth.h); "" = none */
-    bool obs_begun;     /* call->obs was decided */
-    int http_status;    /* HTTP equivalent of the status the call ended with */
-    uint64_t bytes_out; /* response message bytes sent */
+    bool obs_begun;                   /* call->obs was decided */
+    int http_status;                  /* HTTP equivalent of the status the call ended with */
+    uint64_t bytes_out;               /* response message bytes sent */
+    /* gRPC-Web (grpc_web.c): the response is base64 text; after the
+     * client left, the exchange still to end and the task that ends it. */
+    bool web_text;
+    struct http_txn *web_txn;
+    struct loop_task web_end;
     struct grpc_call *prev, *next; /* api->calls */
     struct grpc_call *next_free;
 };
 
-
 /* ---- grpc_transport.c ---- */
+
+/* A new call on conn (the wire's object), created when the request's
+ * metadata is complete: method, request id, auth and grpc-timeout are
+ * decided here (an error answers the call at once). Returns the call with
+ * one reference held for the open exchange (dropped by grpc_call_closed)
+ * and one for the caller (to drop with grpc_call_drop once it is done with
+ * the call, which may have ended already), or NULL when out of memory
+ * (nothing was sent). set_user stores the call
+ * in conn before anything can be answered. */
+struct grpc_call *grpc_call_open(struct grpc_api *api, const struct grpc_wire *wire, void *conn,
+                                 void (*set_user)(void *conn, struct grpc_call *call));
+/* Request bytes of the call (gRPC framing), as they arrive. */
+void grpc_call_data(struct grpc_call *call, const uint8_t *data, size_t len);
+/* The client has sent everything. */
+void grpc_call_request_end(struct grpc_call *call);
+/* The exchange is gone (answered, or the client left): work in flight is
+ * cancelled; drops the exchange's reference. */
+void grpc_call_closed(struct grpc_call *call);
 
 void grpc_call_hold(struct grpc_call *call);
 void grpc_call_drop(struct grpc_call *call);
@@ -149,12 +205,11 @@ struct obsreq *grpc_obs_begin(struct grpc_call *call, const char *id, size_t id_
                               uint64_t bytes_in, uint64_t start_ns);
 /* ModelStreamInfer: the observer of one request message (request id = its
  * `id` when valid, else a new one). */
-struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id,
-                                      uint64_t bytes_in, uint64_t start_ns);
+struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id, uint64_t bytes_in,
+                                      uint64_t start_ns);
 /* Ends the observer *o of one message answered with a response of n bytes
  * (n < 0: none could be sent). */
-void grpc_message_obs_end(struct grpc_call *call, struct obsreq **o, int http_status,
-                          int64_t n);
+void grpc_message_obs_end(struct grpc_call *call, struct obsreq **o, int http_status, int64_t n);
 void grpc_call_obs_end(struct grpc_call *call, int http_status);
 /* Ends the call with a gRPC status (and its HTTP equivalent for the log). */
 void grpc_call_finish(struct grpc_call *call, int code, const char *msg);

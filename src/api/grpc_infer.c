@@ -42,7 +42,7 @@ static struct obsreq **infer_obs(struct infer_call *ic)
 void grpc_message_obs_end(struct grpc_call *call, struct obsreq **o, int http_status, int64_t n)
 {
     if (n < 0)
-        http_status = call->st ? call->http_status : 0;
+        http_status = call->conn ? call->http_status : 0;
     obsreq_end(*o, http_status, n < 0 ? 0 : (uint64_t)n);
     *o = NULL;
 }
@@ -63,7 +63,7 @@ void grpc_stream_error(struct grpc_call *call, struct obsreq **o, int http_statu
 
 void grpc_stream_maybe_end(struct grpc_call *call)
 {
-    if (call->inflight || call->finished || !call->st)
+    if (call->inflight || call->finished || !call->conn)
         return;
     if (call->client_ended)
         grpc_call_finish(call, GRPC_OK, NULL);
@@ -104,7 +104,7 @@ static int infer_decode(struct infer_call *ic, const struct model *m, struct err
 
 static bool answerable(const struct grpc_call *call)
 {
-    return call->st && !call->finished;
+    return call->conn && !call->finished;
 }
 
 /* ModelInfer: the rate limit's state on every answer to a call that came
@@ -220,7 +220,7 @@ static void infer_end(struct infer_call *ic)
         grpc_stream_maybe_end(call);
     struct obsreq **o = infer_obs(ic);
     if (*o) { /* not answered: the client left, or the stream ended first */
-        obsreq_end(*o, call->st ? call->http_status : 0, 0);
+        obsreq_end(*o, call->conn ? call->http_status : 0, 0);
         *o = NULL;
     }
     grpc_call_drop(call);
@@ -237,7 +237,7 @@ static const struct serve_frontend fe_grpc_infer = {
 static const char *metadata(const struct infer_call *ic, const char *name, size_t *len)
 {
     struct grpc_call *call = call_of(ic);
-    return call->st ? h2_stream_header(call->st, name, len) : NULL;
+    return call->conn ? call->wire->header(call->conn, name, len) : NULL;
 }
 
 void grpc_infer_start(struct grpc_call *call, const uint8_t *data, size_t len)

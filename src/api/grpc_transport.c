@@ -248,18 +248,19 @@ bool grpc_call_is_stream(const struct grpc_call *call)
 static size_t call_peer(const void *ctx, char *out, size_t cap)
 {
     const struct grpc_call *call = ctx;
-    return call->st ? h2_stream_peer(call->st, out, cap) : 0;
+    return call->conn ? call->wire->peer(call->conn, out, cap) : 0;
 }
 
 /* An observer for one request of the call (obs/request.h): NULL when
  * neither the access log nor the tracer wants it, or the stream is gone. */
 struct obsreq *grpc_obs_begin(struct grpc_call *call, const char *id, size_t id_len,
-                                uint64_t bytes_in, uint64_t start_ns)
+                              uint64_t bytes_in, uint64_t start_ns)
 {
-    if (!call->st)
+    if (!call->conn)
         return NULL;
+    const struct grpc_wire *w = call->wire;
     struct obsreq_start s = {
-        .proto = OBS_PROTO_GRPC,
+        .proto = w->proto,
         .method = "POST",
         .method_len = 4,
         .request_id = id,
@@ -269,9 +270,9 @@ struct obsreq *grpc_obs_begin(struct grpc_call *call, const char *id, size_t id_
         .peer = call_peer,
         .peer_ctx = call,
     };
-    s.endpoint = h2_stream_path(call->st, &s.endpoint_len);
-    s.traceparent = h2_stream_header(call->st, "traceparent", &s.traceparent_len);
-    s.tracestate = h2_stream_header(call->st, "tracestate", &s.tracestate_len);
+    s.endpoint = w->path(call->conn, &s.endpoint_len);
+    s.traceparent = w->header(call->conn, "traceparent", &s.traceparent_len);
+    s.tracestate = w->header(call->conn, "tracestate", &s.tracestate_len);
     return obsreq_begin(&s);
 }
 
@@ -283,7 +284,7 @@ static void call_obs_begin(struct grpc_call *call)
         return;
     call->obs_begun = true;
     call->obs = grpc_obs_begin(call, call->request_id, call->request_id_len, call->msg.len,
-                          call->received_ns);
+                               call->received_ns);
     obsreq_set_tenant(call->obs, call->tenant);
 }
 
@@ -295,8 +296,8 @@ void grpc_call_obs_end(struct grpc_call *call, int http_status)
 
 /* ModelStreamInfer: the observer of one request message; its request id is
  * the message's `id` when that is a valid request id, else a new one. */
-struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id,
-                                        uint64_t bytes_in, uint64_t start_ns)
+struct obsreq *grpc_message_obs_begin(struct grpc_call *call, const char *msg_id, uint64_t bytes_in,
+                                      uint64_t start_ns)
 {
     char id[REQUEST_ID_MAX + 1];
     size_t n = request_id_resolve(msg_id, msg_id ? strlen(msg_id) : 0, id);
@@ -340,7 +341,7 @@ static int send_headers(struct grpc_call *call)
     struct h2_header h[INITIAL_METADATA_MAX];
     char tp[TRACEPARENT_LEN + 1];
     size_t n = initial_metadata(call, h, tp);
-    if (h2_stream_respond_headers(call->st, 200, h, n) != 0)
+    if (call->wire->respond_headers(call->conn, h, n) != 0)
         return -1;
     call->headers_sent = true;
     return 0;
@@ -353,7 +354,7 @@ static int send_headers(struct grpc_call *call)
  * are logged one by one). */
 static void call_end(struct grpc_call *call, int code, int http_status, const char *msg)
 {
-    if (!call->st || call->finished)
+    if (!call->conn || call->finished)
         return;
     call->finished = true;
     call->http_status = http_status;
@@ -382,10 +383,12 @@ static void call_end(struct grpc_call *call, int code, int http_status, const ch
         t[n++] = hdr("retry-after", call->retry_after);
         t[n++] = hdr("grpc-retry-pushback-ms", call->retry_pushback_ms);
     }
-    bool sent = h2_stream_finish(call->st, t, n) == 0;
-    if (!sent && call->st)
-        h2_stream_reset(call->st, H2_INTERNAL_ERROR);
+    bool sent = call->wire->finish(call->conn, t, n) == 0;
+    if (!sent && call->conn && call->wire->abort)
+        call->wire->abort(call->conn);
     grpc_call_obs_end(call, sent ? http_status : 0);
+    if (call->wire->finish_closes && call->conn)
+        grpc_call_closed(call);
 }
 
 void grpc_call_finish(struct grpc_call *call, int code, const char *msg)
@@ -404,7 +407,7 @@ void grpc_call_fail(struct grpc_call *call, int http_status, const char *msg)
 int64_t grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 {
     struct grpc_api *api = call->api;
-    if (!call->st || call->finished)
+    if (!call->conn || call->finished)
         return -1;
     size_t n = protobuf_c_message_get_packed_size(msg);
     buf_reset(&api->out);
@@ -422,7 +425,7 @@ int64_t grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
     api->out.len = FRAME_HEADER + n;
     int rc = send_headers(call);
     if (rc == 0)
-        rc = h2_stream_write(call->st, p, api->out.len);
+        rc = call->wire->write(call->conn, p, api->out.len);
     if (api->out.cap > CALL_KEEP_BUFFER * 16)
         buf_free(&api->out);
     if (rc != 0) {
@@ -444,7 +447,7 @@ void grpc_call_reply(struct grpc_call *call, const ProtobufCMessage *msg)
 /* Unpacks a request message into the api's scratch arena; answers the
  * call itself on failure (NULL). */
 void *grpc_call_unpack(struct grpc_call *call, const ProtobufCMessageDescriptor *d,
-                         const uint8_t *data, size_t len)
+                       const uint8_t *data, size_t len)
 {
     struct infer_pb_allocator a;
     infer_pb_allocator_init(&a, &call->api->scratch);
@@ -457,7 +460,7 @@ void *grpc_call_unpack(struct grpc_call *call, const ProtobufCMessageDescriptor 
     return msg;
 }
 
-/* ---- stream callbacks ----------------------------------------------------- */
+/* ---- calls on a wire ---------------------------------------------------- */
 
 static const struct method *find_method(const char *path, size_t len)
 {
@@ -467,9 +470,10 @@ static const struct method *find_method(const char *path, size_t len)
     return NULL;
 }
 
-static const char *stream_metadata(const void *ctx, const char *name, size_t *len)
+static const char *call_metadata(const void *ctx, const char *name, size_t *len)
 {
-    return h2_stream_header(ctx, name, len);
+    const struct grpc_call *call = ctx;
+    return call->conn ? call->wire->header(call->conn, name, len) : NULL;
 }
 
 /* Whether the call may go on (policy/auth.h); else it was ended. An
@@ -480,7 +484,7 @@ static bool authorized(struct grpc_call *call)
     struct auth_result res;
     struct error err;
     enum auth_class cls = call->method ? call->method->auth : AUTH_READ;
-    int rc = auth_check(call->api->auth, cls, NULL, stream_metadata, call->st, &res, &err);
+    int rc = auth_check(call->api->auth, cls, NULL, call_metadata, call, &res, &err);
     memcpy(call->tenant, res.tenant, sizeof call->tenant);
     if (rc == 0)
         return true;
@@ -488,20 +492,19 @@ static bool authorized(struct grpc_call *call)
     return false;
 }
 
-static void on_headers(void *app, struct h2_stream *st)
+struct grpc_call *grpc_call_open(struct grpc_api *api, const struct grpc_wire *wire, void *conn,
+                                 void (*set_user)(void *conn, struct grpc_call *call))
 {
-    struct grpc_api *api = app;
     struct grpc_call *call = call_get(api);
-    if (!call) {
-        h2_stream_reset(st, H2_REFUSED_STREAM);
-        return;
-    }
-    call->st = st;
+    if (!call)
+        return NULL;
+    call->wire = wire;
+    call->conn = conn;
     call->received_ns = clock_now_ns();
     size_t id_len = 0;
-    const char *id = h2_stream_header(st, "x-request-id", &id_len);
+    const char *id = wire->header(conn, "x-request-id", &id_len);
     call->request_id_len = request_id_resolve(id, id_len, call->request_id);
-    h2_stream_set_user(st, call);
+    set_user(conn, call);
     call->next = api->calls;
     if (api->calls)
         api->calls->prev = call;
@@ -509,8 +512,8 @@ static void on_headers(void *app, struct h2_stream *st)
     grpc_call_hold(call);
 
     size_t plen = 0, mlen = 0;
-    const char *path = h2_stream_path(st, &plen);
-    const char *method = h2_stream_method(st, &mlen);
+    const char *path = wire->path(conn, &plen);
+    const char *method = wire->method(conn, &mlen);
     call->method = path ? find_method(path, plen) : NULL;
     const char *timeout;
     size_t tlen = 0;
@@ -522,7 +525,7 @@ static void on_headers(void *app, struct h2_stream *st)
         grpc_call_finish(call, GRPC_UNIMPLEMENTED, msg);
     } else if (!method || mlen != 4 || memcmp(method, "POST", 4) != 0) {
         grpc_call_finish(call, GRPC_UNIMPLEMENTED, "gRPC calls use POST");
-    } else if ((timeout = h2_stream_header(st, "grpc-timeout", &tlen)) != NULL) {
+    } else if ((timeout = wire->header(conn, "grpc-timeout", &tlen)) != NULL) {
         uint64_t ns;
         if (grpc_timeout_parse(timeout, tlen, &ns) != 0)
             grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "malformed grpc-timeout header");
@@ -530,7 +533,7 @@ static void on_headers(void *app, struct h2_stream *st)
             call->deadline_ns =
                 ns > UINT64_MAX - call->received_ns ? UINT64_MAX : call->received_ns + ns;
     }
-    grpc_call_drop(call);
+    return call;
 }
 
 /* Handles the request message of a unary (or server-streaming) call, or one
@@ -548,7 +551,6 @@ static void dispatch(struct grpc_call *call, const uint8_t *data, size_t len)
 
 static void message_complete(struct grpc_call *call)
 {
-    call->hdr_got = 0;
     call->nmessages++;
     if (call->method->client_stream) {
         if (call->api->draining) {
@@ -558,76 +560,47 @@ static void message_complete(struct grpc_call *call)
             dispatch(call, (const uint8_t *)call->msg.data, call->msg.len);
         buf_reset(&call->msg);
     } else if (call->nmessages > 1) {
-        grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "more than one request message for a unary call");
+        grpc_call_finish(call, GRPC_INVALID_ARGUMENT,
+                         "more than one request message for a unary call");
     }
 }
 
-static void on_data(void *app, struct h2_stream *st, const uint8_t *data, size_t len)
+void grpc_call_data(struct grpc_call *call, const uint8_t *data, size_t len)
 {
-    (void)app;
-    struct grpc_call *call = h2_stream_user(st);
-    if (!call)
-        return;
     grpc_call_hold(call);
     while (len && !call->finished) {
-        if (call->hdr_got < FRAME_HEADER) {
-            size_t take = FRAME_HEADER - call->hdr_got;
-            take = take < len ? take : len;
-            memcpy(call->hdr + call->hdr_got, data, take);
-            call->hdr_got += (uint32_t)take;
-            data += take;
-            len -= take;
-            if (call->hdr_got < FRAME_HEADER)
-                break;
-            uint32_t n = (uint32_t)call->hdr[1] << 24 | (uint32_t)call->hdr[2] << 16 |
-                         (uint32_t)call->hdr[3] << 8 | call->hdr[4];
-            if (call->hdr[0] & 1) {
-                grpc_call_finish(call, GRPC_UNIMPLEMENTED, "compression not supported");
-                break;
-            }
-            if (call->hdr[0] != 0) {
-                grpc_call_finish(call, GRPC_INTERNAL, "invalid gRPC message flags");
-                break;
-            }
-            if (n > call->api->max_message_bytes) {
-                char msg[ERROR_MSG_MAX];
-                snprintf(msg, sizeof msg,
-                         "request message of %" PRIu32 " bytes exceeds the limit of %" PRIu64
-                         " bytes (--grpc-max-message-bytes)",
-                         n, call->api->max_message_bytes);
-                call_end(call, GRPC_RESOURCE_EXHAUSTED, 413, msg);
-                break;
-            }
-            call->msg_len = n;
-            buf_reset(&call->msg);
-            if (n == 0)
-                message_complete(call);
+        enum grpc_read r =
+            grpc_reader_feed(&call->rd, &call->msg, call->api->max_message_bytes, &data, &len);
+        if (r == GRPC_READ_MESSAGE) {
+            message_complete(call);
             continue;
         }
-        size_t want = call->msg_len - call->msg.len;
-        size_t take = want < len ? want : len;
-        if (buf_append(&call->msg, data, take) != 0) {
-            grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "out of memory for the request message");
-            break;
+        if (r == GRPC_READ_COMPRESSED) {
+            grpc_call_finish(call, GRPC_UNIMPLEMENTED, "compression not supported");
+        } else if (r == GRPC_READ_BAD_FLAGS) {
+            grpc_call_finish(call, GRPC_INTERNAL, "invalid gRPC message flags");
+        } else if (r == GRPC_READ_TOO_LARGE) {
+            char msg[ERROR_MSG_MAX];
+            snprintf(msg, sizeof msg,
+                     "request message of %" PRIu32 " bytes exceeds the limit of %" PRIu64
+                     " bytes (--grpc-max-message-bytes)",
+                     call->rd.msg_len, call->api->max_message_bytes);
+            call_end(call, GRPC_RESOURCE_EXHAUSTED, 413, msg);
+        } else if (r == GRPC_READ_NO_MEMORY) {
+            grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED,
+                             "out of memory for the request message");
         }
-        data += take;
-        len -= take;
-        if (call->msg.len == call->msg_len)
-            message_complete(call);
+        break;
     }
     grpc_call_drop(call);
 }
 
-static void on_end(void *app, struct h2_stream *st)
+void grpc_call_request_end(struct grpc_call *call)
 {
-    (void)app;
-    struct grpc_call *call = h2_stream_user(st);
-    if (!call)
-        return;
     grpc_call_hold(call);
     call->client_ended = true;
     if (call->finished) {
-    } else if (call->hdr_got) {
+    } else if (grpc_reader_inside(&call->rd)) {
         grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "the request ended inside a message");
     } else if (call->method->client_stream) {
         grpc_stream_maybe_end(call);
@@ -639,15 +612,10 @@ static void on_end(void *app, struct h2_stream *st)
     grpc_call_drop(call);
 }
 
-static void on_close(void *app, struct h2_stream *st, uint32_t error_code)
+void grpc_call_closed(struct grpc_call *call)
 {
-    struct grpc_api *api = app;
-    (void)error_code;
-    struct grpc_call *call = h2_stream_user(st);
-    if (!call)
-        return;
-    h2_stream_set_user(st, NULL);
-    call->st = NULL;
+    struct grpc_api *api = call->api;
+    call->conn = NULL;
     call->finished = true;
     if (call->prev)
         call->prev->next = call->next;
@@ -670,6 +638,101 @@ static void on_close(void *app, struct h2_stream *st, uint32_t error_code)
     grpc_call_drop(call);
 }
 
+/* ---- the native wire: gRPC on HTTP/2 streams (http/h2.h) ------------------ */
+
+static const char *st_header(const void *conn, const char *name, size_t *len)
+{
+    return h2_stream_header(conn, name, len);
+}
+
+static const char *st_method(const void *conn, size_t *len)
+{
+    return h2_stream_method(conn, len);
+}
+
+static const char *st_path(const void *conn, size_t *len)
+{
+    return h2_stream_path(conn, len);
+}
+
+static size_t st_peer(const void *conn, char *out, size_t cap)
+{
+    return h2_stream_peer(conn, out, cap);
+}
+
+static int st_respond_headers(void *conn, const struct h2_header *h, size_t n)
+{
+    return h2_stream_respond_headers(conn, 200, h, n);
+}
+
+static int st_write(void *conn, const void *data, size_t len)
+{
+    return h2_stream_write(conn, data, len);
+}
+
+static int st_finish(void *conn, const struct h2_header *t, size_t n)
+{
+    return h2_stream_finish(conn, t, n);
+}
+
+static void st_abort(void *conn)
+{
+    h2_stream_reset(conn, H2_INTERNAL_ERROR);
+}
+
+static const struct grpc_wire h2_wire = {
+    .proto = OBS_PROTO_GRPC,
+    .header = st_header,
+    .method = st_method,
+    .path = st_path,
+    .peer = st_peer,
+    .respond_headers = st_respond_headers,
+    .write = st_write,
+    .finish = st_finish,
+    .abort = st_abort,
+};
+
+static void st_set_user(void *conn, struct grpc_call *call)
+{
+    h2_stream_set_user(conn, call);
+}
+
+static void on_headers(void *app, struct h2_stream *st)
+{
+    struct grpc_call *call = grpc_call_open(app, &h2_wire, st, st_set_user);
+    if (call)
+        grpc_call_drop(call);
+    else
+        h2_stream_reset(st, H2_REFUSED_STREAM);
+}
+
+static void on_data(void *app, struct h2_stream *st, const uint8_t *data, size_t len)
+{
+    (void)app;
+    struct grpc_call *call = h2_stream_user(st);
+    if (call)
+        grpc_call_data(call, data, len);
+}
+
+static void on_end(void *app, struct h2_stream *st)
+{
+    (void)app;
+    struct grpc_call *call = h2_stream_user(st);
+    if (call)
+        grpc_call_request_end(call);
+}
+
+static void on_close(void *app, struct h2_stream *st, uint32_t error_code)
+{
+    (void)app;
+    (void)error_code;
+    struct grpc_call *call = h2_stream_user(st);
+    if (!call)
+        return;
+    h2_stream_set_user(st, NULL);
+    grpc_call_closed(call);
+}
+
 /* ---- api ------------------------------------------------------------------ */
 
 int grpc_api_init(struct grpc_api *api, struct serve_thread *serve, uint64_t max_message_bytes)
@@ -689,6 +752,8 @@ int grpc_api_init(struct grpc_api *api, struct serve_thread *serve, uint64_t max
                              : (size_t)1 << 30;
     arena_init(&api->scratch, 16 * 1024, scratch_max);
     buf_init(&api->out, MAX_RESPONSE_BYTES);
+    buf_init(&api->web_in, MAX_RESPONSE_BYTES);
+    buf_init(&api->web_out, MAX_RESPONSE_BYTES / 3 * 4 + 4);
     api->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     api->timer.on_events = grpc_watch_on_timer;
     if (api->timer.fd < 0)
@@ -740,10 +805,11 @@ void grpc_api_free(struct grpc_api *api)
     trim_pool(api, 0);
     arena_free(&api->scratch);
     buf_free(&api->out);
+    buf_free(&api->web_in);
+    buf_free(&api->web_out);
     if (api->timer.fd >= 0) {
         loop_del(api->loop, &api->timer);
         close(api->timer.fd);
         api->timer.fd = -1;
-
     }
 }

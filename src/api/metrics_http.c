@@ -16,6 +16,7 @@
 #include "gen/engine.h"
 #include "obs/load_obs.h"
 #include "obs/metrics.h"
+#include "obs/request.h"
 #include "obs/stats.h"
 #include "preprocess/prep.h"
 #include "sched/sched.h"
@@ -297,6 +298,13 @@ static void write_server_metrics(struct buf *b, const struct obs_sources *src,
             const char *labels[] = {"endpoint", metrics_endpoint_name(e), "code", code};
             metrics_write_u64(b, "inferd_http_responses_total", labels, 2, t.responses[e][s]);
         }
+    metrics_write_header(b, "inferd_requests_total", "counter",
+                         "Requests by protocol (h1, h1.0, h2, h3, grpc, grpc-web)");
+    for (int p = 0; p < OBS_PROTO_COUNT; p++) {
+        const char *labels[] = {"protocol", obs_protocol_name((enum obs_protocol)p)};
+        metrics_write_u64(b, "inferd_requests_total", labels, 1,
+                          obs_protocol_requests((enum obs_protocol)p));
+    }
     metrics_write_header(b, "inferd_http_request_body_bytes_total", "counter",
                          "Bytes of HTTP request bodies received");
     metrics_write_u64(b, "inferd_http_request_body_bytes_total", NULL, 0, t.bytes_in);

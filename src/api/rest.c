@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "api/auth_http.h"
+#include "api/grpc_web.h"
 #include "api/obs_http.h"
 #include "api/playground.h"
 #include "api/rest_obs.h"
@@ -543,7 +544,16 @@ void rest_handle(void *app, struct http_txn *txn)
 {
     struct rest_api *api = app;
     struct route r;
+    enum grpc_web_encoding web = grpc_web_request(txn);
+    if (web != GRPC_WEB_NONE && api->grpc) {
+        /* A gRPC call: its own request id, access log and status (api/grpc_web.h). */
+        cors_add_headers(api->cors, txn);
+        return grpc_web_handle(api->grpc, txn, web);
+    }
     rest_obs_begin(txn); /* request id, access log, tracing */
+    if (cors_preflight(api->cors, txn))
+        return;
+    cors_add_headers(api->cors, txn);
     if (!split_path(txn->req.path, txn->req.path_len, &r)) {
         http_txn_error(txn, 404, "unknown path");
         return;

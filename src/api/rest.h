@@ -23,7 +23,11 @@
  *   /v2/cudasharedmemory/...: 400, not supported on this build
  *   /v1/models, /v1/completions, /v1/chat/completions, /v1/streams/{id}
  *                                  the OpenAI-compatible API (api/openai.h)
- * Every response carries x-request-id (api/rest_obs.h).
+ * POST /<service>/<method> with a gRPC-Web content type: the gRPC calls of
+ * api/grpc.h framed for browsers (api/grpc_web.h).
+ * Every response carries x-request-id (api/rest_obs.h), and the CORS
+ * headers when the request's Origin is allowed; preflights are answered
+ * (api/cors.h).
  * With API keys configured (policy/auth.h), each route is checked before
  * its handler runs: 401 (with WWW-Authenticate) or 403, JSON error body;
  * infer, generate and generate_stream are checked by the pipeline.
@@ -37,6 +41,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api/cors.h"
+#include "api/grpc.h"
 #include "api/obs_http.h"
 #include "policy/auth.h"
 #include "policy/routing.h"
@@ -54,6 +60,10 @@ struct rest_api {
     const struct obs_sources *obs; /* what the dashboard shows besides models */
     struct routing *routing;       /* the routing tables (GET/PUT .../routing) */
     struct auth *auth;             /* API keys (policy/auth.h); NULL: nothing checked */
+    /* The thread's gRPC calls, for gRPC-Web requests (api/grpc_web.h);
+     * NULL: gRPC-Web content types are routed as any request. */
+    struct grpc_api *grpc;
+    const struct cors *cors; /* --cors-allow-origin (api/cors.h); NULL: none */
     struct rest_infer_api infer;
     struct openai_api openai; /* /v1/... */
 };

@@ -54,7 +54,8 @@ void rest_obs_begin(struct http_txn *txn)
     memcpy(txn->request_id, id, id_len + 1);
 
     struct obsreq_start s = {
-        .proto = txn->version == HTTP_VERSION_2     ? OBS_PROTO_H2
+        .proto = txn->version == HTTP_VERSION_3     ? OBS_PROTO_H3
+                 : txn->version == HTTP_VERSION_2   ? OBS_PROTO_H2
                  : txn->version == HTTP_VERSION_1_0 ? OBS_PROTO_HTTP10
                                                     : OBS_PROTO_HTTP1,
         .method = txn->req.method,

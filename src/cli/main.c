@@ -28,9 +28,11 @@
 #include "cli/pipeline.h"
 #include "cli/routing_cmd.h"
 #include "cli/serve_options.h"
+#include "http/h3.h"
 #include "http/server.h"
 #include "model/model.h"
 #include "net/loop.h"
+#include "net/quic_tls.h"
 #include "net/tls.h"
 #include "obs/accesslog.h"
 #include "obs/batch_obs.h"
@@ -99,19 +101,21 @@ struct io_thread {
     int index; /* the thread's name: io-<index> */
     struct loop loop;
     struct http_server *server;
+    struct h3_server *h3;      /* --http3: thread 0 only (h3.h: one loop owns the UDP port) */
     struct serve_thread serve; /* the serving pipeline's state of this thread */
     struct rest_api api;
     struct grpc_api grpc;
     struct loop_task drain_task; /* posted by the main thread on SIGTERM */
     struct loop_task stop_task;  /* posted on a second signal */
     bool server_drained;
+    bool h3_drained;
     bool draining;
     bool loop_ready, thread_started;
 };
 
 static void io_maybe_stop(struct io_thread *t)
 {
-    if (t->draining && t->server_drained && t->serve.inflight == 0)
+    if (t->draining && t->server_drained && (!t->h3 || t->h3_drained) && t->serve.inflight == 0)
         loop_stop(&t->loop);
 }
 
@@ -119,6 +123,13 @@ static void io_on_server_drained(void *arg)
 {
     struct io_thread *t = arg;
     t->server_drained = true;
+    io_maybe_stop(t);
+}
+
+static void io_on_h3_drained(void *arg)
+{
+    struct io_thread *t = arg;
+    t->h3_drained = true;
     io_maybe_stop(t);
 }
 
@@ -134,6 +145,8 @@ static void io_drain(struct loop_task *task)
     t->draining = true;
     t->api.draining = true;
     grpc_api_drain(&t->grpc);
+    if (t->h3)
+        h3_server_drain(t->h3, io_on_h3_drained, t);
     http_server_drain(t->server, io_on_server_drained, t);
 }
 
@@ -193,7 +206,7 @@ static void stop_now(struct io_thread *threads, int n)
 /* SIGHUP: new connections get the certificate and key read again now;
  * open connections keep theirs. A file that does not load keeps the old
  * ones. */
-static void reload_tls(struct tls_store *tls)
+static void reload_tls(struct tls_store *tls, struct quic_tls_store *quic)
 {
     if (!tls) {
         log_info("received SIGHUP: ignored, no TLS certificate to reload");
@@ -206,9 +219,15 @@ static void reload_tls(struct tls_store *tls)
                   err.msg);
         return;
     }
+    if (quic && quic_tls_store_reload(quic, &err) != 0) {
+        log_error("received SIGHUP: HTTP/3 TLS reload failed, keeping its current certificate: "
+                  "%s",
+                  err.msg);
+        return;
+    }
     char desc[512];
     tls_store_describe(tls, desc, sizeof desc);
-    log_info("received SIGHUP: TLS certificate reloaded (%s)", desc);
+    log_info("received SIGHUP: TLS certificate reloaded (%s)%s", desc, quic ? ", HTTP/3 too" : "");
 }
 
 /* Waits for SIGINT/SIGTERM: the first drains every I/O thread (readiness
@@ -218,7 +237,7 @@ static void reload_tls(struct tls_store *tls)
  * Returns false when the drain did not complete. */
 static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask,
                               uint32_t exit_timeout_secs, struct tls_store *tls,
-                              struct config_reloader *reload)
+                              struct quic_tls_store *quic, struct config_reloader *reload)
 {
     int signals = 0;
     uint64_t deadline = 0;
@@ -247,7 +266,7 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
             if (reload)
                 config_reload(reload);
             if (tls || !reload)
-                reload_tls(tls);
+                reload_tls(tls, quic);
             accesslog_reopen(); /* logrotate: the writer reopens --access-log */
             continue;
         }
@@ -268,12 +287,14 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
 static int start_io_threads(struct io_thread *threads, int n, struct serve_options *o,
                             struct repository *repo, struct shm_registry *shm,
                             const struct serve_pipeline *pipeline, struct routing *routing,
-                            struct auth *auth)
+                            struct auth *auth, struct quic_tls_store *quic)
 {
     static atomic_uint open_connections; /* --max-connections counts all threads */
+    static char alt_svc[64];             /* filled once the port is known */
     struct http_server_config http = o->http;
     http.reuseport = true;
     http.open_connections = &open_connections;
+    http.alt_svc = quic ? alt_svc : NULL;
     o->obs.open_connections = &open_connections;
     for (int i = 0; i < n; i++) {
         struct io_thread *t = &threads[i];
@@ -299,6 +320,8 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         }
         t->grpc.routing = routing;
         t->grpc.auth = auth;
+        t->api.grpc = &t->grpc;
+        t->api.cors = &o->cors;
         http.grpc = &t->grpc.app;
         http.on_tick = io_tick;
         http.tick_arg = t;
@@ -311,6 +334,27 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         http.join_port = true;
         http.grpc_port = http_server_grpc_port(t->server);
         http.grpc_join_port = true;
+    }
+    if (quic) {
+        /* One loop owns the UDP port and every QUIC connection (h3.h). */
+        struct h3_server_config h3 = {
+            .host = http.host,
+            .port = http.port,
+            .limits = http.limits,
+            .max_streams = http.h2_max_concurrent_streams,
+            .max_connections = http.max_connections,
+            .open_connections = &open_connections,
+            .idle_timeout_ms = http.idle_timeout_ms,
+            .max_response_bytes = http.max_response_bytes,
+            .tls = quic,
+            .on_response = http.on_response,
+        };
+        if (h3_server_start(&threads[0].loop, &h3, rest_handle, &threads[0].api, &threads[0].h3) !=
+            0)
+            return -1;
+        snprintf(alt_svc, sizeof alt_svc, "h3=\":%d\"; ma=86400", h3_server_port(threads[0].h3));
+        log_info("HTTP/3 on UDP %s:%d (one I/O thread; 0-RTT %s)", http.host,
+                 h3_server_port(threads[0].h3), o->http3_0rtt ? "on" : "off");
     }
     atomic_store(&io_threads_running, n);
     for (int i = 0; i < n; i++) {
@@ -334,6 +378,7 @@ static void stop_io_threads(struct io_thread *threads, int n)
         if (threads[i].thread_started)
             pthread_join(threads[i].tid, NULL);
     for (int i = 0; i < n; i++) {
+        h3_server_free(threads[i].h3);
         http_server_free(threads[i].server);
         rest_api_free(&threads[i].api);
         grpc_api_free(&threads[i].grpc);
@@ -517,6 +562,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.breaker = parts->breaker;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
+    struct quic_tls_store *quic = NULL;
     struct io_thread *threads = NULL;
     /* Triton's system shared-memory regions, shared by every thread. */
     struct shm_registry *shm = shm_registry_new();
@@ -534,6 +580,10 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         log_info("TLS enabled: %s%s", desc,
                  o->tls.client_ca_file ? "; client certificates required" : "");
         o->http.tls = tls;
+        if (o->http3 && quic_tls_store_new(&o->tls, o->http3_0rtt, &quic, &err) != 0) {
+            log_error("%s", err.msg);
+            goto out_repository;
+        }
     }
     if (start_logging_tracing(o) != 0)
         goto out_repository;
@@ -543,8 +593,8 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         goto out_repository;
     }
     streams_configure(o->stream_resume_secs);
-    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing, parts->auth) ==
-            0 &&
+    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing, parts->auth,
+                         quic) == 0 &&
         start_metrics(o, &metrics) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
@@ -552,7 +602,8 @@ static int run(struct serve_options *o, struct config_reloader *reload,
                  http_server_port(threads[0].server), http_server_grpc_port(threads[0].server),
                  tls ? " (TLS)" : "");
         repository_release(repo, s);
-        if (wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls, reload)) {
+        if (wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls, quic,
+                              reload)) {
             rc = 0;
         } else {
             /* Requests are still running on the models' workers: unloading
@@ -580,6 +631,7 @@ out_repository:
                 loop_close(&threads[i].loop);
     mem_free(threads);
     tls_store_free(tls);
+    quic_tls_store_free(quic);
     if (rc == 0)
         log_info("shutdown complete");
     return rc;

@@ -84,6 +84,14 @@ const char serve_usage_text[] =
     "  --tls-key FILE             PEM private key of --tls-cert\n"
     "  --tls-client-ca FILE       PEM CA certificates: require and verify client\n"
     "                             certificates (mutual TLS)\n"
+    "  --cors-allow-origin ORIGIN browsers on ORIGIN (scheme://host[:port], or * for any)\n"
+    "                             may call the HTTP port, gRPC-Web included: preflights\n"
+    "                             answered, CORS headers on every answer (repeatable)\n"
+    "  --http3                    also serve HTTP/3 (QUIC) on UDP, on the HTTP port's\n"
+    "                             number; needs --tls-cert/--tls-key (not --tls-client-ca);\n"
+    "                             TLS answers advertise it (Alt-Svc)\n"
+    "  --http3-0rtt               accept 0-RTT early data on HTTP/3 (off: early data can\n"
+    "                             be replayed; see docs/protocols.md)\n"
     "\n"
     "limits and timeouts:\n"
     "  --max-request-line BYTES   longest request line, else 414 (default: 8192)\n"
@@ -126,6 +134,7 @@ static const struct option getopt_table[] = {
     {"model-control-mode", required_argument, NULL, SERVE_OPT_CONTROL_MODE},
     {"repository-poll-secs", required_argument, NULL, SERVE_OPT_POLL_SECS},
     {"load-model", required_argument, NULL, SERVE_OPT_LOAD_MODEL},
+    {"cors-allow-origin", required_argument, NULL, SERVE_OPT_CORS_ORIGIN},
     {"backend-directory", required_argument, NULL, SERVE_OPT_BACKEND_DIR},
     {"host", required_argument, NULL, SERVE_OPT_HOST},
     {"http-port", required_argument, NULL, SERVE_OPT_PORT},
@@ -161,6 +170,8 @@ static const struct option getopt_table[] = {
     {"tls-client-ca", required_argument, NULL, SERVE_OPT_TLS_CLIENT_CA},
     {"metrics-port", required_argument, NULL, SERVE_OPT_METRICS_PORT},
     {"no-metrics", no_argument, NULL, SERVE_OPT_NO_METRICS},
+    {"http3", no_argument, NULL, SERVE_OPT_HTTP3},
+    {"http3-0rtt", no_argument, NULL, SERVE_OPT_HTTP3_0RTT},
     {"grpc-max-message-bytes", required_argument, NULL, SERVE_OPT_GRPC_MAX_MESSAGE},
     {"sse-keepalive-ms", required_argument, NULL, SERVE_OPT_SSE_KEEPALIVE},
     {"stream-resume-secs", required_argument, NULL, SERVE_OPT_STREAM_RESUME},
@@ -179,7 +190,8 @@ int serve_option_find(const char *name, int *id, enum serve_option_kind *kind)
             continue;
         *id = t->val;
         *kind = t->has_arg == no_argument        ? SERVE_OPTION_SWITCH
-                : t->val == SERVE_OPT_LOAD_MODEL ? SERVE_OPTION_REPEATED
+                : t->val == SERVE_OPT_LOAD_MODEL || t->val == SERVE_OPT_CORS_ORIGIN
+                    ? SERVE_OPTION_REPEATED
                                                  : SERVE_OPTION_VALUE;
         return 0;
     }
@@ -380,6 +392,12 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
     case SERVE_OPT_NO_METRICS:
         o->metrics_port = -1;
         return 0;
+    case SERVE_OPT_HTTP3:
+        o->http3 = true;
+        return 0;
+    case SERVE_OPT_HTTP3_0RTT:
+        o->http3_0rtt = true;
+        return 0;
     case SERVE_OPT_ACCESS_LOG_SAMPLE:
         return parse_ratio(value, &o->access_log.sample, err);
     case SERVE_OPT_TRACE_RATE:
@@ -389,6 +407,8 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
             return error_set(err, 400, "at most %d models", MAX_LOAD_MODELS);
         o->load_models[o->repo.nload_models++] = value;
         return 0;
+    case SERVE_OPT_CORS_ORIGIN:
+        return cors_add_origin(&o->cors, value, err);
     case SERVE_OPT_CONTROL_MODE:
         if ((w = parse_word(value, modes, "none, poll or explicit", err)) < 0)
             return -1;
@@ -417,6 +437,14 @@ int serve_options_check(struct serve_options *o, struct error *err)
         return error_set(err, 400, "--tls-cert and --tls-key go together");
     if (o->tls.client_ca_file && !o->tls.cert_file)
         return error_set(err, 400, "--tls-client-ca needs --tls-cert and --tls-key");
+    if (o->http3 && !o->tls.cert_file)
+        return error_set(err, 400,
+                         "--http3 needs --tls-cert and --tls-key (QUIC is always encrypted)");
+    if (o->http3 && o->tls.client_ca_file)
+        return error_set(err, 400,
+                         "--http3 does not support client certificates (--tls-client-ca)");
+    if (o->http3_0rtt && !o->http3)
+        return error_set(err, 400, "--http3-0rtt needs --http3");
     o->repo.load_models = o->load_models;
     return 0;
 }
@@ -474,12 +502,16 @@ void serve_cmdline_parse(int argc, char **argv, struct serve_cmdline *out)
 
 void serve_cmdline_apply(const struct serve_cmdline *c, struct serve_options *o)
 {
-    bool models_replaced = false;
+    bool models_replaced = false, origins_replaced = false;
     for (uint32_t i = 0; i < c->nflags; i++) {
         const struct serve_flag *f = &c->flags[i];
         if (f->id == SERVE_OPT_LOAD_MODEL && !models_replaced) {
             o->repo.nload_models = 0; /* the command line's list replaces the file's */
             models_replaced = true;
+        }
+        if (f->id == SERVE_OPT_CORS_ORIGIN && !origins_replaced) {
+            o->cors = (struct cors){0}; /* likewise */
+            origins_replaced = true;
         }
         struct error err;
         error_clear(&err);

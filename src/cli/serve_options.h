@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api/cors.h"
 #include "api/obs_http.h"
 #include "base/error.h"
 #include "gen/engine.h"
@@ -40,9 +41,12 @@ struct serve_options {
     uint64_t inline_budget_us; /* run to completion under this estimate */
     uint32_t exit_timeout_secs;
     struct tls_options tls; /* cert_file NULL: plaintext */
+    bool http3;             /* --http3: HTTP/3 on UDP, the HTTP port's number */
+    bool http3_0rtt;        /* --http3-0rtt: accept TLS early data */
     int metrics_port;       /* -1 = --no-metrics */
     struct obs_sources obs;
     uint64_t grpc_max_message_bytes;
+    struct cors cors; /* --cors-allow-origin (api/cors.h) */
     uint64_t sse_keepalive_ms;
     uint32_t stream_resume_secs; /* api/streams.h */
     /* Logging, access log and tracing (obs/). */
@@ -102,6 +106,9 @@ enum serve_option_id {
     SERVE_OPT_PREFILL_CHUNK,
     SERVE_OPT_PREPROCESS_THREADS,
     SERVE_OPT_PREPROCESS_QUEUE,
+    SERVE_OPT_CORS_ORIGIN,
+    SERVE_OPT_HTTP3,
+    SERVE_OPT_HTTP3_0RTT,
     SERVE_OPT_CONFIG,       /* command line only */
     SERVE_OPT_CHECK_CONFIG, /* command line only */
 };

@@ -471,7 +471,7 @@ static const char *date_now(void)
 static void rest_submit(struct h2_stream *st, int status, const char *content_type,
                         const char *extra, bool head_only, bool streamed)
 {
-    nghttp2_nv nv[8 + 16];
+    nghttp2_nv nv[8 + 24];
     size_t n = 0;
     char status_str[8], len_str[24];
     const char *date = date_now();
@@ -650,6 +650,8 @@ static void rest_dispatch(struct h2_stream *st)
     r->content_length = st->body.len;
     http_txn_reset(t, &h2_txn_ops, st, HTTP_VERSION_2, s->cfg.on_response);
     t->start_ns = clock_now_ns();
+    if (s->cfg.alt_svc)
+        http_txn_add_header(t, "Alt-Svc", s->cfg.alt_svc);
     st->txn_active = true;
     s->cfg.handler(s->cfg.handler_app, t);
 }
@@ -658,7 +660,10 @@ static bool is_grpc(const struct h2_stream *st)
 {
     size_t len;
     const char *ct = h2_stream_header(st, "content-type", &len);
-    return ct && len >= 16 && strncasecmp(ct, "application/grpc", 16) == 0;
+    /* application/grpc-web* is an ordinary HTTP exchange (the REST
+     * handler routes it to the gRPC-Web front end). */
+    return ct && len >= 16 && strncasecmp(ct, "application/grpc", 16) == 0 &&
+           !(len >= 20 && strncasecmp(ct + 16, "-web", 4) == 0);
 }
 
 static void head_complete(struct h2_stream *st)

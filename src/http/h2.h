@@ -19,7 +19,8 @@
  *
  * Streams. Each HTTP/2 request stream is one struct h2_stream, created when
  * its HEADERS arrive. Routing is decided when the header block is complete:
- *   - content-type application/grpc* and an app configured → the app
+ *   - content-type application/grpc* (but not application/grpc-web*, an
+ *     ordinary exchange) and an app configured → the app
  *     (struct h2_stream_app): on_headers, on_data..., on_end, and on_close
  *     exactly once at the end. The app answers with the h2_stream_* calls.
  *   - otherwise → REST: the transport collects the whole body (limits as
@@ -145,6 +146,8 @@ struct h2_session_config {
     size_t (*peer)(void *arg, char *out, size_t cap);
     /* Filled into each REST txn (txn->on_response). */
     http_response_fn on_response;
+    /* Alt-Svc header value added to each REST answer; NULL = none. */
+    const char *alt_svc;
 };
 
 /* Creates a server session and queues its SETTINGS. Returns 0 or -ENOMEM. */

@@ -346,6 +346,8 @@ static void dispatch(struct http_conn *c)
     http_txn_reset(t, &h1_ops, c, t->req.version_minor == 0 ? HTTP_VERSION_1_0 : HTTP_VERSION_1_1,
                    c->server->cfg.on_response);
     t->start_ns = clock_now_ns();
+    if (c->tls && c->server->cfg.alt_svc)
+        http_txn_add_header(t, "Alt-Svc", c->server->cfg.alt_svc);
     c->txn_active = true;
     c->state = CONN_WAITING;
     c->deadline_ms = 0;
@@ -455,6 +457,7 @@ static void conn_start_h2(struct http_conn *c)
         .arg = c,
         .peer = h2_peer,
         .on_response = s->cfg.on_response,
+        .alt_svc = c->tls ? s->cfg.alt_svc : NULL,
     };
     if (h2_session_new(&hc, &c->h2) != 0) {
         log_warn("http2: out of memory for a session");

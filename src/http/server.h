@@ -63,6 +63,11 @@ struct http_server_config {
     uint32_t h2_max_concurrent_streams;
     /* TLS on both ports when not NULL (tls.h); shared by all servers. */
     struct tls_store *tls;
+    /* The Alt-Svc header value of answers sent over TLS (HTTP/1.1 and
+     * HTTP/2), e.g. `h3=":8000"; ma=86400` with --http3; NULL = none. Read
+     * at each request: may be filled after the server starts, before its
+     * loop runs. */
+    const char *alt_svc;
     /* Observer (metrics), called on the loop thread for every response
      * before it is sent: a handler's (txn) or the server's own error answer
      * (txn NULL), with its status and body size. NULL = none. */

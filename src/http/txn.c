@@ -52,6 +52,8 @@ void http_txn_reset(struct http_txn *txn, const struct http_txn_ops *ops, void *
     txn->stream_status = 0;
     txn->stream_bytes = 0;
     txn->cancel = NULL;
+    txn->on_abort = NULL;
+    txn->abort_ctx = NULL;
     txn->on_head = NULL;
     txn->on_end = NULL;
     txn->obs = NULL;
@@ -154,4 +156,8 @@ void http_txn_abort(struct http_txn *txn)
     txn->aborted = true;
     if (txn->cancel)
         atomic_store_explicit(txn->cancel, true, memory_order_relaxed);
+    void (*on_abort)(struct http_txn *, void *) = txn->on_abort;
+    txn->on_abort = NULL;
+    if (on_abort)
+        on_abort(txn, txn->abort_ctx);
 }

@@ -1,6 +1,6 @@
 /*
  * txn: one HTTP request/response exchange, whatever the transport carries
- * it (HTTP/1.1 in server.c, HTTP/2 in h2.c). Handlers see only this
+ * it (HTTP/1.1 in server.c, HTTP/2 in h2.c, HTTP/3 in h3.c). Handlers see only this
  * header; each transport fills txn->ops with its own implementation, so
  * nothing here asks which transport it is.
  *
@@ -17,7 +17,7 @@
  *
  * The peer may go away while the handler works or streams: the transport
  * then calls http_txn_abort(), which marks the txn aborted and raises the
- * handler's cancel flag. The handler still ends the txn (respond() or
+ * handler's cancel flag (and calls its on_abort). The handler still ends the txn (respond() or
  * stream_end() then only free it); stream_write() on an aborted txn
  * returns -1 without sending.
  *
@@ -52,7 +52,7 @@ struct http_txn_ops {
     size_t (*peer)(const struct http_txn *txn, char *out, size_t cap);
 };
 
-enum http_version { HTTP_VERSION_1_0, HTTP_VERSION_1_1, HTTP_VERSION_2 };
+enum http_version { HTTP_VERSION_1_0, HTTP_VERSION_1_1, HTTP_VERSION_2, HTTP_VERSION_3 };
 
 /* Response observer of a whole server (metrics): every response of a
  * handler (txn) or of the server itself (txn NULL), once, when it ends. */
@@ -73,8 +73,9 @@ struct http_txn {
     uint64_t stream_bytes; /* body bytes written to a stream */
     uint64_t start_ns;
     struct buf body; /* response body, filled by the handler */
-    /* Extra response header lines, each "Name: value\r\n" (e.g. Allow). */
-    char extra_headers[512];
+    /* Extra response header lines, each "Name: value\r\n" (e.g. Allow,
+     * CORS, gRPC-Web's metadata). */
+    char extra_headers[4096];
     /* Observers (access log, tracing: api/rest_obs.c), set by the handler
      * for each request; see the top of this file. */
     void (*on_head)(struct http_txn *txn, int status);
@@ -89,6 +90,11 @@ struct http_txn {
      * `cancelled` flag): stored true when the txn is aborted, from the loop
      * thread. Reset to NULL for every request. */
     atomic_bool *cancel;
+    /* Set by a handler that must hear of the abort itself (the gRPC-Web
+     * front end: its call cancels what it started): called once from
+     * http_txn_abort(), with abort_ctx. Reset to NULL for every request. */
+    void (*on_abort)(struct http_txn *txn, void *abort_ctx);
+    void *abort_ctx;
 };
 
 typedef void (*http_handler_fn)(void *app, struct http_txn *txn);

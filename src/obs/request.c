@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "obs/accesslog.h"
 #include "obs/jsonline.h"
+#include "obs/metrics.h"
 #include "obs/otlp.h"
 
 #define LINE_MAX_BYTES 8192 /* every field at its longest, escaped, fits */
@@ -63,7 +64,29 @@ static _Thread_local struct obsreq *tls_free;
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct obsreq *all_objects;
 
-static const char *const proto_names[] = {"http/1.1", "http/1.0", "h2", "grpc"};
+static const char *const proto_names[OBS_PROTO_COUNT] = {
+    [OBS_PROTO_HTTP1] = "h1", [OBS_PROTO_HTTP10] = "h1.0",         [OBS_PROTO_H2] = "h2",
+    [OBS_PROTO_GRPC] = "grpc", [OBS_PROTO_H3] = "h3", [OBS_PROTO_GRPC_WEB] = "grpc-web",
+};
+
+const char *obs_protocol_name(enum obs_protocol p)
+{
+    return p < OBS_PROTO_COUNT ? proto_names[p] : "unknown";
+}
+
+/* Requests begun, by protocol (inferd_requests_total), per metrics shard. */
+struct proto_shard {
+    _Alignas(METRICS_CACHE_LINE) _Atomic uint64_t requests[OBS_PROTO_COUNT];
+};
+static struct proto_shard proto_shards[METRICS_NSHARDS];
+
+uint64_t obs_protocol_requests(enum obs_protocol p)
+{
+    uint64_t n = 0;
+    for (int i = 0; p < OBS_PROTO_COUNT && i < METRICS_NSHARDS; i++)
+        n += metrics_load(&proto_shards[i].requests[p]);
+    return n;
+}
 
 size_t request_id_resolve(const char *in, size_t len, char out[REQUEST_ID_MAX + 1])
 {
@@ -139,6 +162,10 @@ static uint16_t copy_str(char *dst, size_t cap, const char *s, size_t n)
 
 struct obsreq *obsreq_begin(const struct obsreq_start *s)
 {
+    if (s->proto < OBS_PROTO_COUNT) {
+        int shard = metrics_shard_index();
+        metrics_add(&proto_shards[shard].requests[s->proto], 1, shard);
+    }
     bool log = accesslog_sample();
     struct trace_parent parent;
     bool has_parent = s->traceparent &&

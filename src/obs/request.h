@@ -7,7 +7,8 @@
  *   1. request_id_resolve(): the client's x-request-id when valid, else a
  *      new one; always, even with logging and tracing off (the id goes back
  *      in every response).
- *   2. obsreq_begin(): returns NULL when neither the access log nor the
+ *   2. obsreq_begin(): counts the request (obs_protocol_requests), then
+ *      returns NULL when neither the access log nor the
  *      tracer wants the request (then every other call is a no-op on NULL
  *      and nothing is allocated); else an object from the thread's pool.
  *   3. when the model is known: obsreq_attach(o, req, model) before
@@ -45,7 +46,24 @@
 /* Longest finish reason the access log keeps ("stop", "length", "cancelled"). */
 #define OBSREQ_FINISH_MAX 15
 
-enum obs_protocol { OBS_PROTO_HTTP1, OBS_PROTO_HTTP10, OBS_PROTO_H2, OBS_PROTO_GRPC };
+/* The protocol of a request, as the access log, the spans (inferd.protocol)
+ * and the request metrics name it: "h1" (HTTP/1.1), "h1.0", "h2", "h3"
+ * (HTTP/3 over QUIC), "grpc", "grpc-web" (on HTTP/1.1, h2 or h3 alike). */
+enum obs_protocol {
+    OBS_PROTO_HTTP1,
+    OBS_PROTO_HTTP10,
+    OBS_PROTO_H2,
+    OBS_PROTO_GRPC,
+    OBS_PROTO_H3,
+    OBS_PROTO_GRPC_WEB,
+    OBS_PROTO_COUNT
+};
+/* The name of p ("h1", ...). */
+const char *obs_protocol_name(enum obs_protocol p);
+/* Requests of protocol p begun since the start (every obsreq_begin(),
+ * whether or not the request is logged or traced): the metric
+ * inferd_requests_total{protocol}. Any thread. */
+uint64_t obs_protocol_requests(enum obs_protocol p);
 
 /* Writes the request id into out (NUL-terminated) and returns its length:
  * `in` when it is 1..REQUEST_ID_MAX printable ASCII characters (0x21-0x7e),

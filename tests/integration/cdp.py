@@ -78,13 +78,13 @@ class WebSocket:
 class Browser:
     """One headless Chromium with a fresh profile and one page."""
 
-    def __init__(self, width=1280, height=900):
+    def __init__(self, width=1280, height=900, extra_args=()):
         self.profile = tempfile.TemporaryDirectory()
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--user-data-dir=" + self.profile.name, "--remote-debugging-port=0",
-             "--window-size=%d,%d" % (width, height), "about:blank"],
+             "--window-size=%d,%d" % (width, height), *extra_args, "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             # Its own process group: Chromium forks zygote, renderer and
             # utility processes that outlive a killed parent and keep writing

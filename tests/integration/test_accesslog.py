@@ -79,7 +79,7 @@ def test_fields_success_and_errors(server_factory, tmp_path):
         assert list(line) == FIELDS
         assert TS.match(line["ts"]), line
         assert HEX32.match(line["trace_id"])
-        assert line["protocol"] == "http/1.1"
+        assert line["protocol"] == "h1"
         assert re.match(r"^127\.0\.0\.1:\d+$", line["client"]), line
         for k in ("queue_us", "compute_us", "total_us", "bytes_in", "bytes_out", "batch_size"):
             assert isinstance(line[k], int), (k, line)
@@ -175,7 +175,7 @@ def test_stdout_and_text_format(server_factory):
     assert tokens["endpoint"] == "/v2/models/simple/infer"
     assert tokens["model"] == "simple" and tokens["version"] == "1"
     assert tokens["inputs"] == "INPUT0:INT32:[1,16];INPUT1:INT32:[1,16]"
-    assert tokens["status"] == "200" and tokens["protocol"] == "http/1.1"
+    assert tokens["status"] == "200" and tokens["protocol"] == "h1"
     assert tokens["error"] == "-"
     # --log-format text given: server lines are text (not JSON)
     assert not srv.stderr().lstrip().startswith("{")
