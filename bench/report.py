@@ -63,6 +63,17 @@
   report.py prep-scrape METRICS_URL OUT
       reads inferd_preprocess_duration_seconds sum/count by model and stage
       into OUT, with each mean in µs.
+  report.py tq-prompt URL TOKENS OUT
+      experiment 15: the longest prefix of Genesis 1 of at most TOKENS prompt
+      tokens of kjv (asked of the server at URL) into OUT; prints its count.
+  report.py tq-setup RUN SHARE OFFER MAX_TOKENS [KEY=VALUE...]
+      experiment 15: the per-minute quota (SHARE of the capacity runs' tokens/s
+      for each tenant) and offered rates (OFFER x the quota), JSON on stdout.
+  report.py tq-usage URL KEY OUT
+      experiment 15: GET /v2/usage?model=kjv with the admin key KEY, summed by
+      tenant, into OUT.
+  report.py tq-line RUN
+      prints one line: experiment 15's tokens, refusals and TTFT.
   report.py assemble RUN_DIR OUT_JSON  (meta from the environment, see below)
       reads the raw results of a run from RUN_DIR, computes the figures and
       writes OUT_JSON (bench/results/<date>.json).
@@ -73,6 +84,7 @@
 Everything runs under /usr/bin/python3 with the standard library only.
 """
 import glob
+import http.client
 import json
 import os
 import platform
@@ -107,6 +119,11 @@ TARGETS = {
                           ">= 0.9", lambda v: v >= 0.9),
     "gen_batching": ("aggregate tokens/s at 32 streams ÷ 1 stream (kjv, continuous batching)",
                      ">= 4x", lambda v: v >= 4.0),
+    "token_fairness": ("tokens served to two tenants with equal token quotas, lower ÷ higher "
+                       "(kjv, 20- vs 200-token prompts)", ">= 0.90 (within 10 %)",
+                       lambda v: v >= 0.90),
+    "token_ttft": ("short-prompt tenant's TTFT p99 with the long-prompt tenant ÷ alone",
+                   "<= 2", lambda v: v <= 2.0),
     "prep_speedup": ("inferd images/s ÷ Pillow + numpy in one process, JPEG decode + resize "
                      "+ normalize", ">= 3x", lambda v: v >= 3.0),
 }
@@ -1491,6 +1508,306 @@ def md_http3(h3):
     return out
 
 
+# ---- experiment 15: token fairness -------------------------------------------
+
+# Genesis 1:1-9 (King James Version): the prompts of experiment 15 are
+# prefixes of it, cut to a number of tokens of the model's tokenizer.
+TQ_TEXT = ("In the beginning God created the heaven and the earth. And the earth was without "
+           "form, and void; and darkness was upon the face of the deep. And the Spirit of God "
+           "moved upon the face of the waters. And God said, Let there be light: and there was "
+           "light. And God saw the light, that it was good: and God divided the light from the "
+           "darkness. And God called the light Day, and the darkness he called Night. And the "
+           "evening and the morning were the first day. And God said, Let there be a firmament "
+           "in the midst of the waters, and let it divide the waters from the waters. And God "
+           "made the firmament, and divided the waters which were under the firmament from the "
+           "waters which were above the firmament: and it was so. And God called the firmament "
+           "Heaven. And the evening and the morning were the second day. And God said, Let the "
+           "waters under the heaven be gathered together unto one place, and let the dry land "
+           "appear: and it was so.")
+
+
+def http_json(url, method="GET", body=None, headers=None, timeout=30):
+    """(status, parsed JSON body or None) of one request to an http:// URL."""
+    m = re.match(r"http://([^/:]+)(?::(\d+))?(/.*)?$", url)
+    if not m:
+        die("not an http:// URL: %s" % url)
+    conn = http.client.HTTPConnection(m.group(1), int(m.group(2) or 80), timeout=timeout)
+    try:
+        conn.request(method, m.group(3) or "/", body, headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(data)
+    except ValueError:
+        return resp.status, None
+
+
+def tq_prompt_tokens(url, text):
+    """The prompt tokens of TEXT as the server counts them (usage of a
+    1-token completion of kjv), or None when the server refuses it (too long)."""
+    status, doc = http_json(url + "/v1/completions", "POST", json.dumps(
+        {"model": "kjv", "prompt": text, "max_tokens": 1, "temperature": 0}),
+        {"Content-Type": "application/json"})
+    if status == 400:
+        return None
+    if status != 200 or not isinstance(doc, dict) or "usage" not in doc:
+        die("POST /v1/completions answered %s: %s" % (status, doc))
+    return doc["usage"]["prompt_tokens"]
+
+
+def cmd_tq_prompt(args):
+    """tq-prompt URL TOKENS OUT: the longest prefix of TQ_TEXT of at most
+    TOKENS prompt tokens (bisection over its length) into OUT; prints its
+    token count. Exit 1 when no prefix has exactly TOKENS tokens."""
+    url, want, out = args[0], int(args[1]), args[2]
+    lo, hi = 1, len(TQ_TEXT)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        n = tq_prompt_tokens(url, TQ_TEXT[:mid])
+        if n is not None and n <= want:
+            lo = mid
+        else:
+            hi = mid - 1
+    n = tq_prompt_tokens(url, TQ_TEXT[:lo])
+    if n != want:
+        die("the longest prefix of at most %d tokens has %s" % (want, n))
+    with open(out, "w") as f:
+        f.write(TQ_TEXT[:lo])
+    print(n)
+
+
+def gen_tokens(path):
+    """(prompt + completion tokens, requests ok) of an `inferd bench --openai
+    --json` report: the sums over its window's ok responses."""
+    g = load(path).get("generation") or {}
+    return (g.get("prompt_tokens") or 0) + (g.get("completion_tokens") or 0), g.get("requests_ok")
+
+
+def cmd_tq_setup(args):
+    """tq-setup RUN SHARE OFFER MAX_TOKENS [KEY=VALUE...]: experiment 15's
+    quota and offered rates from the capacity runs (tq_capacity_*.json) and
+    the prompts' token counts, as JSON on stdout."""
+    run, share, offer, max_tokens = args[0], float(args[1]), float(args[2]), int(args[3])
+    setup = {"share": share, "offer": offer, "max_tokens": max_tokens}
+    for arg in args[4:]:
+        k, v = arg.split("=", 1)
+        setup[k] = float(v) if "." in v else int(v)
+    cap = 0.0
+    for side in ("short", "long"):
+        p = os.path.join(run, "tq_capacity_%s.json" % side)
+        tokens, _ = gen_tokens(p)
+        setup["capacity_%s_tokens_per_s" % side] = tokens / load(p)["duration_s"]
+        cap += setup["capacity_%s_tokens_per_s" % side]
+        with open(os.path.join(run, "tq_prompt_%s.tokens" % side)) as f:
+            setup["prompt_%s" % side] = int(f.read())
+        with open(os.path.join(run, "tq_prompt_%s.txt" % side)) as f:
+            setup["prompt_%s_text" % side] = f.read()
+    setup["capacity_tokens_per_s"] = round(cap, 1)
+    limit = max(1, int(round(cap * share * 60)))
+    setup["limit_per_minute"] = limit
+    for side in ("short", "long"):
+        per_request = setup["prompt_%s" % side] + max_tokens
+        setup["rate_%s" % side] = round(offer * limit / 60.0 / per_request, 2)
+    json.dump(setup, sys.stdout, indent=1)
+
+
+def cmd_tq_usage(args):
+    """tq-usage URL KEY OUT: GET /v2/usage?model=kjv (bearer KEY) summed by
+    tenant over the days into OUT: {tenant: {requests, prompt_tokens,
+    completion_tokens, total_tokens}}."""
+    url, key, out = args
+    status, doc = http_json(url + "/v2/usage?model=kjv",
+                            headers={"Authorization": "Bearer " + key})
+    if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        die("GET /v2/usage answered %s: %s" % (status, doc))
+    by = {}
+    for row in doc["rows"]:
+        t = by.setdefault(row.get("tenant") or "", {"requests": 0, "prompt_tokens": 0,
+                                                    "completion_tokens": 0, "total_tokens": 0})
+        for k in t:
+            t[k] += row.get(k) or 0
+    with open(out, "w") as f:
+        json.dump(by, f, indent=1)
+
+
+def tq_usage_delta(run_dir):
+    """Each tenant's metered usage during the loaded run (after - before), or None."""
+    b = load_opt(os.path.join(run_dir, "tq_usage_before.json"))
+    a = load_opt(os.path.join(run_dir, "tq_usage_after.json"))
+    if a is None or b is None:
+        return None
+    zero = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return {t: {k: a[t][k] - b.get(t, zero)[k] for k in zero} for t in a}
+
+
+def tq_run(path):
+    """One tenant's run of experiment 15: admitted, refused, tokens, TTFT."""
+    r = load(path)
+    g = r.get("generation") or {}
+    tokens, ok = gen_tokens(path)
+    status = r.get("status") or {}
+    return {
+        "rate": (r.get("config") or {}).get("rate"),
+        "requests_ok": ok,
+        "requests_refused": r.get("requests_refused"),
+        "status": status,
+        "errors": {k: v for k, v in (r.get("errors") or {}).items() if v},
+        "tokens": tokens,
+        "tokens_per_s": tokens / r["duration_s"] if r.get("duration_s") else None,
+        "prompt_tokens": g.get("prompt_tokens"),
+        "completion_tokens": g.get("completion_tokens"),
+        "finish": g.get("finish"),
+        "ttft_us": g.get("ttft_us"),
+        "tpot_us": g.get("tpot_us"),
+        # only 200s (streams) and 429s (the quota) are expected
+        "valid": not any(v for k, v in status.items() if k not in ("200", "429")) and
+        not any((r.get("errors") or {}).values()) and bool(ok),
+    }
+
+
+def assemble_token_fairness(run_dir):
+    for kind in ("skipped", "failed"):
+        p = os.path.join(run_dir, "tq." + kind)
+        if os.path.exists(p):
+            return {("skipped" if kind == "skipped" else "error"): open(p).read().strip()}
+    setup = load_opt(os.path.join(run_dir, "tq_setup.json"))
+    paths = {k: os.path.join(run_dir, "tq_%s.json" % k)
+             for k in ("capacity_short", "capacity_long", "alone_short", "loaded_short",
+                       "loaded_long")}
+    if not setup or not all(os.path.exists(p) for p in paths.values()):
+        return {"error": "not measured"}
+    runs = {k: tq_run(p) for k, p in paths.items()}
+    usage = tq_usage_delta(run_dir)
+    served = ({side: (usage.get("tenant-" + side) or {}).get("total_tokens") or 0
+               for side in ("short", "long")} if usage else None)
+    cs, cl = runs["capacity_short"]["tokens"], runs["capacity_long"]["tokens"]
+    ls, ll = runs["loaded_short"]["tokens"], runs["loaded_long"]["tokens"]
+    alone_p99 = (runs["alone_short"]["ttft_us"] or {}).get("p99")
+    loaded_p99 = (runs["loaded_short"]["ttft_us"] or {}).get("p99")
+    return {
+        "setup": setup,
+        "runs": runs,
+        # the server's metering (GET /v2/usage) over the loaded run
+        "usage": usage,
+        "fairness": (ratio(min(served.values()), max(served.values()))
+                     if served and all(served.values()) else None),
+        # the responses' usage, the load generators' windows
+        "client_fairness": ratio(min(ls, ll), max(ls, ll)),
+        # informative: the same two prompts without quotas (the capacity run)
+        "unlimited_fairness": ratio(min(cs, cl), max(cs, cl)),
+        "ttft_p99_alone_us": alone_p99,
+        "ttft_p99_loaded_us": loaded_p99,
+        "ttft_ratio": ratio(loaded_p99, alone_p99),
+        "valid": all(r["valid"] for r in runs.values()),
+    }
+
+
+def cmd_tq_line(args):
+    """tq-line RUN: one line about experiment 15's loaded run, for the log."""
+    t = assemble_token_fairness(args[0])
+    if t.get("error") or t.get("skipped"):
+        print(t.get("error") or t.get("skipped"))
+        return
+    u, r = t["usage"] or {}, t["runs"]
+    print("tokens metered: short %s, long %s (lower / higher %s); refused: short %s, long %s; "
+          "tenant-short TTFT p99 %s us vs %s us alone (x%s)" % (
+              fmt((u.get("tenant-short") or {}).get("total_tokens"), "%d"),
+              fmt((u.get("tenant-long") or {}).get("total_tokens"), "%d"),
+              fmt(t["fairness"], "%.3f"), fmt(r["loaded_short"]["requests_refused"], "%d"),
+              fmt(r["loaded_long"]["requests_refused"], "%d"), fmt(t["ttft_p99_loaded_us"]),
+              fmt(t["ttft_p99_alone_us"]), fmt(t["ttft_ratio"], "%.2f")))
+
+
+def tq_notes(t, notes):
+    if t.get("skipped") or t.get("error"):
+        for name in ("token_fairness", "token_ttft"):
+            notes[name] = "%s: %s" % ("skipped" if t.get("skipped") else "not measured",
+                                      t.get("skipped") or t.get("error"))
+        return
+    u, st = t["usage"] or {}, t["setup"]
+    notes["token_fairness"] = ("metered tokens: tenant-short %s, tenant-long %s (%s total "
+                               "tokens per minute each); without quotas the same prompts "
+                               "share %s" % (
+                                   fmt((u.get("tenant-short") or {}).get("total_tokens"), "%d"),
+                                   fmt((u.get("tenant-long") or {}).get("total_tokens"), "%d"),
+                                   st.get("limit_per_minute"),
+                                   fmt(t["unlimited_fairness"], "%.3f")))
+    notes["token_ttft"] = "TTFT p99 %s vs %s µs alone; p50 %s vs %s µs" % (
+        fmt(t["ttft_p99_loaded_us"]), fmt(t["ttft_p99_alone_us"]),
+        fmt((t["runs"]["loaded_short"]["ttft_us"] or {}).get("p50")),
+        fmt((t["runs"]["alone_short"]["ttft_us"] or {}).get("p50")))
+
+
+def md_token_fairness(t):
+    out = []
+    w = out.append
+    w("### 15. Token fairness: two tenants with equal token quotas, short vs long prompts")
+    w("")
+    if t.get("skipped") or t.get("error"):
+        w("%s: %s" % ("Skipped" if t.get("skipped") else "Not measured",
+                      t.get("skipped") or t.get("error")))
+        w("")
+        return out
+    st, r = t["setup"], t["runs"]
+    w("`models/kjv`, greedy, `max_tokens` %s, streamed `/v1/completions` (`inferd bench "
+      "--openai`). tenant-short sends a %s-token prompt, tenant-long a %s-token one (the issue's "
+      "case is 20 vs 2,000 tokens; kjv's context is 256 tokens, so 10× instead of 100×). "
+      "Capacity: a server without quotas, both prompts at once, %s streams each, closed loop: "
+      "**%s tokens/s** (prompt + completion). Quota: `token-quotas: [{tenant: \"*\", model: kjv, "
+      "per-minute: {total: %s}}]`, %s of the capacity for each tenant; each offers %s× its "
+      "quota (open loop: %s and %s req/s at its reservation of prompt + max_tokens), %s "
+      "connections each. The buckets are drained before each run (they start with a minute of "
+      "tokens). Alone: tenant-short by itself; loaded: both at once; %s s each after %s s of "
+      "warm-up." % (
+          st.get("max_tokens"), st.get("prompt_short"), st.get("prompt_long"),
+          st.get("cap_streams", "?"), fmt(st.get("capacity_tokens_per_s")),
+          st.get("limit_per_minute"), pct(st.get("share")), fmt(st.get("offer"), "%g"),
+          fmt(st.get("rate_short"), "%g"), fmt(st.get("rate_long"), "%g"),
+          st.get("connections", "?"), fmt(st.get("duration_s"), "%g"),
+          fmt(st.get("warmup_s"), "%g")))
+    w("")
+    w("| run | offered req/s | ok | refused (429) | tokens (window) | tokens/s | TTFT p50 / p99 "
+      "µs | TPOT p50 µs | finish stop / length |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for key, name in (("capacity_short", "no quotas, short prompts"),
+                      ("capacity_long", "no quotas, long prompts"),
+                      ("alone_short", "tenant-short alone"),
+                      ("loaded_short", "loaded, tenant-short"),
+                      ("loaded_long", "loaded, tenant-long")):
+        x = r[key]
+        tt, fin = x["ttft_us"] or {}, x["finish"] or {}
+        w("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s |" % (
+            name, fmt(x["rate"], "%g", "closed loop"), fmt(x["requests_ok"], "%d"),
+            fmt(x["requests_refused"], "%d"), fmt(x["tokens"], "%d"), fmt(x["tokens_per_s"]),
+            fmt(tt.get("p50")), fmt(tt.get("p99")), fmt((x["tpot_us"] or {}).get("p50")),
+            fmt(fin.get("stop"), "%d"), fmt(fin.get("length"), "%d")))
+    w("")
+    u = t["usage"] or {}
+    us, ul = u.get("tenant-short") or {}, u.get("tenant-long") or {}
+    w("Metered by the server during the loaded run (`GET /v2/usage`, before and after): "
+      "tenant-short %s calls, %s prompt + %s completion = %s tokens; tenant-long %s "
+      "calls, %s + %s = %s tokens. **Lower ÷ higher = %s** (target ≥ 0.90: equal quotas give "
+      "equal tokens, whatever the prompt length); the responses' usage in the windows gives "
+      "%s. Without quotas (the capacity run) the same two prompts shared %s. **tenant-short's "
+      "TTFT p99 loaded ÷ alone = %s** (%s vs %s µs; target ≤ 2)." % (
+          fmt(us.get("requests"), "%d"), fmt(us.get("prompt_tokens"), "%d"),
+          fmt(us.get("completion_tokens"), "%d"), fmt(us.get("total_tokens"), "%d"),
+          fmt(ul.get("requests"), "%d"), fmt(ul.get("prompt_tokens"), "%d"),
+          fmt(ul.get("completion_tokens"), "%d"), fmt(ul.get("total_tokens"), "%d"),
+          fmt(t["fairness"], "%.3f"), fmt(t["client_fairness"], "%.3f"),
+          fmt(t["unlimited_fairness"], "%.3f"), fmt(t["ttft_ratio"], "%.2f"),
+          fmt(t["ttft_p99_loaded_us"]), fmt(t["ttft_p99_alone_us"])))
+    if not t["valid"]:
+        w("")
+        w("**Some requests failed** (other than 429): %s." % "; ".join(
+            "%s: statuses %s, errors %s" % (k, x["status"], x["errors"] or "none")
+            for k, x in r.items() if not x["valid"]))
+    w("")
+    return out
+
+
 def cmd_assemble(args):
     run_dir, out = args
     env = os.environ
@@ -1510,6 +1827,7 @@ def cmd_assemble(args):
         "generation": assemble_generation(run_dir),
         "preprocessing": assemble_prep(run_dir),
         "http3": assemble_http3(run_dir),
+        "token_fairness": assemble_token_fairness(run_dir),
     }
     ov = exps["overload"]
     ov_lim, ov_ten = ov.get("limiter") or {}, ov.get("tenants") or {}
@@ -1537,6 +1855,8 @@ def cmd_assemble(args):
         target("gen_single_stream", exps["generation"].get("single_stream_ratio")),
         target("gen_batching", exps["generation"].get("batching_ratio")),
         target("prep_speedup", (exps["preprocessing"].get("plain") or {}).get("ratio")),
+        target("token_fairness", exps["token_fairness"].get("fairness")),
+        target("token_ttft", exps["token_fairness"].get("ttft_ratio")),
     ]
     doc = {
         "schema": 1,
@@ -1679,6 +1999,8 @@ def target_notes(doc):
     gen_notes(e.get("generation") or {"error": "no generation row in this results file"}, notes)
     prep_notes(e.get("preprocessing") or {"error": "no preprocessing row in this results file"},
                notes)
+    tq_notes(e.get("token_fairness") or {"error": "no token fairness row in this results file"},
+             notes)
     for t in doc["targets"]:
         if t.get("why"):
             notes[t["name"]] = "**%s** — %s" % (t["why"], notes.get(t["name"], ""))
@@ -1735,7 +2057,8 @@ def md_run(doc):
         elif t["name"] in ("json_decode", "node_ratio", "gen_batching", "prep_speedup"):
             s = fmt(v, "%.2f×")
         elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
-                           "tenant_fairness", "gen_single_stream"):
+                           "tenant_fairness", "gen_single_stream", "token_fairness",
+                           "token_ttft"):
             s = fmt(v, "%.3f")
         elif t["name"] == "allocations":
             s = fmt(v, "%.4g")
@@ -1986,6 +2309,8 @@ def md_run(doc):
     out += md_prep(e.get("preprocessing") or {"error": "no preprocessing row in this results file"},
                    cores)
     out += md_http3(e.get("http3") or {"error": "no HTTP/3 row in this results file"})
+    out += md_token_fairness(e.get("token_fairness") or
+                             {"error": "no token fairness row in this results file"})
     return out
 
 
@@ -2231,24 +2556,28 @@ def md_history(results_dir):
             "%.2f×")))
         if "prep_speedup" not in t:
             prep_cell = "—"  # results from before experiment 13
+        tq_cell = " / ".join((v("token_fairness", "%.3f"), v("token_ttft", "%.2f")))
+        if not any(name in t for name in ("token_fairness", "token_ttft")):
+            tq_cell = "—"  # results from before experiment 15
         if (shadow.get("shadow") or {}).get("compared_share") is not None:
             shadow_cell += " (%s compared)" % pct(shadow["shadow"]["compared_share"])
         rows.append("| [%s](results/%s) | %s | `%s` |" % (
             os.path.basename(p), os.path.basename(p), d["mode"], (d.get("git_commit") or "?")[:10])
-            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            + " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             v("http_floor", "%.3f"),
             v("compute_floor", "%.3f"), v("latency_p99", "%.0f µs"),
             v("json_decode", "%.2f×"), v("allocations", "%.3g"), v("rss_growth", "%+.2f %%"),
             fmt(grpc, "%.3f"), v("obs_overhead", "%.3f"), fmt(shm, "%.3f"),
             v("node_ratio", "%.2f×"), v("node_p99", "%.3f"), shadow_cell, overload_cell,
-            gen_cell, prep_cell))
+            gen_cell, prep_cell, tq_cell))
     out = ["## History", "",
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
            "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary | "
            "×Node.js | p99 ÷ Node.js | shadow p99 ÷ none | overload: admitted ÷ capacity / "
            "p99 ÷ unloaded / refusal p99 / tenants | generation: 1 stream ÷ in process / "
-           "32 ÷ 1 streams | preprocessing ×Pillow: plain / draft |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "32 ÷ 1 streams | preprocessing ×Pillow: plain / draft | token quotas: lower ÷ "
+           "higher tenant / TTFT p99 ÷ alone |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
 
 
@@ -2281,7 +2610,8 @@ def main():
         "ratelimit-scrape": cmd_ratelimit_scrape, "ratelimit-delta": cmd_ratelimit_delta,
         "gen-kv-bytes": cmd_gen_kv_bytes, "gen-check": cmd_gen_check,
         "prep-check": cmd_prep_check, "prep-merge": cmd_prep_merge,
-        "prep-scrape": cmd_prep_scrape,
+        "prep-scrape": cmd_prep_scrape, "tq-prompt": cmd_tq_prompt, "tq-setup": cmd_tq_setup,
+        "tq-usage": cmd_tq_usage, "tq-line": cmd_tq_line,
         "assemble": cmd_assemble, "markdown": cmd_markdown,
     }
     cmd = cmds.get(sys.argv[1])

@@ -68,6 +68,17 @@
 #                     bench/h3_chromium.py: QUIC forced for the origin, or
 #                     QUIC off); figure h3 req/s ÷ h2 req/s and both p50/p99
 #                     (informative: Chromium's own cost is in both).
+#  15. token fairness models/kjv, two tenants (API keys) with equal token quotas
+#                     (token-quotas, a per-minute total of 10% of the measured
+#                     capacity each), one sending 20-token prompts, one
+#                     200-token prompts (the issue's 2,000 do not fit kjv's
+#                     256-token context: 10x instead of 100x), each offering 2x
+#                     its quota; figures tokens metered (GET /v2/usage), lower
+#                     tenant / higher (target >= 0.90) and the short tenant's
+#                     TTFT p99 with the long tenant / alone (target <= 2).
+#                     TQ_DURATION overrides its runs' length (90 s; QUICK 10 s).
+#                     Skipped (with the reason) without models/kjv or an inferd
+#                     that knows the token-quotas section.
 #
 # The server (inferd, nginx, ort_floor, json_decode, node) runs on one core set and
 # the load generator (`inferd bench`) on another, both with taskset -c. With 2
@@ -1338,6 +1349,212 @@ if want 14; then
         log "${line%;}"
     done
     stop_pid "$SERVER_PID"
+fi
+
+# --- 15. token fairness: two tenants with equal token quotas, 20- vs 200-token prompts ----------
+# models/kjv, greedy, max_tokens TQ_MAX_TOKENS. The issue's case is 20- vs
+# 2,000-token prompts (100x); kjv's context is 256 tokens, so the long prompt
+# has TQ_LONG_TOKENS = 200 tokens (10x). The prompts are prefixes of Genesis 1
+# cut to exactly TQ_SHORT_TOKENS and TQ_LONG_TOKENS tokens of the model's
+# tokenizer (report.py tq-prompt asks the server). Parts:
+#  (a) capacity: a server without a configuration file; the short and the long
+#      prompt at once, TQ_CAP_STREAMS streams each, closed loop: prompt +
+#      completion tokens/s of both together (and, informative, each one's share
+#      without quotas);
+#  (b) a server with API keys for tenant-short, tenant-long (scope infer) and
+#      bench-admin (admin: GET /v2/usage) and one token-quotas rule, tenant
+#      "*", a per-minute total of TQ_SHARE of the capacity for each tenant
+#      (TQ_SHARE: the capacity's tokens are mostly the long prompts' cheap
+#      prefill; the short tenant's completions cost far more per token: at
+#      25% each the loaded server fell behind, TTFTs of seconds, where 10%
+#      each kept tenant-short's TTFT p99 within 1.2x of alone). Each tenant
+#      offers TQ_OFFER times its quota
+#      (open loop, requests/s = TQ_OFFER x quota / (prompt + max_tokens)).
+#      A bucket starts full (a minute of tokens), so before each measured run
+#      the buckets are drained (prompt-only requests, max_tokens 1, closed
+#      loop, one second at a time until each tenant gets 429s): the runs
+#      measure the steady state, not the first minute's burst.
+#      Alone: tenant-short by itself, TQ_DURATION seconds: its TTFT reference.
+#      Loaded: both tenants at once, TQ_DURATION seconds; GET /v2/usage before
+#      and after gives each tenant's tokens as the server metered them.
+# Figures: tokens served, lower tenant / higher (target >= 0.90, within 10 %);
+# tenant-short's TTFT p99 loaded / alone (target <= 2).
+# Skipped, with the reason, without the model, a bench with --openai,
+# `inferd keys`, or an inferd that does not know the token-quotas section.
+if want 15; then
+    TQ_SHORT_TOKENS=20
+    TQ_LONG_TOKENS=200
+    TQ_MAX_TOKENS=32
+    TQ_SHARE=0.10      # each tenant's quota, a share of the mixed capacity
+    TQ_OFFER=2         # each tenant offers this many times its quota
+    TQ_CAP_STREAMS=16  # (a): streams in flight per prompt
+    TQ_CONNECTIONS=64  # (b): per tenant, open loop
+    TQ_DRAIN_STREAMS=16
+    if [ "$MODE" = quick ]; then
+        TQ_DURATION="${TQ_DURATION:-10}" TQ_WARMUP=1 TQ_CAP_DURATION=$DURATION
+    else
+        TQ_DURATION="${TQ_DURATION:-90}" TQ_WARMUP=2 TQ_CAP_DURATION=$DURATION
+    fi
+    log "15. token fairness: kjv, two tenants with equal token quotas, $TQ_SHORT_TOKENS- vs" \
+        "$TQ_LONG_TOKENS-token prompts, max_tokens $TQ_MAX_TOKENS"
+    tq_skip() { # REASON
+        printf '%s\n' "$1" >"$RUN/tq.skipped"
+        log "  skipped: $1"
+    }
+    tq_fail() { # REASON: the step fails, the run goes on and exits non-zero
+        printf '%s\n' "$1" >"$RUN/tq.failed"
+        log "  ERROR: $1"
+        FAILED_STEPS+=("15. token fairness: $1")
+    }
+    TQ_CONFIG="$RUN/token_quotas.yaml"
+    tq_config() { # LIMIT: TQ_CONFIG with the tenants' keys and a per-minute total of LIMIT
+        cat >"$TQ_CONFIG" <<EOF
+# make bench, experiment 15 (scripts/bench.sh): two tenants, equal token quotas
+auth:
+  tenants:
+    - name: tenant-short
+      keys: ["$(sed -n 2p "$RUN/tq_short.key")"]
+      scopes: [infer]
+    - name: tenant-long
+      keys: ["$(sed -n 2p "$RUN/tq_long.key")"]
+      scopes: [infer]
+    - name: bench-admin
+      keys: ["$(sed -n 2p "$RUN/tq_admin.key")"]
+      scopes: [admin]
+token-quotas:
+  - tenant: "*"
+    model: kjv
+    per-minute: {total: $1}
+EOF
+    }
+    if [ ! -f "$root/models/kjv/1/model.onnx" ]; then
+        tq_skip "models/kjv/1 has no model.onnx"
+    elif ! "$INFERD" bench --help 2>/dev/null | grep -q -- --openai; then
+        tq_skip "this inferd bench has no --openai"
+    elif ! { "$INFERD" keys new >"$RUN/tq_short.key" && "$INFERD" keys new >"$RUN/tq_long.key" &&
+        "$INFERD" keys new >"$RUN/tq_admin.key"; } 2>"$RUN/tq_keys.err"; then
+        tq_skip "this inferd cannot make API keys (inferd keys new: $(head -n 1 "$RUN/tq_keys.err"))"
+    elif ! tq_config 1000 || ! "$INFERD" serve --check-config "$TQ_CONFIG" >"$RUN/tq_check.err" 2>&1; then
+        why="$(head -n 3 "$RUN/tq_check.err" | tr '\n' ' ')"
+        why="${why#inferd: }"
+        why="${why//"$TQ_CONFIG: "/}"
+        case "$why" in
+        *"unknown key"*) tq_skip "this inferd does not know a section of ${TQ_CONFIG##*/}: $why" ;;
+        *) tq_fail "inferd serve --check-config ${TQ_CONFIG##*/} failed: $why" ;;
+        esac
+    else
+        mkdir -p "$RUN/repo_tq"
+        ln -sfn "$root/models/kjv" "$RUN/repo_tq/kjv"
+        key() { sed -n 1p "$RUN/tq_$1.key"; }
+        # tq_load OUT PROMPT_FILE ARGS...: streamed completions of kjv on SERVER_URL
+        tq_load() {
+            local out="$1" prompt="$2"
+            shift 2
+            load "$out" --url "$SERVER_URL" --openai kjv --prompt "$(cat "$prompt")" \
+                --max-tokens "$TQ_MAX_TOKENS" --threads 1 --timeout-ms 60000 "$@"
+        }
+
+        # (a) capacity, and the prompts
+        start_inferd tq_capacity "$RUN/repo_tq"
+        LOAD_SERVER_PID=$SERVER_PID
+        TQ_OK=1
+        for side in short long; do
+            n=$TQ_SHORT_TOKENS
+            [ "$side" = short ] || n=$TQ_LONG_TOKENS
+            "${REPORT[@]}" tq-prompt "$SERVER_URL" "$n" "$RUN/tq_prompt_$side.txt" \
+                >"$RUN/tq_prompt_$side.tokens" 2>"$RUN/tq_prompt_$side.err" || {
+                tq_fail "no $n-token prompt: $(tail -n 1 "$RUN/tq_prompt_$side.err")"
+                TQ_OK=
+                break
+            }
+        done
+        if [ -n "$TQ_OK" ]; then
+            log "  prompts of $(cat "$RUN/tq_prompt_short.tokens") and" \
+                "$(cat "$RUN/tq_prompt_long.tokens") tokens; capacity: both at once," \
+                "$TQ_CAP_STREAMS streams each, closed loop"
+            tq_load "$RUN/tq_capacity_long.json" "$RUN/tq_prompt_long.txt" \
+                --connections "$TQ_CAP_STREAMS" --duration "$TQ_CAP_DURATION" --warmup "$WARMUP" &
+            TQ_LONG_PID=$!
+            PIDS+=("$TQ_LONG_PID")
+            tq_load "$RUN/tq_capacity_short.json" "$RUN/tq_prompt_short.txt" \
+                --connections "$TQ_CAP_STREAMS" --duration "$TQ_CAP_DURATION" --warmup "$WARMUP"
+            wait "$TQ_LONG_PID" || die "the long prompt's load generator failed"
+            forget_pid "$TQ_LONG_PID"
+        fi
+        stop_pid "$SERVER_PID"
+        LOAD_SERVER_PID=
+        if [ -n "$TQ_OK" ]; then
+            "${REPORT[@]}" tq-setup "$RUN" "$TQ_SHARE" "$TQ_OFFER" "$TQ_MAX_TOKENS" \
+                duration_s="$TQ_DURATION" warmup_s="$TQ_WARMUP" cap_streams="$TQ_CAP_STREAMS" \
+                connections="$TQ_CONNECTIONS" drain_streams="$TQ_DRAIN_STREAMS" >"$RUN/tq_setup.json" ||
+                die "report.py tq-setup failed"
+            TQ_LIMIT="$(get "$RUN/tq_setup.json" limit_per_minute)"
+            TQ_RATE_SHORT="$(get "$RUN/tq_setup.json" rate_short)"
+            TQ_RATE_LONG="$(get "$RUN/tq_setup.json" rate_long)"
+            log "  capacity $(get "$RUN/tq_setup.json" capacity_tokens_per_s) tokens/s (prompt +" \
+                "completion); quota $TQ_LIMIT total tokens per minute per tenant; offered" \
+                "$TQ_RATE_SHORT req/s (short), $TQ_RATE_LONG req/s (long)"
+            tq_config "$TQ_LIMIT"
+            start_inferd tq "$RUN/repo_tq" --config "$TQ_CONFIG"
+            LOAD_SERVER_PID=$SERVER_PID
+            # tq_drain TENANT...: prompt-only requests of each tenant at once,
+            # a second at a time, until every one of them got a 429 in the same second.
+            tq_drain() {
+                local i t p pids=() all
+                for i in $(seq 1 120); do
+                    pids=()
+                    for t in "$@"; do
+                        taskset -c "$CLIENT_CPUS" "$INFERD" bench --json --url "$SERVER_URL" \
+                            --openai kjv --prompt "$(cat "$RUN/tq_prompt_long.txt")" --max-tokens 1 \
+                            --connections "$TQ_DRAIN_STREAMS" --duration 1 --warmup 0 \
+                            --header "Authorization: Bearer $(key "$t")" \
+                            >"$RUN/tq_drain_$t.json" 2>"$RUN/tq_drain_$t.err" &
+                        pids+=($!)
+                        PIDS+=($!)
+                    done
+                    for p in "${pids[@]}"; do
+                        wait "$p" || die "the drain's load generator failed: $(cat "$RUN"/tq_drain_*.err)"
+                        forget_pid "$p"
+                    done
+                    all=1
+                    for t in "$@"; do
+                        [ "$(get "$RUN/tq_drain_$t.json" requests_refused)" -gt 0 ] || all=
+                    done
+                    [ -z "$all" ] || { log "  drained ($*) in $i s"; return 0; }
+                done
+                die "the token buckets of $* did not empty in 120 s"
+            }
+            tq_usage() { # OUT
+                "${REPORT[@]}" tq-usage "$SERVER_URL" "$(key admin)" "$1" ||
+                    die "GET /v2/usage failed (bench-admin's key)"
+            }
+            tq_drain short
+            tq_load "$RUN/tq_alone_short.json" "$RUN/tq_prompt_short.txt" \
+                --header "Authorization: Bearer $(key short)" --connections "$TQ_CONNECTIONS" \
+                --rate "$TQ_RATE_SHORT" --duration "$TQ_DURATION" --warmup "$TQ_WARMUP"
+            log "  alone: tenant-short $(get "$RUN/tq_alone_short.json" generation.requests_ok) ok," \
+                "$(get "$RUN/tq_alone_short.json" requests_refused) refused;" \
+                "TTFT p50 $(get "$RUN/tq_alone_short.json" generation.ttft_us.p50) us," \
+                "p99 $(get "$RUN/tq_alone_short.json" generation.ttft_us.p99) us"
+            tq_drain short long
+            tq_usage "$RUN/tq_usage_before.json"
+            tq_load "$RUN/tq_loaded_long.json" "$RUN/tq_prompt_long.txt" \
+                --header "Authorization: Bearer $(key long)" --connections "$TQ_CONNECTIONS" \
+                --rate "$TQ_RATE_LONG" --duration "$TQ_DURATION" --warmup "$TQ_WARMUP" &
+            TQ_LONG_PID=$!
+            PIDS+=("$TQ_LONG_PID")
+            tq_load "$RUN/tq_loaded_short.json" "$RUN/tq_prompt_short.txt" \
+                --header "Authorization: Bearer $(key short)" --connections "$TQ_CONNECTIONS" \
+                --rate "$TQ_RATE_SHORT" --duration "$TQ_DURATION" --warmup "$TQ_WARMUP"
+            wait "$TQ_LONG_PID" || die "tenant-long's load generator failed"
+            forget_pid "$TQ_LONG_PID"
+            tq_usage "$RUN/tq_usage_after.json"
+            curl -sf -o "$RUN/tq_metrics.txt" "$SERVER_METRICS_URL" || rm -f "$RUN/tq_metrics.txt"
+            LOAD_SERVER_PID=
+            stop_pid "$SERVER_PID"
+            log "  loaded: $("${REPORT[@]}" tq-line "$RUN")"
+        fi
+    fi
 fi
 
 # --- report -------------------------------------------------------------------------------------------
