@@ -29,8 +29,11 @@ import sys
 
 # The layer order, bottom to top. A file in LAYERS[i] may include headers
 # from LAYERS[0..i]. serve, policy, preprocess and gen are planned layers
-# (DESIGN.md) that do not exist yet; bench is the load-generator client: it
-# sits just below cli, which runs it, and ONLY_FROM limits what it uses.
+# (DESIGN.md) that do not exist yet; cluster (etcd registration, discovery,
+# the gateway's upstream pool) sits above the serving layers it observes
+# and below api, which serves remote models through it; bench is the
+# load-generator client: it sits just below cli, which runs it, and
+# ONLY_FROM limits what it uses.
 LAYERS = [
     "base",
     "core",
@@ -44,6 +47,7 @@ LAYERS = [
     "policy",
     "preprocess",
     "gen",
+    "cluster",
     "api",
     "bench",
     "cli",
