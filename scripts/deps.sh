@@ -83,6 +83,9 @@ PACKAGES=(
     # observability tests: promtool and a real Prometheus server; headless
     # Chromium for the dashboard
     prometheus chromium
+    # cluster tests: a real etcd (v3 API through its HTTP/JSON gateway) and
+    # etcdctl as the independent client
+    etcd-server etcd-client
 )
 # Node.js (the test clients of 4) and npm (to fetch the ONNX Runtime library
 # and those clients) only if none is on PATH already.

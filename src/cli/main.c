@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "bench/bench.h"
+#include "cli/cluster_setup.h"
 #include "cli/config_file.h"
 #include "cli/keys_cmd.h"
 #include "cli/pipeline.h"
@@ -231,14 +232,17 @@ static void reload_tls(struct tls_store *tls, struct quic_tls_store *quic)
     log_info("received SIGHUP: TLS certificate reloaded (%s)%s", desc, quic ? ", HTTP/3 too" : "");
 }
 
-/* Waits for SIGINT/SIGTERM: the first drains every I/O thread (readiness
- * turns false, no new connections, in-flight and queued requests are
- * answered); a second signal, or exit_timeout_secs, stops them at once.
+/* Waits for SIGINT/SIGTERM: the first deletes the etcd registration (reg,
+ * NULL without one; waiting for that at most 3 s), then drains every I/O
+ * thread (readiness turns false, no new connections, in-flight and queued
+ * requests are answered); a second signal, or exit_timeout_secs, stops
+ * them at once.
  * Returns when every I/O thread has stopped. SIGUSR1 logs counters.
  * Returns false when the drain did not complete. */
 static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask,
                               uint32_t exit_timeout_secs, struct tls_store *tls,
-                              struct quic_tls_store *quic, struct config_reloader *reload)
+                              struct quic_tls_store *quic, struct config_reloader *reload,
+                              struct registration *reg)
 {
     int signals = 0;
     uint64_t deadline = 0;
@@ -273,6 +277,7 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
         }
         if (++signals == 1) {
             log_info("received %s: draining", strsignal(sig));
+            registration_deregister(reg, 3000);
             deadline = clock_now_ms() + (uint64_t)exit_timeout_secs * 1000u;
             for (int i = 0; i < n; i++)
                 loop_post(&threads[i].loop, &threads[i].drain_task);
@@ -604,8 +609,14 @@ static int run(struct serve_options *o, struct config_reloader *reload,
                  http_server_port(threads[0].server), http_server_grpc_port(threads[0].server),
                  tls ? " (TLS)" : "");
         repository_release(repo, s);
-        if (wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls, quic,
-                              reload)) {
+        struct registration *reg = NULL;
+        cluster_setup_start(o, repo, http_server_port(threads[0].server),
+                            http_server_grpc_port(threads[0].server),
+                            metrics ? metrics_server_port(metrics) : 0, &reg);
+        bool drained = wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs,
+                                         tls, quic, reload, reg);
+        registration_stop(reg);
+        if (drained) {
             rc = 0;
         } else {
             /* Requests are still running on the models' workers: unloading

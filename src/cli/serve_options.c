@@ -131,6 +131,17 @@ const char serve_usage_text[] =
     "                             http://127.0.0.1:4318/v1/traces (default: none)\n"
     "  --otlp-interval-ms N       longest wait before buffered spans are sent (default: 1000)\n"
     "\n"
+    "cluster (docs/deploy.md):\n"
+    "  --etcd-endpoints URL[,URL] register this instance in etcd (v3 API, through its\n"
+    "                             HTTP/JSON gateway: http://host:port) under a lease kept\n"
+    "                             alive; deregistered first on SIGTERM (default: off)\n"
+    "  --etcd-prefix PREFIX       key prefix: the key is PREFIXinstances/ID (default: /inferd/)\n"
+    "  --etcd-lease-ttl SECS      lease TTL: a dead instance's key goes within it (default: 10)\n"
+    "  --advertise-host HOST      the address others reach this instance at (default: --host\n"
+    "                             unless 0.0.0.0, else the first non-loopback IPv4 address,\n"
+    "                             else 127.0.0.1)\n"
+    "  --instance-id ID           this instance's name in etcd (default: hostname:http-port)\n"
+    "\n"
     "  -h, --help                 this text\n";
 
 static const struct option getopt_table[] = {
@@ -183,6 +194,11 @@ static const struct option getopt_table[] = {
     {"stream-resume-secs", required_argument, NULL, SERVE_OPT_STREAM_RESUME},
     {"preprocess-threads", required_argument, NULL, SERVE_OPT_PREPROCESS_THREADS},
     {"preprocess-queue", required_argument, NULL, SERVE_OPT_PREPROCESS_QUEUE},
+    {"etcd-endpoints", required_argument, NULL, SERVE_OPT_ETCD_ENDPOINTS},
+    {"etcd-prefix", required_argument, NULL, SERVE_OPT_ETCD_PREFIX},
+    {"etcd-lease-ttl", required_argument, NULL, SERVE_OPT_ETCD_LEASE_TTL},
+    {"advertise-host", required_argument, NULL, SERVE_OPT_ADVERTISE_HOST},
+    {"instance-id", required_argument, NULL, SERVE_OPT_INSTANCE_ID},
     {"config", required_argument, NULL, SERVE_OPT_CONFIG},
     {"check-config", required_argument, NULL, SERVE_OPT_CHECK_CONFIG},
     {"help", no_argument, NULL, 'h'},
@@ -255,6 +271,7 @@ void serve_options_defaults(struct serve_options *o)
         .preprocess_queue = 1024,
         .log_level = LOG_INFO,
         .log_format = -1,
+        .etcd = {.prefix = "/inferd/", .lease_ttl_s = 10},
     };
     o->access_log.sample = 1;
     o->trace = (struct trace_settings){.level = TRACE_LEVEL_TIMESTAMPS, .rate = 0, .count = -1};
@@ -340,6 +357,7 @@ static const struct num_option num_options[] = {
     NUM(SERVE_OPT_PREPROCESS_QUEUE, 1, 1000000, 1, preprocess_queue),
     NUM(SERVE_OPT_INTER, 0, 1024, 1, repo.load.inter_op_threads),
     NUM(SERVE_OPT_OTLP_INTERVAL, 1, 3600000, 1, otlp.interval_ms),
+    NUM(SERVE_OPT_ETCD_LEASE_TTL, 2, 3600, 1, etcd.lease_ttl_s),
 };
 
 static int apply_num(struct serve_options *o, const struct num_option *n, const char *value,
@@ -400,6 +418,24 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
     case SERVE_OPT_OTLP_ENDPOINT:
         o->otlp.endpoint = value;
         return 0;
+    case SERVE_OPT_ETCD_ENDPOINTS:
+        o->etcd.endpoints = value;
+        return 0;
+    case SERVE_OPT_ETCD_PREFIX:
+        if (value[0] == '\0' || strlen(value) > 256)
+            return error_set(err, 400, "expected a key prefix of 1 to 256 bytes");
+        o->etcd.prefix = value;
+        return 0;
+    case SERVE_OPT_ADVERTISE_HOST:
+        if (value[0] == '\0' || strlen(value) >= 256 || strpbrk(value, " /\"\\"))
+            return error_set(err, 400, "expected a host name or address, got '%s'", value);
+        o->etcd.advertise_host = value;
+        return 0;
+    case SERVE_OPT_INSTANCE_ID:
+        if (value[0] == '\0' || strlen(value) >= 128 || strchr(value, '/'))
+            return error_set(err, 400, "expected 1 to 127 bytes without '/', got '%s'", value);
+        o->etcd.instance_id = value;
+        return 0;
     case SERVE_OPT_NO_METRICS:
         o->metrics_port = -1;
         return 0;
@@ -456,6 +492,8 @@ int serve_options_check(struct serve_options *o, struct error *err)
                          "--http3 does not support client certificates (--tls-client-ca)");
     if (o->http3_0rtt && !o->http3)
         return error_set(err, 400, "--http3-0rtt needs --http3");
+    if (!o->etcd.endpoints && (o->etcd.advertise_host || o->etcd.instance_id))
+        return error_set(err, 400, "--advertise-host and --instance-id need --etcd-endpoints");
     o->repo.load_models = o->load_models;
     return 0;
 }

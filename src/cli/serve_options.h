@@ -60,6 +60,14 @@ struct serve_options {
     struct usage_options usage; /* token metering (obs/usage.h); path NULL: in memory */
     int preprocess_threads;  /* 0: --preprocess-threads not given: one per usable CPU */
     int preprocess_queue;    /* requests waiting for a preprocessing worker */
+    /* Registration in etcd (cluster/registration.h); endpoints NULL: off. */
+    struct {
+        const char *endpoints;      /* --etcd-endpoints */
+        const char *prefix;         /* --etcd-prefix */
+        uint32_t lease_ttl_s;       /* --etcd-lease-ttl */
+        const char *advertise_host; /* NULL: see cli/main.c's advertise_host() */
+        const char *instance_id;    /* NULL: hostname:http-port */
+    } etcd;
 };
 
 /* The flags; each is also a file key (but for help, config, check-config). */
@@ -113,6 +121,11 @@ enum serve_option_id {
     SERVE_OPT_CORS_ORIGIN,
     SERVE_OPT_HTTP3,
     SERVE_OPT_HTTP3_0RTT,
+    SERVE_OPT_ETCD_ENDPOINTS,
+    SERVE_OPT_ETCD_PREFIX,
+    SERVE_OPT_ETCD_LEASE_TTL,
+    SERVE_OPT_ADVERTISE_HOST,
+    SERVE_OPT_INSTANCE_ID,
     SERVE_OPT_CONFIG,       /* command line only */
     SERVE_OPT_CHECK_CONFIG, /* command line only */
 };
