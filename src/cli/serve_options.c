@@ -13,6 +13,7 @@
 #include "api/streams.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "cluster/etcd.h"
 #include "http/http1.h"
 
 /* See docs/execution.md, "Choosing the inline budget". */
@@ -494,6 +495,8 @@ int serve_options_check(struct serve_options *o, struct error *err)
         return error_set(err, 400, "--http3-0rtt needs --http3");
     if (!o->etcd.endpoints && (o->etcd.advertise_host || o->etcd.instance_id))
         return error_set(err, 400, "--advertise-host and --instance-id need --etcd-endpoints");
+    if (o->etcd.endpoints && etcd_endpoints_check(o->etcd.endpoints, err) != 0)
+        return -1;
     o->repo.load_models = o->load_models;
     return 0;
 }

@@ -89,6 +89,15 @@ int etcd_client_init(struct etcd_client *c, const char *endpoints, uint32_t time
     return 0;
 }
 
+int etcd_endpoints_check(const char *endpoints, struct error *err)
+{
+    struct etcd_client c;
+    if (etcd_client_init(&c, endpoints, 0, NULL, err) != 0)
+        return -1;
+    etcd_client_free(&c);
+    return 0;
+}
+
 void etcd_client_disconnect(struct etcd_client *c)
 {
     if (c->fd >= 0)

@@ -61,6 +61,8 @@ struct etcd_client {
 int etcd_client_init(struct etcd_client *c, const char *endpoints, uint32_t timeout_ms,
                      const atomic_bool *cancel, struct error *err);
 void etcd_client_free(struct etcd_client *c);
+/* Only checks an endpoint list the way etcd_client_init() parses it. */
+int etcd_endpoints_check(const char *endpoints, struct error *err);
 /* Closes the connection (a watch ends); the next call reconnects. */
 void etcd_client_disconnect(struct etcd_client *c);
 /* "host:port" of the endpoint in use, for log lines. */

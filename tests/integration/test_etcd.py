@@ -1,0 +1,274 @@
+"""Registration in etcd (--etcd-endpoints): a real etcd started per test
+(Debian's etcd-server, free loopback ports, a temp data dir) and etcdctl as
+the independent client that reads what inferd wrote."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import INFERD_BIN, MAIN_MODELS, free_port, stall_repo
+
+ETCD = shutil.which("etcd")
+ETCDCTL = shutil.which("etcdctl")
+pytestmark = pytest.mark.skipif(not ETCD or not ETCDCTL,
+                                reason="etcd-server / etcd-client not installed "
+                                       "(scripts/deps.sh)")
+
+TTL = 3
+
+
+class Etcd:
+    """One etcd member on loopback with its own data dir."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.data = workdir / "data"
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.proc = None
+        self.log = None
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.client_port
+
+    def start(self):
+        self.log = open(self.workdir / "etcd.log", "ab")
+        self.proc = subprocess.Popen(
+            [ETCD, "--name", "t", "--data-dir", str(self.data),
+             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+             "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer_port,
+             "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.peer_port,
+             "--initial-cluster", "t=http://127.0.0.1:%d" % self.peer_port],
+            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        pytest.fail("etcd did not start:\n" + (self.workdir / "etcd.log").read_text())
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.log:
+            self.log.close()
+            self.log = None
+
+    def ctl(self, *args):
+        env = dict(os.environ, ETCDCTL_API="3")
+        p = subprocess.run([ETCDCTL, "--endpoints", self.url] + list(args),
+                           capture_output=True, text=True, env=env, timeout=10)
+        assert p.returncode == 0, "etcdctl %s: %s" % (args, p.stderr)
+        return p.stdout
+
+    def get(self, key):
+        """The value of key (parsed JSON), or None."""
+        out = self.ctl("get", key, "--print-value-only")
+        return json.loads(out) if out.strip() else None
+
+    def keys(self, prefix):
+        return [k for k in self.ctl("get", prefix, "--prefix", "--keys-only").split("\n") if k]
+
+    def lease_of(self, key):
+        out = json.loads(self.ctl("get", key, "-w", "json"))
+        return out["kvs"][0]["lease"]
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    e = Etcd(tmp_path)
+    e.start()
+    yield e
+    e.kill()
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    pytest.fail("timed out after %.1f s waiting for %s" % (timeout, what))
+
+
+def etcd_flags(etcd, instance="node-a", ttl=TTL):
+    return ["--etcd-endpoints", etcd.url, "--etcd-prefix", "/t/", "--etcd-lease-ttl", str(ttl),
+            "--instance-id", instance, "--advertise-host", "127.0.0.1"]
+
+
+KEY = "/t/instances/node-a"
+
+
+def test_registration_value(etcd, server_factory):
+    srv = server_factory.start(*etcd_flags(etcd), models={"simple": MAIN_MODELS["simple"],
+                                                          "digits": MAIN_MODELS["digits"]})
+    v = wait_for(lambda: etcd.get(KEY), 5, "the key")
+    assert v == {
+        "id": "node-a", "host": "127.0.0.1", "http_port": srv.port, "grpc_port": srv.grpc_port,
+        "metrics_port": srv.metrics_port, "ready": True, "draining": False,
+        "version": v["version"],
+        "models": [{"name": "digits", "versions": ["1"], "ready_versions": ["1"]},
+                   {"name": "simple", "versions": ["1"], "ready_versions": ["1"]}]}
+    assert v["version"] == subprocess.run([str(INFERD_BIN), "--version"], capture_output=True,
+                                          text=True).stdout.split()[-1]
+    # Put with a lease of the TTL asked for.
+    lease = etcd.lease_of(KEY)
+    ttl = json.loads(etcd.ctl("lease", "timetolive", "%x" % lease, "-w", "json"))
+    assert 0 < ttl["ttl"] <= TTL and ttl["granted-ttl"] == TTL
+    # Kept alive: still there after three TTLs.
+    time.sleep(3 * TTL)
+    assert etcd.get(KEY) == v
+    # The default id is hostname:http-port; the host the --host.
+    srv.stop()
+
+
+def test_default_instance_id(etcd, server_factory):
+    srv = server_factory.start("--etcd-endpoints", etcd.url)
+    key = "/inferd/instances/%s:%d" % (os.uname().nodename, srv.port)
+    v = wait_for(lambda: etcd.get(key), 5, key)
+    assert v["host"] == "127.0.0.1" and v["id"] == key.rsplit("/", 1)[1]
+
+
+def test_updated_on_load_and_unload(etcd, server_factory):
+    srv = server_factory.start(*etcd_flags(etcd), "--model-control-mode", "explicit",
+                               "--load-model", "simple",
+                               models={"simple": MAIN_MODELS["simple"],
+                                       "digits": MAIN_MODELS["digits"]})
+    wait_for(lambda: etcd.get(KEY), 5, "the key")
+    names = lambda: [m["name"] for m in (etcd.get(KEY) or {}).get("models", [])]
+    assert names() == ["simple"]
+    r = requests.post(srv.url + "/v2/repository/models/digits/load", timeout=30)
+    assert r.status_code == 200, r.text
+    wait_for(lambda: names() == ["digits", "simple"], 3, "digits in the value")
+    digits = etcd.get(KEY)["models"][0]
+    assert digits == {"name": "digits", "versions": ["1"], "ready_versions": ["1"]}
+    r = requests.post(srv.url + "/v2/repository/models/simple/unload", timeout=30)
+    assert r.status_code == 200, r.text
+    wait_for(lambda: names() == ["digits"], 3, "simple gone from the value")
+
+
+def test_killed_instance_expires_within_ttl(etcd, server_factory):
+    srv = server_factory.start(*etcd_flags(etcd))
+    wait_for(lambda: etcd.get(KEY), 5, "the key")
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    srv.returncode = srv.proc.returncode
+    t0 = time.monotonic()
+    wait_for(lambda: etcd.get(KEY) is None, TTL + 2, "the key to expire")
+    gone_after = time.monotonic() - t0
+    # etcd checks expiries every 500 ms: the TTL and that much slack.
+    assert gone_after <= TTL + 1.0, gone_after
+
+
+def test_sigterm_deregisters_before_in_flight_requests_finish(etcd, server_factory, tmp_path):
+    delay = 3.0
+    repo = stall_repo(tmp_path, int(delay * 1e6))
+    srv = server_factory.start(*etcd_flags(etcd), "--model-repository", str(repo))
+    wait_for(lambda: etcd.get(KEY), 5, "the key")
+    result = {}
+
+    def slow():
+        body = {"inputs": [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
+                            "data": [1, 2, 3, 4]}]}
+        r = requests.post(srv.url + "/v2/models/echo/infer", json=body, timeout=30)
+        result["status"] = r.status_code
+        result["at"] = time.monotonic()
+
+    t = threading.Thread(target=slow)
+    t.start()
+    time.sleep(0.5)  # the request is running on the model
+    srv.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: etcd.get(KEY) is None, 2, "the key deleted on SIGTERM")
+    deleted_at = time.monotonic()
+    assert srv.proc.poll() is None, "deleted only when the process had exited"
+    assert "at" not in result, "the in-flight request finished before the key went"
+    t.join()
+    assert result["status"] == 200
+    assert result["at"] > deleted_at
+    srv.proc.wait(timeout=15)
+    srv.returncode = srv.proc.returncode
+    assert srv.returncode == 0
+    # Revoked too: no lease of ours left behind.
+    assert etcd.ctl("lease", "list").startswith("found 0 leases")
+    log = srv.stderr()
+    assert log.index("deregistered from etcd") < log.index("shutdown complete")
+
+
+def test_etcd_restart_and_lost_lease(etcd, server_factory):
+    srv = server_factory.start(*etcd_flags(etcd))
+    v = wait_for(lambda: etcd.get(KEY), 5, "the key")
+    # etcd killed and started again on the same data dir: the lease lives
+    # on as long as inferd keeps it alive after the restart.
+    etcd.kill()
+    time.sleep(TTL / 2)
+    etcd.start()
+    time.sleep(3 * TTL)
+    assert etcd.get(KEY) == v
+    # The lease lost (revoked behind inferd's back): the key goes with it
+    # and inferd registers again with a new lease.
+    lease = etcd.lease_of(KEY)
+    etcd.ctl("lease", "revoke", "%x" % lease)
+    assert etcd.get(KEY) is None
+    v2 = wait_for(lambda: etcd.get(KEY), TTL + 2, "the key put again")
+    assert v2 == v and etcd.lease_of(KEY) != lease
+    # etcd restarted without its data (a new cluster): registered again.
+    etcd.kill()
+    shutil.rmtree(etcd.data)
+    etcd.start()
+    wait_for(lambda: etcd.get(KEY), TTL + 3, "the key in the new etcd")
+    assert requests.get(srv.url + "/v2/health/ready", timeout=5).status_code == 200
+    log = srv.stderr()
+    assert log.count("lease") >= 2 and "registering again" in log
+
+
+def test_etcd_down_at_start(tmp_path, server_factory):
+    etcd = Etcd(tmp_path)  # not started yet: nothing listens on its port
+    srv = server_factory.start(*etcd_flags(etcd))
+    # Serving does not wait for etcd.
+    r = requests.post(srv.url + "/v2/models/simple/infer", timeout=10, json={"inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]})
+    assert r.status_code == 200, r.text
+    time.sleep(1.5)
+    etcd.start()
+    try:
+        v = wait_for(lambda: etcd.get(KEY), 5, "the key once etcd is up")
+        assert v["ready"] is True and v["grpc_port"] == srv.grpc_port
+        log = srv.stderr()
+        # Each state change logged once, not once per retry.
+        assert log.count("etcd registration: etcd 127.0.0.1") == 1, log
+        assert log.count("registered in etcd") == 1
+    finally:
+        srv.stop()
+        etcd.kill()
+
+
+def test_flag_errors(tmp_path):
+    def run(*args):
+        return subprocess.run([str(INFERD_BIN), "serve", "--model-repository", str(tmp_path)]
+                              + list(args), capture_output=True, text=True, timeout=10)
+    p = run("--instance-id", "x")
+    assert p.returncode == 2 and "need --etcd-endpoints" in p.stderr
+    p = run("--etcd-endpoints", "http://127.0.0.1:1", "--etcd-lease-ttl", "1")
+    assert p.returncode == 2 and "--etcd-lease-ttl" in p.stderr
+    p = run("--etcd-endpoints", "http://127.0.0.1:1", "--instance-id", "a/b")
+    assert p.returncode == 2 and "without '/'" in p.stderr
+    p = run("--etcd-endpoints", "https://127.0.0.1:1")
+    assert p.returncode == 2 and "https is not supported" in p.stderr
+    help_text = subprocess.run([str(INFERD_BIN), "serve", "--help"], capture_output=True,
+                               text=True).stdout
+    for flag in ("--etcd-endpoints", "--etcd-prefix", "--etcd-lease-ttl", "--advertise-host",
+                 "--instance-id"):
+        assert flag in help_text
