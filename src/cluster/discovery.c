@@ -135,10 +135,8 @@ static int port_member(const struct json_value *o, const char *key, int *out)
     return 0;
 }
 
-/* Parses one registration value into inst (strings in the arena).
- * Returns NULL or what is wrong. */
-static const char *parse_instance(struct arena *a, const char *text, size_t len,
-                                  struct cluster_instance *inst)
+const char *cluster_instance_parse(struct arena *a, const char *text, size_t len,
+                                   struct cluster_instance *inst)
 {
     struct json_value *v;
     const char *jerr;
@@ -168,7 +166,7 @@ static const char *parse_instance(struct arena *a, const char *text, size_t len,
     if (!models)
         return NULL;
     if (models->type != JSON_ARRAY || models->len > CLUSTER_MAX_MODELS)
-        return "\"models\" is not an array (of at most CLUSTER_MAX_MODELS)";
+        return "\"models\" is not an array of at most 256 models";
     struct cluster_model *ms = arena_calloc(a, models->len ? models->len : 1, sizeof *ms);
     if (!ms)
         return "out of memory";
@@ -219,7 +217,7 @@ static void publish(struct discovery *d, const struct entry *changed)
     uint32_t k = 0;
     for (uint32_t i = 0; insts && i < n; i++) {
         const struct entry *e = &d->entries[i];
-        const char *why = parse_instance(&s->arena, e->value, e->value_len, &insts[k]);
+        const char *why = cluster_instance_parse(&s->arena, e->value, e->value_len, &insts[k]);
         if (why) {
             if (!changed || changed == e)
                 log_warn("discovery: %s (revision %lld) is not an inferd registration: %s", e->key,

@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/arena.h"
 #include "base/error.h"
 
 #define CLUSTER_ID_MAX 128
@@ -94,6 +95,11 @@ bool cluster_instance_serves(const struct cluster_instance *inst, const char *mo
 /* The model entry of inst named name, or NULL. */
 const struct cluster_model *cluster_instance_model(const struct cluster_instance *inst,
                                                    const char *name);
+
+/* Parses one registration value (the JSON above) into inst, its strings
+ * and arrays in the arena. Returns NULL, or what is wrong (static text). */
+const char *cluster_instance_parse(struct arena *a, const char *text, size_t len,
+                                   struct cluster_instance *inst);
 
 const struct cluster_snapshot *cluster_snapshot_retain(const struct cluster_snapshot *s);
 void cluster_snapshot_release(const struct cluster_snapshot *s); /* NULL is a no-op */
