@@ -34,6 +34,7 @@ struct entry {
     char *value;
     size_t value_len;
     int64_t mod_revision;
+    bool logged; /* this value was logged as not a registration */
 };
 
 struct discovery {
@@ -49,7 +50,7 @@ struct discovery {
     struct entry *entries;
     uint32_t n_entries;
     int64_t next_revision; /* where the watch resumes; 0: read the range first */
-    bool connected;        /* logged state */
+    int link; /* the state last logged: 0 none yet, 1 watching, 2 unreachable */
 };
 
 static struct snapshot_impl *impl_of(const struct cluster_snapshot *s)
@@ -202,10 +203,9 @@ static struct snapshot_impl *snapshot_new(void)
     return s;
 }
 
-/* Builds a snapshot of the entries and makes it current. parse_log: log
- * the values that are not registrations (only those just changed are
- * passed, so each bad value is logged once). */
-static void publish(struct discovery *d, const struct entry *changed)
+/* Builds a snapshot of the entries and makes it current. A value that is
+ * not a registration is logged once (until it changes). */
+static void publish(struct discovery *d)
 {
     struct snapshot_impl *s = snapshot_new();
     if (!s) {
@@ -216,12 +216,13 @@ static void publish(struct discovery *d, const struct entry *changed)
     struct cluster_instance *insts = arena_calloc(&s->arena, n ? n : 1, sizeof *insts);
     uint32_t k = 0;
     for (uint32_t i = 0; insts && i < n; i++) {
-        const struct entry *e = &d->entries[i];
+        struct entry *e = &d->entries[i];
         const char *why = cluster_instance_parse(&s->arena, e->value, e->value_len, &insts[k]);
         if (why) {
-            if (!changed || changed == e)
+            if (!e->logged)
                 log_warn("discovery: %s (revision %lld) is not an inferd registration: %s", e->key,
                          (long long)e->mod_revision, why);
+            e->logged = true;
             continue;
         }
         insts[k++].mod_revision = e->mod_revision;
@@ -260,9 +261,9 @@ static char *dup_bytes(const char *p, size_t n)
     return s;
 }
 
-/* Sets key's value (a put), or removes it (value NULL). Returns the entry
- * changed, or NULL (removed, or out of memory). */
-static struct entry *entry_set(struct discovery *d, const struct etcd_kv *kv, bool put)
+/* Sets key's value (a put), or removes the key (put false). Out of
+ * memory or over the limit, the put is dropped (logged). */
+static void entry_set(struct discovery *d, const struct etcd_kv *kv, bool put)
 {
     uint32_t i = 0;
     while (i < d->n_entries && strcmp(d->entries[i].key, kv->key) != 0)
@@ -273,22 +274,24 @@ static struct entry *entry_set(struct discovery *d, const struct etcd_kv *kv, bo
             mem_free(d->entries[i].value);
             d->entries[i] = d->entries[--d->n_entries];
         }
-        return NULL;
+        return;
     }
     char *value = dup_bytes(kv->value, kv->value_len);
-    if (!value)
-        return NULL;
+    if (!value) {
+        log_error("discovery: out of memory; %s not updated", kv->key);
+        return;
+    }
     if (i == d->n_entries) {
         if (d->n_entries == CLUSTER_MAX_INSTANCES) {
             log_warn("discovery: more than %d instances registered; %s ignored",
                      CLUSTER_MAX_INSTANCES, kv->key);
             mem_free(value);
-            return NULL;
+            return;
         }
         char *key = dup_bytes(kv->key, kv->key_len);
         if (!key) {
             mem_free(value);
-            return NULL;
+            return;
         }
         d->entries[d->n_entries++] = (struct entry){.key = key};
     }
@@ -297,21 +300,24 @@ static struct entry *entry_set(struct discovery *d, const struct etcd_kv *kv, bo
     e->value = value;
     e->value_len = kv->value_len;
     e->mod_revision = kv->mod_revision;
-    return e;
+    e->logged = false;
 }
 
 static void set_connected(struct discovery *d, bool connected)
 {
-    if (connected == d->connected)
+    int link = connected ? 1 : 2;
+    if (link == d->link)
         return;
-    d->connected = connected;
+    d->link = link;
     char ep[300];
+    const struct cluster_snapshot *s = discovery_snapshot(d);
     if (connected)
         log_info("discovery: watching %s on etcd %s (%u instances)", d->prefix,
-                 etcd_client_endpoint(&d->etcd, ep, sizeof ep), d->n_entries);
+                 etcd_client_endpoint(&d->etcd, ep, sizeof ep), s->n_instances);
     else
         log_warn("discovery: %s; keeping the last %u instances, retrying", d->etcd.err,
-                 d->n_entries);
+                 s->n_instances);
+    cluster_snapshot_release(s);
 }
 
 /* Reads the whole prefix. */
@@ -328,7 +334,7 @@ static int read_range(struct discovery *d)
         for (uint32_t i = 0; i < n; i++)
             entry_set(d, &kvs[i], true);
         d->next_revision = revision + 1;
-        publish(d, NULL);
+        publish(d);
     }
     arena_free(&a);
     return rc;
@@ -356,20 +362,13 @@ static void follow(struct discovery *d)
         }
         if (msg.n_events == 0)
             continue;
-        const struct entry *changed = NULL;
-        uint32_t puts = 0;
         for (uint32_t i = 0; i < msg.n_events; i++) {
             const struct etcd_event *ev = &msg.events[i];
-            struct entry *e = entry_set(d, &ev->kv, ev->type == ETCD_EVENT_PUT);
-            if (e) {
-                changed = e;
-                puts++;
-            }
+            entry_set(d, &ev->kv, ev->type == ETCD_EVENT_PUT);
             if (ev->kv.mod_revision >= d->next_revision)
                 d->next_revision = ev->kv.mod_revision + 1;
         }
-        /* One put: only its value may be newly bad; several: log them all. */
-        publish(d, puts == 1 ? changed : NULL);
+        publish(d);
     }
     arena_free(&a);
     etcd_client_disconnect(&d->etcd);
@@ -416,7 +415,6 @@ int discovery_start(const struct discovery_config *cfg, struct discovery **out, 
     if (!d)
         return error_set(err, 500, "out of memory");
     d->cfg = *cfg;
-    d->connected = false;
     const char *prefix = cfg->prefix ? cfg->prefix : "/inferd/";
     if ((size_t)snprintf(d->prefix, sizeof d->prefix, "%sinstances/", prefix) >= sizeof d->prefix) {
         mem_free(d);
