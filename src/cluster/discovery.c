@@ -50,7 +50,7 @@ struct discovery {
     struct entry *entries;
     uint32_t n_entries;
     int64_t next_revision; /* where the watch resumes; 0: read the range first */
-    int link; /* the state last logged: 0 none yet, 1 watching, 2 unreachable */
+    int link;              /* the state last logged: 0 none yet, 1 watching, 2 unreachable */
 };
 
 static struct snapshot_impl *impl_of(const struct cluster_snapshot *s)

@@ -31,8 +31,9 @@ struct registration {
     pthread_t tid;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    bool deregister;   /* under lock: asked to delete the key */
-    bool deregistered; /* under lock: the key is gone (or was never put) */
+    bool deregister; /* under lock: asked to delete the key */
+    bool removed;    /* under lock: remove_key() has run */
+    bool removed_ok; /* under lock: ... and the key is gone (or was never put) */
     /* The thread's own. */
     int64_t lease;
     uint64_t last_keepalive_ms; /* last keepalive (or grant) that etcd answered */
@@ -76,7 +77,7 @@ static void w_versions(struct json_writer *w, const char *key, const struct mode
 }
 
 void registration_value(struct buf *out, const struct registration_config *cfg,
-                        const struct model_snapshot *s, bool draining)
+                        const struct model_snapshot *s)
 {
     struct json_writer w;
     json_w_init(&w, out);
@@ -92,9 +93,10 @@ void registration_value(struct buf *out, const struct registration_config *cfg,
     json_w_key(&w, "metrics_port");
     json_w_int(&w, cfg->metrics_port > 0 ? cfg->metrics_port : 0);
     json_w_key(&w, "ready");
-    json_w_bool(&w, !draining && snapshot_all_ready(s));
+    json_w_bool(&w, snapshot_all_ready(s));
+    /* A draining instance deletes its key rather than marking itself. */
     json_w_key(&w, "draining");
-    json_w_bool(&w, draining);
+    json_w_bool(&w, false);
     json_w_key(&w, "version");
     json_w_cstr(&w, INFERD_VERSION);
     json_w_key(&w, "models");
@@ -153,7 +155,7 @@ static void step(struct registration *r)
         return;
     struct model_snapshot *s = repository_acquire(r->cfg.repo);
     buf_reset(&r->value);
-    registration_value(&r->value, &r->cfg, s, false);
+    registration_value(&r->value, &r->cfg, s);
     repository_release(r->cfg.repo, s);
     if (r->value.err)
         return;
@@ -184,9 +186,6 @@ static void step(struct registration *r)
         buf_reset(&r->put_value);
         buf_append(&r->put_value, r->value.data, r->value.len);
         r->put_done = true;
-        pthread_mutex_lock(&r->lock);
-        r->deregistered = false;
-        pthread_mutex_unlock(&r->lock);
         set_state(r, REG_REGISTERED);
     }
     if (now >= r->next_keepalive_ms) {
@@ -224,7 +223,8 @@ static void remove_key(struct registration *r)
     r->lease = 0;
     r->put_done = false;
     pthread_mutex_lock(&r->lock);
-    r->deregistered = gone;
+    r->removed = true;
+    r->removed_ok = gone;
     pthread_cond_broadcast(&r->cond);
     pthread_mutex_unlock(&r->lock);
 }
@@ -233,16 +233,16 @@ static void *registration_main(void *arg)
 {
     struct registration *r = arg;
     pthread_setname_np(pthread_self(), "etcd-register");
-    bool removed = false;
+    bool key_removed = false;
     for (;;) {
         pthread_mutex_lock(&r->lock);
         bool dereg = r->deregister;
         pthread_mutex_unlock(&r->lock);
         if (atomic_load(&r->stop))
             break;
-        if (dereg && !removed) {
+        if (dereg && !key_removed) {
             remove_key(r);
-            removed = true;
+            key_removed = true;
         } else if (!dereg) {
             step(r);
         }
@@ -293,7 +293,6 @@ int registration_start(const struct registration_config *cfg, struct registratio
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&r->cond, &ca);
     pthread_condattr_destroy(&ca);
-    r->deregistered = true;
     if (pthread_create(&r->tid, NULL, registration_main, r) != 0) {
         etcd_client_free(&r->etcd);
         buf_free(&r->value);
@@ -321,11 +320,10 @@ bool registration_deregister(struct registration *r, uint32_t wait_ms)
     }
     pthread_mutex_lock(&r->lock);
     r->deregister = true;
-    r->deregistered = false;
     pthread_cond_broadcast(&r->cond);
-    while (!r->deregistered && pthread_cond_timedwait(&r->cond, &r->lock, &ts) == 0)
+    while (!r->removed && pthread_cond_timedwait(&r->cond, &r->lock, &ts) == 0)
         ;
-    bool gone = r->deregistered;
+    bool gone = r->removed_ok;
     pthread_mutex_unlock(&r->lock);
     return gone;
 }

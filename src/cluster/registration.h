@@ -67,9 +67,10 @@ bool registration_deregister(struct registration *r, uint32_t wait_ms);
  * no-op. */
 void registration_stop(struct registration *r);
 
-/* The registration value of the snapshot s, appended to out. draining is
- * written as given; ready is snapshot_all_ready(s) && !draining. */
+/* The registration value of the snapshot s, appended to out (errors
+ * sticky in out->err). "draining" is always false: a draining instance
+ * deletes its key instead. */
 void registration_value(struct buf *out, const struct registration_config *cfg,
-                        const struct model_snapshot *s, bool draining);
+                        const struct model_snapshot *s);
 
 #endif

@@ -22,6 +22,8 @@
 #include "cluster/discovery.h"
 #include "cluster/etcd.h"
 #include "cluster/etcd_proto.h"
+#include "cluster/registration.h"
+#include "model/version.h"
 
 static void test_base64(void **state)
 {
@@ -320,6 +322,63 @@ static void test_instance_parse(void **state)
     arena_free(&a);
 }
 
+/* The value registration writes, read back by discovery: versions merge
+ * the loaded ones and those that failed (not the model-wide failures),
+ * ready_versions only the loaded ones of a READY model. */
+static void test_registration_value(void **state)
+{
+    (void)state;
+    struct model v1 = {.version = 1}, v3 = {.version = 3};
+    struct model *loaded[] = {&v1, &v3};
+    struct model_failure fails[] = {{.version = -1}, {.version = 2}, {.version = 4}};
+    struct model_entry entries[] = {
+        {.name = "a",
+         .state = MODEL_READY,
+         .versions = loaded,
+         .nversions = 2,
+         .failed_versions = 2,
+         .failures = fails,
+         .nfailures = 3},
+        {.name = "b", .state = MODEL_UNAVAILABLE, .failures = fails + 1, .nfailures = 1},
+    };
+    struct model_snapshot snap = {.count = 2, .entries = entries};
+    struct registration_config cfg = {
+        .instance_id = "n\"1", .host = "::1", .http_port = 1, .grpc_port = 2, .metrics_port = -1};
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    registration_value(&b, &cfg, &snap);
+    assert_int_equal(b.err, 0);
+    struct arena a;
+    arena_init(&a, 4096, 1 << 20);
+    struct cluster_instance inst;
+    assert_null(cluster_instance_parse(&a, b.data, b.len, &inst));
+    assert_string_equal(inst.id, "n\"1");
+    assert_string_equal(inst.host, "::1");
+    assert_int_equal(inst.metrics_port, 0); /* no metrics server */
+    assert_false(inst.ready);               /* b is not ready, a has failed versions */
+    assert_false(inst.draining);
+    assert_int_equal(inst.n_models, 2);
+    const struct cluster_model *m = &inst.models[0];
+    assert_int_equal(m->n_versions, 4);
+    const char *want[] = {"1", "2", "3", "4"};
+    for (int i = 0; i < 4; i++)
+        assert_string_equal(m->versions[i], want[i]);
+    assert_int_equal(m->n_ready_versions, 2);
+    assert_string_equal(m->ready_versions[0], "1");
+    assert_string_equal(m->ready_versions[1], "3");
+    assert_int_equal(inst.models[1].n_versions, 1);
+    assert_int_equal(inst.models[1].n_ready_versions, 0);
+    /* Every model ready: ready. */
+    snap.count = 1;
+    entries[0].failed_versions = 0;
+    buf_reset(&b);
+    registration_value(&b, &cfg, &snap);
+    assert_null(cluster_instance_parse(&a, b.data, b.len, &inst));
+    assert_true(inst.ready);
+    arena_free(&a);
+    buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_parse_range),
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_instance_parse),
+        cmocka_unit_test(test_registration_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
