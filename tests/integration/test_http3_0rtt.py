@@ -11,6 +11,8 @@ and, given them again, resumes and sends its request as 0-RTT early data.
 - without the flag the server issues no ticket, and early data sent with
   an old ticket is rejected: the client sends its request again after the
   handshake and gets the same answer (1-RTT fallback);
+- a replayed first flight (Initial + 0-RTT) does not run its request again
+  (the server's anti-replay cache);
 - a restarted server has a new ticket key: early data is rejected too;
 - the server's MAX_STREAMS (--h2-max-concurrent-streams) is what the client
   sees and is extended as requests finish;
@@ -112,6 +114,34 @@ def test_resumed_request_is_sent_and_answered_as_early_data(zsrv, pki, tmp_path,
     assert lines[0]["endpoint"] == path
 
 
+def open_connections(srv):
+    text = requests.get(srv.metrics_url, timeout=10).text
+    return int(next(l.split()[1] for l in text.splitlines()
+                    if l.startswith("inferd_open_connections ")))
+
+
+def test_a_replayed_first_flight_does_not_run_the_request_again(zsrv, tmp_path):
+    """An attacker who captured a client's first flight (Initial + 0-RTT)
+    sends it again from elsewhere: the server's replay cache recognises the
+    ClientHello, refuses its early data, and the request is not run twice
+    (with the cache disabled it is: the access log gets a second line)."""
+    path = "/v2/health/live"
+    session, flight = tmp_path / "session", tmp_path / "flight"
+    h3(zsrv.port, "/v2/health/ready", session=session)
+    r = h3(zsrv.port, path, session=session, extra=["--record", str(flight)])
+    assert r.info["early-data"] == "accepted" and flight.stat().st_size > 0
+    assert len(logged(zsrv, r.headers["x-request-id"])) == 1
+    deadline = time.monotonic() + 10
+    while open_connections(zsrv) > 0:  # the recorded connection is gone
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    out = subprocess.run([str(H3_CLIENT), "--replay", str(flight), str(zsrv.port), "-"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.startswith(b"replayed: "), out
+    time.sleep(1)
+    assert [l["endpoint"] for l in access_log_lines(zsrv.access_log)].count(path) == 1
+
+
 def test_without_the_flag_early_data_is_rejected_and_answered_after_the_handshake(
         server_factory, zsrv, pki, tmp_path):  # noqa: F811
     path, body = REQUESTS["simple"]
@@ -165,11 +195,6 @@ def test_idle_timeout_closes_the_connection(server_factory, pki, tmp_path):  # n
     ms = int(r.info["closed"].split()[2])
     assert 1900 <= ms <= 4000, ms
     deadline = time.monotonic() + 5
-    while True:
-        text = requests.get(srv.metrics_url, timeout=10).text
-        opened = int(next(l.split()[1] for l in text.splitlines()
-                          if l.startswith("inferd_open_connections ")))
-        if opened == 0:
-            break
+    while open_connections(srv) > 0:
         assert time.monotonic() < deadline, "the server kept the idle QUIC connection"
         time.sleep(0.2)

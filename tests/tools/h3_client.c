@@ -18,6 +18,12 @@
  *     --hold-ms MS       after the answers, keep the idle connection open up
  *                        to MS and report whether the idle timeout closed it
  *     --timeout-ms MS    give up after MS (default 20000)
+ *     --record FILE      write the datagrams sent before the handshake
+ *                        completed (the first flight: Initial and 0-RTT)
+ *                        to FILE, each after its 2-byte length
+ *     --replay FILE      no connection: send FILE's datagrams (an
+ *                        attacker's replay of a recorded first flight) from
+ *                        a new socket, read for 1 s, print "replayed: N"
  *
  * Output (stdout): "key: value" lines: early-data (none: no session to
  * resume; accepted: GnuTLS says the server took the early data; rejected:
@@ -87,6 +93,7 @@ struct client {
     bool early_attempted, early_rejected, resubmit;
     bool ticket_seen;
     size_t early_request_bytes; /* request stream bytes sent before the handshake completed */
+    FILE *record;
     uint8_t tx[65536], rx[65536];
 };
 
@@ -605,6 +612,11 @@ static int write_packets(struct client *c)
             break;
         if (send(c->fd, c->tx, (size_t)n, 0) < 0 && errno != EAGAIN)
             return NGTCP2_ERR_INTERNAL;
+        if (c->record && !ngtcp2_conn_get_handshake_completed(c->q)) {
+            uint8_t len[2] = {(uint8_t)(n >> 8), (uint8_t)n};
+            fwrite(len, 1, 2, c->record);
+            fwrite(c->tx, 1, (size_t)n, c->record);
+        }
     }
     ngtcp2_conn_update_pkt_tx_time(c->q, ts);
     return 0;
@@ -659,10 +671,45 @@ static void print_results(struct client *c)
                c->reqs[i].body_len);
 }
 
+/* --replay: the recorded datagrams, sent as they were. */
+static int replay(const char *file, int port)
+{
+    FILE *f = fopen(file, "rb");
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!f || fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+        fprintf(stderr, "h3_client: cannot replay %s\n", file);
+        return 1;
+    }
+    static uint8_t pkt[65536];
+    uint8_t len[2];
+    int n = 0;
+    while (fread(len, 1, 2, f) == 2) {
+        size_t size = (size_t)len[0] << 8 | len[1];
+        if (fread(pkt, 1, size, f) != size || send(fd, pkt, size, 0) < 0)
+            break;
+        n++;
+    }
+    fclose(f);
+    uint64_t until = now_ns() + 1000000000u;
+    for (uint64_t now = now_ns(); now < until; now = now_ns()) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, (int)((until - now) / 1000000u) + 1) > 0 &&
+            recv(fd, pkt, sizeof pkt, 0) < 0)
+            break;
+    }
+    close(fd);
+    printf("replayed: %d\n", n);
+    return n > 0 ? 0 : 1;
+}
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: h3_client [--method M] [--data S] [--ca FILE] [--session FILE] "
-                    "[--parallel N] [--hold-ms MS] [--timeout-ms MS] PORT PATH\n");
+    fprintf(stderr,
+            "usage: h3_client [--method M] [--data S] [--ca FILE] [--session FILE] "
+            "[--parallel N] [--hold-ms MS] [--timeout-ms MS] [--record FILE] [--replay FILE] "
+            "PORT PATH\n");
     return 2;
 }
 
@@ -670,7 +717,7 @@ int main(int argc, char **argv)
 {
     static struct client cl;
     struct client *c = &cl;
-    const char *ca = NULL;
+    const char *ca = NULL, *record = NULL, *replay_file = NULL;
     long parallel = 1, hold_ms = 0, timeout_ms = 20000;
     int i = 1;
     for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
@@ -689,12 +736,22 @@ int main(int argc, char **argv)
             hold_ms = strtol(v, NULL, 10);
         else if (strcmp(o, "--timeout-ms") == 0)
             timeout_ms = strtol(v, NULL, 10);
+        else if (strcmp(o, "--record") == 0)
+            record = v;
+        else if (strcmp(o, "--replay") == 0)
+            replay_file = v;
         else
             return usage();
     }
     if (argc - i != 2 || parallel < 1 || parallel > MAX_REQUESTS || hold_ms < 0 || timeout_ms < 1)
         return usage();
     int port = atoi(argv[i]);
+    if (replay_file)
+        return replay(replay_file, port);
+    if (record && !(c->record = fopen(record, "wb"))) {
+        fprintf(stderr, "h3_client: cannot write %s\n", record);
+        return 1;
+    }
     c->path = argv[i + 1];
     if (!c->method)
         c->method = c->data ? "POST" : "GET";
@@ -809,6 +866,8 @@ int main(int argc, char **argv)
     gnutls_deinit(c->tls);
     gnutls_certificate_free_credentials(c->cred);
     close(c->fd);
+    if (c->record)
+        fclose(c->record);
     if (failure || c->ndone != c->nreqs) {
         fprintf(stderr, "h3_client: %s (%zu of %zu answered)\n", failure ? failure : "closed",
                 c->ndone, c->nreqs);
