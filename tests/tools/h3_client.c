@@ -6,7 +6,8 @@
  *
  *   h3_client [options] PORT PATH
  *     --method M         request method (default GET, POST with --data)
- *     --data S           request body (application/json)
+ *     --data S           request body (application/json); @FILE reads it
+ *                        from FILE (up to 64 MiB)
  *     --ca FILE          verify the server certificate against FILE for
  *                        127.0.0.1 (default: no verification)
  *     --session FILE     TLS session ticket + QUIC transport parameters:
@@ -85,7 +86,9 @@ struct client {
     nghttp3_conn *h;
     gnutls_session_t tls;
     gnutls_certificate_credentials_t cred;
-    const char *method, *path, *data, *session_file;
+    const char *method, *path, *session_file;
+    char *data;
+    size_t data_len;
     char authority[32];
     struct req reqs[MAX_REQUESTS];
     size_t nreqs, next_req, ndone;
@@ -297,7 +300,7 @@ static nghttp3_ssize read_body(nghttp3_conn *h, int64_t sid, nghttp3_vec *vec, s
     (void)h, (void)sid, (void)veccnt, (void)sreq;
     struct client *c = user;
     vec[0].base = (uint8_t *)c->data;
-    vec[0].len = strlen(c->data);
+    vec[0].len = c->data_len;
     *pflags |= NGHTTP3_DATA_FLAG_EOF;
     return 1;
 }
@@ -704,6 +707,30 @@ static int replay(const char *file, int port)
     return n > 0 ? 0 : 1;
 }
 
+/* --data: the string, or @FILE's bytes. */
+static char *load_data(const char *arg, size_t *len)
+{
+    if (arg[0] != '@') {
+        *len = strlen(arg);
+        return strdup(arg);
+    }
+    FILE *f = fopen(arg + 1, "rb");
+    char *d = f ? malloc(MAX_BODY) : NULL;
+    if (!d) {
+        if (f)
+            fclose(f);
+        return NULL;
+    }
+    *len = fread(d, 1, MAX_BODY, f);
+    bool whole = feof(f) && !ferror(f);
+    fclose(f);
+    if (!whole) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
 static int usage(void)
 {
     fprintf(stderr,
@@ -724,9 +751,13 @@ int main(int argc, char **argv)
         const char *o = argv[i], *v = argv[i + 1];
         if (strcmp(o, "--method") == 0)
             c->method = v;
-        else if (strcmp(o, "--data") == 0)
-            c->data = v;
-        else if (strcmp(o, "--ca") == 0)
+        else if (strcmp(o, "--data") == 0) {
+            free(c->data);
+            if (!(c->data = load_data(v, &c->data_len))) {
+                fprintf(stderr, "h3_client: cannot read %s\n", v);
+                return 1;
+            }
+        } else if (strcmp(o, "--ca") == 0)
             ca = v;
         else if (strcmp(o, "--session") == 0)
             c->session_file = v;
@@ -866,6 +897,7 @@ int main(int argc, char **argv)
     gnutls_deinit(c->tls);
     gnutls_certificate_free_credentials(c->cred);
     close(c->fd);
+    free(c->data);
     if (c->record)
         fclose(c->record);
     if (failure || c->ndone != c->nreqs) {
