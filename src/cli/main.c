@@ -33,7 +33,9 @@
 #include "model/model.h"
 #include "net/loop.h"
 #include "net/quic_tls.h"
+#include "net/sdnotify.h"
 #include "net/tls.h"
+#include "net/watchdog.h"
 #include "obs/accesslog.h"
 #include "obs/batch_obs.h"
 #include "obs/load_obs.h"
@@ -238,7 +240,8 @@ static void reload_tls(struct tls_store *tls, struct quic_tls_store *quic)
  * Returns false when the drain did not complete. */
 static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask,
                               uint32_t exit_timeout_secs, struct tls_store *tls,
-                              struct quic_tls_store *quic, struct config_reloader *reload)
+                              struct quic_tls_store *quic, struct config_reloader *reload,
+                              struct sdnotify *notify, struct watchdog *watchdog)
 {
     int signals = 0;
     uint64_t deadline = 0;
@@ -264,15 +267,20 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
             /* Not a reason to exit (a closed terminal, a habit of init
              * systems): the --config file is read again and, with TLS,
              * the certificate and key are reloaded. */
+            sdnotify_reloading(notify);
             if (reload)
                 config_reload(reload);
             if (tls || !reload)
                 reload_tls(tls, quic);
             accesslog_reopen(); /* logrotate: the writer reopens --access-log */
+            sdnotify_send(notify, "READY=1\nSTATUS=serving (reloaded on SIGHUP)");
             continue;
         }
         if (++signals == 1) {
             log_info("received %s: draining", strsignal(sig));
+            sdnotify_send(notify, "STOPPING=1\nSTATUS=draining: up to %u s for running requests",
+                          exit_timeout_secs);
+            watchdog_draining(watchdog);
             deadline = clock_now_ms() + (uint64_t)exit_timeout_secs * 1000u;
             for (int i = 0; i < n; i++)
                 loop_post(&threads[i].loop, &threads[i].drain_task);
@@ -447,11 +455,40 @@ static void stop_logging_tracing(void)
     obsreq_pool_free();
 }
 
+/* The service manager learns that the ports accept (sdnotify.h). */
+static void notify_ready(struct sdnotify *notify, const struct io_thread *threads, uint32_t models)
+{
+    sdnotify_send(notify,
+                  "READY=1\nMAINPID=%ld\nSTATUS=serving %u models; HTTP port %d, gRPC port %d",
+                  (long)getpid(), models, http_server_port(threads[0].server),
+                  http_server_grpc_port(threads[0].server));
+}
+
+/* The service manager's watchdog, fed while every I/O loop runs
+ * (watchdog.h); NULL without WatchdogSec=. */
+static struct watchdog *start_watchdog(struct sdnotify *notify, struct io_thread *threads, int n)
+{
+    struct loop *loops[WATCHDOG_MAX_LOOPS];
+    if (n > WATCHDOG_MAX_LOOPS)
+        n = WATCHDOG_MAX_LOOPS;
+    for (int i = 0; i < n; i++)
+        loops[i] = &threads[i].loop;
+    struct watchdog *w;
+    int rc = watchdog_start(notify, loops, n, &w);
+    if (rc != 0)
+        log_error("cannot start the service manager watchdog: %s", strerror(-rc));
+    else if (w)
+        log_info("service manager watchdog: every %llu ms while the I/O threads run",
+                 (unsigned long long)(notify->watchdog_usec / 2000u));
+    return w;
+}
+
 /* Runs the server with settings o until SIGINT/SIGTERM; reload is NULL
  * without --config. parts: the policy stores of the sections (run() adds
- * the routing store). Returns the exit status. */
+ * the routing store). notify: the service manager's socket (sdnotify.h).
+ * Returns the exit status. */
 static int run(struct serve_options *o, struct config_reloader *reload,
-               struct pipeline_parts *parts)
+               struct pipeline_parts *parts, struct sdnotify *notify)
 {
     sigset_t mask;
     sigemptyset(&mask);
@@ -603,9 +640,13 @@ static int run(struct serve_options *o, struct config_reloader *reload,
                  snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o->http.host,
                  http_server_port(threads[0].server), http_server_grpc_port(threads[0].server),
                  tls ? " (TLS)" : "");
+        notify_ready(notify, threads, s->count);
         repository_release(repo, s);
-        if (wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls, quic,
-                              reload)) {
+        struct watchdog *watchdog = start_watchdog(notify, threads, o->io_threads);
+        bool drained = wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls,
+                                         quic, reload, notify, watchdog);
+        watchdog_stop(watchdog); /* every loop has stopped */
+        if (drained) {
             rc = 0;
         } else {
             /* Requests are still running on the models' workers: unloading
@@ -757,10 +798,16 @@ static int serve(int argc, char **argv)
     int rc = 1;
     struct error err;
     error_clear(&err);
-    if (usage_open(&o.usage, &parts.tokens.usage, &err) == 0)
-        rc = run(&o, file ? &reloader : NULL, &parts);
+    /* Type=notify under systemd (net/sdnotify.h): a NOTIFY_SOCKET that
+     * cannot be used stops the start, as the manager would time out. */
+    struct sdnotify notify;
+    if (sdnotify_open(&notify, &err) != 0)
+        log_error("%s", err.msg);
+    else if (usage_open(&o.usage, &parts.tokens.usage, &err) == 0)
+        rc = run(&o, file ? &reloader : NULL, &parts, &notify);
     else
         log_error("%s", err.msg);
+    sdnotify_close(&notify);
     /* Every I/O thread has stopped. */
     usage_close(parts.tokens.usage); /* its last write */
     auth_free(parts.auth);
