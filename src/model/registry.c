@@ -74,9 +74,9 @@ static uint32_t list_versions(const char *model_dir, enum version_dirs which, in
         if (!parse_version(e->d_name, &v) ||
             !path_fmt(path, sizeof path, "%s/%s", model_dir, e->d_name) || !is_dir(path))
             continue;
-        bool has_model = path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name,
-                                  MODEL_FILE) &&
-                         is_file(path);
+        bool has_model =
+            path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name, MODEL_FILE) &&
+            is_file(path);
         if (which == VERSIONS_ALL || has_model == (which == VERSIONS_WITH_MODEL))
             versions[n++] = v;
     }
@@ -190,8 +190,7 @@ static void refine_dims(struct model_io *ios, uint32_t n, const struct model_con
     }
 }
 
-static void sched_config_from(struct model *m, const struct registry_options *opts,
-                              bool from_file)
+static void sched_config_from(struct model *m, const struct registry_options *opts, bool from_file)
 {
     const struct model_config *c = &m->config;
     const struct model_dynamic_batching *db = &c->dynamic_batching;
@@ -256,8 +255,8 @@ static uint32_t planned_instances(const char *text, size_t len)
 }
 
 /* On failure, *kind says why (the error path of each step sets it). */
-static int model_load_with(const struct registry_options *opts, const char *name,
-                           int64_t version, const char *cfg_text, size_t cfg_len,
+static int model_load_with(const struct registry_options *opts, const char *name, int64_t version,
+                           const char *cfg_text, size_t cfg_len,
                            const struct backend_config *backend_cfg, struct model **out,
                            struct error *err, enum model_failure_kind *kind)
 {
@@ -266,8 +265,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
     if (!m)
         return error_set(err, 500, "out of memory");
     char path[PATH_MAX_LEN];
-    if (!path_fmt(path, sizeof path, "%s/%s/%lld/%s", opts->repository, name,
-                  (long long)version, MODEL_FILE)) {
+    if (!path_fmt(path, sizeof path, "%s/%s/%lld/%s", opts->repository, name, (long long)version,
+                  MODEL_FILE)) {
         model_free(m);
         return error_set(err, 400, "model path too long");
     }
@@ -286,8 +285,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
     char model_dir[PATH_MAX_LEN], version_dir[PATH_MAX_LEN];
     path_fmt(model_dir, sizeof model_dir, "%s/%s", opts->repository, name); /* shorter than path */
     path_fmt(version_dir, sizeof version_dir, "%s/%lld", model_dir, (long long)version);
-    if (model_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
-                                 opts->backend_directory, &m->backend, err) != 0) {
+    if (model_backend_for_config(cfg_text, cfg_len, version_dir, model_dir, opts->backend_directory,
+                                 &m->backend, err) != 0) {
         *kind = MODEL_FAIL_BACKEND;
         model_free(m);
         return -1;
@@ -395,9 +394,12 @@ static int model_load_with(const struct registry_options *opts, const char *name
     }
     if (opts->observe_version)
         opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
-    struct sched_model sm = {.name = m->name, .version = m->version_str,
-                             .backend = m->backend, .instances = m->instances,
-                             .ninstances = m->ninstances, .info = &m->run_info,
+    struct sched_model sm = {.name = m->name,
+                             .version = m->version_str,
+                             .backend = m->backend,
+                             .instances = m->instances,
+                             .ninstances = m->ninstances,
+                             .info = &m->run_info,
                              .pool = opts->pool,
                              .background_pool = opts->background_pool};
     rc = sched_start(&sm, &m->sched_cfg, &m->sched);
@@ -413,8 +415,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
 /* Loads a version; a plugin backend's configuration is parsed once for all
  * its instances (model/backend_config.h). */
 static int model_load(const struct registry_options *opts, const char *name, int64_t version,
-                      const char *cfg_text, size_t cfg_len, struct model **out,
-                      struct error *err, enum model_failure_kind *kind)
+                      const char *cfg_text, size_t cfg_len, struct model **out, struct error *err,
+                      enum model_failure_kind *kind)
 {
     struct model_backend_config bc;
     if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0) {
@@ -492,9 +494,8 @@ static void log_loaded(const struct model *m)
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances, batching up to %u after %llu us)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,
-                 (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
-                 m->ninstances, m->sched_cfg.max_batch_size,
-                 (unsigned long long)m->sched_cfg.max_queue_delay_us);
+                 (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs, m->ninstances,
+                 m->sched_cfg.max_batch_size, (unsigned long long)m->sched_cfg.max_queue_delay_us);
     else
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances)",
@@ -504,8 +505,9 @@ static void log_loaded(const struct model *m)
 }
 
 static const char *const failure_kind_names[MODEL_FAIL_KINDS] = {
-    [MODEL_FAIL_CONFIG] = "config", [MODEL_FAIL_LAYOUT] = "layout", [MODEL_FAIL_IO] = "io",
-    [MODEL_FAIL_BACKEND] = "backend", [MODEL_FAIL_LOAD] = "load", [MODEL_FAIL_WARMUP] = "warmup",
+    [MODEL_FAIL_CONFIG] = "config", [MODEL_FAIL_LAYOUT] = "layout",
+    [MODEL_FAIL_IO] = "io",         [MODEL_FAIL_BACKEND] = "backend",
+    [MODEL_FAIL_LOAD] = "load",     [MODEL_FAIL_WARMUP] = "warmup",
 };
 
 const char *model_failure_kind_name(enum model_failure_kind k)
@@ -515,8 +517,8 @@ const char *model_failure_kind_name(enum model_failure_kind k)
 
 /* Appends a failure to e->failures; out of memory drops it (e->reason
  * still says what failed last). */
-static void entry_add_failure(struct model_entry *e, int64_t version,
-                              enum model_failure_kind kind, const char *reason)
+void model_entry_add_failure(struct model_entry *e, int64_t version, enum model_failure_kind kind,
+                             const char *reason)
 {
     struct model_failure *grown = mem_realloc(e->failures, (e->nfailures + 1) * sizeof *grown);
     if (!grown)
@@ -534,7 +536,7 @@ static void entry_fail(struct model_entry *e, enum model_failure_kind kind, cons
 {
     snprintf(e->reason, sizeof e->reason, fmt, detail);
     log_error("model %s: %s", e->name, e->reason);
-    entry_add_failure(e, -1, kind, e->reason);
+    model_entry_add_failure(e, -1, kind, e->reason);
 }
 
 void model_entry_refuse(struct model_entry *e, enum model_failure_kind kind, const char *reason)
@@ -561,7 +563,7 @@ static void entry_note_empty_versions(struct model_entry *e, const char *dir)
                  "version directory %lld has no %s: put the model in %.100s/%lld/%s",
                  (long long)empty[i], MODEL_FILE, e->name, (long long)empty[i], MODEL_FILE);
         log_warn("model %s: %s", e->name, reason);
-        entry_add_failure(e, empty[i], MODEL_FAIL_LAYOUT, reason);
+        model_entry_add_failure(e, empty[i], MODEL_FAIL_LAYOUT, reason);
     }
 }
 
@@ -572,14 +574,90 @@ static int failure_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+bool registry_has_remote(const struct registry_options *opts, const char *name)
+{
+    for (uint32_t i = 0; i < opts->remote.nnames; i++)
+        if (strcmp(opts->remote.names[i], name) == 0)
+            return true;
+    return false;
+}
+
+int model_entry_add_version(struct model_entry *e, struct model *m)
+{
+    uint32_t at = 0;
+    while (at < e->nversions && e->versions[at]->version < m->version)
+        at++;
+    if (at < e->nversions && e->versions[at]->version == m->version)
+        return -EEXIST;
+    struct model **grown = mem_realloc(e->versions, (e->nversions + 1) * sizeof *grown);
+    if (!grown)
+        return -ENOMEM;
+    memmove(grown + at + 1, grown + at, (e->nversions - at) * sizeof *grown);
+    grown[at] = m;
+    e->versions = grown;
+    e->nversions++;
+    return 0;
+}
+
+int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,
+                     const char *platform, struct model_info *info,
+                     const struct model_engine_ops *ops, void *engine, struct model **out,
+                     struct error *err)
+{
+    struct model *m = mem_calloc(1, sizeof *m);
+    if (!m) {
+        model_info_free(info);
+        return error_set(err, 500, "out of memory");
+    }
+    m->info = *info;
+    memset(info, 0, sizeof *info);
+    m->name = mem_strdup(name);
+    m->path = mem_strdup("");
+    if (!m->name || !m->path) {
+        model_free(m);
+        return error_set(err, 500, "out of memory");
+    }
+    m->version = version;
+    snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
+    m->platform = platform;
+    m->backend = &backend_onnxruntime; /* never run: no instance */
+    if (model_configure(m, NULL, 0, err) != 0) {
+        model_free(m);
+        return -1;
+    }
+    m->batched = m->config.max_batch_size > 0;
+    m->run_info = m->info;
+    sched_config_from(m, opts, false);
+    if (opts->observe_version)
+        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
+    struct sched_model sm = {.name = m->name,
+                             .version = m->version_str,
+                             .backend = m->backend,
+                             .instances = NULL,
+                             .ninstances = 0,
+                             .info = &m->run_info,
+                             .pool = opts->pool,
+                             .background_pool = opts->background_pool};
+    int rc = sched_start(&sm, &m->sched_cfg, &m->sched);
+    if (rc) {
+        model_free(m);
+        return error_set(err, 500, "cannot start the version's scheduler: %s", strerror(-rc));
+    }
+    m->engine_ops = ops;
+    m->engine = engine;
+    atomic_init(&m->refs, 1);
+    *out = m;
+    return 0;
+}
+
+/* The versions of model directory `dir` (config.pbtxt, version policy). */
+static void load_local(const struct registry_options *opts, const char *dir,
+                       const char *config_override, struct model_entry *e);
+
 void model_entry_load(const struct registry_options *opts, const char *name,
                       const char *config_override, struct model_entry *e)
 {
     char dir[PATH_MAX_LEN];
-    char *text = NULL;
-    size_t len = 0;
-    struct error err;
-    error_clear(&err);
     memset(e, 0, sizeof *e);
     e->state = MODEL_UNAVAILABLE;
     e->name = mem_strdup(name);
@@ -592,6 +670,24 @@ void model_entry_load(const struct registry_options *opts, const char *name,
         return;
     }
     e->fingerprint = model_dir_fingerprint(opts, name);
+    bool remote = registry_has_remote(opts, name);
+    if (!remote || is_dir(dir))
+        load_local(opts, dir, config_override, e);
+    if (remote && opts->remote.load)
+        opts->remote.load(opts->remote.ctx, opts, name, e);
+    if (e->nversions > 0) {
+        e->state = MODEL_READY;
+        e->model = e->versions[e->nversions - 1];
+    }
+}
+
+static void load_local(const struct registry_options *opts, const char *dir,
+                       const char *config_override, struct model_entry *e)
+{
+    char *text = NULL;
+    size_t len = 0;
+    struct error err;
+    error_clear(&err);
     entry_note_empty_versions(e, dir);
     enum model_failure_kind kind;
     if (config_override) {
@@ -634,7 +730,7 @@ void model_entry_load(const struct registry_options *opts, const char *name,
         snprintf(e->reason, sizeof e->reason, "no version directory with a %s file", MODEL_FILE);
         log_error("model %s: %s", e->name, e->reason);
         if (!e->nfailures)
-            entry_add_failure(e, -1, MODEL_FAIL_LAYOUT, e->reason);
+            model_entry_add_failure(e, -1, MODEL_FAIL_LAYOUT, e->reason);
     } else if (!(e->versions = mem_calloc(nchosen, sizeof *e->versions))) {
         entry_fail(e, MODEL_FAIL_LOAD, "%s", "out of memory");
     }
@@ -647,9 +743,9 @@ void model_entry_load(const struct registry_options *opts, const char *name,
         if (model_load(opts, e->name, chosen[i], text, len, &m, &err, &kind) != 0) {
             snprintf(e->reason, sizeof e->reason, "version %lld: %.200s", (long long)chosen[i],
                      err.msg);
-            log_error("model %s version %lld failed to load: %s", e->name,
-                      (long long)chosen[i], err.msg);
-            entry_add_failure(e, chosen[i], kind, err.msg);
+            log_error("model %s version %lld failed to load: %s", e->name, (long long)chosen[i],
+                      err.msg);
+            model_entry_add_failure(e, chosen[i], kind, err.msg);
             e->failed_versions++;
             continue;
         }
@@ -659,10 +755,6 @@ void model_entry_load(const struct registry_options *opts, const char *name,
     mem_free(text);
     if (e->nfailures > 1)
         qsort(e->failures, e->nfailures, sizeof *e->failures, failure_cmp);
-    if (e->nversions > 0) {
-        e->state = MODEL_READY;
-        e->model = e->versions[e->nversions - 1];
-    }
 }
 
 void model_entry_clear(struct model_entry *e)
@@ -719,8 +811,8 @@ enum model_dir_kind model_dir_check(const struct registry_options *opts, const c
     if (!model_files)
         return MODEL_DIR_OTHER;
     why->kind = MODEL_FAIL_LAYOUT;
-    snprintf(why->reason, sizeof why->reason,
-             "no version directory: put the model in %.100s/1/%s", name, MODEL_FILE);
+    snprintf(why->reason, sizeof why->reason, "no version directory: put the model in %.100s/1/%s",
+             name, MODEL_FILE);
     return MODEL_DIR_UNSERVABLE;
 }
 
@@ -824,8 +916,8 @@ int model_inputs_complete(const struct model *m, struct tensor *inputs, const bo
         if (seen[i])
             inputs[kept++] = inputs[i];
         else if (!model_input_optional(m, i))
-            return error_set(err, 400, "missing input '%s' for model '%s'",
-                             m->info.inputs[i].name, m->name);
+            return error_set(err, 400, "missing input '%s' for model '%s'", m->info.inputs[i].name,
+                             m->name);
     }
     *n = kept;
     return 0;
