@@ -103,28 +103,17 @@ enum row_value {
 static uint64_t row_value(const struct stats_version *v, enum row_value k)
 {
     switch (k) {
-    case RV_SUCCESS:
-        return v->success.count;
-    case RV_INFERENCES:
-        return v->inference_count;
-    case RV_EXECUTIONS:
-        return v->execution_count;
-    case RV_INLINE:
-        return v->inline_executions;
-    case RV_INPUT_ELEMENTS:
-        return v->input_elements;
-    case RV_PADDING_ELEMENTS:
-        return v->padding_elements;
-    case RV_REQUEST_US:
-        return (v->success.ns + v->fail.ns) / 1000u;
-    case RV_QUEUE_US:
-        return v->queue.ns / 1000u;
-    case RV_INPUT_US:
-        return v->compute_input.ns / 1000u;
-    case RV_INFER_US:
-        return v->compute_infer.ns / 1000u;
-    case RV_OUTPUT_US:
-        return v->compute_output.ns / 1000u;
+    case RV_SUCCESS: return v->success.count;
+    case RV_INFERENCES: return v->inference_count;
+    case RV_EXECUTIONS: return v->execution_count;
+    case RV_INLINE: return v->inline_executions;
+    case RV_INPUT_ELEMENTS: return v->input_elements;
+    case RV_PADDING_ELEMENTS: return v->padding_elements;
+    case RV_REQUEST_US: return (v->success.ns + v->fail.ns) / 1000u;
+    case RV_QUEUE_US: return v->queue.ns / 1000u;
+    case RV_INPUT_US: return v->compute_input.ns / 1000u;
+    case RV_INFER_US: return v->compute_infer.ns / 1000u;
+    case RV_OUTPUT_US: return v->compute_output.ns / 1000u;
     }
     return 0;
 }
@@ -150,8 +139,8 @@ static void write_model_hist(struct buf *b, const struct collected *c, const cha
     metrics_write_header(b, name, "histogram", help);
     for (uint32_t i = 0; i < c->count; i++) {
         const struct stats_version *v = &c->rows[i].v;
-        const struct metrics_hist_snapshot *h = k == RH_REQUEST   ? &v->request_hist
-                                                : k == RH_QUEUE   ? &v->queue_hist
+        const struct metrics_hist_snapshot *h = k == RH_REQUEST ? &v->request_hist
+                                                : k == RH_QUEUE ? &v->queue_hist
                                                 : k == RH_COMPUTE ? &v->compute_hist
                                                                   : &v->batch_hist;
         const char *labels[] = {"model", v->name, "version", v->version};
@@ -169,8 +158,8 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
     for (uint32_t i = 0; i < c->count; i++) {
         const struct stats_version *v = &c->rows[i].v;
         for (int r = 0; r < STATS_FAIL_REASONS; r++) {
-            const char *labels[] = {"model",    v->name,  "version",
-                                    v->version, "reason", stats_fail_reason_name(r)};
+            const char *labels[] = {"model", v->name, "version", v->version, "reason",
+                                    stats_fail_reason_name(r)};
             metrics_write_u64(b, "nv_inference_request_failure", labels, 3,
                               v->fail_by_reason[r].count);
         }
@@ -197,13 +186,14 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
         for (int k = 0; k < ROUTE_KINDS; k++) {
             if (!v->routed[k])
                 continue;
-            const char *labels[] = {"model",    v->name, "version",
-                                    v->version, "route", route_kind_name(k)};
+            const char *labels[] = {"model", v->name, "version", v->version, "route",
+                                    route_kind_name(k)};
             metrics_write_u64(b, "inferd_route_requests_total", labels, 3, v->routed[k]);
         }
     }
     write_model_counter(b, c, "nv_inference_request_duration_us",
-                        "Cumulative inference request duration in microseconds", RV_REQUEST_US);
+                        "Cumulative inference request duration in microseconds",
+                        RV_REQUEST_US);
     write_model_counter(b, c, "nv_inference_queue_duration_us",
                         "Cumulative inference queuing duration in microseconds", RV_QUEUE_US);
     write_model_counter(b, c, "nv_inference_compute_input_duration_us",
@@ -228,8 +218,8 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
         const char *labels[] = {"model", r->v.name, "version", r->v.version};
         if (r->loaded)
             metrics_write_f64(b, "nv_model_load_duration_secs", labels, 2,
-                              ((double)r->loaded->load_ms * 1000.0 + (double)r->loaded->warmup_us) /
-                                  1e6);
+                              ((double)r->loaded->load_ms * 1000.0 +
+                               (double)r->loaded->warmup_us) / 1e6);
     }
 
     write_model_hist(b, c, "inferd_request_duration_seconds",
@@ -286,8 +276,9 @@ static const struct {
     int status;
     const char *reason;
 } reject_reasons[] = {
-    {400, "invalid"},   {401, "unauthenticated"}, {403, "forbidden"},   {404, "not_found"},
-    {413, "too_large"}, {429, "queue_full"},      {503, "unavailable"}, {504, "queue_timeout"},
+    {400, "invalid"},    {401, "unauthenticated"}, {403, "forbidden"},
+    {404, "not_found"},  {413, "too_large"},       {429, "queue_full"},
+    {503, "unavailable"}, {504, "queue_timeout"},
 };
 
 static void write_server_metrics(struct buf *b, const struct obs_sources *src,
@@ -347,7 +338,8 @@ static void write_server_metrics(struct buf *b, const struct obs_sources *src,
     metrics_write_header(b, "nv_cpu_memory_total_bytes", "gauge",
                          "CPU total memory (RAM), in bytes");
     metrics_write_u64(b, "nv_cpu_memory_total_bytes", NULL, 0, total);
-    metrics_write_header(b, "nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes");
+    metrics_write_header(b, "nv_cpu_memory_used_bytes", "gauge",
+                         "CPU used memory (RAM), in bytes");
     metrics_write_u64(b, "nv_cpu_memory_used_bytes", NULL, 0, used);
 }
 

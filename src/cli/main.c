@@ -755,7 +755,8 @@ static int serve(int argc, char **argv)
     sections[SECTION_BREAKERS] = CONFIG_SECTION("breakers", breaker, parts.breaker);
     sections[SECTION_TOKEN_QUOTAS] =
         CONFIG_SECTION("token-quotas", tokenquota, parts.tokens.quotas);
-    sections[SECTION_REMOTE_MODELS] = CONFIG_SECTION("remote-models", remote_models, parts.remote);
+    sections[SECTION_REMOTE_MODELS] =
+        CONFIG_SECTION("remote-models", remote_models, parts.remote);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);

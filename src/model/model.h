@@ -51,13 +51,13 @@ struct model_failure {
 /* A model name and its loaded versions. Immutable once published. */
 struct model_entry {
     char *name;
-    enum model_state state;     /* READY when at least one version loaded */
-    char reason[ERROR_MSG_MAX]; /* why a version (or the model) failed, the last one */
-    struct model **versions;    /* loaded versions, ascending; one reference each */
+    enum model_state state;       /* READY when at least one version loaded */
+    char reason[ERROR_MSG_MAX];   /* why a version (or the model) failed, the last one */
+    struct model **versions;      /* loaded versions, ascending; one reference each */
     uint32_t nversions;
-    uint32_t failed_versions; /* selected versions that failed to load */
-    struct model *model;      /* newest loaded version: the default */
-    uint64_t fingerprint;     /* of the files it was loaded from */
+    uint32_t failed_versions;     /* selected versions that failed to load */
+    struct model *model;          /* newest loaded version: the default */
+    uint64_t fingerprint;         /* of the files it was loaded from */
     /* What the last load of the model could not load or serve, ascending
      * by version (whole-model failures first); owned, mem_alloc'd. After a
      * reload that failed entirely these describe the attempt while
@@ -70,7 +70,7 @@ struct registry_options {
     const char *repository;
     int intra_op_threads;
     int inter_op_threads;
-    uint32_t queue_limit;          /* requests waiting per model (a config may ask for fewer) */
+    uint32_t queue_limit; /* requests waiting per model (a config may ask for fewer) */
     const char *backend_directory; /* plugin libraries not in the model directory; or NULL */
     /* The worker pool every version's scheduler shares (sched/pool.h);
      * NULL: each scheduler starts its own. */

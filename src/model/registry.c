@@ -74,9 +74,9 @@ static uint32_t list_versions(const char *model_dir, enum version_dirs which, in
         if (!parse_version(e->d_name, &v) ||
             !path_fmt(path, sizeof path, "%s/%s", model_dir, e->d_name) || !is_dir(path))
             continue;
-        bool has_model =
-            path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name, MODEL_FILE) &&
-            is_file(path);
+        bool has_model = path_fmt(path, sizeof path, "%s/%s/%s", model_dir, e->d_name,
+                                  MODEL_FILE) &&
+                         is_file(path);
         if (which == VERSIONS_ALL || has_model == (which == VERSIONS_WITH_MODEL))
             versions[n++] = v;
     }
@@ -190,7 +190,8 @@ static void refine_dims(struct model_io *ios, uint32_t n, const struct model_con
     }
 }
 
-static void sched_config_from(struct model *m, const struct registry_options *opts, bool from_file)
+static void sched_config_from(struct model *m, const struct registry_options *opts,
+                              bool from_file)
 {
     const struct model_config *c = &m->config;
     const struct model_dynamic_batching *db = &c->dynamic_batching;
@@ -255,8 +256,8 @@ static uint32_t planned_instances(const char *text, size_t len)
 }
 
 /* On failure, *kind says why (the error path of each step sets it). */
-static int model_load_with(const struct registry_options *opts, const char *name, int64_t version,
-                           const char *cfg_text, size_t cfg_len,
+static int model_load_with(const struct registry_options *opts, const char *name,
+                           int64_t version, const char *cfg_text, size_t cfg_len,
                            const struct backend_config *backend_cfg, struct model **out,
                            struct error *err, enum model_failure_kind *kind)
 {
@@ -265,8 +266,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
     if (!m)
         return error_set(err, 500, "out of memory");
     char path[PATH_MAX_LEN];
-    if (!path_fmt(path, sizeof path, "%s/%s/%lld/%s", opts->repository, name, (long long)version,
-                  MODEL_FILE)) {
+    if (!path_fmt(path, sizeof path, "%s/%s/%lld/%s", opts->repository, name,
+                  (long long)version, MODEL_FILE)) {
         model_free(m);
         return error_set(err, 400, "model path too long");
     }
@@ -285,8 +286,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
     char model_dir[PATH_MAX_LEN], version_dir[PATH_MAX_LEN];
     path_fmt(model_dir, sizeof model_dir, "%s/%s", opts->repository, name); /* shorter than path */
     path_fmt(version_dir, sizeof version_dir, "%s/%lld", model_dir, (long long)version);
-    if (model_backend_for_config(cfg_text, cfg_len, version_dir, model_dir, opts->backend_directory,
-                                 &m->backend, err) != 0) {
+    if (model_backend_for_config(cfg_text, cfg_len, version_dir, model_dir,
+                                 opts->backend_directory, &m->backend, err) != 0) {
         *kind = MODEL_FAIL_BACKEND;
         model_free(m);
         return -1;
@@ -394,12 +395,9 @@ static int model_load_with(const struct registry_options *opts, const char *name
     }
     if (opts->observe_version)
         opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
-    struct sched_model sm = {.name = m->name,
-                             .version = m->version_str,
-                             .backend = m->backend,
-                             .instances = m->instances,
-                             .ninstances = m->ninstances,
-                             .info = &m->run_info,
+    struct sched_model sm = {.name = m->name, .version = m->version_str,
+                             .backend = m->backend, .instances = m->instances,
+                             .ninstances = m->ninstances, .info = &m->run_info,
                              .pool = opts->pool,
                              .background_pool = opts->background_pool};
     rc = sched_start(&sm, &m->sched_cfg, &m->sched);
@@ -415,8 +413,8 @@ static int model_load_with(const struct registry_options *opts, const char *name
 /* Loads a version; a plugin backend's configuration is parsed once for all
  * its instances (model/backend_config.h). */
 static int model_load(const struct registry_options *opts, const char *name, int64_t version,
-                      const char *cfg_text, size_t cfg_len, struct model **out, struct error *err,
-                      enum model_failure_kind *kind)
+                      const char *cfg_text, size_t cfg_len, struct model **out,
+                      struct error *err, enum model_failure_kind *kind)
 {
     struct model_backend_config bc;
     if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0) {
@@ -494,8 +492,9 @@ static void log_loaded(const struct model *m)
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances, batching up to %u after %llu us)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,
-                 (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs, m->ninstances,
-                 m->sched_cfg.max_batch_size, (unsigned long long)m->sched_cfg.max_queue_delay_us);
+                 (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
+                 m->ninstances, m->sched_cfg.max_batch_size,
+                 (unsigned long long)m->sched_cfg.max_queue_delay_us);
     else
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances)",
@@ -505,9 +504,8 @@ static void log_loaded(const struct model *m)
 }
 
 static const char *const failure_kind_names[MODEL_FAIL_KINDS] = {
-    [MODEL_FAIL_CONFIG] = "config", [MODEL_FAIL_LAYOUT] = "layout",
-    [MODEL_FAIL_IO] = "io",         [MODEL_FAIL_BACKEND] = "backend",
-    [MODEL_FAIL_LOAD] = "load",     [MODEL_FAIL_WARMUP] = "warmup",
+    [MODEL_FAIL_CONFIG] = "config", [MODEL_FAIL_LAYOUT] = "layout", [MODEL_FAIL_IO] = "io",
+    [MODEL_FAIL_BACKEND] = "backend", [MODEL_FAIL_LOAD] = "load", [MODEL_FAIL_WARMUP] = "warmup",
 };
 
 const char *model_failure_kind_name(enum model_failure_kind k)
@@ -517,8 +515,8 @@ const char *model_failure_kind_name(enum model_failure_kind k)
 
 /* Appends a failure to e->failures; out of memory drops it (e->reason
  * still says what failed last). */
-void model_entry_add_failure(struct model_entry *e, int64_t version, enum model_failure_kind kind,
-                             const char *reason)
+void model_entry_add_failure(struct model_entry *e, int64_t version,
+                             enum model_failure_kind kind, const char *reason)
 {
     struct model_failure *grown = mem_realloc(e->failures, (e->nfailures + 1) * sizeof *grown);
     if (!grown)
@@ -743,8 +741,8 @@ static void load_local(const struct registry_options *opts, const char *dir,
         if (model_load(opts, e->name, chosen[i], text, len, &m, &err, &kind) != 0) {
             snprintf(e->reason, sizeof e->reason, "version %lld: %.200s", (long long)chosen[i],
                      err.msg);
-            log_error("model %s version %lld failed to load: %s", e->name, (long long)chosen[i],
-                      err.msg);
+            log_error("model %s version %lld failed to load: %s", e->name,
+                      (long long)chosen[i], err.msg);
             model_entry_add_failure(e, chosen[i], kind, err.msg);
             e->failed_versions++;
             continue;
@@ -811,8 +809,8 @@ enum model_dir_kind model_dir_check(const struct registry_options *opts, const c
     if (!model_files)
         return MODEL_DIR_OTHER;
     why->kind = MODEL_FAIL_LAYOUT;
-    snprintf(why->reason, sizeof why->reason, "no version directory: put the model in %.100s/1/%s",
-             name, MODEL_FILE);
+    snprintf(why->reason, sizeof why->reason,
+             "no version directory: put the model in %.100s/1/%s", name, MODEL_FILE);
     return MODEL_DIR_UNSERVABLE;
 }
 
@@ -916,8 +914,8 @@ int model_inputs_complete(const struct model *m, struct tensor *inputs, const bo
         if (seen[i])
             inputs[kept++] = inputs[i];
         else if (!model_input_optional(m, i))
-            return error_set(err, 400, "missing input '%s' for model '%s'", m->info.inputs[i].name,
-                             m->name);
+            return error_set(err, 400, "missing input '%s' for model '%s'",
+                             m->info.inputs[i].name, m->name);
     }
     *n = kept;
     return 0;

@@ -262,7 +262,8 @@ static void observe_load(struct repository *r, const char *name,
  * the attempt's failures (the index shows them) and fingerprint (poll mode
  * does not try the same files again). */
 static int publish_failed_reload(struct repository *r, const char *name,
-                                 const struct model_entry *old, const struct model_entry *attempt)
+                                 const struct model_entry *old,
+                                 const struct model_entry *attempt)
 {
     struct model_entry kept;
     if (entry_copy(&kept, old) != 0)
@@ -281,7 +282,8 @@ static int publish_failed_reload(struct repository *r, const char *name,
 
 /* Loads (or reloads) `name`. A model that fails to load keeps its previous
  * versions serving, when it had any; the failure is returned. */
-static int load_model(struct repository *r, const char *name, const char *config, struct error *err)
+static int load_model(struct repository *r, const char *name, const char *config,
+                      struct error *err)
 {
     struct model_failure why;
     enum model_dir_kind kind = model_dir_check(&r->opts.load, name, &why);
@@ -289,7 +291,8 @@ static int load_model(struct repository *r, const char *name, const char *config
         return error_set(err, 404, "no model directory '%s' in the repository", name);
     if (kind == MODEL_DIR_UNSERVABLE) {
         observe_load(r, name, &why, 1);
-        return error_set(err, 400, "model directory '%s' cannot be served: %s", name, why.reason);
+        return error_set(err, 400, "model directory '%s' cannot be served: %s", name,
+                         why.reason);
     }
     struct model_entry e;
     model_entry_load(&r->opts.load, name, config, &e);
@@ -432,7 +435,8 @@ static bool wanted_at_start(const struct repository *r, const char *name)
     if (r->opts.mode != CONTROL_EXPLICIT)
         return true;
     for (uint32_t i = 0; i < r->opts.nload_models; i++)
-        if (strcmp(r->opts.load_models[i], "*") == 0 || strcmp(r->opts.load_models[i], name) == 0)
+        if (strcmp(r->opts.load_models[i], "*") == 0 ||
+            strcmp(r->opts.load_models[i], name) == 0)
             return true;
     return false;
 }
@@ -457,8 +461,8 @@ static void poll_dir(struct repository *r, const struct repo_dir *d, struct dir_
     const char *reason = dir_reason(d);
     const struct dir_note *reported = notes_find(&r->unservable, d->name);
     const struct model_entry *e = snapshot_find(r->current, d->name, strlen(d->name));
-    bool current =
-        d->kind == MODEL_DIR_MODEL ? e && e->fingerprint == fp : note_is(reported, fp, reason);
+    bool current = d->kind == MODEL_DIR_MODEL ? e && e->fingerprint == fp
+                                              : note_is(reported, fp, reason);
     const struct dir_note *seen = notes_find(&r->settling, d->name);
     if (!current && note_is(seen, fp, reason)) {
         if (d->kind == MODEL_DIR_MODEL) {
@@ -494,7 +498,8 @@ static void poll_repository(struct repository *r)
      * that became a model is told about by its load). */
     for (uint32_t i = 0; i < r->unservable.count; i++) {
         const char *name = r->unservable.items[i].name;
-        if (!notes_find(&unservable, name) && !has_model_dir(dirs, n, name) && r->opts.observe_gone)
+        if (!notes_find(&unservable, name) && !has_model_dir(dirs, n, name) &&
+            r->opts.observe_gone)
             r->opts.observe_gone(name);
     }
     notes_clear(&r->settling);
@@ -594,9 +599,8 @@ static void *manager_main(void *arg)
 int repository_submit(struct repository *r, struct repo_cmd *cmd, struct error *err)
 {
     if (r->opts.mode != CONTROL_EXPLICIT)
-        return error_set(err, 400,
-                         "explicit model load / unload is not allowed in model "
-                         "control mode '%s' (start with --model-control-mode explicit)",
+        return error_set(err, 400, "explicit model load / unload is not allowed in model "
+                                   "control mode '%s' (start with --model-control-mode explicit)",
                          r->opts.mode == CONTROL_POLL ? "poll" : "none");
     cmd->next = NULL;
     pthread_mutex_lock(&r->qlock);
@@ -702,8 +706,8 @@ int repository_open(const struct repository_options *opts, struct repository **o
 {
     DIR *d = opendir(opts->load.repository);
     if (!d)
-        return error_set(err, 500, "cannot open model repository '%s': %s", opts->load.repository,
-                         strerror(errno));
+        return error_set(err, 500, "cannot open model repository '%s': %s",
+                         opts->load.repository, strerror(errno));
     closedir(d);
     struct repository *r = mem_calloc(1, sizeof *r);
     struct model_snapshot *s = mem_calloc(1, sizeof *s);
