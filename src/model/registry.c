@@ -784,6 +784,8 @@ enum model_dir_kind model_dir_check(const struct registry_options *opts, const c
                                     struct model_failure *why)
 {
     char dir[PATH_MAX_LEN];
+    if (registry_has_remote(opts, name))
+        return MODEL_DIR_MODEL;
     if (name[0] == '.' || !path_fmt(dir, sizeof dir, "%s/%s", opts->repository, name) ||
         !is_dir(dir))
         return MODEL_DIR_OTHER;
