@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "bench/bench.h"
+#include "cluster/remote.h"
 #include "cli/config_file.h"
 #include "cli/keys_cmd.h"
 #include "cli/pipeline.h"
@@ -559,6 +560,16 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         return 1;
     }
     o->repo.hooks = routing_repository_hooks(routing);
+    /* Remote versions (gateway mode): their pools start before the
+     * repository loads them (their metadata comes from an upstream). */
+    if (remote_models_start(parts->remote, &err) != 0) {
+        log_error("%s", err.msg);
+        sched_pool_stop(shadow_pool);
+        sched_pool_stop(pool);
+        routing_free(routing);
+        return 1;
+    }
+    remote_models_registry(parts->remote, &o->repo.load);
     if (repository_open(&o->repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
         sched_pool_stop(shadow_pool);
@@ -599,6 +610,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.limiter = parts->limiter;
     o->obs.breaker = parts->breaker;
     o->obs.usage = parts->tokens.usage;
+    o->obs.remote = parts->remote;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct quic_tls_store *quic = NULL;
@@ -685,6 +697,7 @@ CONFIG_SECTION_ADAPTERS(ratelimit)
 CONFIG_SECTION_ADAPTERS(limiter)
 CONFIG_SECTION_ADAPTERS(breaker)
 CONFIG_SECTION_ADAPTERS(tokenquota)
+CONFIG_SECTION_ADAPTERS(remote_models)
 
 /* The policy sections, in their order in the section table. */
 enum {
@@ -693,6 +706,7 @@ enum {
     SECTION_CONCURRENCY,
     SECTION_BREAKERS,
     SECTION_TOKEN_QUOTAS,
+    SECTION_REMOTE_MODELS,
     NSECTIONS
 };
 
@@ -763,15 +777,17 @@ static int serve(int argc, char **argv)
                                    .ratelimit = ratelimit_new(),
                                    .limiter = limiter_new(),
                                    .breaker = breaker_new(),
-                                   .tokens.quotas = tokenquota_new()};
+                                   .tokens.quotas = tokenquota_new(),
+                                   .remote = remote_models_new()};
     if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker ||
-        !parts.tokens.quotas) {
+        !parts.tokens.quotas || !parts.remote) {
         fprintf(stderr, "inferd: out of memory\n");
         auth_free(parts.auth);
         ratelimit_free(parts.ratelimit);
         limiter_free(parts.limiter);
         breaker_free(parts.breaker);
         tokenquota_free(parts.tokens.quotas);
+        remote_models_free(parts.remote);
         return 1;
     }
     sections[SECTION_AUTH] = CONFIG_SECTION("auth", auth, parts.auth);
@@ -780,6 +796,8 @@ static int serve(int argc, char **argv)
     sections[SECTION_BREAKERS] = CONFIG_SECTION("breakers", breaker, parts.breaker);
     sections[SECTION_TOKEN_QUOTAS] =
         CONFIG_SECTION("token-quotas", tokenquota, parts.tokens.quotas);
+    sections[SECTION_REMOTE_MODELS] =
+        CONFIG_SECTION("remote-models", remote_models, parts.remote);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -815,6 +833,7 @@ static int serve(int argc, char **argv)
     limiter_free(parts.limiter);
     breaker_free(parts.breaker);
     tokenquota_free(parts.tokens.quotas);
+    remote_models_free(parts.remote); /* after the repository closed */
     config_file_free(file);
     serve_cmdline_free(&cmdline);
     return rc;
