@@ -9,8 +9,10 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 void cluster_default_host(const char *host, char *dst, size_t cap)
@@ -76,5 +78,57 @@ int cluster_setup_start(const struct serve_options *o, struct repository *repo, 
     }
     log_info("etcd registration: %sinstances/%s -> %s (gRPC %d, HTTP %d), lease TTL %u s",
              o->etcd.prefix, id, host, grpc_port, http_port, o->etcd.lease_ttl_s);
+    return 0;
+}
+
+/* remote_models_discovered's addrs_of over a snapshot. */
+static uint32_t addrs_of(void *ctx, const char *model, char (*out)[UPSTREAM_ADDR_MAX], uint32_t max)
+{
+    const struct cluster_snapshot *s = ctx;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_instances && n < max; i++) {
+        const struct cluster_instance *inst = &s->instances[i];
+        if (!cluster_instance_serves(inst, model, NULL))
+            continue;
+        bool v6 = strchr(inst->host, ':') != NULL;
+        if ((size_t)snprintf(out[n], UPSTREAM_ADDR_MAX, v6 ? "[%s]:%d" : "%s:%d", inst->host,
+                             inst->grpc_port) < UPSTREAM_ADDR_MAX)
+            n++;
+    }
+    return n;
+}
+
+static void on_instances(void *ctx, const struct cluster_snapshot *snap)
+{
+    remote_models_discovered(ctx, addrs_of, (void *)snap);
+}
+
+int cluster_discovery_start(const struct serve_options *o, struct remote_models *remote,
+                            struct discovery **out)
+{
+    *out = NULL;
+    if (!remote_models_discovering(remote))
+        return 0;
+    if (!o->etcd.endpoints) {
+        log_error("remote-models: discover: true needs --etcd-endpoints");
+        return -1;
+    }
+    struct discovery_config cfg = {.endpoints = o->etcd.endpoints,
+                                   .prefix = o->etcd.prefix,
+                                   .on_change = on_instances,
+                                   .on_change_ctx = remote};
+    struct error err;
+    error_clear(&err);
+    if (discovery_start(&cfg, out, &err) != 0) {
+        log_error("%s", err.msg);
+        return -1;
+    }
+    uint64_t deadline = clock_now_ms() + 3000;
+    while (discovery_generation(*out) == 0 && clock_now_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (discovery_generation(*out) == 0)
+        log_warn("discovery: etcd not read yet; discovered upstreams join when it is");
     return 0;
 }

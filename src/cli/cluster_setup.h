@@ -17,11 +17,28 @@
 #define INFERD_CLI_CLUSTER_SETUP_H
 
 #include "cli/serve_options.h"
+#include "cluster/discovery.h"
 #include "cluster/registration.h"
+#include "cluster/remote.h"
 #include "model/repository.h"
 
 int cluster_setup_start(const struct serve_options *o, struct repository *repo, int http_port,
                         int grpc_port, int metrics_port, struct registration **out);
+
+/*
+ * The gateway's discovery: when a remote model says `discover: true`,
+ * starts cluster/discovery.h on --etcd-endpoints (prefix --etcd-prefix)
+ * and hands every new instance set to the remote models' pools
+ * (remote_models_discovered: "host:grpc_port" of the instances that have
+ * the model ready and are not draining). Waits up to 3 s for the first
+ * read of etcd, so that remote versions find an upstream when they load;
+ * a later etcd only delays that. Call before repository_open(); stop with
+ * discovery_stop() before remote_models_free(). Without a discovering
+ * model: nothing (*out NULL). Returns 0, or -1 after logging why
+ * (`discover: true` without --etcd-endpoints).
+ */
+int cluster_discovery_start(const struct serve_options *o, struct remote_models *remote,
+                            struct discovery **out);
 
 /* The default advertise host (above) for listen address host. */
 void cluster_default_host(const char *host, char *dst, size_t cap);

@@ -575,8 +575,17 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         return 1;
     }
     remote_models_registry(parts->remote, &o->repo.load);
+    /* Discovered upstreams (remote models with discover: true). */
+    struct discovery *discovery = NULL;
+    if (cluster_discovery_start(o, parts->remote, &discovery) != 0) {
+        sched_pool_stop(shadow_pool);
+        sched_pool_stop(pool);
+        routing_free(routing);
+        return 1;
+    }
     if (repository_open(&o->repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
+        discovery_stop(discovery);
         sched_pool_stop(shadow_pool);
         sched_pool_stop(pool);
         routing_free(routing);
@@ -593,6 +602,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     if (prc != 0) {
         log_error("cannot start the preprocessing pool: %s", strerror(-prc));
         repository_close(repo);
+        discovery_stop(discovery);
         sched_pool_stop(shadow_pool);
         sched_pool_stop(pool);
         routing_free(routing);
@@ -685,6 +695,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
 out_repository:
     prep_pool_stop(prep.pool); /* no call waits for it any more */
     repository_close(repo);
+    discovery_stop(discovery); /* before the pools it feeds are freed */
     routing_free(routing); /* no call holds a table any more */
     sched_pool_stop(pool); /* every model's scheduler has stopped */
     sched_pool_stop(shadow_pool);

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "cluster/etcd.h"
+#include "cluster/remote.h"
 
 #define TICK_MS 250
 #define RETRY_MS 1000
@@ -44,34 +45,39 @@ struct registration {
     struct buf value, put_value;
 };
 
+static void w_version(struct json_writer *w, int64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof s, "%lld", (long long)v);
+    json_w_cstr(w, s);
+}
+
+/* The versions of e this instance serves itself: loaded ones that are not
+ * remote (a gateway's remote versions are not offered, so gateways never
+ * discover each other) and, unless ready_only, those that failed to load
+ * (not the failures of the model as a whole, version -1); ascending. */
 static void w_versions(struct json_writer *w, const char *key, const struct model_entry *e,
                        bool ready_only)
 {
     json_w_key(w, key);
     json_w_arr_begin(w);
-    /* Loaded versions and failed ones, ascending; failures of the model
-     * as a whole (version -1) name no version. */
-    uint32_t i = 0, j = 0;
+    uint32_t nv = ready_only && e->state != MODEL_READY ? 0 : e->nversions;
     uint32_t nf = ready_only ? 0 : e->nfailures;
-    bool ready = e->state == MODEL_READY;
-    uint32_t nv = ready_only && !ready ? 0 : e->nversions;
+    uint32_t i = 0, j = 0;
+    while (j < nf && e->failures[j].version < 0)
+        j++;
     while (i < nv || j < nf) {
-        if (j < nf && e->failures[j].version < 0) {
-            j++;
-            continue;
-        }
-        int64_t v;
-        if (j >= nf || (i < nv && e->versions[i]->version <= e->failures[j].version)) {
-            v = e->versions[i]->version;
-            if (j < nf && e->failures[j].version == v)
-                j++;
+        if (i < nv && remote_version_is(e->versions[i])) {
             i++;
+        } else if (j >= nf || (i < nv && e->versions[i]->version < e->failures[j].version)) {
+            w_version(w, e->versions[i++]->version);
+        } else if (i < nv && e->versions[i]->version == e->failures[j].version) {
+            /* A loaded version whose reload failed: once. */
+            w_version(w, e->versions[i++]->version);
+            j++;
         } else {
-            v = e->failures[j++].version;
+            w_version(w, e->failures[j++].version);
         }
-        char s[24];
-        snprintf(s, sizeof s, "%lld", (long long)v);
-        json_w_cstr(w, s);
     }
     json_w_arr_end(w);
 }

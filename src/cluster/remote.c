@@ -554,6 +554,11 @@ static int load_version(const struct registry_options *opts, struct remote_engin
                             out, err);
 }
 
+bool remote_version_is(const struct model *m)
+{
+    return m->engine_ops == &remote_ops;
+}
+
 static void registry_load(void *ctx, const struct registry_options *opts, const char *name,
                           struct model_entry *e)
 {

@@ -86,6 +86,8 @@ void remote_models_discovered(struct remote_models *r,
                               void *ctx);
 /* Whether any model discovers its upstreams. */
 bool remote_models_discovering(const struct remote_models *r);
+/* Whether version m is a remote one (its requests go to upstreams). */
+bool remote_version_is(const struct model *m);
 /* The inferd_upstream_* families (HELP, TYPE and every pool's rows). */
 void remote_models_metrics(struct remote_models *r, struct buf *out);
 

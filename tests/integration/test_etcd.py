@@ -272,3 +272,47 @@ def test_flag_errors(tmp_path):
     for flag in ("--etcd-endpoints", "--etcd-prefix", "--etcd-lease-ttl", "--advertise-host",
                  "--instance-id"):
         assert flag in help_text
+
+
+def gateway_infer(gw):
+    return requests.post(gw.url + "/v2/models/simple/infer", timeout=10, json={"inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]})
+
+
+def upstreams_in_metrics(gw):
+    text = requests.get(gw.metrics_url, timeout=10).text
+    return sorted({line.split('upstream="', 1)[1].split('"', 1)[0]
+                   for line in text.splitlines()
+                   if line.startswith("inferd_upstream_healthy{")
+                   and line.rstrip().endswith(" 1")})
+
+
+def test_gateway_discovers_registered_instances(etcd, server_factory, tmp_path):
+    """Two instances register; a gateway with `discover: true` on the same
+    etcd serves their model, follows one leaving on SIGTERM and one coming,
+    and is not offered as an upstream itself (its remote versions are not
+    in its own registration)."""
+    a = server_factory.start(*etcd_flags(etcd, "a"))
+    b = server_factory.start(*etcd_flags(etcd, "b"))
+    cfg = tmp_path / "gateway.yaml"
+    cfg.write_text("remote-models:\n  - model: simple\n    discover: true\n"
+                   "    health-check: {interval-ms: 200, timeout-ms: 500}\n")
+    gw = server_factory.start("--config", str(cfg), *etcd_flags(etcd, "gw"), models={})
+    want = sorted("127.0.0.1:%d" % s.grpc_port for s in (a, b))
+    wait_for(lambda: upstreams_in_metrics(gw) == want, 10, "both upstreams healthy")
+    for _ in range(10):
+        assert gateway_infer(gw).status_code == 200
+    # The gateway registers too, but offers no version of its own.
+    gv = wait_for(lambda: etcd.get("/t/instances/gw"), 5, "the gateway's key")
+    assert gv["models"] == [{"name": "simple", "versions": [], "ready_versions": []}]
+    # a drains: it leaves the pool; the calls go to b.
+    assert a.stop() == []
+    wait_for(lambda: upstreams_in_metrics(gw) == ["127.0.0.1:%d" % b.grpc_port], 10,
+             "a gone from the pool")
+    for _ in range(5):
+        assert gateway_infer(gw).status_code == 200
+    c = server_factory.start(*etcd_flags(etcd, "c"))
+    want = sorted("127.0.0.1:%d" % s.grpc_port for s in (b, c))
+    wait_for(lambda: upstreams_in_metrics(gw) == want, 10, "c joined the pool")
+    assert "upstream 127.0.0.1:%d added" % c.grpc_port in gw.stderr()
