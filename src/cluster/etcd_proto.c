@@ -230,8 +230,10 @@ int etcd_resp_feed(struct etcd_resp *r, const char *data, size_t n, size_t *used
     while (i < n && r->state != ETCD_RESP_DONE && rc == ST_OK) {
         switch (r->state) {
         case ETCD_RESP_HEAD:
-            if (r->line_len == sizeof r->line)
-                return fail(r, "response head too large");
+            if (r->line_len == sizeof r->line) {
+                rc = fail(r, "response head too large");
+                break;
+            }
             r->line[r->line_len++] = data[i++];
             if (r->line_len >= 4 && memcmp(r->line + r->line_len - 4, "\r\n\r\n", 4) == 0)
                 rc = parse_head(r);
@@ -251,8 +253,10 @@ int etcd_resp_feed(struct etcd_resp *r, const char *data, size_t n, size_t *used
         case ETCD_RESP_TRAILER: {
             char c = data[i++];
             if (c != '\n') {
-                if (r->line_len == 32)
-                    return fail(r, "chunk line too long");
+                if (r->line_len == 32) {
+                    rc = fail(r, "chunk line too long");
+                    break;
+                }
                 r->line[r->line_len++] = c;
                 break;
             }
@@ -261,8 +265,10 @@ int etcd_resp_feed(struct etcd_resp *r, const char *data, size_t n, size_t *used
             if (r->state == ETCD_RESP_CHUNK_SIZE) {
                 rc = parse_chunk_size(r);
             } else if (r->state == ETCD_RESP_CHUNK_CRLF) {
-                if (r->line_len != 0)
-                    return fail(r, "chunk data longer than its size");
+                if (r->line_len != 0) {
+                    rc = fail(r, "chunk data longer than its size");
+                    break;
+                }
                 r->state = ETCD_RESP_CHUNK_SIZE;
             } else if (r->line_len == 0) {
                 r->state = ETCD_RESP_DONE; /* the empty line after the trailers */

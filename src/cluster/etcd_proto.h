@@ -70,9 +70,10 @@ void etcd_resp_init(struct etcd_resp *r, size_t body_max);
 /* Ready for the next response on the same connection (keeps the buffer). */
 void etcd_resp_reset(struct etcd_resp *r);
 void etcd_resp_free(struct etcd_resp *r);
-/* Consumes data[0..n): ST_DONE when the response is complete (*used says
- * how many bytes belonged to it), ST_AGAIN when more is needed (all n
- * used), ST_ERROR on a malformed or too large response (r->err). */
+/* Consumes data[0..n) and sets *used in every case: ST_DONE when the
+ * response is complete (*used says how many bytes belonged to it),
+ * ST_AGAIN when more is needed (all n used), ST_ERROR on a malformed or
+ * too large response (r->err). */
 int etcd_resp_feed(struct etcd_resp *r, const char *data, size_t n, size_t *used);
 /* Moves the first complete line of r->body (without its '\n') into line
  * (cleared first) and returns true; false when no complete line is there. */
