@@ -201,8 +201,9 @@ static int tensor_of_object(const struct json_value *o, struct cli_tensor *t, st
     return cli_tensor_from_json(t, data, false, err);
 }
 
-/* The metadata of the model (GET /v2/models/M[/versions/V]), once. */
-static int fetch_metadata(const struct infer_opts *o, struct infer_state *s)
+/* The metadata of the model (GET /v2/models/M[/versions/V]), once. quiet:
+ * failures are not reported (the caller does without). */
+static int fetch_metadata(const struct infer_opts *o, struct infer_state *s, bool quiet)
 {
     if (s->metadata)
         return 0;
@@ -220,20 +221,50 @@ static int fetch_metadata(const struct infer_opts *o, struct infer_state *s)
     char msg[512];
     int rc =
         cli_http(&o->t, "GET", path.data, NULL, NULL, NULL, 0, &r, NULL, NULL, msg, sizeof msg);
-    if (rc == CLI_EXIT_CONNECT)
+    if (rc == CLI_EXIT_CONNECT && !quiet)
         fprintf(stderr, PROG ": %s\n", msg);
     if (rc == 0 && r.status != 200) {
-        cli_print_http_error(PROG, &r);
+        if (!quiet)
+            cli_print_http_error(PROG, &r);
         rc = CLI_EXIT_FAILED;
     }
     if (rc == 0 &&
         json_parse(&s->arena, r.body.data, r.body.len, NULL, &s->metadata, NULL, NULL) != ST_OK) {
-        fprintf(stderr, PROG ": the model's metadata is not JSON\n");
+        if (!quiet)
+            fprintf(stderr, PROG ": the model's metadata is not JSON\n");
+        s->metadata = NULL;
         rc = CLI_EXIT_FAILED;
     }
     cli_response_free(&r);
     buf_free(&path);
     return rc;
+}
+
+/* The metadata's entry of input name, or NULL. */
+static const struct json_value *input_meta(const struct infer_state *s, const char *name)
+{
+    const struct json_value *ins = json_get(s->metadata, "inputs");
+    for (uint32_t i = 0; ins && ins->type == JSON_ARRAY && i < ins->len; i++) {
+        const struct json_value *nm = json_get(&ins->u.items[i], "name");
+        if (nm && nm->type == JSON_STRING && strcmp(nm->u.str, name) == 0)
+            return &ins->u.items[i];
+    }
+    return NULL;
+}
+
+/* Leading dims of 1 up to the rank the metadata gives the input (the
+ * batch dimension a literal or a single file leaves out). */
+static void pad_rank(struct cli_tensor *t, const struct json_value *meta)
+{
+    const struct json_value *shape = json_get(meta, "shape");
+    if (shape && shape->type == JSON_ARRAY && (int)shape->len > t->ndim &&
+        (int)shape->len <= CLI_MAX_DIMS) {
+        int add = (int)shape->len - t->ndim;
+        memmove(t->shape + add, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
+        for (int i = 0; i < add; i++)
+            t->shape[i] = 1;
+        t->ndim = (int)shape->len;
+    }
 }
 
 /* A JSON literal for input t: the datatype (and the leading dims the
@@ -249,15 +280,10 @@ static int tensor_of_literal(const struct infer_opts *o, struct infer_state *s, 
     error_clear(&err);
     if (v->type == JSON_OBJECT)
         return tensor_of_object(v, t, &err) ? input_error("--input %s", err.msg) : 0;
-    int rc = fetch_metadata(o, s);
+    int rc = fetch_metadata(o, s, false);
     if (rc)
         return rc;
-    const struct json_value *ins = json_get(s->metadata, "inputs"), *meta = NULL;
-    for (uint32_t i = 0; ins && ins->type == JSON_ARRAY && i < ins->len; i++) {
-        const struct json_value *nm = json_get(&ins->u.items[i], "name");
-        if (nm && nm->type == JSON_STRING && strcmp(nm->u.str, t->name) == 0)
-            meta = &ins->u.items[i];
-    }
+    const struct json_value *meta = input_meta(s, t->name);
     if (!meta)
         return input_error("--input %s: model '%s' has no such input", t->name, o->model);
     const struct json_value *dt = json_get(meta, "datatype");
@@ -266,15 +292,7 @@ static int tensor_of_literal(const struct infer_opts *o, struct infer_state *s, 
         return input_error("--input %s: the metadata gives no known datatype", t->name);
     if (cli_tensor_from_json(t, v, true, &err) != 0)
         return input_error("--input %s", err.msg);
-    const struct json_value *shape = json_get(meta, "shape");
-    if (shape && shape->type == JSON_ARRAY && (int)shape->len > t->ndim &&
-        (int)shape->len <= CLI_MAX_DIMS) {
-        int add = (int)shape->len - t->ndim;
-        memmove(t->shape + add, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
-        for (int i = 0; i < add; i++)
-            t->shape[i] = 1;
-        t->ndim = (int)shape->len;
-    }
+    pad_rank(t, meta);
     return 0;
 }
 
@@ -305,8 +323,14 @@ static int add_input_arg(const struct infer_opts *o, struct infer_state *s, cons
             t->shape[0] = 1;
             buf_append(&t->raw, len4, 4);
             buf_append(&t->raw, file.data, file.len);
+            if (t->raw.err)
+                rc = input_error("%s: too large", value + 1);
         }
         buf_free(&file);
+        /* [1], or [1, 1] etc. when the metadata says so (unknown over a
+         * server without REST: then [1]) */
+        if (rc == 0 && fetch_metadata(o, s, true) == 0)
+            pad_rank(t, input_meta(s, t->name));
         return rc;
     }
     if (ends_with(value, ".npy")) {
@@ -551,6 +575,7 @@ static int rest_infer(const struct infer_opts *o, struct infer_state *s)
     buf_putc(&path, '\0');
     if (binary)
         buf_printf(&extra, "Inference-Header-Content-Length: %zu\r\n", hlen);
+    buf_putc(&extra, '\0');
     int rc;
     if (body.err || path.err) {
         rc = input_error("the request is too large");
