@@ -55,11 +55,11 @@ struct serve_options {
     struct accesslog_config access_log; /* path NULL = off */
     int log_format;                     /* enum log_line_format; -1 = not given */
     struct trace_settings trace;
-    struct otlp_config otlp; /* endpoint NULL = no export */
-    struct gen_settings gen; /* generative models (gen/engine.h) */
+    struct otlp_config otlp;    /* endpoint NULL = no export */
+    struct gen_settings gen;    /* generative models (gen/engine.h) */
     struct usage_options usage; /* token metering (obs/usage.h); path NULL: in memory */
-    int preprocess_threads;  /* 0: --preprocess-threads not given: one per usable CPU */
-    int preprocess_queue;    /* requests waiting for a preprocessing worker */
+    int preprocess_threads;     /* 0: --preprocess-threads not given: one per usable CPU */
+    int preprocess_queue;       /* requests waiting for a preprocessing worker */
 };
 
 /* The flags; each is also a file key (but for help, config, check-config). */
