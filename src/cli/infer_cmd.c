@@ -413,8 +413,9 @@ static void write_shape(struct json_writer *w, const struct cli_tensor *t)
     json_w_arr_end(w);
 }
 
-/* The request body (JSON, or a JSON header and the binary data); *hlen is
- * the header's length when binary. */
+/* The request body (JSON, or a JSON header and the binary data, asking for
+ * binary outputs too: bytes that are not UTF-8 come back unchanged); *hlen
+ * is the header's length when binary. */
 static void rest_body(const struct infer_opts *o, const struct infer_state *s, bool binary,
                       struct buf *b, size_t *hlen)
 {
@@ -425,12 +426,12 @@ static void rest_body(const struct infer_opts *o, const struct infer_state *s, b
         json_w_key(&w, "id");
         json_w_cstr(&w, s->id);
     }
-    if (s->parameters || o->binary) {
+    if (s->parameters || binary) {
         json_w_key(&w, "parameters");
         json_w_obj_begin(&w);
         for (uint32_t i = 0; s->parameters && i < s->parameters->len; i++) {
             const struct json_member *m = &s->parameters->u.members[i];
-            if (o->binary && strcmp(m->key, "binary_data_output") == 0)
+            if (binary && strcmp(m->key, "binary_data_output") == 0)
                 continue;
             json_w_keyn(&w, m->key, m->key_len);
             switch (m->value.type) { /* parameters are scalars in KServe v2 */
@@ -449,7 +450,7 @@ static void rest_body(const struct infer_opts *o, const struct infer_state *s, b
                 break;
             }
         }
-        if (o->binary) {
+        if (binary) {
             json_w_key(&w, "binary_data_output");
             json_w_bool(&w, true);
         }

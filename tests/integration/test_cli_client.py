@@ -23,7 +23,7 @@ import requests
 
 from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, SANITIZER_MARKERS, ok_json
 from grpc_client import Client, generate
-from test_auth import auth_yaml, hash_key, new_key
+from test_auth import auth_yaml, new_key
 from test_tls import make_cert, openssl
 
 SEVEN = REPO_ROOT / "models" / "digits" / "sample_7.png"
@@ -295,9 +295,9 @@ def test_health_ready_and_not_ready(srv, server_factory, tmp_path):
 
 
 def test_api_key_from_the_environment(server_factory, tmp_path, pbs):
-    admin = new_key()
+    admin, admin_hash = new_key()
     cfg = tmp_path / "inferd.yaml"
-    cfg.write_text(auth_yaml([("ops", [hash_key(admin)], ["infer", "admin"])]))
+    cfg.write_text(auth_yaml([("ops", [admin_hash], ["infer", "read", "admin"])]))
     s = server_factory.start("--config", cfg)
     args = ["infer", "simple", "--url", s.url, "--input", "INPUT0=%s" % SIMPLE_IN0, "--input",
             "INPUT1=%s" % SIMPLE_IN1]
