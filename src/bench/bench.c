@@ -27,8 +27,8 @@
 #include "bench/gen_floor.h"
 #include "bench/gen_stream.h"
 #include "bench/hist.h"
-#include "bench/progress.h"
 #include "bench/http_client.h"
+#include "bench/progress.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "net/loop.h"
@@ -1770,8 +1770,6 @@ static void merge_stats(struct bench_stats *total, const struct bench_stats *st)
     gen_stats_merge(&total->gen, &st->gen);
 }
 
-/* Runs the workers and merges their statistics into *total. Returns 0, or
- * 1 when nothing could connect or the threads could not be set up. */
 /* While the workers run: the elapsed share of warm-up + measured window on
  * stderr when it is a terminal (bench/progress.h), erased at the end. */
 static void show_progress(const struct bench_shared *sh)
@@ -1790,6 +1788,8 @@ static void show_progress(const struct bench_shared *sh)
     progress_end(&p);
 }
 
+/* Runs the workers and merges their statistics into *total. Returns 0, or
+ * 1 when nothing could connect or the threads could not be set up. */
 static int run(const struct bench_options *o, struct bench_shared *sh, struct bench_stats *total)
 {
     uint32_t nthreads = o->threads;
