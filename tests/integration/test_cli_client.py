@@ -298,7 +298,7 @@ def test_api_key_from_the_environment(server_factory, tmp_path, pbs):
     admin, admin_hash = new_key()
     cfg = tmp_path / "inferd.yaml"
     cfg.write_text(auth_yaml([("ops", [admin_hash], ["infer", "read", "admin"])]))
-    s = server_factory.start("--config", cfg)
+    s = server_factory.start("--config", str(cfg))
     args = ["infer", "simple", "--url", s.url, "--input", "INPUT0=%s" % SIMPLE_IN0, "--input",
             "INPUT1=%s" % SIMPLE_IN1]
     # without a key: the server's 401 and exit 1 (the metadata request is refused)
@@ -322,8 +322,8 @@ def test_https_with_cacert(server_factory, tmp_path):
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-subj",
             "/CN=cli test CA", "-days", "2", "-out", "ca.pem", cwd=d)
     make_cert(d, "server", "cli server")
-    s = server_factory.start("--tls-cert", d / "server.pem", "--tls-key", d / "server.key",
-                             wait=False)
+    s = server_factory.start("--tls-cert", str(d / "server.pem"), "--tls-key",
+                             str(d / "server.key"), wait=False)
     deadline = time.monotonic() + 60
     while "ready:" not in s.stderr():
         assert s.proc.poll() is None and time.monotonic() < deadline, s.stderr()
