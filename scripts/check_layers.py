@@ -31,6 +31,7 @@ import sys
 # from LAYERS[0..i]. serve, policy, preprocess and gen are planned layers
 # (DESIGN.md) that do not exist yet; bench is the load-generator client: it
 # sits just below cli, which runs it, and ONLY_FROM limits what it uses.
+# cluster is registration, discovery and the gateway's upstream pools.
 LAYERS = [
     "base",
     "core",
@@ -44,6 +45,7 @@ LAYERS = [
     "policy",
     "preprocess",
     "gen",
+    "cluster",
     "api",
     "bench",
     "cli",
@@ -58,9 +60,10 @@ ONLY_FROM = {
 }
 
 # Headers generated into the build directory, and the layer they belong to.
-# *.pb-c.h are protoc-c's output for proto/*.proto (the gRPC messages).
+# *.pb-c.h are protoc-c's output for proto/*.proto (the gRPC messages):
+# the server's front ends (api) and the gateway's client (cluster) use them.
 GENERATED = [
-    (re.compile(r"^[A-Za-z0-9_]+\.pb-c\.h$"), "api"),
+    (re.compile(r"^[A-Za-z0-9_]+\.pb-c\.h$"), "cluster"),
     (re.compile(r"^dashboard_html\.h$"), "api"),  # src/api/dashboard.html
     (re.compile(r"^playground_html\.h$"), "api"),  # src/api/playground.html
 ]

@@ -40,6 +40,14 @@
 #    must be inferd's (same sha256 as in 2), the binding must load and the SDK
 #    must import. Skipped in a second when already installed (a stamp holds
 #    the lock file's sha256). Unlike 3, a failure here is an error.
+# 5. The manifest validation of make test (scripts/validate_manifests.sh,
+#    docs/kubernetes.md): the npm packages kubernetes-models (Kubernetes
+#    v1.36 OpenAPI schemas) and @kubernetes-models/prometheus-operator, with
+#    ajv and yaml, into $INFERD_THIRD_PARTY/manifest-validation with
+#    `npm ci --ignore-scripts` from scripts/manifests/package-lock.json; the
+#    Helm chart renderer is built from source with Debian's Go and sprig
+#    (1 above). Skipped in a second when installed (a stamp holds the lock
+#    file's sha256). A failure is an error.
 set -euo pipefail
 
 # --- Debian packages, by purpose ---------------------------------------------
@@ -83,6 +91,9 @@ PACKAGES=(
     # observability tests: promtool and a real Prometheus server; headless
     # Chromium for the dashboard
     prometheus chromium
+    # manifest validation: Go and sprig for the Helm chart renderer
+    # (scripts/helm_render), systemd-analyze for the unit file's test
+    golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev systemd
 )
 # Node.js (the test clients of 4) and npm (to fetch the ONNX Runtime library
 # and those clients) only if none is on PATH already.
@@ -118,6 +129,8 @@ node_ort_failed="$third_party/.onnxruntime-node.failed"
 node_ort_pins="$root/bench/node"  # package.json + package-lock.json
 node_tests_dir="$third_party/node-tests"
 node_tests_pins="$root/tests/node" # package.json + package-lock.json
+manifests_dir="$third_party/manifest-validation"
+manifests_pins="$root/scripts/manifests" # package.json + package-lock.json
 
 SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
@@ -434,11 +447,45 @@ install_node_tests() {
     log "node test clients ready ($node_tests_dir, node $(node --version))"
 }
 
+# --- 5. the manifest validation (scripts/manifests) --------------------------------
+install_manifest_validation() {
+    local want
+    want="manifests lock sha256 $(sha256sum "$manifests_pins/package-lock.json" | cut -d' ' -f1)"
+    if [ -f "$manifests_dir/.stamp" ] && [ "$(cat "$manifests_dir/.stamp")" = "$want" ] &&
+        [ -d "$manifests_dir/node_modules/kubernetes-models" ]; then
+        log "manifest validation ready (cached)"
+        return
+    fi
+    log "installing the manifest validation into $manifests_dir (npm ci --ignore-scripts)"
+    mkdir -p "$third_party"
+    local stage old why
+    stage="$(mktemp -d "$third_party/.manifest-validation.new.XXXXXX")"
+    tmp_dirs+=("$stage")
+    cp "$manifests_pins/package.json" "$manifests_pins/package-lock.json" "$stage/"
+    (cd "$stage" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+        >"$stage/npm.log" 2>&1) || {
+        why="$(grep -v '^npm error  *at ' "$stage/npm.log" | head -n 4 |
+            sed 's/^npm error //' | tr '\n' ' ')"
+        die "npm ci in scripts/manifests failed (npm registry unreachable?): $why"
+    }
+    rm -f "$stage/npm.log"
+    printf '%s\n' "$want" >"$stage/.stamp"
+    chmod 0755 "$stage"
+    if [ -e "$manifests_dir" ]; then
+        old="$third_party/.manifest-validation.old.$$"
+        tmp_dirs+=("$old")
+        mv -- "$manifests_dir" "$old"
+    fi
+    mv -- "$stage" "$manifests_dir"
+    log "manifest validation ready ($manifests_dir)"
+}
+
 case "${1:-}" in
 "")
     install_packages
     install_ort
     install_node_tests
+    install_manifest_validation
     ;;
 --bench)
     # Never fails: make bench reports the experiment as skipped instead.

@@ -370,6 +370,8 @@ void metrics_expose(const struct obs_sources *src, struct sysinfo_cpu *cpu, stru
         breaker_write_metrics(src->breaker, out);
     if (src->usage)
         usage_write_metrics(src->usage, out);
+    if (src->remote)
+        remote_models_metrics(src->remote, out);
     streams_write_metrics(out);
     gen_write_metrics(out);
     prep_write_metrics(out);

@@ -27,6 +27,7 @@
 #include "policy/breaker.h"
 #include "policy/limiter.h"
 #include "policy/ratelimit.h"
+#include "cluster/remote.h"
 #include "policy/routing.h"
 #include "policy/tokenquota.h"
 
@@ -45,6 +46,7 @@ struct obs_sources {
     struct ratelimit *ratelimit;   /* rate-limit metrics; NULL: none */
     struct tokenquota *tokenquota; /* token-quota metrics; NULL: none */
     struct usage *usage;           /* token metering: metrics, GET /v2/usage; NULL: none */
+    struct remote_models *remote;  /* gateway upstream metrics; NULL: none */
 };
 
 /* ---- the metrics listener ------------------------------------------------ */

@@ -355,7 +355,9 @@ void rest_infer_tick(struct rest_infer_api *api, uint64_t now_ns)
     uint64_t idle_ns = api->sse_keepalive_ms * 1000000u;
     for (struct infer_call *call = api->streams; call; call = call->fe.next) {
         struct http_txn *txn = call_txn(call);
-        if (now_ns - call->fe.time_ns < idle_ns || txn->aborted)
+        /* fe.time_ns is read from the clock when an event goes out, and
+         * may be later than the loop's now: no subtraction. */
+        if (now_ns < call->fe.time_ns + idle_ns || txn->aborted)
             continue;
         call->fe.time_ns = now_ns;
         if (sse_comment(txn, "keep-alive") != 0)

@@ -599,7 +599,7 @@ void stream_thread_tick(struct stream_thread *t, uint64_t now_ns)
         next = sub->next;
         if (atomic_load_explicit(&sub->cancel, memory_order_relaxed)) {
             sub_end(sub);
-        } else if (sub->begun && now_ns - sub->last_write_ns >= t->keepalive_ns) {
+        } else if (sub->begun && now_ns >= sub->last_write_ns + t->keepalive_ns) {
             sub->last_write_ns = now_ns;
             if (sse_comment(sub->txn, "keep-alive") != 0)
                 sub_end(sub);

@@ -26,6 +26,7 @@
 #include "base/mem.h"
 #include "bench/bench.h"
 #include "cli/admin_cmd.h"
+#include "cluster/remote.h"
 #include "cli/config_file.h"
 #include "cli/infer_cmd.h"
 #include "cli/keys_cmd.h"
@@ -37,7 +38,9 @@
 #include "model/model.h"
 #include "net/loop.h"
 #include "net/quic_tls.h"
+#include "net/sdnotify.h"
 #include "net/tls.h"
+#include "net/watchdog.h"
 #include "obs/accesslog.h"
 #include "obs/batch_obs.h"
 #include "obs/load_obs.h"
@@ -249,7 +252,8 @@ static void reload_tls(struct tls_store *tls, struct quic_tls_store *quic)
  * Returns false when the drain did not complete. */
 static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *mask,
                               uint32_t exit_timeout_secs, struct tls_store *tls,
-                              struct quic_tls_store *quic, struct config_reloader *reload)
+                              struct quic_tls_store *quic, struct config_reloader *reload,
+                              struct sdnotify *notify, struct watchdog *watchdog)
 {
     int signals = 0;
     uint64_t deadline = 0;
@@ -275,15 +279,20 @@ static bool wait_for_shutdown(struct io_thread *threads, int n, const sigset_t *
             /* Not a reason to exit (a closed terminal, a habit of init
              * systems): the --config file is read again and, with TLS,
              * the certificate and key are reloaded. */
+            sdnotify_reloading(notify);
             if (reload)
                 config_reload(reload);
             if (tls || !reload)
                 reload_tls(tls, quic);
             accesslog_reopen(); /* logrotate: the writer reopens --access-log */
+            sdnotify_send(notify, "READY=1\nSTATUS=serving (reloaded on SIGHUP)");
             continue;
         }
         if (++signals == 1) {
             log_info("received %s: draining", strsignal(sig));
+            sdnotify_send(notify, "STOPPING=1\nSTATUS=draining: up to %u s for running requests",
+                          exit_timeout_secs);
+            watchdog_draining(watchdog);
             deadline = clock_now_ms() + (uint64_t)exit_timeout_secs * 1000u;
             for (int i = 0; i < n; i++)
                 loop_post(&threads[i].loop, &threads[i].drain_task);
@@ -458,11 +467,40 @@ static void stop_logging_tracing(void)
     obsreq_pool_free();
 }
 
+/* The service manager learns that the ports accept (sdnotify.h). */
+static void notify_ready(struct sdnotify *notify, const struct io_thread *threads, uint32_t models)
+{
+    sdnotify_send(notify,
+                  "READY=1\nMAINPID=%ld\nSTATUS=serving %u models; HTTP port %d, gRPC port %d",
+                  (long)getpid(), models, http_server_port(threads[0].server),
+                  http_server_grpc_port(threads[0].server));
+}
+
+/* The service manager's watchdog, fed while every I/O loop runs
+ * (watchdog.h); NULL without WatchdogSec=. */
+static struct watchdog *start_watchdog(struct sdnotify *notify, struct io_thread *threads, int n)
+{
+    struct loop *loops[WATCHDOG_MAX_LOOPS];
+    if (n > WATCHDOG_MAX_LOOPS)
+        n = WATCHDOG_MAX_LOOPS;
+    for (int i = 0; i < n; i++)
+        loops[i] = &threads[i].loop;
+    struct watchdog *w;
+    int rc = watchdog_start(notify, loops, n, &w);
+    if (rc != 0)
+        log_error("cannot start the service manager watchdog: %s", strerror(-rc));
+    else if (w)
+        log_info("service manager watchdog: every %llu ms while the I/O threads run",
+                 (unsigned long long)(notify->watchdog_usec / 2000u));
+    return w;
+}
+
 /* Runs the server with settings o until SIGINT/SIGTERM; reload is NULL
  * without --config. parts: the policy stores of the sections (run() adds
- * the routing store). Returns the exit status. */
+ * the routing store). notify: the service manager's socket (sdnotify.h).
+ * Returns the exit status. */
 static int run(struct serve_options *o, struct config_reloader *reload,
-               struct pipeline_parts *parts)
+               struct pipeline_parts *parts, struct sdnotify *notify)
 {
     sigset_t mask;
     sigemptyset(&mask);
@@ -533,6 +571,16 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         return 1;
     }
     o->repo.hooks = routing_repository_hooks(routing);
+    /* Remote versions (gateway mode): their pools start before the
+     * repository loads them (their metadata comes from an upstream). */
+    if (remote_models_start(parts->remote, &err) != 0) {
+        log_error("%s", err.msg);
+        sched_pool_stop(shadow_pool);
+        sched_pool_stop(pool);
+        routing_free(routing);
+        return 1;
+    }
+    remote_models_registry(parts->remote, &o->repo.load);
     if (repository_open(&o->repo, &repo, &err) != 0) {
         log_error("%s", err.msg);
         sched_pool_stop(shadow_pool);
@@ -573,6 +621,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     o->obs.limiter = parts->limiter;
     o->obs.breaker = parts->breaker;
     o->obs.usage = parts->tokens.usage;
+    o->obs.remote = parts->remote;
     o->obs.start_ms = (uint64_t)started.tv_sec * 1000u + (uint64_t)started.tv_nsec / 1000000u;
     struct tls_store *tls = NULL;
     struct quic_tls_store *quic = NULL;
@@ -614,9 +663,13 @@ static int run(struct serve_options *o, struct config_reloader *reload,
                  snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o->http.host,
                  http_server_port(threads[0].server), http_server_grpc_port(threads[0].server),
                  tls ? " (TLS)" : "");
+        notify_ready(notify, threads, s->count);
         repository_release(repo, s);
-        if (wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls, quic,
-                              reload)) {
+        struct watchdog *watchdog = start_watchdog(notify, threads, o->io_threads);
+        bool drained = wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls,
+                                         quic, reload, notify, watchdog);
+        watchdog_stop(watchdog); /* every loop has stopped */
+        if (drained) {
             rc = 0;
         } else {
             /* Requests are still running on the models' workers: unloading
@@ -655,6 +708,7 @@ CONFIG_SECTION_ADAPTERS(ratelimit)
 CONFIG_SECTION_ADAPTERS(limiter)
 CONFIG_SECTION_ADAPTERS(breaker)
 CONFIG_SECTION_ADAPTERS(tokenquota)
+CONFIG_SECTION_ADAPTERS(remote_models)
 
 /* The policy sections, in their order in the section table. */
 enum {
@@ -663,6 +717,7 @@ enum {
     SECTION_CONCURRENCY,
     SECTION_BREAKERS,
     SECTION_TOKEN_QUOTAS,
+    SECTION_REMOTE_MODELS,
     NSECTIONS
 };
 
@@ -733,15 +788,17 @@ static int serve(int argc, char **argv)
                                    .ratelimit = ratelimit_new(),
                                    .limiter = limiter_new(),
                                    .breaker = breaker_new(),
-                                   .tokens.quotas = tokenquota_new()};
+                                   .tokens.quotas = tokenquota_new(),
+                                   .remote = remote_models_new()};
     if (!parts.auth || !parts.ratelimit || !parts.limiter || !parts.breaker ||
-        !parts.tokens.quotas) {
+        !parts.tokens.quotas || !parts.remote) {
         fprintf(stderr, "inferd: out of memory\n");
         auth_free(parts.auth);
         ratelimit_free(parts.ratelimit);
         limiter_free(parts.limiter);
         breaker_free(parts.breaker);
         tokenquota_free(parts.tokens.quotas);
+        remote_models_free(parts.remote);
         return 1;
     }
     sections[SECTION_AUTH] = CONFIG_SECTION("auth", auth, parts.auth);
@@ -750,6 +807,8 @@ static int serve(int argc, char **argv)
     sections[SECTION_BREAKERS] = CONFIG_SECTION("breakers", breaker, parts.breaker);
     sections[SECTION_TOKEN_QUOTAS] =
         CONFIG_SECTION("token-quotas", tokenquota, parts.tokens.quotas);
+    sections[SECTION_REMOTE_MODELS] =
+        CONFIG_SECTION("remote-models", remote_models, parts.remote);
     struct serve_options o;
     struct config_file *file = load_settings(&cmdline, &o, sections, nsections, parsed);
     log_set_level((enum log_level)o.log_level);
@@ -768,10 +827,16 @@ static int serve(int argc, char **argv)
     int rc = 1;
     struct error err;
     error_clear(&err);
-    if (usage_open(&o.usage, &parts.tokens.usage, &err) == 0)
-        rc = run(&o, file ? &reloader : NULL, &parts);
+    /* Type=notify under systemd (net/sdnotify.h): a NOTIFY_SOCKET that
+     * cannot be used stops the start, as the manager would time out. */
+    struct sdnotify notify;
+    if (sdnotify_open(&notify, &err) != 0)
+        log_error("%s", err.msg);
+    else if (usage_open(&o.usage, &parts.tokens.usage, &err) == 0)
+        rc = run(&o, file ? &reloader : NULL, &parts, &notify);
     else
         log_error("%s", err.msg);
+    sdnotify_close(&notify);
     /* Every I/O thread has stopped. */
     usage_close(parts.tokens.usage); /* its last write */
     auth_free(parts.auth);
@@ -779,6 +844,7 @@ static int serve(int argc, char **argv)
     limiter_free(parts.limiter);
     breaker_free(parts.breaker);
     tokenquota_free(parts.tokens.quotas);
+    remote_models_free(parts.remote); /* after the repository closed */
     config_file_free(file);
     serve_cmdline_free(&cmdline);
     return rc;

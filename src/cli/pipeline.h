@@ -52,6 +52,9 @@ struct pipeline_parts {
      * both never NULL in the server. */
     struct tokens_stage_cfg tokens;
     struct prep_stage_cfg *prep;
+    /* The remote-models section and its pools (cluster/remote.h); never
+     * NULL in the server. */
+    struct remote_models *remote;
 };
 
 /* Fills *p with the stages, each configured from parts. */

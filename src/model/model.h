@@ -99,7 +99,39 @@ struct registry_options {
      * with err: the version fails to load (MODEL_FAIL_CONFIG). NULL: no
      * preprocessing. */
     int (*attach_preprocess)(struct model *m, const char *model_dir, struct error *err);
+    /* Versions served by other servers (cluster/remote.h; filled by
+     * src/cli/main.c). A model named in names[] is a model of the
+     * repository even without a directory of its own; model_entry_load()
+     * calls load() after the local versions (if any): it adds the remote
+     * ones with model_entry_add_version(), and records those that cannot
+     * load as failures of e (model_entry_add_failure). All NULL: none. */
+    struct registry_remote {
+        void *ctx;
+        const char *const *names;
+        uint32_t nnames;
+        void (*load)(void *ctx, const struct registry_options *opts, const char *name,
+                     struct model_entry *e);
+    } remote;
 };
+
+/* Whether `name` has remote versions (opts->remote.names). */
+bool registry_has_remote(const struct registry_options *opts, const char *name);
+/* Adds version m (its reference moves to e) to e->versions, keeping them
+ * ascending. -EEXIST when e has that version already, -ENOMEM: m is then
+ * still the caller's. */
+int model_entry_add_version(struct model_entry *e, struct model *m);
+/* Records a failure of version `version` (-1: the whole model) in e. */
+void model_entry_add_failure(struct model_entry *e, int64_t version, enum model_failure_kind kind,
+                             const char *reason);
+/* A version whose requests another server runs (cluster/remote.h): no
+ * backend and no files; `info` (moved into it) is what clients send and
+ * receive, its configuration derived from it as from an ONNX file;
+ * engine_ops/engine run its requests (model_submit). Its scheduler has no
+ * instance (it holds the statistics only). 0, or -1 with err. */
+int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,
+                     const char *platform, struct model_info *info,
+                     const struct model_engine_ops *ops, void *engine, struct model **out,
+                     struct error *err);
 
 /* Loads model `name` of the repository into *e (never fails as a call: a
  * model that cannot load is UNAVAILABLE with e->reason). config_override,

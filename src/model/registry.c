@@ -515,8 +515,8 @@ const char *model_failure_kind_name(enum model_failure_kind k)
 
 /* Appends a failure to e->failures; out of memory drops it (e->reason
  * still says what failed last). */
-static void entry_add_failure(struct model_entry *e, int64_t version,
-                              enum model_failure_kind kind, const char *reason)
+void model_entry_add_failure(struct model_entry *e, int64_t version,
+                             enum model_failure_kind kind, const char *reason)
 {
     struct model_failure *grown = mem_realloc(e->failures, (e->nfailures + 1) * sizeof *grown);
     if (!grown)
@@ -534,7 +534,7 @@ static void entry_fail(struct model_entry *e, enum model_failure_kind kind, cons
 {
     snprintf(e->reason, sizeof e->reason, fmt, detail);
     log_error("model %s: %s", e->name, e->reason);
-    entry_add_failure(e, -1, kind, e->reason);
+    model_entry_add_failure(e, -1, kind, e->reason);
 }
 
 void model_entry_refuse(struct model_entry *e, enum model_failure_kind kind, const char *reason)
@@ -561,7 +561,7 @@ static void entry_note_empty_versions(struct model_entry *e, const char *dir)
                  "version directory %lld has no %s: put the model in %.100s/%lld/%s",
                  (long long)empty[i], MODEL_FILE, e->name, (long long)empty[i], MODEL_FILE);
         log_warn("model %s: %s", e->name, reason);
-        entry_add_failure(e, empty[i], MODEL_FAIL_LAYOUT, reason);
+        model_entry_add_failure(e, empty[i], MODEL_FAIL_LAYOUT, reason);
     }
 }
 
@@ -572,14 +572,90 @@ static int failure_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+bool registry_has_remote(const struct registry_options *opts, const char *name)
+{
+    for (uint32_t i = 0; i < opts->remote.nnames; i++)
+        if (strcmp(opts->remote.names[i], name) == 0)
+            return true;
+    return false;
+}
+
+int model_entry_add_version(struct model_entry *e, struct model *m)
+{
+    uint32_t at = 0;
+    while (at < e->nversions && e->versions[at]->version < m->version)
+        at++;
+    if (at < e->nversions && e->versions[at]->version == m->version)
+        return -EEXIST;
+    struct model **grown = mem_realloc(e->versions, (e->nversions + 1) * sizeof *grown);
+    if (!grown)
+        return -ENOMEM;
+    memmove(grown + at + 1, grown + at, (e->nversions - at) * sizeof *grown);
+    grown[at] = m;
+    e->versions = grown;
+    e->nversions++;
+    return 0;
+}
+
+int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,
+                     const char *platform, struct model_info *info,
+                     const struct model_engine_ops *ops, void *engine, struct model **out,
+                     struct error *err)
+{
+    struct model *m = mem_calloc(1, sizeof *m);
+    if (!m) {
+        model_info_free(info);
+        return error_set(err, 500, "out of memory");
+    }
+    m->info = *info;
+    memset(info, 0, sizeof *info);
+    m->name = mem_strdup(name);
+    m->path = mem_strdup("");
+    if (!m->name || !m->path) {
+        model_free(m);
+        return error_set(err, 500, "out of memory");
+    }
+    m->version = version;
+    snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
+    m->platform = platform;
+    m->backend = &backend_onnxruntime; /* never run: no instance */
+    if (model_configure(m, NULL, 0, err) != 0) {
+        model_free(m);
+        return -1;
+    }
+    m->batched = m->config.max_batch_size > 0;
+    m->run_info = m->info;
+    sched_config_from(m, opts, false);
+    if (opts->observe_version)
+        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
+    struct sched_model sm = {.name = m->name,
+                             .version = m->version_str,
+                             .backend = m->backend,
+                             .instances = NULL,
+                             .ninstances = 0,
+                             .info = &m->run_info,
+                             .pool = opts->pool,
+                             .background_pool = opts->background_pool};
+    int rc = sched_start(&sm, &m->sched_cfg, &m->sched);
+    if (rc) {
+        model_free(m);
+        return error_set(err, 500, "cannot start the version's scheduler: %s", strerror(-rc));
+    }
+    m->engine_ops = ops;
+    m->engine = engine;
+    atomic_init(&m->refs, 1);
+    *out = m;
+    return 0;
+}
+
+/* The versions of model directory `dir` (config.pbtxt, version policy). */
+static void load_local(const struct registry_options *opts, const char *dir,
+                       const char *config_override, struct model_entry *e);
+
 void model_entry_load(const struct registry_options *opts, const char *name,
                       const char *config_override, struct model_entry *e)
 {
     char dir[PATH_MAX_LEN];
-    char *text = NULL;
-    size_t len = 0;
-    struct error err;
-    error_clear(&err);
     memset(e, 0, sizeof *e);
     e->state = MODEL_UNAVAILABLE;
     e->name = mem_strdup(name);
@@ -592,6 +668,24 @@ void model_entry_load(const struct registry_options *opts, const char *name,
         return;
     }
     e->fingerprint = model_dir_fingerprint(opts, name);
+    bool remote = registry_has_remote(opts, name);
+    if (!remote || is_dir(dir))
+        load_local(opts, dir, config_override, e);
+    if (remote && opts->remote.load)
+        opts->remote.load(opts->remote.ctx, opts, name, e);
+    if (e->nversions > 0) {
+        e->state = MODEL_READY;
+        e->model = e->versions[e->nversions - 1];
+    }
+}
+
+static void load_local(const struct registry_options *opts, const char *dir,
+                       const char *config_override, struct model_entry *e)
+{
+    char *text = NULL;
+    size_t len = 0;
+    struct error err;
+    error_clear(&err);
     entry_note_empty_versions(e, dir);
     enum model_failure_kind kind;
     if (config_override) {
@@ -634,7 +728,7 @@ void model_entry_load(const struct registry_options *opts, const char *name,
         snprintf(e->reason, sizeof e->reason, "no version directory with a %s file", MODEL_FILE);
         log_error("model %s: %s", e->name, e->reason);
         if (!e->nfailures)
-            entry_add_failure(e, -1, MODEL_FAIL_LAYOUT, e->reason);
+            model_entry_add_failure(e, -1, MODEL_FAIL_LAYOUT, e->reason);
     } else if (!(e->versions = mem_calloc(nchosen, sizeof *e->versions))) {
         entry_fail(e, MODEL_FAIL_LOAD, "%s", "out of memory");
     }
@@ -649,7 +743,7 @@ void model_entry_load(const struct registry_options *opts, const char *name,
                      err.msg);
             log_error("model %s version %lld failed to load: %s", e->name,
                       (long long)chosen[i], err.msg);
-            entry_add_failure(e, chosen[i], kind, err.msg);
+            model_entry_add_failure(e, chosen[i], kind, err.msg);
             e->failed_versions++;
             continue;
         }
@@ -659,10 +753,6 @@ void model_entry_load(const struct registry_options *opts, const char *name,
     mem_free(text);
     if (e->nfailures > 1)
         qsort(e->failures, e->nfailures, sizeof *e->failures, failure_cmp);
-    if (e->nversions > 0) {
-        e->state = MODEL_READY;
-        e->model = e->versions[e->nversions - 1];
-    }
 }
 
 void model_entry_clear(struct model_entry *e)
@@ -694,6 +784,8 @@ enum model_dir_kind model_dir_check(const struct registry_options *opts, const c
                                     struct model_failure *why)
 {
     char dir[PATH_MAX_LEN];
+    if (registry_has_remote(opts, name))
+        return MODEL_DIR_MODEL;
     if (name[0] == '.' || !path_fmt(dir, sizeof dir, "%s/%s", opts->repository, name) ||
         !is_dir(dir))
         return MODEL_DIR_OTHER;

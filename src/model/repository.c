@@ -392,6 +392,24 @@ static struct repo_dir *scan_dirs(const struct repository *r, uint32_t *count)
         (*count)++;
     }
     closedir(d);
+    /* Models with remote versions only (model.h: registry_remote). */
+    const struct registry_remote *rm = &r->opts.load.remote;
+    for (uint32_t i = 0; i < rm->nnames; i++) {
+        bool found = false;
+        for (uint32_t j = 0; j < *count && !found; j++)
+            found = strcmp(dirs[j].name, rm->names[i]) == 0;
+        if (found)
+            continue;
+        struct repo_dir *grown = mem_realloc(dirs, (*count + 1) * sizeof *dirs);
+        if (!grown)
+            break;
+        dirs = grown;
+        if (!(dirs[*count].name = mem_strdup(rm->names[i])))
+            break;
+        dirs[*count].kind = MODEL_DIR_MODEL;
+        memset(&dirs[*count].why, 0, sizeof dirs[*count].why);
+        (*count)++;
+    }
     if (*count > 1)
         qsort(dirs, *count, sizeof *dirs, repo_dir_cmp);
     return dirs;

@@ -1,0 +1,276 @@
+"""Gateway mode: a model version served by upstream KServe v2 gRPC servers
+(the remote-models section): answers, balancing, ejection, retries,
+deadlines, trace context and canary routing between a local and a remote
+version. The upstreams are other inferd processes; grpcio is the
+independent client where a test needs one."""
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import MAIN_MODELS, free_port, infer_request, ok_json, stall_repo, tensor
+from grpc_client import generate
+
+
+@pytest.fixture(scope="session")
+def grpc_pb(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("gw_proto_py"))
+
+IN0 = np.arange(16, dtype=np.int32).reshape(1, 16)
+IN1 = np.ones((1, 16), dtype=np.int32)
+SIMPLE = [tensor("INPUT0", IN0, "INT32"), tensor("INPUT1", IN1, "INT32")]
+EXPECTED = [(IN0 + IN1).reshape(-1).tolist(), (IN0 - IN1).reshape(-1).tolist()]
+
+
+def gateway(factory, tmp_path, upstreams, models=None, extra="", flags=(), model="simple",
+            version=None):
+    ups = ", ".join('"127.0.0.1:%d"' % u.grpc_port for u in upstreams)
+    cfg = tmp_path / "gateway.yaml"
+    cfg.write_text("remote-models:\n  - model: %s\n    upstreams: [%s]\n%s%s" % (
+        model, ups, '    version: "%s"\n' % version if version else "", extra))
+    return factory.start("--config", str(cfg), *flags, models=models if models is not None else {})
+
+
+def upstream_metric(srv, name, upstream):
+    text = requests.get(srv.metrics_url, timeout=10).text
+    for line in text.splitlines():
+        if line.startswith(name + "{") and 'upstream="127.0.0.1:%d"' % upstream.grpc_port in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def infer_count(srv, model="simple"):
+    """Successful infer calls the server counted for model (its own metrics)."""
+    text = requests.get(srv.metrics_url, timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("nv_inference_request_success{") and 'model="%s"' % model in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def outputs(resp):
+    body = ok_json(resp)
+    return [o["data"] for o in body["outputs"]]
+
+
+def test_answers_match_a_direct_call(server_factory, tmp_path):
+    up = server_factory.start()
+    gw = gateway(server_factory, tmp_path, [up])
+    direct = ok_json(infer_request(up.url, "simple", SIMPLE))
+    via = ok_json(infer_request(gw.url, "simple", SIMPLE))
+    assert via["outputs"] == direct["outputs"]
+    assert [o["data"] for o in via["outputs"]] == EXPECTED
+    assert via["model_version"] == "1"
+    # The metadata is the upstream's.
+    md = requests.get(gw.url + "/v2/models/simple", timeout=10).json()
+    up_md = requests.get(up.url + "/v2/models/simple", timeout=10).json()
+    assert md["inputs"] == up_md["inputs"] and md["outputs"] == up_md["outputs"]
+    assert requests.get(gw.url + "/v2/models/simple/ready", timeout=10).status_code == 200
+
+
+def test_grpc_client_through_the_gateway(server_factory, tmp_path, grpc_pb):
+    import grpc
+    from grpc_client import Client
+    pb, hpb = grpc_pb
+    up = server_factory.start()
+    gw = gateway(server_factory, tmp_path, [up])
+    c = Client(pb, hpb, "127.0.0.1:%d" % gw.grpc_port)
+    try:
+        req = pb.ModelInferRequest(model_name="simple", id="req-7")
+        for name in ("INPUT0", "INPUT1"):
+            req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        req.raw_input_contents.append(IN0.tobytes())
+        req.raw_input_contents.append(IN1.tobytes())
+        resp = c.infer(req)
+        assert resp.id == "req-7"
+        got = [np.frombuffer(r, dtype=np.int32).tolist() for r in resp.raw_output_contents]
+        assert got == EXPECTED
+        # An error of the upstream keeps its meaning.
+        bad = pb.ModelInferRequest(model_name="simple")
+        bad.inputs.add(name="INPUT0", datatype="INT32", shape=[1, 16])
+        with pytest.raises(grpc.RpcError) as e:
+            c.infer(bad)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        c.close()
+
+
+def test_p2c_spreads_load(server_factory, tmp_path):
+    ups = [server_factory.start() for _ in range(3)]
+    gw = gateway(server_factory, tmp_path, ups)
+    errors = []
+
+    def worker():
+        s = requests.Session()
+        for _ in range(40):
+            r = s.post(gw.url + "/v2/models/simple/infer", json={"inputs": SIMPLE}, timeout=30)
+            if r.status_code != 200:
+                errors.append(r.text)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    counts = [infer_count(u) for u in ups]
+    print("per-upstream counts (their own metrics):", counts)
+    assert sum(counts) == 240
+    assert min(counts) >= 240 * 0.1, counts
+    # The gateway's count is the upstream's, plus the ModelMetadata call
+    # of the version's load on one of them.
+    sent = [upstream_metric(gw, "inferd_upstream_requests_total", u) for u in ups]
+    assert sum(sent) == 241
+    assert all(s - c in (0, 1) for s, c in zip(sent, counts))
+
+
+def test_killed_upstream_is_ejected_and_traffic_continues(server_factory, tmp_path):
+    ups = [server_factory.start() for _ in range(2)]
+    gw = gateway(server_factory, tmp_path, ups,
+                 extra="    health-check: {interval-ms: 200, timeout-ms: 200}\n"
+                       "    outlier: {consecutive-failures: 2, ejection-secs: 30}\n")
+    for _ in range(10):
+        assert outputs(infer_request(gw.url, "simple", SIMPLE)) == EXPECTED
+    ups[0].kill()
+    ups[0].returncode = -9
+    # In-flight requests on it may fail (none here: nothing was in flight);
+    # new ones never reach it (connection refused: retried elsewhere) and
+    # it leaves the pool.
+    failed = 0
+    for _ in range(60):
+        if infer_request(gw.url, "simple", SIMPLE).status_code != 200:
+            failed += 1
+    assert failed == 0
+    deadline = time.monotonic() + 10
+    while upstream_metric(gw, "inferd_upstream_healthy", ups[0]) != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    before = infer_count(ups[1])
+    for _ in range(20):
+        assert infer_request(gw.url, "simple", SIMPLE).status_code == 200
+    assert infer_count(ups[1]) == before + 20
+
+
+def test_retries_only_for_never_reached(server_factory, tmp_path):
+    """A call refused at connect is retried (it never reached the upstream);
+    a call that reached a slow upstream and timed out is not."""
+    up = server_factory.start()
+    gone = server_factory.start()
+    slow = server_factory.start(repository=stall_repo(tmp_path / "slow", 3000000))
+    # Health checks far apart: the killed upstream stays eligible, so
+    # calls are sent to it and refused at connect (never reached).
+    gw = gateway(server_factory, tmp_path, [gone, up],
+                 extra="    max-retries: 1\n"
+                       "    outlier: {consecutive-failures: 1000, ejection-secs: 1}\n"
+                       "    health-check: {interval-ms: 600000, timeout-ms: 200}\n")
+    time.sleep(0.3)
+    gone.kill()
+    gone.returncode = -9
+    for _ in range(20):
+        r = infer_request(gw.url, "simple", SIMPLE)
+        assert r.status_code == 200, r.text
+    assert infer_count(up) == 20
+    refused = upstream_metric(gw, "inferd_upstream_failures_total", gone)
+    assert refused >= 1
+    # Reached but slow: one attempt only, answered 504 within the deadline.
+    (tmp_path / "g2").mkdir()
+    gw2 = gateway(server_factory, tmp_path / "g2", [slow], model="echo",
+                  extra="    max-retries: 3\n")
+    t0 = time.monotonic()
+    r = infer_request(gw2.url, "echo", [tensor("IN", np.arange(4, dtype=np.int32).reshape(1, 4),
+                                               "INT32")], parameters={"timeout": 500000})
+    took = time.monotonic() - t0
+    assert r.status_code == 504, r.text
+    assert took < 2.5
+    # The version's ModelMetadata at load, and this call's one attempt.
+    assert upstream_metric(gw2, "inferd_upstream_requests_total", slow) == 2
+
+
+def test_grpc_deadline_propagates(server_factory, tmp_path, grpc_pb):
+    import grpc
+    from grpc_client import Client
+    pb, hpb = grpc_pb
+    slow = server_factory.start(repository=stall_repo(tmp_path, 3000000))
+    gw = gateway(server_factory, tmp_path, [slow], model="echo")
+    c = Client(pb, hpb, "127.0.0.1:%d" % gw.grpc_port)
+    try:
+        req = pb.ModelInferRequest(model_name="echo")
+        req.inputs.add(name="IN", datatype="INT32", shape=[1, 4])
+        req.raw_input_contents.append(np.arange(4, dtype=np.int32).tobytes())
+        t0 = time.monotonic()
+        with pytest.raises(grpc.RpcError) as e:
+            c.infer(req, timeout=0.5)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        c.close()
+
+
+def is_infer(line):
+    return line.get("model") == "simple" and line.get("endpoint", "").endswith("ModelInfer")
+
+
+def test_traceparent_propagates(server_factory, tmp_path):
+    log = tmp_path / "upstream_access.log"
+    up = server_factory.start("--access-log", str(log))
+    gw = gateway(server_factory, tmp_path, [up])
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    r = requests.post(gw.url + "/v2/models/simple/infer", json={"inputs": SIMPLE}, timeout=10,
+                      headers={"traceparent": "00-%s-b7ad6b7169203331-01" % trace,
+                               "x-request-id": "gw-req-1"})
+    assert r.status_code == 200
+    deadline = time.monotonic() + 5
+    lines = []
+    while time.monotonic() < deadline:
+        lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] \
+            if log.exists() else []
+        if any(is_infer(x) for x in lines):
+            break
+        time.sleep(0.1)
+    # The gateway's health checks (ModelReady) are logged there too.
+    infer_lines = [x for x in lines if is_infer(x)]
+    assert len(infer_lines) == 1, lines
+    assert infer_lines[0]["trace_id"] == trace
+
+
+def test_canary_between_local_and_remote_version(server_factory, tmp_path):
+    up = server_factory.start()
+    repo = tmp_path / "gwrepo"
+    (repo / "simple" / "1").mkdir(parents=True)
+    (repo / "simple" / "1" / "model.onnx").symlink_to(
+        (MAIN_MODELS["simple"] / "1" / "model.onnx").resolve())
+    (repo / "simple" / "routing.json").write_text(json.dumps(
+        {"canary": {"stable": 1, "version": 2, "weight": 50}}))
+    gw = gateway(server_factory, tmp_path, [up], version="2",
+                 flags=("--model-repository", str(repo)))
+    versions = {}
+    for _ in range(60):
+        r = infer_request(gw.url, "simple", SIMPLE)
+        body = ok_json(r)
+        assert [o["data"] for o in body["outputs"]] == EXPECTED
+        versions[body["model_version"]] = versions.get(body["model_version"], 0) + 1
+    print("canary split:", versions)
+    assert set(versions) == {"1", "2"}
+    assert infer_count(up) == versions["2"]
+    # Pinning the remote version by URL.
+    r = infer_request(gw.url, "simple", SIMPLE, version="2")
+    assert ok_json(r)["model_version"] == "2"
+
+
+def test_config_errors(server_factory, tmp_path):
+    import subprocess
+    from conftest import INFERD_BIN
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("remote-models:\n  - model: simple\n    upstreams: [\"nohost\"]\n")
+    p = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(cfg)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "remote-models[0].upstreams[0]: expected host:port" in p.stderr
+    cfg.write_text("remote-models:\n  - model: simple\n")
+    p = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(cfg)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "give either upstreams or discover: true" in p.stderr
