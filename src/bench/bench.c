@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/arena.h"
@@ -27,6 +28,7 @@
 #include "bench/gen_stream.h"
 #include "bench/hist.h"
 #include "bench/http_client.h"
+#include "bench/progress.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "net/loop.h"
@@ -1768,6 +1770,24 @@ static void merge_stats(struct bench_stats *total, const struct bench_stats *st)
     gen_stats_merge(&total->gen, &st->gen);
 }
 
+/* While the workers run: the elapsed share of warm-up + measured window on
+ * stderr when it is a terminal (bench/progress.h), erased at the end. */
+static void show_progress(const struct bench_shared *sh)
+{
+    struct progress p;
+    progress_start(&p, stderr, "inferd bench");
+    if (!p.on)
+        return;
+    for (uint64_t now = clock_now_ns(); now < sh->t_end; now = clock_now_ns()) {
+        progress_update(&p, (double)(now - sh->t0) / (double)(sh->t_end - sh->t0),
+                        now < sh->t_measure ? "warm-up" : "measuring");
+        uint64_t left = sh->t_end - now;
+        struct timespec ts = {0, (long)(left < 200000000ull ? left : 200000000ull)};
+        nanosleep(&ts, NULL);
+    }
+    progress_end(&p);
+}
+
 /* Runs the workers and merges their statistics into *total. Returns 0, or
  * 1 when nothing could connect or the threads could not be set up. */
 static int run(const struct bench_options *o, struct bench_shared *sh, struct bench_stats *total)
@@ -1827,6 +1847,8 @@ out_open_gate:
     sh->go = true;
     pthread_cond_broadcast(&sh->gate_cond);
     pthread_mutex_unlock(&sh->gate_lock);
+    if (rc == 0)
+        show_progress(sh);
     for (uint32_t i = 0; i < started; i++)
         pthread_join(workers[i].thread, NULL);
     for (uint32_t i = 0; i < nthreads; i++) {

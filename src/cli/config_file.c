@@ -329,8 +329,8 @@ void config_reload(struct config_reloader *r)
     struct config_file *f = NULL;
     struct error err;
     error_clear(&err);
-    if (config_file_load(r->path, &next, r->sections, r->nsections, r->check, parsed, &f,
-                         &err) != 0) {
+    if (config_file_load(r->path, &next, r->sections, r->nsections, r->check, parsed, &f, &err) !=
+        0) {
         log_error("config: reload of %s failed, keeping the current configuration: %s", r->path,
                   err.msg);
         return;

@@ -1,7 +1,9 @@
 /*
- * inferd command line: `inferd serve` runs the server; `inferd bench` and
- * `inferd routing` (cli/routing_cmd.h) are clients of one; `inferd keys`
- * (cli/keys_cmd.h) makes API keys; `--help`, `--version`.
+ * inferd command line: `inferd serve` runs the server; `inferd bench`,
+ * `inferd routing` (cli/routing_cmd.h), `inferd infer` (cli/infer_cmd.h),
+ * `inferd models` and `inferd health` (cli/admin_cmd.h) are clients of
+ * one; `inferd keys` (cli/keys_cmd.h) makes API keys; `--help`,
+ * `--version`.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,9 +25,11 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "bench/bench.h"
+#include "cli/admin_cmd.h"
 #include "cluster/remote.h"
 #include "cli/cluster_setup.h"
 #include "cli/config_file.h"
+#include "cli/infer_cmd.h"
 #include "cli/keys_cmd.h"
 #include "cli/pipeline.h"
 #include "cli/routing_cmd.h"
@@ -61,6 +65,10 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  serve        serve the models of a repository over KServe v2 REST and gRPC\n"
+    "  infer        send one inference request (inputs from JSON, .npy or raw files;\n"
+    "               REST or gRPC) and print or save the outputs (docs/cli.md)\n"
+    "  models       list the repository, load or unload a model, show statistics\n"
+    "  health       is a server (or a model) live and ready\n"
     "  bench        load-test a server (KServe v2 infer requests or any endpoint)\n"
     "  routing      read or change a model's routing table on a running server\n"
     "               (canary, A/B, shadow: docs/traffic.md)\n"
@@ -70,6 +78,9 @@ static const char usage_text[] =
     "  inferd --help | -h       this text\n"
     "  inferd --version | -V    print the version\n"
     "  inferd serve --help      options of serve\n"
+    "  inferd infer --help      options of infer (and its exit codes)\n"
+    "  inferd models --help     options of models\n"
+    "  inferd health --help     options of health\n"
     "  inferd bench --help      options of bench\n"
     "  inferd routing --help    options of routing\n"
     "  inferd keys --help       usage of keys\n";
@@ -883,6 +894,12 @@ int main(int argc, char **argv)
         return routing_main(argc - 1, argv + 1);
     if (strcmp(cmd, "keys") == 0)
         return keys_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "infer") == 0)
+        return infer_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "models") == 0)
+        return models_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "health") == 0)
+        return health_main(argc - 1, argv + 1);
     fprintf(stderr, "inferd: unknown command or option '%s'\n%s", cmd, usage_text);
     return 2;
 }

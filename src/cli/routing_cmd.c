@@ -131,14 +131,12 @@ static int parse_canary(const char *s, struct canary_arg *c)
     errno = 0;
     double w = strtod(b + 1, &end);
     if (b[1] == '\0' || *end || errno || !(w >= 0 && w <= 100))
-        return usage_error("--canary: the weight must be a percent from 0 to 100, got '%s'",
-                           b + 1);
+        return usage_error("--canary: the weight must be a percent from 0 to 100, got '%s'", b + 1);
     double bp = w * 100.0;
     if (fabs(bp - round(bp)) > 1e-6)
         return usage_error("--canary: the weight has at most two decimals, got '%s'", b + 1);
     if (c->stable == c->version)
-        return usage_error("--canary: VERSION is the same as STABLE (%lld)",
-                           (long long)c->stable);
+        return usage_error("--canary: VERSION is the same as STABLE (%lld)", (long long)c->stable);
     c->weight_bp = (uint32_t)llround(bp);
     return 0;
 }
@@ -192,8 +190,9 @@ static int exchange(const struct routing_opts *o, const char *method, const char
     buf_init(&req, MAX_TABLE_BYTES + 4096);
     buf_printf(&req, "%s ", method);
     append_target(&req, &u, model);
-    buf_printf(&req, " HTTP/1.1\r\nHost: %s\r\nUser-Agent: inferd-routing\r\n"
-                     "Accept: application/json\r\nConnection: close\r\n",
+    buf_printf(&req,
+               " HTTP/1.1\r\nHost: %s\r\nUser-Agent: inferd-routing\r\n"
+               "Accept: application/json\r\nConnection: close\r\n",
                u.authority);
     if (o->api_key)
         buf_printf(&req, "Authorization: Bearer %s\r\n", o->api_key);
@@ -317,9 +316,15 @@ int routing_main(int argc, char **argv)
         case 'h':
             fputs(routing_usage_text, stdout);
             return 0;
-        case OPT_URL: o.url = optarg; break;
-        case OPT_FILE: o.file = optarg; break;
-        case OPT_JSON: o.json = optarg; break;
+        case OPT_URL:
+            o.url = optarg;
+            break;
+        case OPT_FILE:
+            o.file = optarg;
+            break;
+        case OPT_JSON:
+            o.json = optarg;
+            break;
         case OPT_CANARY:
             o.canary = optarg;
             if (parse_canary(optarg, &o.c) != 0)
@@ -379,8 +384,7 @@ int routing_main(int argc, char **argv)
         if (rc == 0 && body.err)
             rc = fail("out of memory");
         if (rc == 0)
-            rc = exchange(&o, "PUT", model, body.data ? body.data : "", body.len, &status,
-                          &resp);
+            rc = exchange(&o, "PUT", model, body.data ? body.data : "", body.len, &status, &resp);
     }
     if (rc == 0)
         rc = report(status, &resp);

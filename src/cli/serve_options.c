@@ -212,10 +212,10 @@ int serve_option_find(const char *name, int *id, enum serve_option_kind *kind)
         if (t->val < SERVE_OPT_REPO || t->val >= SERVE_OPT_CONFIG || strcmp(t->name, name) != 0)
             continue;
         *id = t->val;
-        *kind = t->has_arg == no_argument        ? SERVE_OPTION_SWITCH
+        *kind = t->has_arg == no_argument ? SERVE_OPTION_SWITCH
                 : t->val == SERVE_OPT_LOAD_MODEL || t->val == SERVE_OPT_CORS_ORIGIN
                     ? SERVE_OPTION_REPEATED
-                                                 : SERVE_OPTION_VALUE;
+                    : SERVE_OPTION_VALUE;
         return 0;
     }
     return -1;

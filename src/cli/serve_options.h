@@ -55,17 +55,17 @@ struct serve_options {
     struct accesslog_config access_log; /* path NULL = off */
     int log_format;                     /* enum log_line_format; -1 = not given */
     struct trace_settings trace;
-    struct otlp_config otlp; /* endpoint NULL = no export */
-    struct gen_settings gen; /* generative models (gen/engine.h) */
+    struct otlp_config otlp;    /* endpoint NULL = no export */
+    struct gen_settings gen;    /* generative models (gen/engine.h) */
     struct usage_options usage; /* token metering (obs/usage.h); path NULL: in memory */
-    int preprocess_threads;  /* 0: --preprocess-threads not given: one per usable CPU */
-    int preprocess_queue;    /* requests waiting for a preprocessing worker */
+    int preprocess_threads;     /* 0: --preprocess-threads not given: one per usable CPU */
+    int preprocess_queue;       /* requests waiting for a preprocessing worker */
     /* Registration in etcd (cluster/registration.h); endpoints NULL: off. */
     struct {
         const char *endpoints;      /* --etcd-endpoints */
         const char *prefix;         /* --etcd-prefix */
         uint32_t lease_ttl_s;       /* --etcd-lease-ttl */
-        const char *advertise_host; /* NULL: see cli/main.c's advertise_host() */
+        const char *advertise_host; /* NULL: see cli/cluster_setup.h */
         const char *instance_id;    /* NULL: hostname:http-port */
     } etcd;
 };

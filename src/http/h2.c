@@ -6,12 +6,12 @@
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/clock.h"
+#include "http/resp_head.h"
 #include "http/txn.h"
 
 /* Flow control: large windows so that a big tensor is not throttled by
@@ -47,7 +47,7 @@ enum stream_kind {
 };
 
 struct h2_stream {
-    struct h2_session *sess; /* NULL once detached (REST txn outlives the session) */
+    struct h2_session *sess;       /* NULL once detached (REST txn outlives the session) */
     struct h2_stream *prev, *next; /* sess->streams, or the free list (next) */
     int32_t id;
     enum stream_kind kind;
@@ -449,21 +449,6 @@ static int submit(struct h2_stream *st, const nghttp2_nv *nv, size_t n, bool wit
     return 0;
 }
 
-/* The Date header value, formatted once per second per thread. */
-static const char *date_now(void)
-{
-    static __thread time_t cached_sec;
-    static __thread char cached[40];
-    time_t now = time(NULL);
-    if (now != cached_sec) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        cached_sec = now;
-    }
-    return cached;
-}
-
 /* A REST response from st->out: status, content type, body length and the
  * extra header lines ("Name: value\r\n", names lowercased for HTTP/2).
  * A streamed response (`streamed`) has no content-length: its DATA frames
@@ -471,47 +456,18 @@ static const char *date_now(void)
 static void rest_submit(struct h2_stream *st, int status, const char *content_type,
                         const char *extra, bool head_only, bool streamed)
 {
-    nghttp2_nv nv[8 + 32];
-    size_t n = 0;
-    char status_str[8], len_str[24];
-    const char *date = date_now();
-    char extra_copy[sizeof st->txn.extra_headers];
-    snprintf(status_str, sizeof status_str, "%d", status);
-    snprintf(len_str, sizeof len_str, "%zu", st->out.len);
-    nv[n++] = make_nv(":status", 7, status_str, strlen(status_str));
-    nv[n++] = make_nv("server", 6, "inferd", 6);
-    nv[n++] = make_nv("date", 4, date, strlen(date));
-    if (!streamed)
-        nv[n++] = make_nv("content-length", 14, len_str, strlen(len_str));
-    if (content_type)
-        nv[n++] = make_nv("content-type", 12, content_type, strlen(content_type));
-    if (extra) {
-        snprintf(extra_copy, sizeof extra_copy, "%s", extra);
-        char *line = extra_copy;
-        while (*line && n < sizeof nv / sizeof nv[0]) {
-            char *eol = strstr(line, "\r\n");
-            if (!eol)
-                break;
-            *eol = '\0';
-            char *colon = strchr(line, ':');
-            if (colon) {
-                for (char *p = line; p < colon; p++)
-                    if (*p >= 'A' && *p <= 'Z')
-                        *p = (char)(*p - 'A' + 'a');
-                char *v = colon + 1;
-                while (*v == ' ')
-                    v++;
-                nv[n++] = make_nv(line, (size_t)(colon - line), v, strlen(v));
-            }
-            line = eol + 2;
-        }
-    }
+    struct http_resp_head head;
+    http_resp_head_build(&head, status, content_type, extra, streamed, st->out.len);
+    nghttp2_nv nv[HTTP_RESP_HEAD_FIELDS];
+    for (size_t i = 0; i < head.n; i++)
+        nv[i] = make_nv(head.fields[i].name, head.fields[i].name_len, head.fields[i].value,
+                        head.fields[i].value_len);
     if (head_only) {
         st->out.len = 0;
         st->out_off = 0;
     }
     st->finished = !streamed;
-    if (submit(st, nv, n, streamed || st->out.len > 0) != 0)
+    if (submit(st, nv, head.n, streamed || st->out.len > 0) != 0)
         nghttp2_submit_rst_stream(st->sess->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 
@@ -800,7 +756,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
     if (!hbuf_add(st, name, namelen, &noff) || !hbuf_add(st, value, valuelen, &voff))
         goto too_large;
     st->hdrs[st->nhdrs++] = (struct h2_header){(const char *)(uintptr_t)noff, namelen,
-                                                (const char *)(uintptr_t)voff, valuelen};
+                                               (const char *)(uintptr_t)voff, valuelen};
     return 0;
 too_large:
     head_error(st, 431, "request header fields too large");
@@ -827,7 +783,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         if (st && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !st->request_done)
             request_end(st);
         return 0;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -977,8 +934,7 @@ int h2_session_send(struct h2_session *s, struct buf *out, size_t high_water)
 
 bool h2_session_done(const struct h2_session *s)
 {
-    return s->failed ||
-           (!nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng));
+    return s->failed || (!nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng));
 }
 
 uint32_t h2_session_stream_count(const struct h2_session *s)
@@ -1099,8 +1055,7 @@ static void stream_resume(struct h2_stream *st)
     want_write(st->sess);
 }
 
-int h2_stream_respond_headers(struct h2_stream *st, int status, const struct h2_header *h,
-                              size_t n)
+int h2_stream_respond_headers(struct h2_stream *st, int status, const struct h2_header *h, size_t n)
 {
     if (!stream_usable(st) || st->responded || n > H2_MAX_RESPONSE_HEADERS || status < 100 ||
         status > 999)

@@ -9,13 +9,13 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "http/resp_head.h"
 #include "net/udp.h"
 
 /* Flow control: the windows a client starts with, and how far ngtcp2 may
@@ -41,7 +41,6 @@
 /* Connection-ID routing table buckets (chained). */
 #define H3_CID_BUCKETS 4096
 /* Response header fields of a REST answer, besides the extra lines. */
-#define H3_MAX_NV 32
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -410,21 +409,6 @@ static nghttp3_nv make_nv(const char *name, size_t nl, const char *value, size_t
     return (nghttp3_nv){(uint8_t *)name, (uint8_t *)value, nl, vl, NGHTTP3_NV_FLAG_NONE};
 }
 
-/* The Date header value, formatted once per second per thread. */
-static const char *date_now(void)
-{
-    static __thread time_t cached_sec;
-    static __thread char cached[40];
-    time_t now = time(NULL);
-    if (now != cached_sec) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        cached_sec = now;
-    }
-    return cached;
-}
-
 /* Submits a REST response: status, content type, body length (of the
  * queued output, unless `streamed`) and the extra header lines ("Name:
  * value\r\n", names lowercased for HTTP/3). */
@@ -432,48 +416,19 @@ static void rest_submit(struct h3_stream *st, int status, const char *content_ty
                         const char *extra, bool head_only, bool streamed)
 {
     struct h3_conn *c = st->conn;
-    nghttp3_nv nv[H3_MAX_NV];
-    size_t n = 0;
-    char status_str[8], len_str[24];
-    char extra_copy[sizeof st->txn.extra_headers];
-    const char *date = date_now();
-    snprintf(status_str, sizeof status_str, "%d", status);
-    snprintf(len_str, sizeof len_str, "%llu", (unsigned long long)st->unacked);
-    nv[n++] = make_nv(":status", 7, status_str, strlen(status_str));
-    nv[n++] = make_nv("server", 6, "inferd", 6);
-    nv[n++] = make_nv("date", 4, date, strlen(date));
-    if (!streamed)
-        nv[n++] = make_nv("content-length", 14, len_str, strlen(len_str));
-    if (content_type)
-        nv[n++] = make_nv("content-type", 12, content_type, strlen(content_type));
-    if (extra) {
-        snprintf(extra_copy, sizeof extra_copy, "%s", extra);
-        char *line = extra_copy;
-        while (*line && n < H3_MAX_NV) {
-            char *eol = strstr(line, "\r\n");
-            if (!eol)
-                break;
-            *eol = '\0';
-            char *colon = strchr(line, ':');
-            if (colon) {
-                for (char *p = line; p < colon; p++)
-                    if (*p >= 'A' && *p <= 'Z')
-                        *p = (char)(*p - 'A' + 'a');
-                char *v = colon + 1;
-                while (*v == ' ')
-                    v++;
-                nv[n++] = make_nv(line, (size_t)(colon - line), v, strlen(v));
-            }
-            line = eol + 2;
-        }
-    }
+    struct http_resp_head head;
+    http_resp_head_build(&head, status, content_type, extra, streamed, st->unacked);
+    nghttp3_nv nv[HTTP_RESP_HEAD_FIELDS];
+    for (size_t i = 0; i < head.n; i++)
+        nv[i] = make_nv(head.fields[i].name, head.fields[i].name_len, head.fields[i].value,
+                        head.fields[i].value_len);
     if (head_only)
         chunks_free(st);
     st->finished = !streamed;
     st->responded = true;
     nghttp3_data_reader dr = {.read_data = read_data};
     bool with_body = streamed || st->out_head != NULL;
-    if (nghttp3_conn_submit_response(c->h, st->id, nv, n, with_body ? &dr : NULL) != 0)
+    if (nghttp3_conn_submit_response(c->h, st->id, nv, head.n, with_body ? &dr : NULL) != 0)
         ngtcp2_conn_shutdown_stream(c->q, st->id, NGHTTP3_H3_INTERNAL_ERROR);
     want_write(c);
 }

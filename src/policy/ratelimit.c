@@ -1,6 +1,5 @@
 #include "policy/ratelimit.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +7,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "obs/metrics.h"
+#include "policy/published.h"
 
 /* One bucket and what it decided. */
 struct bucket {
@@ -15,81 +15,37 @@ struct bucket {
     _Atomic uint64_t admitted, limited;
 };
 
-/* A rule's long-lived state, shared by the configurations that have the
- * rule (reference counted). */
-struct rule_state {
-    atomic_uint refs;
-    struct bucket one;          /* the rule's bucket; for "*" rules the overflow bucket */
-    struct tenant_slots *slots; /* "*" rules: a struct bucket per tenant */
+/* The configuration is also the published snapshot (published.h): each
+ * rule's state holds a struct bucket (per tenant for "*" rules). */
+struct ratelimit_config {
+    struct published_rules pub; /* first: its states[i] is rule i's */
+    struct ratelimit_rule rules[RATELIMIT_MAX_RULES];
 };
 
-/* The configuration is also the published snapshot. */
-struct ratelimit_config {
-    atomic_uint refs;
-    uint32_t nrules;
-    struct ratelimit_rule rules[RATELIMIT_MAX_RULES];
-    struct rule_state *states[RATELIMIT_MAX_RULES];
-};
+_Static_assert(RATELIMIT_MAX_RULES <= PUBLISHED_MAX_RULES, "every rule has a state");
 
 struct ratelimit {
-    pthread_mutex_t lock; /* current: taking a reference, swapping */
-    struct ratelimit_config *current;
-    atomic_bool active;         /* current has rules (read without the lock) */
-    pthread_mutex_t write_lock; /* ratelimit_apply: one at a time */
+    struct published pub;
 };
 
 int ratelimit_config_check_tenants(const struct ratelimit_config *c,
                                    bool (*known)(const void *ctx, const char *name),
                                    const void *ctx, bool any_tenants, struct error *err)
 {
-    for (uint32_t i = 0; c && i < c->nrules; i++) {
+    for (uint32_t i = 0; c && i < c->pub.nrules; i++) {
         const struct ratelimit_rule *r = &c->rules[i];
-        if (r->tenant_kind == RATELIMIT_EACH_TENANT && !any_tenants)
-            return error_set(err, 400,
-                             "rate-limits[%u].tenant: \"*\" needs tenants, and the auth section "
-                             "has none (without API keys no call has a tenant)",
-                             i);
-        if (r->tenant_kind == RATELIMIT_ONE_TENANT && !known(ctx, r->tenant))
-            return error_set(err, 400,
-                             "rate-limits[%u].tenant: '%s' is not a tenant of the auth section", i,
-                             r->tenant);
+        if (ratelimit_scope_check_tenant("rate-limits", i, r->tenant_kind, r->tenant, known, ctx,
+                                         any_tenants, err) != 0)
+            return -1;
     }
     return 0;
 }
 
-/* ---- states and configurations ---------------------------------------------------- */
+/* ---- configurations and the store --------------------------------------------------- */
 
-static struct rule_state *state_new(const struct ratelimit_rule *r)
+static bool rule_same(const void *a, const void *b)
 {
-    struct rule_state *st = mem_calloc(1, sizeof *st);
-    if (!st)
-        return NULL;
-    if (r->tenant_kind == RATELIMIT_EACH_TENANT) {
-        st->slots = tenant_slots_new(sizeof(struct bucket));
-        if (!st->slots) {
-            mem_free(st);
-            return NULL;
-        }
-    }
-    atomic_init(&st->refs, 1);
-    return st;
-}
-
-static void state_unref(struct rule_state *st)
-{
-    if (st && atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1) {
-        tenant_slots_free(st->slots);
-        mem_free(st);
-    }
-}
-
-static void config_unref(struct ratelimit_config *c)
-{
-    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    for (uint32_t i = 0; i < c->nrules; i++)
-        state_unref(c->states[i]);
-    mem_free(c);
+    return ratelimit_rule_same(a, b);
 }
 
 int ratelimit_config_parse(const struct json_value *section, struct ratelimit_config **out,
@@ -99,17 +55,16 @@ int ratelimit_config_parse(const struct json_value *section, struct ratelimit_co
     struct ratelimit_config *c = mem_calloc(1, sizeof *c);
     if (!c)
         return error_set(err, 500, "out of memory for the rate limits");
-    atomic_init(&c->refs, 1);
-    if (ratelimit_rules_parse(section, c->rules, &c->nrules, err) != 0) {
-        c->nrules = 0;
-        config_unref(c);
+    published_rules_init(&c->pub, c->rules, sizeof c->rules[0], rule_same);
+    uint32_t n;
+    if (ratelimit_rules_parse(section, c->rules, &n, err) != 0) {
+        published_unref(&c->pub);
         return -1;
     }
-    for (uint32_t i = 0; i < c->nrules; i++) {
-        c->states[i] = state_new(&c->rules[i]);
-        if (!c->states[i]) {
-            c->nrules = i;
-            config_unref(c);
+    for (uint32_t i = 0; i < n; i++) {
+        if (published_add_state(&c->pub, sizeof(struct bucket),
+                                c->rules[i].tenant_kind == RATELIMIT_EACH_TENANT) != 0) {
+            published_unref(&c->pub);
             return error_set(err, 500, "out of memory for the buckets of the rate limits");
         }
     }
@@ -119,30 +74,24 @@ int ratelimit_config_parse(const struct json_value *section, struct ratelimit_co
 
 void ratelimit_config_free(struct ratelimit_config *c)
 {
-    config_unref(c);
+    published_unref(c ? &c->pub : NULL);
 }
 
 static struct ratelimit_config *config_acquire(struct ratelimit *rl)
 {
-    pthread_mutex_lock(&rl->lock);
-    struct ratelimit_config *c = rl->current;
-    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&rl->lock);
-    return c;
+    return (struct ratelimit_config *)published_acquire(&rl->pub);
 }
-
-/* ---- the store ---------------------------------------------------------------------- */
 
 struct ratelimit *ratelimit_new(void)
 {
     struct ratelimit *rl = mem_calloc(1, sizeof *rl);
+    struct ratelimit_config *empty;
     struct error err;
-    if (!rl || ratelimit_config_parse(NULL, &rl->current, &err) != 0) {
+    if (!rl || ratelimit_config_parse(NULL, &empty, &err) != 0) {
         mem_free(rl);
         return NULL;
     }
-    pthread_mutex_init(&rl->lock, NULL);
-    pthread_mutex_init(&rl->write_lock, NULL);
+    published_init(&rl->pub, &empty->pub);
     return rl;
 }
 
@@ -150,39 +99,17 @@ void ratelimit_free(struct ratelimit *rl)
 {
     if (!rl)
         return;
-    config_unref(rl->current);
-    pthread_mutex_destroy(&rl->lock);
-    pthread_mutex_destroy(&rl->write_lock);
+    published_destroy(&rl->pub);
     mem_free(rl);
 }
 
 void ratelimit_apply(struct ratelimit *rl, struct ratelimit_config *c)
 {
-    pthread_mutex_lock(&rl->write_lock);
-    struct ratelimit_config *old = rl->current; /* only writers change it */
-    bool taken[RATELIMIT_MAX_RULES] = {false};
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < c->nrules; i++) {
-        for (uint32_t k = 0; k < old->nrules; k++) {
-            if (taken[k] || !ratelimit_rule_same(&old->rules[k], &c->rules[i]))
-                continue;
-            taken[k] = true;
-            state_unref(c->states[i]);
-            c->states[i] = old->states[k];
-            atomic_fetch_add_explicit(&c->states[i]->refs, 1, memory_order_relaxed);
-            kept++;
-            break;
-        }
-    }
-    pthread_mutex_lock(&rl->lock);
-    rl->current = c;
-    atomic_store_explicit(&rl->active, c->nrules > 0, memory_order_relaxed);
-    pthread_mutex_unlock(&rl->lock);
-    pthread_mutex_unlock(&rl->write_lock);
-    if (c->nrules || old->nrules)
-        log_info("rate limits: %u rules (%u unchanged keep their buckets, %u start full)",
-                 c->nrules, kept, c->nrules - kept);
-    config_unref(old); /* calls admitted under it hold their own reference */
+    uint32_t n = c->pub.nrules, old_n;
+    uint32_t kept = published_apply(&rl->pub, &c->pub, &old_n);
+    if (n || old_n)
+        log_info("rate limits: %u rules (%u unchanged keep their buckets, %u start full)", n, kept,
+                 n - kept);
 }
 
 /* ---- admission ---------------------------------------------------------------------- */
@@ -197,7 +124,7 @@ static struct bucket *tenant_bucket(struct rule_state *st, uint32_t rule, const 
         log_warn("rate limits: rule %u has %u tenants with a bucket of their own; tenant "
                  "%.63s and later ones share one bucket",
                  rule, RATELIMIT_TENANTS, tenant);
-    return b ? b : &st->one;
+    return b ? b : (struct bucket *)st->one;
 }
 
 static bool rule_matches(const struct ratelimit_rule *r, const char *tenant, const char *model)
@@ -224,7 +151,7 @@ int ratelimit_admit(struct ratelimit *rl, const char *tenant, const char *model,
                     struct serve_ratelimit *info, struct error *err)
 {
     info->set = false;
-    if (!atomic_load_explicit(&rl->active, memory_order_relaxed))
+    if (!published_active(&rl->pub))
         return 0;
     struct ratelimit_config *c = config_acquire(rl);
     struct taken taken[RATELIMIT_MAX_RULES];
@@ -233,14 +160,14 @@ int ratelimit_admit(struct ratelimit *rl, const char *tenant, const char *model,
     /* Tenant rules first: a tenant over its own limit is refused before it
      * takes a token of a bucket other tenants share. */
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
-        for (uint32_t i = 0; i < c->nrules; i++) {
+        for (uint32_t i = 0; i < c->pub.nrules; i++) {
             const struct ratelimit_rule *r = &c->rules[i];
             if ((r->tenant_kind == RATELIMIT_ANY_TENANT) != (pass == 1) ||
                 !rule_matches(r, tenant, model))
                 continue;
             struct bucket *b = r->tenant_kind == RATELIMIT_EACH_TENANT
-                                   ? tenant_bucket(c->states[i], i, tenant)
-                                   : &c->states[i]->one;
+                                   ? tenant_bucket(c->pub.states[i], i, tenant)
+                                   : (struct bucket *)c->pub.states[i]->one;
             uint64_t wait;
             if (gcra_take(&b->tat, &r->gcra, now_ns, &wait)) {
                 taken[n++] = (struct taken){b, r};
@@ -268,7 +195,7 @@ int ratelimit_admit(struct ratelimit *rl, const char *tenant, const char *model,
         if (!info->set || one.remaining < info->remaining)
             *info = one;
     }
-    config_unref(c);
+    published_unref(&c->pub);
     return rc;
 }
 
@@ -337,7 +264,7 @@ void ratelimit_write_metrics(struct ratelimit *rl, struct buf *out)
 {
     struct ratelimit_config *c = config_acquire(rl);
     uint64_t now = clock_now_ns();
-    if (c->nrules == 0)
+    if (c->pub.nrules == 0)
         goto out_unref;
     static const char *const names[] = {[REQUESTS_TOTAL] = "inferd_rate_limit_requests_total",
                                         [TOKENS] = "inferd_rate_limit_tokens"};
@@ -348,13 +275,13 @@ void ratelimit_write_metrics(struct ratelimit *rl, struct buf *out)
         [TOKENS] = "Tokens left in a rate-limit bucket"};
     for (enum family what = REQUESTS_TOTAL; what <= TOKENS; what++) {
         metrics_write_header(out, names[what], types[what], helps[what]);
-        for (uint32_t i = 0; i < c->nrules; i++) {
+        for (uint32_t i = 0; i < c->pub.nrules; i++) {
             const struct ratelimit_rule *r = &c->rules[i];
-            struct rule_state *st = c->states[i];
+            struct rule_state *st = c->pub.states[i];
+            const struct bucket *one = (const struct bucket *)st->one;
             if (r->tenant_kind != RATELIMIT_EACH_TENANT) {
                 write_bucket(out, what, i, r,
-                             r->tenant_kind == RATELIMIT_ONE_TENANT ? r->tenant : NULL, &st->one,
-                             now);
+                             r->tenant_kind == RATELIMIT_ONE_TENANT ? r->tenant : NULL, one, now);
                 continue;
             }
             for (uint32_t k = 0; k < TENANT_SLOTS_SLOTS; k++) {
@@ -364,9 +291,9 @@ void ratelimit_write_metrics(struct ratelimit *rl, struct buf *out)
                     write_bucket(out, what, i, r, name, b, now);
             }
             /* The bucket tenants beyond RATELIMIT_TENANTS share. */
-            write_bucket(out, what, i, r, "*", &st->one, now);
+            write_bucket(out, what, i, r, "*", one, now);
         }
     }
 out_unref:
-    config_unref(c);
+    published_unref(&c->pub);
 }

@@ -181,6 +181,22 @@ void ratelimit_scope_describe(enum ratelimit_tenant kind, const char *rule_tenan
         snprintf(out, size, "the server");
 }
 
+int ratelimit_scope_check_tenant(const char *section, uint32_t i, enum ratelimit_tenant kind,
+                                 const char *rule_tenant,
+                                 bool (*known)(const void *ctx, const char *name), const void *ctx,
+                                 bool any_tenants, struct error *err)
+{
+    if (kind == RATELIMIT_EACH_TENANT && !any_tenants)
+        return error_set(err, 400,
+                         "%s[%u].tenant: \"*\" needs tenants, and the auth section has none "
+                         "(without API keys no call has a tenant)",
+                         section, i);
+    if (kind == RATELIMIT_ONE_TENANT && !known(ctx, rule_tenant))
+        return error_set(err, 400, "%s[%u].tenant: '%s' is not a tenant of the auth section",
+                         section, i, rule_tenant);
+    return 0;
+}
+
 void ratelimit_rule_describe(const struct ratelimit_rule *r, const char *tenant, char *out,
                              size_t size)
 {

@@ -70,6 +70,16 @@ bool ratelimit_scope_matches(enum ratelimit_tenant kind, const char *rule_tenant
 void ratelimit_scope_describe(enum ratelimit_tenant kind, const char *rule_tenant,
                               const char *rule_model, const char *tenant, char *out, size_t size);
 
+/* Checks the tenant of rule i of a scope (kind, rule_tenant) in section
+ * ("rate-limits", "token-quotas") against the tenants that exist
+ * (known(ctx, name): the auth section's): a rule naming another tenant,
+ * or a "*" rule when there are none (any_tenants false), is refused, 400
+ * "section[i].tenant: ...". 0 or -1 with err. */
+int ratelimit_scope_check_tenant(const char *section, uint32_t i, enum ratelimit_tenant kind,
+                                 const char *rule_tenant,
+                                 bool (*known)(const void *ctx, const char *name), const void *ctx,
+                                 bool any_tenants, struct error *err);
+
 /* What the rule limits, for a refusal's message: "tenant team-a on model
  * digits", "tenant team-a", "model digits", "the server"; tenant: the
  * call's tenant (the one a "*" rule's bucket belongs to). */

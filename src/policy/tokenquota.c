@@ -1,6 +1,5 @@
 #include "policy/tokenquota.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +7,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "obs/metrics.h"
+#include "policy/published.h"
 
 #define DAY_S 86400ull
 #define DAY_SHIFT 40 /* a day word: the day number above, the tokens used below */
@@ -24,81 +24,38 @@ struct counter {
     _Atomic uint64_t refusals[NREASONS];
 };
 
-/* A rule's long-lived state, shared by the configurations that have the
- * rule (reference counted): its counters, one per limit. */
-struct rule_state {
-    atomic_uint refs;
-    struct counter one[TOKENQUOTA_LIMITS]; /* the rule's; for "*" rules the overflow ones */
-    struct tenant_slots *slots;            /* "*" rules: nlimits counters per tenant */
+/* The configuration is also the published snapshot (published.h): each
+ * rule's state holds its counters, one per limit (per tenant for "*"
+ * rules). */
+struct tokenquota_config {
+    struct published_rules pub; /* first: its states[i] is rule i's */
+    struct tokenquota_rule rules[TOKENQUOTA_MAX_RULES];
 };
 
-/* The configuration is also the published snapshot. */
-struct tokenquota_config {
-    atomic_uint refs;
-    uint32_t nrules;
-    struct tokenquota_rule rules[TOKENQUOTA_MAX_RULES];
-    struct rule_state *states[TOKENQUOTA_MAX_RULES];
-};
+_Static_assert(TOKENQUOTA_MAX_RULES <= PUBLISHED_MAX_RULES, "every rule has a state");
 
 struct tokenquota {
-    pthread_mutex_t lock; /* current: taking a reference, swapping */
-    struct tokenquota_config *current;
-    atomic_bool active;         /* current has rules (read without the lock) */
-    pthread_mutex_t write_lock; /* tokenquota_apply: one at a time */
+    struct published pub;
 };
 
 int tokenquota_config_check_tenants(const struct tokenquota_config *c,
                                     bool (*known)(const void *ctx, const char *name),
                                     const void *ctx, bool any_tenants, struct error *err)
 {
-    for (uint32_t i = 0; c && i < c->nrules; i++) {
+    for (uint32_t i = 0; c && i < c->pub.nrules; i++) {
         const struct tokenquota_rule *r = &c->rules[i];
-        if (r->tenant_kind == RATELIMIT_EACH_TENANT && !any_tenants)
-            return error_set(err, 400,
-                             "token-quotas[%u].tenant: \"*\" needs tenants, and the auth section "
-                             "has none (without API keys no call has a tenant)",
-                             i);
-        if (r->tenant_kind == RATELIMIT_ONE_TENANT && !known(ctx, r->tenant))
-            return error_set(err, 400,
-                             "token-quotas[%u].tenant: '%s' is not a tenant of the auth section", i,
-                             r->tenant);
+        if (ratelimit_scope_check_tenant("token-quotas", i, r->tenant_kind, r->tenant, known, ctx,
+                                         any_tenants, err) != 0)
+            return -1;
     }
     return 0;
 }
 
-/* ---- states and configurations ---------------------------------------------------- */
+/* ---- configurations and the store --------------------------------------------------- */
 
-static struct rule_state *state_new(const struct tokenquota_rule *r)
+static bool rule_same(const void *a, const void *b)
 {
-    struct rule_state *st = mem_calloc(1, sizeof *st);
-    if (!st)
-        return NULL;
-    if (r->tenant_kind == RATELIMIT_EACH_TENANT) {
-        st->slots = tenant_slots_new(r->nlimits * sizeof(struct counter));
-        if (!st->slots) {
-            mem_free(st);
-            return NULL;
-        }
-    }
-    atomic_init(&st->refs, 1);
-    return st;
-}
-
-static void state_unref(struct rule_state *st)
-{
-    if (st && atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1) {
-        tenant_slots_free(st->slots);
-        mem_free(st);
-    }
-}
-
-static void config_unref(struct tokenquota_config *c)
-{
-    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    for (uint32_t i = 0; i < c->nrules; i++)
-        state_unref(c->states[i]);
-    mem_free(c);
+    return tokenquota_rule_same(a, b);
 }
 
 int tokenquota_config_parse(const struct json_value *section, struct tokenquota_config **out,
@@ -108,17 +65,17 @@ int tokenquota_config_parse(const struct json_value *section, struct tokenquota_
     struct tokenquota_config *c = mem_calloc(1, sizeof *c);
     if (!c)
         return error_set(err, 500, "out of memory for the token quotas");
-    atomic_init(&c->refs, 1);
-    if (tokenquota_rules_parse(section, c->rules, &c->nrules, err) != 0) {
-        c->nrules = 0;
-        config_unref(c);
+    published_rules_init(&c->pub, c->rules, sizeof c->rules[0], rule_same);
+    uint32_t n;
+    if (tokenquota_rules_parse(section, c->rules, &n, err) != 0) {
+        published_unref(&c->pub);
         return -1;
     }
-    for (uint32_t i = 0; i < c->nrules; i++) {
-        c->states[i] = state_new(&c->rules[i]);
-        if (!c->states[i]) {
-            c->nrules = i;
-            config_unref(c);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct tokenquota_rule *r = &c->rules[i];
+        if (published_add_state(&c->pub, r->nlimits * sizeof(struct counter),
+                                r->tenant_kind == RATELIMIT_EACH_TENANT) != 0) {
+            published_unref(&c->pub);
             return error_set(err, 500, "out of memory for the counters of the token quotas");
         }
     }
@@ -128,30 +85,29 @@ int tokenquota_config_parse(const struct json_value *section, struct tokenquota_
 
 void tokenquota_config_free(struct tokenquota_config *c)
 {
-    config_unref(c);
+    published_unref(c ? &c->pub : NULL);
 }
 
 static struct tokenquota_config *config_acquire(struct tokenquota *tq)
 {
-    pthread_mutex_lock(&tq->lock);
-    struct tokenquota_config *c = tq->current;
-    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&tq->lock);
-    return c;
+    return (struct tokenquota_config *)published_acquire(&tq->pub);
 }
 
-/* ---- the store ---------------------------------------------------------------------- */
+static void config_unref(struct tokenquota_config *c)
+{
+    published_unref(&c->pub);
+}
 
 struct tokenquota *tokenquota_new(void)
 {
     struct tokenquota *tq = mem_calloc(1, sizeof *tq);
+    struct tokenquota_config *empty;
     struct error err;
-    if (!tq || tokenquota_config_parse(NULL, &tq->current, &err) != 0) {
+    if (!tq || tokenquota_config_parse(NULL, &empty, &err) != 0) {
         mem_free(tq);
         return NULL;
     }
-    pthread_mutex_init(&tq->lock, NULL);
-    pthread_mutex_init(&tq->write_lock, NULL);
+    published_init(&tq->pub, &empty->pub);
     return tq;
 }
 
@@ -159,39 +115,17 @@ void tokenquota_free(struct tokenquota *tq)
 {
     if (!tq)
         return;
-    config_unref(tq->current);
-    pthread_mutex_destroy(&tq->lock);
-    pthread_mutex_destroy(&tq->write_lock);
+    published_destroy(&tq->pub);
     mem_free(tq);
 }
 
 void tokenquota_apply(struct tokenquota *tq, struct tokenquota_config *c)
 {
-    pthread_mutex_lock(&tq->write_lock);
-    struct tokenquota_config *old = tq->current; /* only writers change it */
-    bool taken[TOKENQUOTA_MAX_RULES] = {false};
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < c->nrules; i++) {
-        for (uint32_t k = 0; k < old->nrules; k++) {
-            if (taken[k] || !tokenquota_rule_same(&old->rules[k], &c->rules[i]))
-                continue;
-            taken[k] = true;
-            state_unref(c->states[i]);
-            c->states[i] = old->states[k];
-            atomic_fetch_add_explicit(&c->states[i]->refs, 1, memory_order_relaxed);
-            kept++;
-            break;
-        }
-    }
-    pthread_mutex_lock(&tq->lock);
-    tq->current = c;
-    atomic_store_explicit(&tq->active, c->nrules > 0, memory_order_relaxed);
-    pthread_mutex_unlock(&tq->lock);
-    pthread_mutex_unlock(&tq->write_lock);
-    if (c->nrules || old->nrules)
-        log_info("token quotas: %u rules (%u unchanged keep their counters, %u start empty)",
-                 c->nrules, kept, c->nrules - kept);
-    config_unref(old); /* reservations made under it hold their own reference */
+    uint32_t n = c->pub.nrules, old_n;
+    uint32_t kept = published_apply(&tq->pub, &c->pub, &old_n);
+    if (n || old_n)
+        log_info("token quotas: %u rules (%u unchanged keep their counters, %u start empty)", n,
+                 kept, n - kept);
 }
 
 /* ---- counters ------------------------------------------------------------------------ */
@@ -200,16 +134,17 @@ void tokenquota_apply(struct tokenquota *tq, struct tokenquota_config *c)
  * tenant's own (the overflow ones once TOKENQUOTA_TENANTS have theirs). */
 static struct counter *counters_of(struct tokenquota_config *c, uint32_t i, const char *tenant)
 {
-    struct rule_state *st = c->states[i];
+    struct rule_state *st = c->pub.states[i];
+    struct counter *one = (struct counter *)st->one;
     if (c->rules[i].tenant_kind != RATELIMIT_EACH_TENANT)
-        return st->one;
+        return one;
     bool first_overflow;
     struct counter *own = tenant_slots_get(st->slots, tenant, &first_overflow);
     if (first_overflow)
         log_warn("token quotas: rule %u has %u tenants with counters of their own; tenant "
                  "%.63s and later ones share one set",
                  i, TOKENQUOTA_TENANTS, tenant);
-    return own ? own : st->one;
+    return own ? own : one;
 }
 
 static uint64_t amount(enum tokenquota_kind k, uint32_t prompt, uint32_t completion)
@@ -396,7 +331,7 @@ int tokenquota_reserve(struct tokenquota *tq, const char *tenant, const char *mo
         .prompt = prompt, .completion = completion, .day = wall_s / DAY_S, .tenant = tenant};
     /* Matched by this copy, here and when settling, so that both agree. */
     snprintf(res->model, sizeof res->model, "%s", model);
-    if (!atomic_load_explicit(&tq->active, memory_order_relaxed))
+    if (!published_active(&tq->pub))
         return 0;
     struct tokenquota_config *c = config_acquire(tq);
     struct taken taken[TOKENQUOTA_MAX_RULES * TOKENQUOTA_LIMITS];
@@ -406,7 +341,7 @@ int tokenquota_reserve(struct tokenquota *tq, const char *tenant, const char *mo
     /* Tenant rules first: a tenant over its own budget is refused before
      * it takes tokens of a budget other tenants share. */
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
-        for (uint32_t i = 0; i < c->nrules && rc == 0; i++) {
+        for (uint32_t i = 0; i < c->pub.nrules && rc == 0; i++) {
             const struct tokenquota_rule *r = &c->rules[i];
             if ((r->tenant_kind == RATELIMIT_ANY_TENANT) != (pass == 1) ||
                 !ratelimit_scope_matches(r->tenant_kind, r->tenant, r->model, tenant, res->model))
@@ -448,7 +383,7 @@ void tokenquota_settle(struct tokenquota_reservation *res, uint32_t prompt_used,
     uint32_t p = prompt_used < res->prompt ? prompt_used : res->prompt;
     uint32_t q = completion_used < res->completion ? completion_used : res->completion;
     bool same_day = wall_s / DAY_S == res->day;
-    for (uint32_t i = 0; i < c->nrules; i++) {
+    for (uint32_t i = 0; i < c->pub.nrules; i++) {
         const struct tokenquota_rule *r = &c->rules[i];
         if (!ratelimit_scope_matches(r->tenant_kind, r->tenant, r->model, res->tenant, res->model))
             continue;
@@ -523,11 +458,12 @@ static void write_rule(struct buf *out, enum family what, const struct tokenquot
                        uint32_t i, uint64_t now_ns, uint64_t wall_s)
 {
     const struct tokenquota_rule *r = &c->rules[i];
-    struct rule_state *st = c->states[i];
+    struct rule_state *st = c->pub.states[i];
+    const struct counter *one = (const struct counter *)st->one;
     for (uint32_t j = 0; j < r->nlimits; j++) {
         if (r->tenant_kind != RATELIMIT_EACH_TENANT) {
             write_counter(out, what, i, r, &r->limits[j],
-                          r->tenant_kind == RATELIMIT_ONE_TENANT ? r->tenant : NULL, &st->one[j],
+                          r->tenant_kind == RATELIMIT_ONE_TENANT ? r->tenant : NULL, &one[j],
                           now_ns, wall_s);
             continue;
         }
@@ -537,7 +473,7 @@ static void write_rule(struct buf *out, enum family what, const struct tokenquot
             if (ks)
                 write_counter(out, what, i, r, &r->limits[j], name, &ks[j], now_ns, wall_s);
         }
-        write_counter(out, what, i, r, &r->limits[j], "*", &st->one[j], now_ns, wall_s);
+        write_counter(out, what, i, r, &r->limits[j], "*", &one[j], now_ns, wall_s);
     }
 }
 
@@ -555,9 +491,9 @@ void tokenquota_write_metrics(struct tokenquota *tq, struct buf *out)
         [REMAINING] = "Tokens left in a token-quota counter",
         [REFUSALS_TOTAL] = "Calls a token-quota counter refused, by reason (per rule, and per "
                            "tenant for tenant \"*\")"};
-    for (enum family what = LIMIT; what < NFAMILIES && c->nrules > 0; what++) {
+    for (enum family what = LIMIT; what < NFAMILIES && c->pub.nrules > 0; what++) {
         metrics_write_header(out, names[what], types[what], helps[what]);
-        for (uint32_t i = 0; i < c->nrules; i++)
+        for (uint32_t i = 0; i < c->pub.nrules; i++)
             write_rule(out, what, c, i, now_ns, wall_s);
     }
     config_unref(c);

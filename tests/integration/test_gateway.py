@@ -210,6 +210,10 @@ def test_grpc_deadline_propagates(server_factory, tmp_path, grpc_pb):
         c.close()
 
 
+def is_infer(line):
+    return line.get("model") == "simple" and line.get("endpoint", "").endswith("ModelInfer")
+
+
 def test_traceparent_propagates(server_factory, tmp_path):
     log = tmp_path / "upstream_access.log"
     up = server_factory.start("--access-log", str(log))
@@ -224,12 +228,13 @@ def test_traceparent_propagates(server_factory, tmp_path):
     while time.monotonic() < deadline:
         lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] \
             if log.exists() else []
-        if any(x.get("model") == "simple" for x in lines):
+        if any(is_infer(x) for x in lines):
             break
         time.sleep(0.1)
-    infer_lines = [x for x in lines if x.get("model") == "simple"]
-    assert infer_lines, lines
-    assert infer_lines[-1]["trace_id"] == trace
+    # The gateway's health checks (ModelReady) are logged there too.
+    infer_lines = [x for x in lines if is_infer(x)]
+    assert len(infer_lines) == 1, lines
+    assert infer_lines[0]["trace_id"] == trace
 
 
 def test_canary_between_local_and_remote_version(server_factory, tmp_path):
