@@ -489,8 +489,8 @@ void tokenquota_write_metrics(struct tokenquota *tq, struct buf *out)
     static const char *const helps[] = {
         [LIMIT] = "Tokens a token-quota counter allows per minute or per UTC day",
         [REMAINING] = "Tokens left in a token-quota counter",
-        [REFUSALS_TOTAL] = "Calls a token-quota counter refused, by reason (per rule, and per "
-                           "tenant for tenant \"*\")"};
+        [REFUSALS_TOTAL] = ("Calls a token-quota counter refused, by reason (per rule, and per "
+                            "tenant for tenant \"*\")")};
     for (enum family what = LIMIT; what < NFAMILIES && c->pub.nrules > 0; what++) {
         metrics_write_header(out, names[what], types[what], helps[what]);
         for (uint32_t i = 0; i < c->pub.nrules; i++)
