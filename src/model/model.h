@@ -125,7 +125,8 @@ void model_entry_add_failure(struct model_entry *e, int64_t version, enum model_
                              const char *reason);
 /* A version whose requests another server runs (cluster/remote.h): no
  * backend and no files; `info` (moved into it) is what clients send and
- * receive, its configuration derived from it as from an ONNX file;
+ * receive, its configuration derived from it as from an ONNX file, every
+ * input optional (the upstream checks which a call needs);
  * engine_ops/engine run its requests (model_submit). Its scheduler has no
  * instance (it holds the statistics only). 0, or -1 with err. */
 int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,

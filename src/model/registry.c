@@ -625,6 +625,16 @@ int model_new_remote(const struct registry_options *opts, const char *name, int6
     }
     m->batched = m->config.max_batch_size > 0;
     m->run_info = m->info;
+    /* The upstream says which inputs a call must carry (KServe metadata
+     * does not: a preprocessed model takes its raw input or the tensor it
+     * feeds): every input is optional here, the upstream answers 400. */
+    m->input_optional = mem_calloc(m->info.ninputs ? m->info.ninputs : 1, sizeof(bool));
+    if (!m->input_optional) {
+        model_free(m);
+        return error_set(err, 500, "out of memory");
+    }
+    for (uint32_t i = 0; i < m->info.ninputs; i++)
+        m->input_optional[i] = true;
     sched_config_from(m, opts, false);
     if (opts->observe_version)
         opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
