@@ -278,9 +278,9 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
         # leaves the pool (health check, then its key's lease expires).
         victim = ups[0]
         load.resume("kill")
-        wait_for(lambda: gateway_metric(gw, "inferd_upstream_outstanding", victim), 30,
-                 "a call in flight on u0")
-        killed_in_flight = gateway_metric(gw, "inferd_upstream_outstanding", victim)
+        killed_in_flight = wait_for(
+            lambda: gateway_metric(gw, "inferd_upstream_outstanding", victim), 30,
+            "a call in flight on u0")
         victim.proc.send_signal(signal.SIGKILL)
         victim.proc.wait()
         victim.returncode = victim.proc.returncode
@@ -331,9 +331,10 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
         # goes before it exits.
         drained = ups[1]
         load.resume("drain")
-        wait_for(lambda: gateway_metric(gw, "inferd_upstream_outstanding", drained), 30,
-                 "a call in flight on u1")
-        in_flight = gateway_metric(gw, "inferd_upstream_outstanding", drained)
+        # (echo runs 150 ms: what is in flight now still is at the signal)
+        in_flight = wait_for(
+            lambda: gateway_metric(gw, "inferd_upstream_outstanding", drained), 30,
+            "a call in flight on u1")
         drained.proc.send_signal(signal.SIGTERM)
         drained.proc.wait(timeout=60)
         drained.returncode = drained.proc.returncode
@@ -341,9 +342,12 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
         load.wait_done("drain", PER_PHASE)
         load.pause()
         drain_after = [served(u) for u in (ups[0], ups[2])]
-        phases["drain"] = dict(load.outcomes("drain"), per_upstream={
-            "u0": drain_after[0] - rejoined_after[0], "u1": "drained",
-            "u2": drain_after[1] - rejoined_after[2]}, in_flight_on_u1_at_sigterm=int(in_flight))
+        phases["drain"] = load.outcomes("drain")
+        others = {"u0": drain_after[0] - rejoined_after[0],
+                  "u2": drain_after[1] - rejoined_after[2]}
+        phases["drain"]["per_upstream"] = dict(
+            {"u1 (until it exited)": phases["drain"]["ok"] - sum(others.values())}, **others)
+        phases["drain"]["in_flight_on_u1_at_sigterm"] = int(in_flight)
     finally:
         load.stop()
 
@@ -355,6 +359,9 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
     for name, p in phases.items():
         print("%-9s total %4d  ok %4d  failed %2d  per upstream %s" % (
             name, p["total"], p["ok"], p["failed"], p.get("per_upstream", "-")))
+        for k in ("in_flight_on_u0_at_sigkill", "in_flight_on_u1_at_sigterm"):
+            if k in p:
+                print("          %s (the gateway's count just before): %d" % (k, p[k]))
         for f in p["failures"]:
             print("          failure: %s" % f)
     print("%-9s total %4d  ok %4d  failed %2d" % ("all", totals["total"], totals["ok"],
@@ -379,6 +386,7 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
     assert sum(rejoined["per_upstream"].values()) == rejoined["ok"]
     assert rejoined["per_upstream"]["u0"] > 0, rejoined
     assert drain["failed"] == 0, drain["failures"]
+    assert drain["per_upstream"]["u1 (until it exited)"] >= drain["in_flight_on_u1_at_sigterm"]
     assert drained.returncode == 0
     log = drained.stderr()
     assert log.index("deregistered from etcd") < log.index("shutdown complete")
