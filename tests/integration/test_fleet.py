@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import MAIN_MODELS, REPO_ROOT, Server, stall_repo
+from conftest import MAIN_MODELS, Server, stall_repo
 from grpc_client import Client, generate
 from test_etcd import ETCD, ETCDCTL, Etcd, wait_for
 
@@ -175,6 +175,7 @@ class Load:
                         return
                     self.busy += 1
                     phase = self.phase
+                started = time.monotonic()
                 if use_grpc:
                     model = "echo" if n % 4 == 3 else "simple"
                     ok, detail = self.grpc_call(client, model)
@@ -184,7 +185,7 @@ class Load:
                 n += 1
                 with self.cond:
                     self.busy -= 1
-                    self.records.append((time.monotonic(), phase, i, model, ok, detail))
+                    self.records.append((started, phase, i, model, ok, detail))
                     self.cond.notify_all()
         finally:
             if client:
@@ -201,10 +202,6 @@ class Load:
             self.paused = True
             assert self.cond.wait_for(lambda: self.busy == 0, timeout=60), \
                 "requests still in flight 60 s after the pause"
-
-    def done(self, phase):
-        with self.cond:
-            return sum(1 for r in self.records if r[1] == phase)
 
     def wait_done(self, phase, n, timeout=60):
         with self.cond:
