@@ -75,6 +75,7 @@ int grpc_status_from_http(int status)
         return GRPC_CANCELLED;
     case 501:
         return GRPC_UNIMPLEMENTED;
+    case 502: /* a gateway's upstream failed (gRPC's own HTTP mapping) */
     case 503:
         return GRPC_UNAVAILABLE;
     case 504:
