@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/base64.h"
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/status.h"
@@ -387,9 +388,9 @@ int etcd_put(struct etcd_client *c, const char *key, const char *value, size_t v
     struct buf b;
     buf_init(&b, (value_len + strlen(key)) / 3 * 4 + 256);
     buf_puts(&b, "{\"key\":\"");
-    etcd_b64_encode(&b, key, strlen(key));
+    base64_append(&b, key, strlen(key));
     buf_puts(&b, "\",\"value\":\"");
-    etcd_b64_encode(&b, value, value_len);
+    base64_append(&b, value, value_len);
     buf_printf(&b, "\",\"lease\":\"%lld\"}", (long long)lease);
     struct json_value *v;
     int rc = call_simple(c, "/v3/kv/put", &b, &a, &v);
@@ -403,14 +404,14 @@ static void key_range(struct buf *b, const char *key, bool prefix)
 {
     size_t n = strlen(key);
     buf_puts(b, "\"key\":\"");
-    etcd_b64_encode(b, key, n);
+    base64_append(b, key, n);
     buf_putc(b, '"');
     if (prefix) {
         char end[1024];
         size_t m = n <= sizeof end ? etcd_prefix_end(key, n, end) : 0;
         buf_puts(b, ",\"range_end\":\"");
         if (m)
-            etcd_b64_encode(b, end, m);
+            base64_append(b, end, m);
         else
             buf_puts(b, "AA=="); /* "\0": every key */
         buf_putc(b, '"');
