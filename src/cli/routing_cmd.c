@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,30 +76,6 @@ struct routing_opts {
     struct canary_arg c;
 };
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(" PROG " --help lists the options)\n", stderr);
-    return 2;
-}
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
-
 /* A version number: decimal digits. */
 static bool parse_version(const char *s, size_t n, int64_t *out)
 {
@@ -123,17 +98,21 @@ static int parse_canary(const char *s, struct canary_arg *c)
     const char *b = a ? strchr(a + 1, ':') : NULL;
     if (!a || !b || !parse_version(s, (size_t)(a - s), &c->stable) ||
         !parse_version(a + 1, (size_t)(b - a - 1), &c->version))
-        return usage_error("--canary: expected STABLE:VERSION:WEIGHT (e.g. 1:2:5), got '%s'", s);
+        return cli_usage_error(
+            PROG, "--canary: expected STABLE:VERSION:WEIGHT (e.g. 1:2:5), got '%s'", s);
     char *end;
     errno = 0;
     double w = strtod(b + 1, &end);
     if (b[1] == '\0' || *end || errno || !(w >= 0 && w <= 100))
-        return usage_error("--canary: the weight must be a percent from 0 to 100, got '%s'", b + 1);
+        return cli_usage_error(
+            PROG, "--canary: the weight must be a percent from 0 to 100, got '%s'", b + 1);
     double bp = w * 100.0;
     if (fabs(bp - round(bp)) > 1e-6)
-        return usage_error("--canary: the weight has at most two decimals, got '%s'", b + 1);
+        return cli_usage_error(PROG, "--canary: the weight has at most two decimals, got '%s'",
+                               b + 1);
     if (c->stable == c->version)
-        return usage_error("--canary: VERSION is the same as STABLE (%lld)", (long long)c->stable);
+        return cli_usage_error(PROG, "--canary: VERSION is the same as STABLE (%lld)",
+                               (long long)c->stable);
     c->weight_bp = (uint32_t)llround(bp);
     return 0;
 }
@@ -166,10 +145,10 @@ static int exchange(const struct routing_opts *o, const char *method, const char
     char err[512];
     int rc = 0;
     if (path.err)
-        rc = fail("the model name is too long");
+        rc = cli_fail(CLI_EXIT_FAILED, PROG, "the model name is too long");
     else if (cli_http(&o->t, method, path.data, body ? "application/json" : NULL, NULL, body,
                       body_len, resp, NULL, NULL, err, sizeof err) != 0)
-        rc = fail("%s %s: %s", method, o->t.url, err);
+        rc = cli_fail(CLI_EXIT_FAILED, PROG, "%s %s: %s", method, o->t.url, err);
     buf_free(&path);
     return rc;
 }
@@ -204,7 +183,8 @@ static int canary_body(const struct routing_opts *o, const char *model, struct b
     if (rc == 0) {
         struct error err;
         if (route_parse(cur.body.data ? cur.body.data : "", cur.body.len, NULL, &t, &err) != 0)
-            rc = fail("the current table of '%s' does not parse: %s", model, err.msg);
+            rc = cli_fail(CLI_EXIT_FAILED, PROG, "the current table of '%s' does not parse: %s",
+                          model, err.msg);
     }
     if (rc == 0) {
         t->canary = true;
@@ -217,7 +197,7 @@ static int canary_body(const struct routing_opts *o, const char *model, struct b
         json_w_init(&w, out);
         route_write_json(t, model, &w);
         if (out->err)
-            rc = fail("out of memory building the table");
+            rc = cli_fail(CLI_EXIT_FAILED, PROG, "out of memory building the table");
     }
     route_table_unref(t);
     cli_response_free(&cur);
@@ -248,7 +228,7 @@ int routing_main(int argc, char **argv)
             } else if (npos < 2) {
                 positional[npos++] = optarg;
             } else {
-                return usage_error("unexpected argument '%s'", optarg);
+                return cli_usage_error(PROG, "unexpected argument '%s'", optarg);
             }
             break;
         case 'h':
@@ -269,16 +249,16 @@ int routing_main(int argc, char **argv)
                 return 2;
             break;
         case ':':
-            return usage_error("%s needs a value", argv[optind - 1]);
+            return cli_usage_error(PROG, "%s needs a value", argv[optind - 1]);
         default:
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+            return cli_usage_error(PROG, "unknown option '%s'", argv[optind - 1]);
         }
     }
     while (optind < argc) { /* after "--" */
         if (npos < 2)
             positional[npos++] = argv[optind++];
         else
-            return usage_error("unexpected argument '%s'", argv[optind]);
+            return cli_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
     }
     if (npos == 0) {
         fputs(routing_usage_text, stderr);
@@ -287,18 +267,19 @@ int routing_main(int argc, char **argv)
     const char *verb = positional[0];
     bool get = strcmp(verb, "get") == 0, set = strcmp(verb, "set") == 0;
     if (!get && !set)
-        return usage_error("unknown subcommand '%s' (get or set)", verb);
+        return cli_usage_error(PROG, "unknown subcommand '%s' (get or set)", verb);
     if (npos < 2)
-        return usage_error("%s: which model?", verb);
+        return cli_usage_error(PROG, "%s: which model?", verb);
     const char *model = positional[1];
     if (!*model)
-        return usage_error("the model name is empty");
+        return cli_usage_error(PROG, "the model name is empty");
     int sources = (o.file != NULL) + (o.json != NULL) + o.stdin_body + (o.canary != NULL);
     if (get && sources)
-        return usage_error("get takes no table (--file, --json, - or --canary)");
+        return cli_usage_error(PROG, "get takes no table (--file, --json, - or --canary)");
     if (set && sources != 1)
-        return usage_error("set needs exactly one of --file FILE, --json TEXT, - (stdin) or "
-                           "--canary S:V:W");
+        return cli_usage_error(PROG,
+                               "set needs exactly one of --file FILE, --json TEXT, - (stdin) or "
+                               "--canary S:V:W");
 
     rc = cli_target_finish(&o.t, PROG);
     if (rc)
@@ -316,15 +297,15 @@ int routing_main(int argc, char **argv)
         } else if (o.file || o.stdin_body) {
             FILE *f = o.file ? fopen(o.file, "rb") : stdin;
             if (!f || read_all(f, &body) != 0)
-                rc = fail("%s: %s", o.file ? o.file : "standard input",
-                          errno == EFBIG ? "larger than 8 MiB" : strerror(errno));
+                rc = cli_fail(CLI_EXIT_FAILED, PROG, "%s: %s", o.file ? o.file : "standard input",
+                              errno == EFBIG ? "larger than 8 MiB" : strerror(errno));
             if (f && f != stdin)
                 fclose(f);
         } else {
             rc = canary_body(&o, model, &body);
         }
         if (rc == 0 && body.err)
-            rc = fail("out of memory");
+            rc = cli_fail(CLI_EXIT_FAILED, PROG, "out of memory");
         if (rc == 0)
             rc = exchange(&o, "PUT", model, body.data ? body.data : "", body.len, &resp);
     }
