@@ -4,9 +4,7 @@
 #include "cluster/etcd.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +16,7 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/status.h"
+#include "net/sock.h"
 
 #define SLICE_MS 100 /* the longest wait between looks at the cancel flag */
 
@@ -157,39 +156,16 @@ static int wait_fd(struct etcd_client *c, int fd, short events, uint64_t deadlin
     }
 }
 
+/* sock_connect's wait: writable within the timeout, unless canceled. */
+static int wait_writable(int fd, void *arg)
+{
+    struct etcd_client *c = arg;
+    return wait_fd(c, fd, POLLOUT, clock_now_ms() + c->timeout_ms);
+}
+
 static int connect_one(struct etcd_client *c, const struct etcd_endpoint *ep)
 {
-    char portstr[8];
-    snprintf(portstr, sizeof portstr, "%d", ep->port);
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    if (getaddrinfo(ep->host, portstr, &hints, &res) != 0)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-        if (rc != 0 && errno == EINPROGRESS &&
-            wait_fd(c, fd, POLLOUT, clock_now_ms() + c->timeout_ms) == 0) {
-            int soerr = 0;
-            socklen_t len = sizeof soerr;
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
-                rc = 0;
-        }
-        if (rc != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    return fd;
+    return sock_connect(ep->host, ep->port, wait_writable, c);
 }
 
 /* Connects to the current endpoint or, failing that, the next ones. */
