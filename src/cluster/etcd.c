@@ -204,30 +204,40 @@ static int send_all(struct etcd_client *c, const char *p, size_t n, uint64_t dea
     return 0;
 }
 
-/* Receives into the reader until it reaches `until` (a state past the head,
- * or the whole answer). Returns 0, or -1 with c->err. */
-static int receive(struct etcd_client *c, bool whole, uint64_t deadline_ms, bool *got_any)
+/* Waits (until deadline_ms) for bytes and feeds them to the reader.
+ * Returns 1 when some were fed, 0 when interrupted (call again), or the
+ * wait's error (-ETIMEDOUT, -ECANCELED, -EIO), -EPIPE when the connection
+ * closed, -EPROTO when the reader refused them (c->resp.err). */
+static int feed_more(struct etcd_client *c, uint64_t deadline_ms)
 {
     char in[16384];
-    for (;;) {
-        if (c->resp.state == ETCD_RESP_DONE || (!whole && c->resp.state != ETCD_RESP_HEAD))
-            return 0;
-        int w = wait_fd(c, c->fd, POLLIN, deadline_ms);
-        if (w != 0)
-            return set_err(c, true, "%s", w == -ECANCELED ? "canceled" : "no answer in time");
-        ssize_t r = recv(c->fd, in, sizeof in, 0);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            return set_err(c, true, "%s", "connection closed");
-        *got_any = true;
-        size_t used;
-        int rc = etcd_resp_feed(&c->resp, in, (size_t)r, &used);
-        if (rc == ST_ERROR)
+    int w = wait_fd(c, c->fd, POLLIN, deadline_ms);
+    if (w != 0)
+        return w;
+    ssize_t r = recv(c->fd, in, sizeof in, 0);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (r <= 0)
+        return -EPIPE;
+    size_t used;
+    return etcd_resp_feed(&c->resp, in, (size_t)r, &used) == ST_ERROR ? -EPROTO : 1;
+}
+
+/* Receives into the reader until the head of the answer is read (or, with
+ * whole, all of it). Returns 0, or -1 with c->err. */
+static int receive(struct etcd_client *c, bool whole, uint64_t deadline_ms, bool *got_any)
+{
+    while (c->resp.state != ETCD_RESP_DONE && (whole || c->resp.state == ETCD_RESP_HEAD)) {
+        int rc = feed_more(c, deadline_ms);
+        *got_any |= rc == 1 || rc == -EPROTO;
+        if (rc == -EPROTO)
             return set_err(c, false, "%s", c->resp.err);
-        if (rc == ST_DONE && !whole)
-            return 0;
+        if (rc == -EPIPE)
+            return set_err(c, true, "%s", "connection closed");
+        if (rc < 0)
+            return set_err(c, true, "%s", rc == -ECANCELED ? "canceled" : "no answer in time");
     }
+    return 0;
 }
 
 /* Sends the request in c->req and reads the head of the answer (and, with
@@ -483,7 +493,6 @@ int etcd_watch_next(struct etcd_client *c, uint32_t wait_ms, struct arena *a,
     if (!c->watching || c->fd < 0)
         return set_err(c, true, "%s", "no watch open");
     uint64_t deadline = clock_now_ms() + wait_ms;
-    char in[16384];
     for (;;) {
         if (etcd_resp_take_line(&c->resp, &c->line)) {
             if (c->line.len == 0 || (c->line.len == 1 && c->line.data[0] == '\r'))
@@ -495,18 +504,14 @@ int etcd_watch_next(struct etcd_client *c, uint32_t wait_ms, struct arena *a,
         }
         if (c->resp.state == ETCD_RESP_DONE)
             return set_err(c, true, "%s", "watch stream ended");
-        int w = wait_fd(c, c->fd, POLLIN, deadline);
-        if (w == -ETIMEDOUT)
+        int rc = feed_more(c, deadline);
+        if (rc == -ETIMEDOUT)
             return 1;
-        if (w != 0)
-            return set_err(c, true, "%s", w == -ECANCELED ? "canceled" : "poll failed");
-        ssize_t r = recv(c->fd, in, sizeof in, 0);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            return set_err(c, true, "%s", "watch connection closed");
-        size_t used;
-        if (etcd_resp_feed(&c->resp, in, (size_t)r, &used) == ST_ERROR)
+        if (rc == -EPROTO)
             return set_err(c, false, "watch: %s", c->resp.err);
+        if (rc == -EPIPE)
+            return set_err(c, true, "%s", "watch connection closed");
+        if (rc < 0)
+            return set_err(c, true, "%s", rc == -ECANCELED ? "canceled" : "poll failed");
     }
 }
