@@ -11,8 +11,8 @@
  * as its prefix is read, before any of it is buffered.
  * A gRPC-Web text body (application/grpc-web-text) is base64 of those
  * bytes, possibly as several chunks each padded on its own (a client that
- * encodes each message separately): grpc_web_text_decode() turns it back
- * into the bytes the reader takes.
+ * encodes each message separately): base64_decode_chunks() (base/base64.h)
+ * turns it back into the bytes the reader takes.
  *
  * Response side (gRPC-Web, the grpc/grpc PROTOCOL-WEB.md form): a message
  * is framed as gRPC frames it; the trailers are one more frame, flag 0x80,
@@ -68,13 +68,6 @@ bool grpc_reader_inside(const struct grpc_reader *r);
 enum grpc_web_encoding { GRPC_WEB_NONE, GRPC_WEB_BINARY, GRPC_WEB_TEXT };
 enum grpc_web_encoding grpc_web_content_type(const char *ct, size_t len);
 
-/* Appends the bytes of the base64 text in (standard alphabet; chunks each
- * padded with '=' may follow one another) to out. Returns 0, -1 when the
- * text is not such base64 (a bad character, a chunk cut short), or a
- * buf error (-E2BIG, -ENOMEM) when out cannot take the bytes. */
-int grpc_web_text_decode(const char *in, size_t len, struct buf *out);
-/* Appends base64 of data (padded) to out. Returns 0 or a buf error. */
-int grpc_web_text_encode(const void *data, size_t len, struct buf *out);
 /* Appends the trailer frame carrying t[0..n) to out. Returns 0 or a buf
  * error. */
 int grpc_web_trailer_frame(const struct h2_header *t, size_t n, struct buf *out);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/grpc_call.h"
+#include "base/base64.h"
 
 /* The decoded body or the encoded frames a gRPC-Web exchange keeps
  * between requests; larger buffers are freed after use. */
@@ -87,9 +88,8 @@ static int web_write(void *conn, const void *data, size_t len)
         return http_txn_stream_write(txn, data, len);
     struct buf *out = &call->api->web_out;
     buf_reset(out);
-    int rc = grpc_web_text_encode(data, len, out) == 0
-                 ? http_txn_stream_write(txn, out->data, out->len)
-                 : -1;
+    int rc =
+        base64_append(out, data, len) == 0 ? http_txn_stream_write(txn, out->data, out->len) : -1;
     if (out->cap > WEB_KEEP_BUFFER)
         buf_free(out);
     return rc;
@@ -181,7 +181,7 @@ void grpc_web_handle(struct grpc_api *api, struct http_txn *txn, enum grpc_web_e
     size_t len = txn->req.body_len;
     if (!call->finished && enc == GRPC_WEB_TEXT) {
         buf_reset(&api->web_in);
-        int rc = grpc_web_text_decode(txn->req.body, len, &api->web_in);
+        int rc = base64_decode_chunks(txn->req.body, len, &api->web_in);
         if (rc == -1)
             grpc_call_finish(call, GRPC_INVALID_ARGUMENT,
                              "the application/grpc-web-text body is not base64");

@@ -1,7 +1,6 @@
 #include "cli/admin_cmd.h"
 
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,19 +78,6 @@ struct admin_opts {
     const char *version, *model;
 };
 
-static int usage_error(const struct admin_opts *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int usage_error(const struct admin_opts *o, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", o->prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(%s --help lists the options)\n", o->prog);
-    return CLI_EXIT_USAGE;
-}
-
 /* Returns 0, -1 after --help, or an exit code. */
 static int parse_args(int argc, char **argv, struct admin_opts *o)
 {
@@ -115,7 +101,7 @@ static int parse_args(int argc, char **argv, struct admin_opts *o)
         switch (c) {
         case 1:
             if (o->nwords == 3)
-                return usage_error(o, "unexpected argument '%s'", optarg);
+                return cli_usage_error(o->prog, "unexpected argument '%s'", optarg);
             o->words[o->nwords++] = optarg;
             break;
         case 'h':
@@ -134,14 +120,14 @@ static int parse_args(int argc, char **argv, struct admin_opts *o)
             o->json_output = true;
             break;
         case ':':
-            return usage_error(o, "%s needs a value", argv[optind - 1]);
+            return cli_usage_error(o->prog, "%s needs a value", argv[optind - 1]);
         default:
-            return usage_error(o, "unknown option '%s'", argv[optind - 1]);
+            return cli_usage_error(o->prog, "unknown option '%s'", argv[optind - 1]);
         }
     }
     while (optind < argc) {
         if (o->nwords == 3)
-            return usage_error(o, "unexpected argument '%s'", argv[optind]);
+            return cli_usage_error(o->prog, "unexpected argument '%s'", argv[optind]);
         o->words[o->nwords++] = argv[optind++];
     }
     return cli_target_finish(&o->t, o->prog);
@@ -331,32 +317,33 @@ int models_main(int argc, char **argv)
     if (rc)
         return rc;
     if (o.nwords == 0)
-        return usage_error(&o, "which subcommand? (list, load, unload or stats)");
+        return cli_usage_error(o.prog, "which subcommand? (list, load, unload or stats)");
     const char *verb = o.words[0];
     if (o.model)
-        return usage_error(&o, "--model is for inferd health; give the model as a word");
+        return cli_usage_error(o.prog, "--model is for inferd health; give the model as a word");
     if (strcmp(verb, "list") == 0) {
         if (o.nwords > 1 || o.version)
-            return usage_error(&o, "list takes no model or version");
+            return cli_usage_error(o.prog, "list takes no model or version");
         return models_list(&o);
     }
     if (o.ready)
-        return usage_error(&o, "--ready is for list");
+        return cli_usage_error(o.prog, "--ready is for list");
     if (strcmp(verb, "load") == 0 || strcmp(verb, "unload") == 0) {
         if (o.nwords != 2 || !*o.words[1])
-            return usage_error(&o, "%s: which model? (one name)", verb);
+            return cli_usage_error(o.prog, "%s: which model? (one name)", verb);
         if (o.version)
-            return usage_error(&o, "%s loads a model's versions by its version policy", verb);
+            return cli_usage_error(o.prog, "%s loads a model's versions by its version policy",
+                                   verb);
         return models_load(&o, o.words[1], strcmp(verb, "load") == 0);
     }
     if (strcmp(verb, "stats") == 0) {
         if (o.nwords > 2)
-            return usage_error(&o, "stats: one model at most");
+            return cli_usage_error(o.prog, "stats: one model at most");
         if (o.version && o.nwords < 2)
-            return usage_error(&o, "--version needs a model");
+            return cli_usage_error(o.prog, "--version needs a model");
         return models_stats(&o, o.nwords == 2 ? o.words[1] : NULL);
     }
-    return usage_error(&o, "unknown subcommand '%s' (list, load, unload or stats)", verb);
+    return cli_usage_error(o.prog, "unknown subcommand '%s' (list, load, unload or stats)", verb);
 }
 
 /* One check: 0 when the answer is 200, CLI_EXIT_NOT_READY for another
@@ -390,12 +377,12 @@ int health_main(int argc, char **argv)
     if (rc)
         return rc;
     if (o.nwords)
-        return usage_error(&o, "unexpected argument '%s'", o.words[0]);
+        return cli_usage_error(o.prog, "unexpected argument '%s'", o.words[0]);
     if (o.version && !o.model)
-        return usage_error(&o, "--version needs --model");
+        return cli_usage_error(o.prog, "--version needs --model");
     if (o.ready || o.json_output)
-        return usage_error(&o, "%s is not an option of health",
-                           o.ready ? "--ready" : "--json-output");
+        return cli_usage_error(o.prog, "%s is not an option of health",
+                               o.ready ? "--ready" : "--json-output");
     rc = check(&o, "live", "/v2/health/live");
     if (rc == 0 || rc == CLI_EXIT_NOT_READY) {
         int r2 = check(&o, "ready", "/v2/health/ready");

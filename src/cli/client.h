@@ -114,6 +114,13 @@ long cli_conn_read(struct cli_conn *c, void *p, size_t n, void (*tick)(void *), 
                    char *err, size_t err_size);
 void cli_conn_close(struct cli_conn *c);
 
+/* Prints "PROG: message" and "(PROG --help lists the options)" to stderr;
+ * returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "PROG: message" to stderr; returns code. */
+int cli_fail(int code, const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* A path segment percent-encoded onto b (model names in targets). */
 void cli_put_segment(struct buf *b, const char *s);
 

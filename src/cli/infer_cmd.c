@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,45 +109,22 @@ struct infer_state {
     struct cli_infer_result res;
 };
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(inferd infer --help lists the options)\n", stderr);
-    return CLI_EXIT_USAGE;
-}
-
-static int input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int input_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return CLI_EXIT_USAGE;
-}
-
 static int read_file(const char *path, struct buf *b)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return input_error("%s: %s", path, strerror(errno));
+        return cli_fail(CLI_EXIT_USAGE, PROG, "%s: %s", path, strerror(errno));
     char chunk[65536];
     size_t n;
     int rc = 0;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
         if (buf_append(b, chunk, n) != 0) {
-            rc = input_error("%s: larger than %zu MiB", path, MAX_FILE_BYTES >> 20);
+            rc = cli_fail(CLI_EXIT_USAGE, PROG, "%s: larger than %zu MiB", path,
+                          MAX_FILE_BYTES >> 20);
             break;
         }
     if (rc == 0 && ferror(f))
-        rc = input_error("%s: %s", path, strerror(errno));
+        rc = cli_fail(CLI_EXIT_USAGE, PROG, "%s: %s", path, strerror(errno));
     fclose(f);
     return rc;
 }
@@ -275,23 +251,27 @@ static int tensor_of_literal(const struct infer_opts *o, struct infer_state *s, 
     struct json_value *v;
     const char *jerr;
     if (json_parse(&s->arena, text, strlen(text), NULL, &v, &jerr, NULL) != ST_OK)
-        return input_error("--input %s: not a file (.npy, @FILE) nor JSON (%s)", t->name, jerr);
+        return cli_fail(CLI_EXIT_USAGE, PROG, "--input %s: not a file (.npy, @FILE) nor JSON (%s)",
+                        t->name, jerr);
     struct error err;
     error_clear(&err);
     if (v->type == JSON_OBJECT)
-        return tensor_of_object(v, t, &err) ? input_error("--input %s", err.msg) : 0;
+        return tensor_of_object(v, t, &err) ? cli_fail(CLI_EXIT_USAGE, PROG, "--input %s", err.msg)
+                                            : 0;
     int rc = fetch_metadata(o, s, false);
     if (rc)
         return rc;
     const struct json_value *meta = input_meta(s, t->name);
     if (!meta)
-        return input_error("--input %s: model '%s' has no such input", t->name, o->model);
+        return cli_fail(CLI_EXIT_USAGE, PROG, "--input %s: model '%s' has no such input", t->name,
+                        o->model);
     const struct json_value *dt = json_get(meta, "datatype");
     if (!dt || dt->type != JSON_STRING ||
         (t->dtype = dtype_from_name(dt->u.str, dt->len)) == DT_INVALID)
-        return input_error("--input %s: the metadata gives no known datatype", t->name);
+        return cli_fail(CLI_EXIT_USAGE, PROG, "--input %s: the metadata gives no known datatype",
+                        t->name);
     if (cli_tensor_from_json(t, v, true, &err) != 0)
-        return input_error("--input %s", err.msg);
+        return cli_fail(CLI_EXIT_USAGE, PROG, "--input %s", err.msg);
     pad_rank(t, meta);
     return 0;
 }
@@ -306,10 +286,10 @@ static int add_input_arg(const struct infer_opts *o, struct infer_state *s, cons
 {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof s->inputs[0].name)
-        return usage_error("--input: expected NAME=VALUE, got '%s'", arg);
+        return cli_usage_error(PROG, "--input: expected NAME=VALUE, got '%s'", arg);
     struct cli_tensor *t = input_slot(s, arg, (size_t)(eq - arg));
     if (!t)
-        return usage_error("more than %d inputs", CLI_MAX_TENSORS);
+        return cli_usage_error(PROG, "more than %d inputs", CLI_MAX_TENSORS);
     const char *value = eq + 1;
     if (value[0] == '@') {
         struct buf file;
@@ -324,7 +304,7 @@ static int add_input_arg(const struct infer_opts *o, struct infer_state *s, cons
             buf_append(&t->raw, len4, 4);
             buf_append(&t->raw, file.data, file.len);
             if (t->raw.err)
-                rc = input_error("%s: too large", value + 1);
+                rc = cli_fail(CLI_EXIT_USAGE, PROG, "%s: too large", value + 1);
         }
         buf_free(&file);
         /* [1], or [1, 1] etc. when the metadata says so (unknown over a
@@ -342,7 +322,7 @@ static int add_input_arg(const struct infer_opts *o, struct infer_state *s, cons
         error_clear(&err);
         if (rc == 0 &&
             (npy_parse(file.data, file.len, &a, &err) != 0 || npy_data(&a, &t->raw, &err) != 0))
-            rc = input_error("%s: %s", value, err.msg);
+            rc = cli_fail(CLI_EXIT_USAGE, PROG, "%s: %s", value, err.msg);
         if (rc == 0) {
             t->dtype = a.dtype;
             t->ndim = a.ndim;
@@ -365,32 +345,36 @@ static int read_request_file(struct infer_opts *o, struct infer_state *s)
     size_t off = 0;
     if (rc == 0 && json_parse(&s->arena, file.data ? file.data : "", file.len, NULL, &root, &jerr,
                               &off) != ST_OK)
-        rc = input_error("%s: not JSON (%s at byte %zu)", o->json_file, jerr, off);
+        rc = cli_fail(CLI_EXIT_USAGE, PROG, "%s: not JSON (%s at byte %zu)", o->json_file, jerr,
+                      off);
     buf_free(&file);
     if (rc)
         return rc;
     const struct json_value *ins = json_get(root, "inputs");
     if (!ins || ins->type != JSON_ARRAY)
-        return input_error("%s: a KServe v2 request has an \"inputs\" array", o->json_file);
+        return cli_fail(CLI_EXIT_USAGE, PROG, "%s: a KServe v2 request has an \"inputs\" array",
+                        o->json_file);
     struct error err;
     error_clear(&err);
     for (uint32_t i = 0; i < ins->len; i++) {
         const struct json_value *nm = json_get(&ins->u.items[i], "name");
         if (!nm || nm->type != JSON_STRING || nm->len == 0 || nm->len >= 256)
-            return input_error("%s: input %u has no name", o->json_file, i);
+            return cli_fail(CLI_EXIT_USAGE, PROG, "%s: input %u has no name", o->json_file, i);
         struct cli_tensor *t = input_slot(s, nm->u.str, nm->len);
         if (!t)
-            return input_error("%s: more than %d inputs", o->json_file, CLI_MAX_TENSORS);
+            return cli_fail(CLI_EXIT_USAGE, PROG, "%s: more than %d inputs", o->json_file,
+                            CLI_MAX_TENSORS);
         if (tensor_of_object(&ins->u.items[i], t, &err) != 0)
-            return input_error("%s: %s", o->json_file, err.msg);
+            return cli_fail(CLI_EXIT_USAGE, PROG, "%s: %s", o->json_file, err.msg);
     }
     const struct json_value *outs = json_get(root, "outputs");
     for (uint32_t i = 0; outs && outs->type == JSON_ARRAY && i < outs->len; i++) {
         const struct json_value *nm = json_get(&outs->u.items[i], "name");
         if (!nm || nm->type != JSON_STRING)
-            return input_error("%s: output %u has no name", o->json_file, i);
+            return cli_fail(CLI_EXIT_USAGE, PROG, "%s: output %u has no name", o->json_file, i);
         if (o->noutputs == CLI_MAX_TENSORS)
-            return input_error("%s: more than %d outputs", o->json_file, CLI_MAX_TENSORS);
+            return cli_fail(CLI_EXIT_USAGE, PROG, "%s: more than %d outputs", o->json_file,
+                            CLI_MAX_TENSORS);
         o->outputs[o->noutputs++] = nm->u.str;
     }
     const struct json_value *id = json_get(root, "id");
@@ -508,7 +492,8 @@ static int rest_outputs(struct infer_state *s, const struct cli_response *r)
 {
     size_t hlen = r->json_header_len >= 0 ? (size_t)r->json_header_len : r->body.len;
     if (hlen > r->body.len)
-        return input_error("the response's Inference-Header-Content-Length exceeds its body");
+        return cli_fail(CLI_EXIT_USAGE, PROG,
+                        "the response's Inference-Header-Content-Length exceeds its body");
     struct json_value *root;
     if (json_parse(&s->arena, r->body.data, hlen, NULL, &root, NULL, NULL) != ST_OK)
         return fprintf(stderr, PROG ": the response is not JSON\n"), CLI_EXIT_FAILED;
@@ -579,7 +564,7 @@ static int rest_infer(const struct infer_opts *o, struct infer_state *s)
     buf_putc(&extra, '\0');
     int rc;
     if (body.err || path.err) {
-        rc = input_error("the request is too large");
+        rc = cli_fail(CLI_EXIT_USAGE, PROG, "the request is too large");
     } else {
         struct cli_response r;
         cli_response_init(&r);
@@ -643,7 +628,7 @@ static void print_json(const struct cli_infer_result *res)
 static int save_outputs(const char *dir, const struct cli_infer_result *res)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return input_error("--save %s: %s", dir, strerror(errno));
+        return cli_fail(CLI_EXIT_USAGE, PROG, "--save %s: %s", dir, strerror(errno));
     for (int i = 0; i < res->noutputs; i++) {
         const struct cli_tensor *t = &res->outputs[i];
         char name[256], path[4096];
@@ -652,21 +637,21 @@ static int save_outputs(const char *dir, const struct cli_infer_result *res)
             if (*p == '/' || (p == name && *p == '.'))
                 *p = '_';
         if (snprintf(path, sizeof path, "%s/%s.npy", dir, name) >= (int)sizeof path)
-            return input_error("--save: path too long");
+            return cli_fail(CLI_EXIT_USAGE, PROG, "--save: path too long");
         struct buf b;
         buf_init(&b, CLI_MAX_TENSOR + 65536);
         struct error err;
         error_clear(&err);
         int rc = npy_write(t->dtype, t->ndim, t->shape, t->raw.data, t->raw.len, &b, &err);
         if (rc != 0) {
-            rc = input_error("--save %s: %s", path, err.msg);
+            rc = cli_fail(CLI_EXIT_USAGE, PROG, "--save %s: %s", path, err.msg);
         } else {
             FILE *f = fopen(path, "wb");
             bool ok = f && fwrite(b.data, 1, b.len, f) == b.len;
             if (f && fclose(f) != 0)
                 ok = false;
             if (!ok)
-                rc = input_error("--save %s: %s", path, strerror(errno));
+                rc = cli_fail(CLI_EXIT_USAGE, PROG, "--save %s: %s", path, strerror(errno));
         }
         buf_free(&b);
         if (rc)
@@ -711,7 +696,7 @@ static int parse_args(int argc, char **argv, struct infer_opts *o)
             break;
         case OPT_INPUT:
             if (o->ninput_args == CLI_MAX_TENSORS)
-                return usage_error("more than %d --input", CLI_MAX_TENSORS);
+                return cli_usage_error(PROG, "more than %d --input", CLI_MAX_TENSORS);
             o->input_args[o->ninput_args++] = optarg;
             break;
         case OPT_JSON:
@@ -719,7 +704,7 @@ static int parse_args(int argc, char **argv, struct infer_opts *o)
             break;
         case OPT_OUTPUT:
             if (o->noutputs == CLI_MAX_TENSORS)
-                return usage_error("more than %d --output", CLI_MAX_TENSORS);
+                return cli_usage_error(PROG, "more than %d --output", CLI_MAX_TENSORS);
             o->outputs[o->noutputs++] = optarg;
             break;
         case OPT_SAVE:
@@ -732,7 +717,8 @@ static int parse_args(int argc, char **argv, struct infer_opts *o)
             char *end;
             long p = strtol(optarg, &end, 10);
             if (!*optarg || *end || p < 1 || p > 65535)
-                return usage_error("--grpc-port: a port from 1 to 65535, got '%s'", optarg);
+                return cli_usage_error(PROG, "--grpc-port: a port from 1 to 65535, got '%s'",
+                                       optarg);
             o->grpc_port = (int)p;
             break;
         }
@@ -743,22 +729,22 @@ static int parse_args(int argc, char **argv, struct infer_opts *o)
             o->json_output = true;
             break;
         case ':':
-            return usage_error("%s needs a value", argv[optind - 1]);
+            return cli_usage_error(PROG, "%s needs a value", argv[optind - 1]);
         default:
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+            return cli_usage_error(PROG, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return usage_error("which model?");
+        return cli_usage_error(PROG, "which model?");
     o->model = argv[optind++];
     if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
+        return cli_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
     if (!*o->model)
-        return usage_error("the model name is empty");
+        return cli_usage_error(PROG, "the model name is empty");
     if (o->ninput_args == 0 && !o->json_file)
-        return usage_error("no inputs: give --input NAME=VALUE or --json FILE");
+        return cli_usage_error(PROG, "no inputs: give --input NAME=VALUE or --json FILE");
     if (o->grpc && o->binary)
-        return usage_error("--binary is for REST (gRPC always sends raw tensors)");
+        return cli_usage_error(PROG, "--binary is for REST (gRPC always sends raw tensors)");
     return cli_target_finish(&o->t, PROG);
 }
 

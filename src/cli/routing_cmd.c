@@ -3,22 +3,19 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/arena.h"
 #include "base/buf.h"
 #include "base/json.h"
-#include "bench/http_client.h"
+#include "cli/client.h"
 #include "policy/route.h"
 
-#define DEFAULT_URL "http://127.0.0.1:8000"
-#define TIMEOUT_MS 30000
-/* Largest table body read from a file or stdin, and largest answer. The
- * server refuses tables over 1 MiB itself (413). */
+#define PROG "inferd routing"
+/* Largest table body read from a file or stdin. The server refuses tables
+ * over 1 MiB itself (413). */
 #define MAX_TABLE_BYTES ((size_t)8 << 20)
 
 static const char routing_usage_text[] =
@@ -45,7 +42,7 @@ static const char routing_usage_text[] =
     "                             with the generation read, so that a change made in\n"
     "                             between fails with 409 instead of being overwritten\n"
     "  --url URL                  the server's HTTP address (default: $INFERD_URL, else\n"
-    "                             " DEFAULT_URL ")\n"
+    "                             " CLI_DEFAULT_URL ")\n"
     "  -h, --help                 this text\n"
     "\n"
     "Environment: INFERD_API_KEY, when set, is sent as `Authorization: Bearer` (a server\n"
@@ -71,38 +68,13 @@ struct canary_arg {
 };
 
 struct routing_opts {
-    const char *url;
-    const char *api_key; /* $INFERD_API_KEY; NULL: none */
+    struct cli_target t; /* --url, $INFERD_URL, $INFERD_API_KEY */
     const char *file;
     const char *json;
     bool stdin_body;
     const char *canary;
     struct canary_arg c;
 };
-
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("inferd routing: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(inferd routing --help lists the options)\n", stderr);
-    return 2;
-}
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("inferd routing: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
 
 /* A version number: decimal digits. */
 static bool parse_version(const char *s, size_t n, int64_t *out)
@@ -126,17 +98,21 @@ static int parse_canary(const char *s, struct canary_arg *c)
     const char *b = a ? strchr(a + 1, ':') : NULL;
     if (!a || !b || !parse_version(s, (size_t)(a - s), &c->stable) ||
         !parse_version(a + 1, (size_t)(b - a - 1), &c->version))
-        return usage_error("--canary: expected STABLE:VERSION:WEIGHT (e.g. 1:2:5), got '%s'", s);
+        return cli_usage_error(
+            PROG, "--canary: expected STABLE:VERSION:WEIGHT (e.g. 1:2:5), got '%s'", s);
     char *end;
     errno = 0;
     double w = strtod(b + 1, &end);
     if (b[1] == '\0' || *end || errno || !(w >= 0 && w <= 100))
-        return usage_error("--canary: the weight must be a percent from 0 to 100, got '%s'", b + 1);
+        return cli_usage_error(
+            PROG, "--canary: the weight must be a percent from 0 to 100, got '%s'", b + 1);
     double bp = w * 100.0;
     if (fabs(bp - round(bp)) > 1e-6)
-        return usage_error("--canary: the weight has at most two decimals, got '%s'", b + 1);
+        return cli_usage_error(PROG, "--canary: the weight has at most two decimals, got '%s'",
+                               b + 1);
     if (c->stable == c->version)
-        return usage_error("--canary: VERSION is the same as STABLE (%lld)", (long long)c->stable);
+        return cli_usage_error(PROG, "--canary: VERSION is the same as STABLE (%lld)",
+                               (long long)c->stable);
     c->weight_bp = (uint32_t)llround(bp);
     return 0;
 }
@@ -155,95 +131,42 @@ static int read_all(FILE *f, struct buf *b)
     return ferror(f) ? -1 : 0;
 }
 
-/* The request target: PREFIX/v2/models/MODEL/routing, MODEL
- * percent-encoded. */
-static int append_target(struct buf *b, const struct http_url *u, const char *model)
-{
-    buf_printf(b, "%s/v2/models/", u->prefix);
-    for (const unsigned char *p = (const unsigned char *)model; *p; p++) {
-        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9') || strchr("-._~", *p);
-        if (plain)
-            buf_putc(b, (char)*p);
-        else
-            buf_printf(b, "%%%02X", *p);
-    }
-    return buf_puts(b, "/routing");
-}
-
-/* One exchange with the server: 0 with *status and the body in *resp, or
- * 1 after printing why it failed. */
+/* One exchange with the server about MODEL's table: 0 with the answer in
+ * *resp, or 1 after printing why it failed. */
 static int exchange(const struct routing_opts *o, const char *method, const char *model,
-                    const char *body, size_t body_len, int *status, struct buf *resp)
+                    const char *body, size_t body_len, struct cli_response *resp)
 {
-    const char *url = o->url;
-    struct http_url u;
-    const char *uerr;
-    if (http_url_parse(url, &u, &uerr) != 0)
-        return fail("--url %s: %s", url, uerr);
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
-    char msg[512];
-    if (http_url_resolve(&u, &addr, &addrlen, msg, sizeof msg) != 0)
-        return fail("%s", msg);
-    struct buf req;
-    buf_init(&req, MAX_TABLE_BYTES + 4096);
-    buf_printf(&req, "%s ", method);
-    append_target(&req, &u, model);
-    buf_printf(&req,
-               " HTTP/1.1\r\nHost: %s\r\nUser-Agent: inferd-routing\r\n"
-               "Accept: application/json\r\nConnection: close\r\n",
-               u.authority);
-    if (o->api_key)
-        buf_printf(&req, "Authorization: Bearer %s\r\n", o->api_key);
-    if (body) {
-        buf_printf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", body_len);
-    }
-    buf_puts(&req, "\r\n");
-    if (body)
-        buf_append(&req, body, body_len);
+    struct buf path;
+    buf_init(&path, 4096);
+    buf_puts(&path, "/v2/models/");
+    cli_put_segment(&path, model);
+    buf_puts(&path, "/routing");
+    buf_putc(&path, '\0');
+    char err[512];
     int rc = 0;
-    if (req.err) {
-        rc = fail("out of memory building the request");
-    } else {
-        int e = http_fetch(&addr, addrlen, req.data, req.len, false, TIMEOUT_MS, status, resp);
-        if (e)
-            rc = fail("%s %s: %s", method, url,
-                      e == -EPROTO  ? "malformed response"
-                      : e == -E2BIG ? "response too large"
-                                    : strerror(-e));
-    }
-    buf_free(&req);
+    if (path.err)
+        rc = cli_fail(CLI_EXIT_FAILED, PROG, "the model name is too long");
+    else if (cli_http(&o->t, method, path.data, body ? "application/json" : NULL, NULL, body,
+                      body_len, resp, NULL, NULL, err, sizeof err) != 0)
+        rc = cli_fail(CLI_EXIT_FAILED, PROG, "%s %s: %s", method, o->t.url, err);
+    buf_free(&path);
     return rc;
 }
 
 /* Prints the answer: the table on stdout (200, returns 0), or the server's
  * error message on stderr (returns 1). */
-static int report(int status, const struct buf *resp)
+static int report(const struct cli_response *resp)
 {
-    const char *text = resp->data ? resp->data : "";
-    size_t len = resp->len;
-    if (status == 200) {
-        fwrite(text, 1, len, stdout);
-        if (len == 0 || text[len - 1] != '\n')
-            fputc('\n', stdout);
-        return fflush(stdout) == 0 ? 0 : 1;
+    const char *text = resp->body.data ? resp->body.data : "";
+    size_t len = resp->body.len;
+    if (resp->status != 200) {
+        cli_print_http_error(PROG, resp);
+        return 1;
     }
-    /* KServe errors are {"error": "message"}. */
-    struct arena a;
-    arena_init(&a, 16 * 1024, 4 * MAX_TABLE_BYTES);
-    struct json_value *root;
-    const char *msg;
-    size_t off;
-    const struct json_value *e = NULL;
-    if (len && json_parse(&a, text, len, NULL, &root, &msg, &off) == ST_OK)
-        e = json_get(root, "error");
-    if (e && e->type == JSON_STRING)
-        fail("HTTP %d: %s", status, e->u.str);
-    else
-        fail("HTTP %d: %.*s", status, (int)(len < 1000 ? len : 1000), text);
-    arena_free(&a);
-    return 1;
+    fwrite(text, 1, len, stdout);
+    if (len == 0 || text[len - 1] != '\n')
+        fputc('\n', stdout);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
 
 /* The body of --canary: the current table with its canary replaced, and
@@ -251,17 +174,17 @@ static int report(int status, const struct buf *resp)
  * 1 after printing why not. */
 static int canary_body(const struct routing_opts *o, const char *model, struct buf *out)
 {
-    int status = 0;
-    struct buf cur;
-    buf_init(&cur, MAX_TABLE_BYTES);
-    int rc = exchange(o, "GET", model, NULL, 0, &status, &cur);
-    if (rc == 0 && status != 200)
-        rc = report(status, &cur);
+    struct cli_response cur;
+    cli_response_init(&cur);
+    int rc = exchange(o, "GET", model, NULL, 0, &cur);
+    if (rc == 0 && cur.status != 200)
+        rc = report(&cur);
     struct route_table *t = NULL;
     if (rc == 0) {
         struct error err;
-        if (route_parse(cur.data ? cur.data : "", cur.len, NULL, &t, &err) != 0)
-            rc = fail("the current table of '%s' does not parse: %s", model, err.msg);
+        if (route_parse(cur.body.data ? cur.body.data : "", cur.body.len, NULL, &t, &err) != 0)
+            rc = cli_fail(CLI_EXIT_FAILED, PROG, "the current table of '%s' does not parse: %s",
+                          model, err.msg);
     }
     if (rc == 0) {
         t->canary = true;
@@ -274,24 +197,19 @@ static int canary_body(const struct routing_opts *o, const char *model, struct b
         json_w_init(&w, out);
         route_write_json(t, model, &w);
         if (out->err)
-            rc = fail("out of memory building the table");
+            rc = cli_fail(CLI_EXIT_FAILED, PROG, "out of memory building the table");
     }
     route_table_unref(t);
-    buf_free(&cur);
+    cli_response_free(&cur);
     return rc;
 }
 
 int routing_main(int argc, char **argv)
 {
     struct routing_opts o = {0};
-    o.url = getenv("INFERD_URL");
-    if (!o.url || !*o.url)
-        o.url = DEFAULT_URL;
-    o.api_key = getenv("INFERD_API_KEY");
-    if (o.api_key && !*o.api_key)
-        o.api_key = NULL;
-    if (o.api_key && strpbrk(o.api_key, "\r\n"))
-        return usage_error("INFERD_API_KEY: a key is one line");
+    int rc = cli_target_init(&o.t, PROG);
+    if (rc)
+        return rc;
     const char *positional[3];
     int npos = 0;
     /* getopt_long permutes: options may come before or after the
@@ -310,14 +228,14 @@ int routing_main(int argc, char **argv)
             } else if (npos < 2) {
                 positional[npos++] = optarg;
             } else {
-                return usage_error("unexpected argument '%s'", optarg);
+                return cli_usage_error(PROG, "unexpected argument '%s'", optarg);
             }
             break;
         case 'h':
             fputs(routing_usage_text, stdout);
             return 0;
         case OPT_URL:
-            o.url = optarg;
+            o.t.url = optarg;
             break;
         case OPT_FILE:
             o.file = optarg;
@@ -331,16 +249,16 @@ int routing_main(int argc, char **argv)
                 return 2;
             break;
         case ':':
-            return usage_error("%s needs a value", argv[optind - 1]);
+            return cli_usage_error(PROG, "%s needs a value", argv[optind - 1]);
         default:
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+            return cli_usage_error(PROG, "unknown option '%s'", argv[optind - 1]);
         }
     }
     while (optind < argc) { /* after "--" */
         if (npos < 2)
             positional[npos++] = argv[optind++];
         else
-            return usage_error("unexpected argument '%s'", argv[optind]);
+            return cli_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
     }
     if (npos == 0) {
         fputs(routing_usage_text, stderr);
@@ -349,46 +267,51 @@ int routing_main(int argc, char **argv)
     const char *verb = positional[0];
     bool get = strcmp(verb, "get") == 0, set = strcmp(verb, "set") == 0;
     if (!get && !set)
-        return usage_error("unknown subcommand '%s' (get or set)", verb);
+        return cli_usage_error(PROG, "unknown subcommand '%s' (get or set)", verb);
     if (npos < 2)
-        return usage_error("%s: which model?", verb);
+        return cli_usage_error(PROG, "%s: which model?", verb);
     const char *model = positional[1];
     if (!*model)
-        return usage_error("the model name is empty");
+        return cli_usage_error(PROG, "the model name is empty");
     int sources = (o.file != NULL) + (o.json != NULL) + o.stdin_body + (o.canary != NULL);
     if (get && sources)
-        return usage_error("get takes no table (--file, --json, - or --canary)");
+        return cli_usage_error(PROG, "get takes no table (--file, --json, - or --canary)");
     if (set && sources != 1)
-        return usage_error("set needs exactly one of --file FILE, --json TEXT, - (stdin) or "
-                           "--canary S:V:W");
+        return cli_usage_error(PROG,
+                               "set needs exactly one of --file FILE, --json TEXT, - (stdin) or "
+                               "--canary S:V:W");
 
-    struct buf body, resp;
+    rc = cli_target_finish(&o.t, PROG);
+    if (rc)
+        return rc;
+
+    struct buf body;
     buf_init(&body, MAX_TABLE_BYTES);
-    buf_init(&resp, MAX_TABLE_BYTES);
-    int status = 0, rc = 0;
+    struct cli_response resp;
+    cli_response_init(&resp);
     if (get) {
-        rc = exchange(&o, "GET", model, NULL, 0, &status, &resp);
+        rc = exchange(&o, "GET", model, NULL, 0, &resp);
     } else {
         if (o.json) {
             buf_append(&body, o.json, strlen(o.json));
         } else if (o.file || o.stdin_body) {
             FILE *f = o.file ? fopen(o.file, "rb") : stdin;
             if (!f || read_all(f, &body) != 0)
-                rc = fail("%s: %s", o.file ? o.file : "standard input",
-                          errno == EFBIG ? "larger than 8 MiB" : strerror(errno));
+                rc = cli_fail(CLI_EXIT_FAILED, PROG, "%s: %s", o.file ? o.file : "standard input",
+                              errno == EFBIG ? "larger than 8 MiB" : strerror(errno));
             if (f && f != stdin)
                 fclose(f);
         } else {
             rc = canary_body(&o, model, &body);
         }
         if (rc == 0 && body.err)
-            rc = fail("out of memory");
+            rc = cli_fail(CLI_EXIT_FAILED, PROG, "out of memory");
         if (rc == 0)
-            rc = exchange(&o, "PUT", model, body.data ? body.data : "", body.len, &status, &resp);
+            rc = exchange(&o, "PUT", model, body.data ? body.data : "", body.len, &resp);
     }
     if (rc == 0)
-        rc = report(status, &resp);
+        rc = report(&resp);
     buf_free(&body);
-    buf_free(&resp);
+    cli_response_free(&resp);
     return rc;
 }

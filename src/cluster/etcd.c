@@ -4,9 +4,7 @@
 #include "cluster/etcd.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/base64.h"
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/status.h"
+#include "net/sock.h"
 
 #define SLICE_MS 100 /* the longest wait between looks at the cancel flag */
 
@@ -156,39 +156,16 @@ static int wait_fd(struct etcd_client *c, int fd, short events, uint64_t deadlin
     }
 }
 
+/* sock_connect's wait: writable within the timeout, unless canceled. */
+static int wait_writable(int fd, void *arg)
+{
+    struct etcd_client *c = arg;
+    return wait_fd(c, fd, POLLOUT, clock_now_ms() + c->timeout_ms);
+}
+
 static int connect_one(struct etcd_client *c, const struct etcd_endpoint *ep)
 {
-    char portstr[8];
-    snprintf(portstr, sizeof portstr, "%d", ep->port);
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    if (getaddrinfo(ep->host, portstr, &hints, &res) != 0)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-        if (rc != 0 && errno == EINPROGRESS &&
-            wait_fd(c, fd, POLLOUT, clock_now_ms() + c->timeout_ms) == 0) {
-            int soerr = 0;
-            socklen_t len = sizeof soerr;
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
-                rc = 0;
-        }
-        if (rc != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    return fd;
+    return sock_connect(ep->host, ep->port, wait_writable, c);
 }
 
 /* Connects to the current endpoint or, failing that, the next ones. */
@@ -227,30 +204,40 @@ static int send_all(struct etcd_client *c, const char *p, size_t n, uint64_t dea
     return 0;
 }
 
-/* Receives into the reader until it reaches `until` (a state past the head,
- * or the whole answer). Returns 0, or -1 with c->err. */
-static int receive(struct etcd_client *c, bool whole, uint64_t deadline_ms, bool *got_any)
+/* Waits (until deadline_ms) for bytes and feeds them to the reader.
+ * Returns 1 when some were fed, 0 when interrupted (call again), or the
+ * wait's error (-ETIMEDOUT, -ECANCELED, -EIO), -EPIPE when the connection
+ * closed, -EPROTO when the reader refused them (c->resp.err). */
+static int feed_more(struct etcd_client *c, uint64_t deadline_ms)
 {
     char in[16384];
-    for (;;) {
-        if (c->resp.state == ETCD_RESP_DONE || (!whole && c->resp.state != ETCD_RESP_HEAD))
-            return 0;
-        int w = wait_fd(c, c->fd, POLLIN, deadline_ms);
-        if (w != 0)
-            return set_err(c, true, "%s", w == -ECANCELED ? "canceled" : "no answer in time");
-        ssize_t r = recv(c->fd, in, sizeof in, 0);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            return set_err(c, true, "%s", "connection closed");
-        *got_any = true;
-        size_t used;
-        int rc = etcd_resp_feed(&c->resp, in, (size_t)r, &used);
-        if (rc == ST_ERROR)
+    int w = wait_fd(c, c->fd, POLLIN, deadline_ms);
+    if (w != 0)
+        return w;
+    ssize_t r = recv(c->fd, in, sizeof in, 0);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (r <= 0)
+        return -EPIPE;
+    size_t used;
+    return etcd_resp_feed(&c->resp, in, (size_t)r, &used) == ST_ERROR ? -EPROTO : 1;
+}
+
+/* Receives into the reader until the head of the answer is read (or, with
+ * whole, all of it). Returns 0, or -1 with c->err. */
+static int receive(struct etcd_client *c, bool whole, uint64_t deadline_ms, bool *got_any)
+{
+    while (c->resp.state != ETCD_RESP_DONE && (whole || c->resp.state == ETCD_RESP_HEAD)) {
+        int rc = feed_more(c, deadline_ms);
+        *got_any |= rc == 1 || rc == -EPROTO;
+        if (rc == -EPROTO)
             return set_err(c, false, "%s", c->resp.err);
-        if (rc == ST_DONE && !whole)
-            return 0;
+        if (rc == -EPIPE)
+            return set_err(c, true, "%s", "connection closed");
+        if (rc < 0)
+            return set_err(c, true, "%s", rc == -ECANCELED ? "canceled" : "no answer in time");
     }
+    return 0;
 }
 
 /* Sends the request in c->req and reads the head of the answer (and, with
@@ -387,9 +374,9 @@ int etcd_put(struct etcd_client *c, const char *key, const char *value, size_t v
     struct buf b;
     buf_init(&b, (value_len + strlen(key)) / 3 * 4 + 256);
     buf_puts(&b, "{\"key\":\"");
-    etcd_b64_encode(&b, key, strlen(key));
+    base64_append(&b, key, strlen(key));
     buf_puts(&b, "\",\"value\":\"");
-    etcd_b64_encode(&b, value, value_len);
+    base64_append(&b, value, value_len);
     buf_printf(&b, "\",\"lease\":\"%lld\"}", (long long)lease);
     struct json_value *v;
     int rc = call_simple(c, "/v3/kv/put", &b, &a, &v);
@@ -403,14 +390,14 @@ static void key_range(struct buf *b, const char *key, bool prefix)
 {
     size_t n = strlen(key);
     buf_puts(b, "\"key\":\"");
-    etcd_b64_encode(b, key, n);
+    base64_append(b, key, n);
     buf_putc(b, '"');
     if (prefix) {
         char end[1024];
         size_t m = n <= sizeof end ? etcd_prefix_end(key, n, end) : 0;
         buf_puts(b, ",\"range_end\":\"");
         if (m)
-            etcd_b64_encode(b, end, m);
+            base64_append(b, end, m);
         else
             buf_puts(b, "AA=="); /* "\0": every key */
         buf_putc(b, '"');
@@ -506,7 +493,6 @@ int etcd_watch_next(struct etcd_client *c, uint32_t wait_ms, struct arena *a,
     if (!c->watching || c->fd < 0)
         return set_err(c, true, "%s", "no watch open");
     uint64_t deadline = clock_now_ms() + wait_ms;
-    char in[16384];
     for (;;) {
         if (etcd_resp_take_line(&c->resp, &c->line)) {
             if (c->line.len == 0 || (c->line.len == 1 && c->line.data[0] == '\r'))
@@ -518,18 +504,14 @@ int etcd_watch_next(struct etcd_client *c, uint32_t wait_ms, struct arena *a,
         }
         if (c->resp.state == ETCD_RESP_DONE)
             return set_err(c, true, "%s", "watch stream ended");
-        int w = wait_fd(c, c->fd, POLLIN, deadline);
-        if (w == -ETIMEDOUT)
+        int rc = feed_more(c, deadline);
+        if (rc == -ETIMEDOUT)
             return 1;
-        if (w != 0)
-            return set_err(c, true, "%s", w == -ECANCELED ? "canceled" : "poll failed");
-        ssize_t r = recv(c->fd, in, sizeof in, 0);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            return set_err(c, true, "%s", "watch connection closed");
-        size_t used;
-        if (etcd_resp_feed(&c->resp, in, (size_t)r, &used) == ST_ERROR)
+        if (rc == -EPROTO)
             return set_err(c, false, "watch: %s", c->resp.err);
+        if (rc == -EPIPE)
+            return set_err(c, true, "%s", "watch connection closed");
+        if (rc < 0)
+            return set_err(c, true, "%s", rc == -ECANCELED ? "canceled" : "poll failed");
     }
 }

@@ -1,5 +1,5 @@
 /*
- * etcd_proto: base64, the HTTP/1.1 response reader and etcd's JSON
+ * etcd_proto: the HTTP/1.1 response reader and etcd's JSON
  * messages (etcd_proto.h).
  */
 #include "cluster/etcd_proto.h"
@@ -9,69 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base64.h"
 #include "base/status.h"
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-void etcd_b64_encode(struct buf *out, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    if (buf_reserve(out, (n + 2) / 3 * 4) != 0)
-        return;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= p[i + 2];
-        char q[4] = {b64_alphabet[v >> 18], b64_alphabet[(v >> 12) & 63],
-                     i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=',
-                     i + 2 < n ? b64_alphabet[v & 63] : '='};
-        buf_append(out, q, 4);
-    }
-}
-
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-long etcd_b64_decode(const char *text, size_t n, unsigned char *dst)
-{
-    if (n % 4 == 0 && n >= 2 && text[n - 1] == '=')
-        n -= text[n - 2] == '=' ? 2 : 1;
-    if (n % 4 == 1)
-        return -1;
-    long out = 0;
-    uint32_t acc = 0;
-    unsigned bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)text[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            dst[out++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (acc != 0) /* non-canonical: leftover bits must be zero */
-        return -1;
-    return out;
-}
 
 size_t etcd_prefix_end(const char *prefix, size_t n, char *dst)
 {
@@ -329,10 +268,10 @@ int etcd_json_b64(struct arena *a, const struct json_value *obj, const char *key
         return 0;
     if (v->type != JSON_STRING)
         return -1;
-    unsigned char *dst = arena_alloc(a, (size_t)v->len / 4 * 3 + 3);
+    unsigned char *dst = arena_alloc(a, BASE64_DECODED_MAX((size_t)v->len) + 1);
     if (!dst)
         return -1;
-    long n = etcd_b64_decode(v->u.str, v->len, dst);
+    long n = base64_decode(v->u.str, v->len, dst);
     if (n < 0)
         return -1;
     dst[n] = '\0';

@@ -1,6 +1,6 @@
 /*
  * etcd_proto: the byte-level parts of talking to etcd's v3 HTTP/JSON
- * gateway, without I/O: base64 (keys and values travel base64-encoded),
+ * gateway, without I/O (keys and values travel base64-encoded: base/base64.h):
  * an incremental HTTP/1.1 response reader, and the decoding of the JSON
  * messages etcd answers with (integers are JSON strings there: int64 in
  * the protobuf JSON mapping; absent members are zero).
@@ -29,13 +29,6 @@
 #include "base/json.h"
 
 #define ETCD_HEAD_MAX 8192
-
-/* Appends base64 (standard alphabet, padded) of data[0..n) to out. */
-void etcd_b64_encode(struct buf *out, const void *data, size_t n);
-/* Decodes base64 text (padding optional) into dst, which has room for
- * n / 4 * 3 + 2 bytes; returns the decoded length, or -1 on a bad
- * character or length. */
-long etcd_b64_decode(const char *text, size_t n, unsigned char *dst);
 
 /* The end of a prefix range: prefix with its last byte that is not 0xff
  * incremented and the rest dropped (etcd's "range_end" for a prefix).

@@ -582,28 +582,12 @@ static void rest_dispatch(struct h2_stream *st)
     struct h2_session *s = st->sess;
     struct http_txn *t = &st->txn;
     struct http1_request *r = &t->req;
-    memset(r, 0, offsetof(struct http1_request, headers));
-    r->method = hstr(st, st->method_off);
-    r->method_len = (uint32_t)st->method_len;
-    r->target = hstr(st, st->path_off);
-    r->target_len = (uint32_t)st->path_len;
-    r->path = r->target;
-    const char *q = memchr(r->target, '?', st->path_len);
-    r->path_len = q ? (uint32_t)(q - r->target) : r->target_len;
-    if (q) {
-        r->query = q + 1;
-        r->query_len = (uint32_t)(r->target + r->target_len - r->query);
-    }
-    r->version_minor = 1;
-    r->keep_alive = true;
+    http_txn_set_request(t, hstr(st, st->method_off), st->method_len, hstr(st, st->path_off),
+                         st->path_len, &st->body);
     r->nheaders = st->nhdrs;
     for (uint32_t i = 0; i < st->nhdrs; i++)
         r->headers[i] = (struct http_header){st->hdrs[i].name, (uint32_t)st->hdrs[i].name_len,
                                              st->hdrs[i].value, (uint32_t)st->hdrs[i].value_len};
-    r->body = st->body.len ? st->body.data : NULL;
-    r->body_len = st->body.len;
-    r->has_content_length = true;
-    r->content_length = st->body.len;
     http_txn_reset(t, &h2_txn_ops, st, HTTP_VERSION_2, s->cfg.on_response);
     t->start_ns = clock_now_ns();
     if (s->cfg.alt_svc)

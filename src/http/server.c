@@ -18,6 +18,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "net/sock.h"
 
 #define READ_CHUNK (64 * 1024)
 #define LINGER_MS 2000
@@ -847,48 +848,18 @@ static void on_tick(struct loop *l, void *arg)
         s->cfg.on_tick(s->cfg.tick_arg, now);
 }
 
+static void listen_options(int fd, int family, void *arg)
+{
+    (void)family;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (*(const bool *)arg)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+}
+
 static int listen_socket(const char *host, int port, bool reuseport, int *out_port)
 {
-    char portstr[16];
-    snprintf(portstr, sizeof portstr, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, portstr, &hints, &res);
-    if (gai != 0) {
-        log_error("cannot resolve listen address '%s': %s", host, gai_strerror(gai));
-        return -EINVAL;
-    }
-    int fd = -1, rc = -EADDRNOTAVAIL;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            rc = -errno;
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (reuseport)
-            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
-            rc = 0;
-            break;
-        }
-        rc = -errno;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (rc) {
-        log_error("cannot listen on %s:%d: %s", host, port, strerror(-rc));
-        return rc;
-    }
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &len);
-    *out_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port);
-    return fd;
+    return sock_bind(host, port, SOCK_STREAM, listen_options, &reuseport, out_port);
 }
 
 /* Opens one port of the server; SO_REUSEPORT as configured. */

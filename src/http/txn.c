@@ -1,5 +1,6 @@
 #include "http/txn.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -39,6 +40,32 @@ void http_error_body(struct buf *b, const char *msg)
     json_w_key(&w, "error");
     json_w_cstr(&w, msg);
     json_w_obj_end(&w);
+}
+
+void http_txn_set_request(struct http_txn *txn, const char *method, size_t method_len,
+                          const char *target, size_t target_len, const struct buf *body)
+{
+    struct http1_request *r = &txn->req;
+    uint32_t nheaders = r->nheaders;
+    memset(r, 0, offsetof(struct http1_request, headers));
+    r->nheaders = nheaders;
+    r->method = method;
+    r->method_len = (uint32_t)method_len;
+    r->target = target;
+    r->target_len = (uint32_t)target_len;
+    r->path = target;
+    const char *q = memchr(target, '?', target_len);
+    r->path_len = q ? (uint32_t)(q - target) : r->target_len;
+    if (q) {
+        r->query = q + 1;
+        r->query_len = (uint32_t)(target + target_len - r->query);
+    }
+    r->version_minor = 1;
+    r->keep_alive = true;
+    r->body = body->len ? body->data : NULL;
+    r->body_len = body->len;
+    r->has_content_length = true;
+    r->content_length = body->len;
 }
 
 void http_txn_reset(struct http_txn *txn, const struct http_txn_ops *ops, void *transport,

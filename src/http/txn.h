@@ -127,6 +127,12 @@ void http_txn_abort(struct http_txn *txn);
 /* For the transports: a new request on txn; clears the per-request state. */
 void http_txn_reset(struct http_txn *txn, const struct http_txn_ops *ops, void *transport,
                     enum http_version version, http_response_fn on_response);
+/* For the HTTP/2 and HTTP/3 transports: fills txn->req from a request's
+ * :method, :path (split at '?' into path and query) and whole body, with
+ * HTTP/1.1's defaults (keep-alive, the body's length as Content-Length).
+ * The headers (req.headers, req.nheaders) are left as they are. */
+void http_txn_set_request(struct http_txn *txn, const char *method, size_t method_len,
+                          const char *target, size_t target_len, const struct buf *body);
 /* For the transports: the observers of a response that ends now (status 0
  * when aborted). */
 void http_txn_notify_end(struct http_txn *txn, int status, uint64_t body_bytes);

@@ -10,56 +10,27 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "net/sock.h"
 
 /* Socket buffers: a burst of full-size QUIC packets from many streams
  * should not be dropped by the kernel before the loop reads it. */
 #define UDP_BUFFER_BYTES (4 * 1024 * 1024)
 
+static void udp_options(int fd, int family, void *arg)
+{
+    (void)arg;
+    int one = 1, size = UDP_BUFFER_BYTES;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    if (family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
+    else
+        setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
+}
+
 int udp_bind(const char *host, int port, int *out_port)
 {
-    char portstr[16];
-    snprintf(portstr, sizeof portstr, "%d", port);
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, portstr, &hints, &res);
-    if (gai != 0) {
-        log_error("cannot resolve UDP listen address '%s': %s", host, gai_strerror(gai));
-        return -EINVAL;
-    }
-    int fd = -1, rc = -EADDRNOTAVAIL;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            rc = -errno;
-            continue;
-        }
-        int one = 1, size = UDP_BUFFER_BYTES;
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-        if (ai->ai_family == AF_INET6)
-            setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
-        else
-            setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-            rc = 0;
-            break;
-        }
-        rc = -errno;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (rc) {
-        log_error("cannot bind UDP %s:%d: %s", host, port, strerror(-rc));
-        return rc;
-    }
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &len);
-    *out_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
-    return fd;
+    return sock_bind(host, port, SOCK_DGRAM, udp_options, NULL, out_port);
 }
 
 ssize_t udp_recv(int fd, void *buf, size_t cap, struct udp_addr *remote, struct udp_addr *local)

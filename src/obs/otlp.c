@@ -1,9 +1,7 @@
 #include "obs/otlp.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +18,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/numfmt.h"
+#include "net/sock.h"
 #include "obs/jsonline.h"
 
 #define HOST_MAX 256
@@ -301,39 +300,19 @@ static void conn_close(struct exporter *e)
     e->fd = -1;
 }
 
+/* sock_connect's wait: writable within the export timeout. */
+static int wait_writable(int fd, void *arg)
+{
+    const struct exporter *e = arg;
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    return poll(&pfd, 1, (int)e->cfg.timeout_ms) == 1 ? 0 : -1;
+}
+
 static int conn_open(struct exporter *e)
 {
-    char portstr[8];
-    snprintf(portstr, sizeof portstr, "%d", e->port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    if (getaddrinfo(e->host, portstr, &hints, &res) != 0)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-        if (rc != 0 && errno == EINPROGRESS) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            int soerr = 0;
-            socklen_t len = sizeof soerr;
-            if (poll(&pfd, 1, (int)e->cfg.timeout_ms) == 1 &&
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
-                rc = 0;
-        }
-        if (rc != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
+    int fd = sock_connect(e->host, e->port, wait_writable, e);
     if (fd < 0)
         return -1;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     e->fd = fd;
     return 0;
 }
@@ -392,7 +371,8 @@ static int read_response(int fd, uint64_t deadline_ms, bool *keep)
             long long clen = -1;
             bool close_conn = false;
             /* Header names are case-insensitive. */
-            for (char *line = strstr(buf, "\r\n"); line && line < end; line = strstr(line + 2, "\r\n")) {
+            for (char *line = strstr(buf, "\r\n"); line && line < end;
+                 line = strstr(line + 2, "\r\n")) {
                 char *l = line + 2;
                 if (strncasecmp(l, "content-length:", 15) == 0)
                     clen = strtoll(l + 15, NULL, 10);
@@ -472,8 +452,8 @@ static void warn_failure(struct exporter *e, const char *what, int status, uint3
         return;
     e->last_warn_ms = now;
     if (status > 0)
-        log_warn("otlp export to %s:%d%s: %s %d; %u spans dropped", e->host, e->port, e->path,
-                 what, status, n);
+        log_warn("otlp export to %s:%d%s: %s %d; %u spans dropped", e->host, e->port, e->path, what,
+                 status, n);
     else
         log_warn("otlp export to %s:%d%s: %s; %u spans dropped", e->host, e->port, e->path, what,
                  n);
@@ -617,8 +597,8 @@ int otlp_start(const struct otlp_config *cfg, struct error *err)
     pthread_condattr_destroy(&ca);
     buf_init(&e->body, BODY_MAX);
     buf_init(&e->envelope_head, 4096);
-    if (otlp_parse_url(cfg->endpoint, e->host, sizeof e->host, &e->port, e->path,
-                       sizeof e->path) != 0) {
+    if (otlp_parse_url(cfg->endpoint, e->host, sizeof e->host, &e->port, e->path, sizeof e->path) !=
+        0) {
         exporter_free(e);
         return error_set(err, 400, "--otlp-endpoint: expected http://host[:port][/path], got '%s'",
                          cfg->endpoint);

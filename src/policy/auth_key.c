@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "base/base64.h"
 #include "base/hex.h"
 
 static int random_bytes(uint8_t *out, size_t n)
@@ -113,20 +114,13 @@ int auth_key_parse(const char *text, size_t len, struct auth_key_hash *out)
 
 int auth_key_new(char out[AUTH_NEW_KEY_LEN + 1])
 {
-    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    uint8_t raw[AUTH_NEW_KEY_BYTES + 2] = {0}; /* zero padding for the last group */
-    if (random_bytes(raw, AUTH_NEW_KEY_BYTES) != 0)
+    uint8_t raw[AUTH_NEW_KEY_BYTES];
+    if (random_bytes(raw, sizeof raw) != 0)
         return -EIO;
     char *p = out;
     memcpy(p, AUTH_KEY_PREFIX, sizeof AUTH_KEY_PREFIX - 1);
     p += sizeof AUTH_KEY_PREFIX - 1;
-    size_t chars = 0;
-    for (size_t i = 0; i < AUTH_NEW_KEY_BYTES; i += 3) {
-        uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 | raw[i + 2];
-        for (int k = 3; k >= 0 && chars < AUTH_NEW_KEY_LEN - (sizeof AUTH_KEY_PREFIX - 1);
-             k--, chars++)
-            *p++ = b64url[(v >> (6 * k)) & 63];
-    }
+    p += base64_encode(p, raw, sizeof raw, BASE64_URL);
     *p = '\0';
     explicit_bzero(raw, sizeof raw);
     return 0;

@@ -1,6 +1,6 @@
 /*
- * The byte-level parts of the etcd client (cluster/etcd_proto.h): base64,
- * prefix range ends, the HTTP response reader (Content-Length and chunked,
+ * The byte-level parts of the etcd client (cluster/etcd_proto.h): prefix
+ * range ends, the HTTP response reader (Content-Length and chunked,
  * fed in every split), etcd's JSON answers as etcd 3.4's gateway writes
  * them, and the registration value read back by discovery
  * (cluster_instance_parse) from what registration writes.
@@ -24,48 +24,6 @@
 #include "cluster/etcd_proto.h"
 #include "cluster/registration.h"
 #include "model/version.h"
-
-static void test_base64(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *plain, *b64;
-    } v[] = {{"", ""},
-             {"f", "Zg=="},
-             {"fo", "Zm8="},
-             {"foo", "Zm9v"},
-             {"foob", "Zm9vYg=="},
-             {"fooba", "Zm9vYmE="},
-             {"foobar", "Zm9vYmFy"},
-             {"/inferd/instances/", "L2luZmVyZC9pbnN0YW5jZXMv"}};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        struct buf b;
-        buf_init(&b, 1024);
-        etcd_b64_encode(&b, v[i].plain, strlen(v[i].plain));
-        assert_int_equal(b.len, strlen(v[i].b64));
-        assert_memory_equal(b.data ? b.data : "", v[i].b64, b.len);
-        unsigned char out[64];
-        long n = etcd_b64_decode(v[i].b64, strlen(v[i].b64), out);
-        assert_int_equal(n, (long)strlen(v[i].plain));
-        assert_memory_equal(out, v[i].plain, (size_t)n);
-        buf_free(&b);
-    }
-    /* Every byte value survives a round trip. */
-    unsigned char all[256], back[260];
-    for (int i = 0; i < 256; i++)
-        all[i] = (unsigned char)i;
-    struct buf b;
-    buf_init(&b, 1024);
-    etcd_b64_encode(&b, all, sizeof all);
-    assert_int_equal(etcd_b64_decode(b.data, b.len, back), 256);
-    assert_memory_equal(all, back, 256);
-    buf_free(&b);
-    unsigned char out[16];
-    assert_int_equal(etcd_b64_decode("Zm9v!", 5, out), -1); /* bad character */
-    assert_int_equal(etcd_b64_decode("Z", 1, out), -1);     /* cut short */
-    assert_int_equal(etcd_b64_decode("Zh==", 4, out), -1);  /* non-zero leftover bits */
-    assert_int_equal(etcd_b64_decode("Zm8", 3, out), 2);    /* unpadded is accepted */
-}
 
 static void test_prefix_end(void **state)
 {
@@ -382,15 +340,10 @@ static void test_registration_value(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_base64),
-        cmocka_unit_test(test_prefix_end),
-        cmocka_unit_test(test_resp_content_length),
-        cmocka_unit_test(test_resp_chunked_lines),
-        cmocka_unit_test(test_resp_errors),
-        cmocka_unit_test(test_parse_watch),
-        cmocka_unit_test(test_parse_range),
-        cmocka_unit_test(test_endpoints),
-        cmocka_unit_test(test_instance_parse),
+        cmocka_unit_test(test_prefix_end),         cmocka_unit_test(test_resp_content_length),
+        cmocka_unit_test(test_resp_chunked_lines), cmocka_unit_test(test_resp_errors),
+        cmocka_unit_test(test_parse_watch),        cmocka_unit_test(test_parse_range),
+        cmocka_unit_test(test_endpoints),          cmocka_unit_test(test_instance_parse),
         cmocka_unit_test(test_registration_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,6 @@
 /* Unit tests of the gRPC and gRPC-Web framing (api/grpc_framing.c): the
- * message reader (pieces, empty messages, refusals), the content types,
- * the base64 text form (chunks each padded) and the trailer frame. The
+ * message reader (pieces, empty messages, refusals), the content types
+ * and the trailer frame (the text form's base64: tests/unit/test_base64.c). The
  * wire behaviour is tested end to end by tests/integration/test_grpc_web.py
  * and fuzzed by tests/fuzz/fuzz_grpc_web.c. */
 #include <setjmp.h>
@@ -107,36 +107,6 @@ static void test_content_types(void **state)
             fail_msg("'%s'", cases[i].ct);
 }
 
-static void test_text_form(void **state)
-{
-    (void)state;
-    struct buf out;
-    buf_init(&out, 64);
-    /* "abcd" as "YQ==" + "YmM=" + "ZA==": three chunks, each padded. */
-    assert_int_equal(grpc_web_text_decode("YQ==YmM=ZA==", 12, &out), 0);
-    assert_int_equal(out.len, 4);
-    assert_memory_equal(out.data, "abcd", 4);
-    buf_reset(&out);
-    assert_int_equal(grpc_web_text_decode("YWJjZA==", 8, &out), 0);
-    assert_memory_equal(out.data, "abcd", 4);
-    const char *bad[] = {"YWJ", "YW=j", "Y===", "YWJj*A==", "YWJjZA=", "YW Jj"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        buf_reset(&out);
-        if (grpc_web_text_decode(bad[i], strlen(bad[i]), &out) != -1)
-            fail_msg("'%s' accepted", bad[i]);
-    }
-    buf_reset(&out);
-    assert_int_equal(grpc_web_text_encode("abcd", 4, &out), 0);
-    assert_int_equal(out.len, 8);
-    assert_memory_equal(out.data, "YWJjZA==", 8);
-    struct buf tiny;
-    buf_init(&tiny, 2);
-    assert_int_not_equal(grpc_web_text_decode("YWJjZA==", 8, &tiny), 0);
-    assert_int_not_equal(grpc_web_text_encode("abcd", 4, &tiny), 0);
-    buf_free(&tiny);
-    buf_free(&out);
-}
-
 static void test_trailer_frame(void **state)
 {
     (void)state;
@@ -162,7 +132,6 @@ int main(void)
         cmocka_unit_test(test_reader_messages_in_pieces),
         cmocka_unit_test(test_reader_whole_body_and_refusals),
         cmocka_unit_test(test_content_types),
-        cmocka_unit_test(test_text_form),
         cmocka_unit_test(test_trailer_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
