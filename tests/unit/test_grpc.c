@@ -75,7 +75,8 @@ static void test_status_mapping(void **state)
     assert_int_equal(grpc_status_from_http(503), 14); /* UNAVAILABLE */
     assert_int_equal(grpc_status_from_http(504), 4);  /* DEADLINE_EXCEEDED */
     assert_int_equal(grpc_status_from_http(405), 3);
-    assert_int_equal(grpc_status_from_http(502), 13);
+    assert_int_equal(grpc_status_from_http(502), 14); /* a gateway's upstream failed */
+    assert_int_equal(grpc_status_from_http(507), 13); /* any other 5xx: INTERNAL */
 }
 
 int main(void)
