@@ -186,6 +186,7 @@ class Server:
         if not INFERD_BIN.exists():
             pytest.fail("inferd binary not found: %s (build it or set INFERD_BIN)" % INFERD_BIN)
         self.port = port or free_port()
+        self.returncode = None  # running again (stop_all stops it at the end)
         # Each server gets its own gRPC port so parallel servers never
         # collide on the default 8001 (a flag in args overrides it).
         self.grpc_port = free_port()
