@@ -70,6 +70,9 @@ def test_runtime_stage_runs_unprivileged_with_a_health_check():
     assert '"--exit-timeout-secs=30"' in d["CMD"]
 
 
+SANITIZER_RUNTIMES = ("libasan.", "libubsan.", "liblsan.", "libtsan.")
+
+
 def test_runtime_stage_installs_every_linked_library():
     _, runtime = stages()
     install = " ".join(r for w, r in runtime if w == "RUN")
@@ -83,6 +86,8 @@ def test_runtime_stage_installs_every_linked_library():
     for lib in needed:
         if lib.startswith("libonnxruntime"):
             continue  # installed by make install into /opt/inferd/lib/inferd
+        if lib.startswith(SANITIZER_RUNTIMES):
+            continue  # a sanitizer build's (make test runs one); the image's build has none
         owner = subprocess.run(["dpkg", "-S", "*/x86_64-linux-gnu/" + lib],
                                capture_output=True, text=True)
         assert owner.returncode == 0, lib

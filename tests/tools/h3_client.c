@@ -884,7 +884,8 @@ int main(int argc, char **argv)
         for (size_t j = 0; j < r->nheaders; j++)
             printf("header: %s\n", r->headers[j]);
         printf("\n");
-        fwrite(r->body, 1, r->body_len, stdout);
+        if (r->body_len)
+            fwrite(r->body, 1, r->body_len, stdout); /* body is NULL when empty */
     }
     fflush(stdout);
     for (size_t j = 0; j < c->nreqs; j++) {
