@@ -318,7 +318,7 @@ int npy_data(const struct npy_array *a, struct buf *out, struct error *err)
         size_t at = out->len;
         if (buf_append(out, p, a->data_len) != 0)
             return error_set(err, 413, "the tensor is too large");
-        if (a->big_endian && a->item_size > 1) {
+        if (a->big_endian && a->item_size > 1 && a->data_len > 0) {
             uint8_t *d = (uint8_t *)out->data + at;
             for (size_t i = 0; i < a->data_len; i += a->item_size)
                 for (size_t j = 0; j < a->item_size / 2; j++) {
