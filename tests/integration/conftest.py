@@ -348,6 +348,16 @@ def module_server_factory(tmp_path_factory):
 
 
 @pytest.fixture
+def etcd(tmp_path):
+    """A real etcd member for this test (etcd_server.py), killed after it."""
+    from etcd_server import Etcd  # etcd_server imports conftest
+    e = Etcd(tmp_path)
+    e.start()
+    yield e
+    e.kill()
+
+
+@pytest.fixture
 def base_url(server):
     return server.url
 

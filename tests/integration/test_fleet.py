@@ -24,11 +24,9 @@ import requests
 
 from conftest import MAIN_MODELS, Server, stall_repo
 from grpc_client import Client, generate
-from test_etcd import ETCD, ETCDCTL, Etcd, wait_for
+from etcd_server import requires_etcd, wait_for
 
-pytestmark = pytest.mark.skipif(not ETCD or not ETCDCTL,
-                                reason="etcd-server / etcd-client not installed "
-                                       "(scripts/deps.sh)")
+pytestmark = requires_etcd
 
 TTL = 3
 PREFIX = "/fleet/"
@@ -52,14 +50,6 @@ ECHO_REST = {"inputs": [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
 @pytest.fixture(scope="module")
 def grpc_pb(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("fleet_proto_py"))
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(tmp_path)
-    e.start()
-    yield e
-    e.kill()
 
 
 def etcd_flags(etcd, instance):
@@ -224,6 +214,17 @@ class Load:
                 "failures": sorted({r[5] for r in rs if not r[4]})}
 
 
+def run_phase(load, phase, upstreams):
+    """Runs `phase` for PER_PHASE calls, then pauses the load. Its outcomes,
+    with the calls each upstream (name -> server) answered during it."""
+    before = {n: served(u) for n, u in upstreams.items()}
+    load.resume(phase)
+    load.wait_done(phase, PER_PHASE)
+    load.pause()
+    return dict(load.outcomes(phase),
+                per_upstream={n: served(u) - before[n] for n, u in upstreams.items()})
+
+
 def restart(factory, old, workdir):
     """old started again with the same flags, ports and instance id."""
     workdir.mkdir()
@@ -263,17 +264,12 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
     phases = {}
     try:
         # (1) steady: every call answered, each upstream takes a share.
-        before = [served(u) for u in ups]
-        load.resume("steady")
-        load.wait_done("steady", PER_PHASE)
-        load.pause()
-        after = [served(u) for u in ups]
-        phases["steady"] = dict(load.outcomes("steady"), per_upstream={
-            n: a - b for n, a, b in zip(names, after, before)})
+        phases["steady"] = run_phase(load, "steady", dict(zip(names, ups)))
 
         # (2) SIGKILL u0 while calls run on it: only those may fail; it
         # leaves the pool (health check, then its key's lease expires).
         victim = ups[0]
+        kill_before = [served(u) for u in ups[1:]]
         load.resume("kill")
         killed_in_flight = wait_for(
             lambda: gateway_metric(gw, "inferd_upstream_outstanding", victim), 30,
@@ -287,7 +283,7 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
         load.pause()
         kill_after = [served(u) for u in ups[1:]]
         phases["kill"] = load.outcomes("kill")
-        survivors = {n: a - b for n, a, b in zip(names[1:], kill_after, after[1:])}
+        survivors = {n: a - b for n, a, b in zip(names[1:], kill_after, kill_before)}
         # u0's own counter died with it: what it answered is the rest.
         phases["kill"]["per_upstream"] = dict(
             {"u0 (before the kill)": phases["kill"]["ok"] - sum(survivors.values())}, **survivors)
@@ -295,12 +291,8 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
 
         # (2b) after the ejection: no failure, nothing sent to u0.
         sent_u0 = gateway_metric(gw, "inferd_upstream_requests_total", victim)
-        load.resume("ejected")
-        load.wait_done("ejected", PER_PHASE)
-        load.pause()
-        ejected_after = [served(u) for u in ups[1:]]
-        phases["ejected"] = dict(load.outcomes("ejected"), per_upstream=dict(
-            {"u0": 0}, **{n: a - b for n, a, b in zip(names[1:], ejected_after, kill_after)}))
+        phases["ejected"] = run_phase(load, "ejected", dict(zip(names[1:], ups[1:])))
+        phases["ejected"]["per_upstream"] = dict({"u0": 0}, **phases["ejected"]["per_upstream"])
         # The gateway forgot u0 (discovery) or sent it nothing more.
         assert gateway_metric(gw, "inferd_upstream_requests_total", victim) in (None, sent_u0)
 
@@ -315,18 +307,13 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
         wait_for(lambda: u0.grpc_port in healthy_upstreams(gw), 30, "u0 back in the pool")
         load.pause()
         ups[0] = u0
-        base = [served(u) for u in ups]
-        load.resume("rejoined")
-        load.wait_done("rejoined", PER_PHASE)
-        load.pause()
-        rejoined_after = [served(u) for u in ups]
         phases["restart"] = load.outcomes("restart")
-        phases["rejoined"] = dict(load.outcomes("rejoined"), per_upstream={
-            n: a - b for n, a, b in zip(names, rejoined_after, base)})
+        phases["rejoined"] = run_phase(load, "rejoined", dict(zip(names, ups)))
 
         # (4) SIGTERM u1 with calls in flight on it: not one fails; its key
         # goes before it exits.
         drained = ups[1]
+        drain_before = [served(u) for u in (ups[0], ups[2])]
         load.resume("drain")
         # (echo runs 150 ms: what is in flight now still is at the signal)
         in_flight = wait_for(
@@ -340,8 +327,8 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
         load.pause()
         drain_after = [served(u) for u in (ups[0], ups[2])]
         phases["drain"] = load.outcomes("drain")
-        others = {"u0": drain_after[0] - rejoined_after[0],
-                  "u2": drain_after[1] - rejoined_after[2]}
+        others = {"u0": drain_after[0] - drain_before[0],
+                  "u2": drain_after[1] - drain_before[1]}
         phases["drain"]["per_upstream"] = dict(
             {"u1 (until it exited)": phases["drain"]["ok"] - sum(others.values())}, **others)
         phases["drain"]["in_flight_on_u1_at_sigterm"] = int(in_flight)
