@@ -31,6 +31,6 @@ done
 # shown only by its tail still names the target and the fault.
 for name in "${failed[@]}"; do
     echo "fuzz: $name FAILED; the end of $build/$name.log:"
-    grep -E -A12 "^==[0-9]+==ERROR|^SUMMARY|libFuzzer: |Test unit written" "$build/$name.log" | tail -40 | sed "s/^/  /" || true
+    grep -E -A12 "^==[0-9]+==ERROR|runtime error: |^SUMMARY|libFuzzer: |Test unit written" "$build/$name.log" | tail -40 | sed "s/^/  /" || true
 done
 [ ${#failed[@]} -eq 0 ]
