@@ -652,6 +652,21 @@ static bool step_h2(struct http_conn *c)
     return false;
 }
 
+/* A connection between requests while the server drains: closed if idle,
+ * else given DRAIN_GRACE_MS to finish the request it has begun. Returns
+ * false when it closed. */
+static bool drain_reading(struct http_conn *c)
+{
+    if (c->in.len == 0) {
+        conn_close(c);
+        return false;
+    }
+    uint64_t grace = clock_now_ms() + DRAIN_GRACE_MS;
+    if (!c->deadline_ms || c->deadline_ms > grace)
+        c->deadline_ms = grace;
+    return true;
+}
+
 /* One step of the WRITING state. Returns true to continue processing. */
 static bool step_writing(struct http_conn *c)
 {
@@ -678,6 +693,10 @@ static bool step_writing(struct http_conn *c)
     buf_consume(&c->in, consumed);
     c->state = CONN_READING;
     start_request(c);
+    /* A keep-alive response queued before the drain began: the sweep in
+     * http_server_drain saw this connection writing and left it open. */
+    if (c->server->draining)
+        return drain_reading(c);
     return true;
 }
 
@@ -970,12 +989,10 @@ void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), voi
         if (c->state == CONN_H2) {
             /* GOAWAY; streams in flight finish, then the connection closes. */
             h2_session_drain(c->h2);
-        } else if (c->state == CONN_HANDSHAKE || (c->state == CONN_READING && c->in.len == 0)) {
+        } else if (c->state == CONN_HANDSHAKE) {
             conn_close(c);
         } else if (c->state == CONN_READING) {
-            uint64_t grace = clock_now_ms() + DRAIN_GRACE_MS;
-            if (!c->deadline_ms || c->deadline_ms > grace)
-                c->deadline_ms = grace;
+            drain_reading(c);
         }
         c = next;
     }
