@@ -500,12 +500,19 @@ static void *pool_main(void *arg)
     pthread_setname_np(pthread_self(), "upstream");
     loop_defer(&p->loop, &p->timer);
     loop_run(&p->loop);
-    for (uint32_t i = 0; i < p->n; i++)
-        free_upstream(p, p->ups[i]);
-    p->n = 0;
+    /* Connections first, while every upstream still exists: closing one
+     * finishes its calls, and an upstream's health check in flight
+     * (u->health, finished into health_done) lives inside the upstream. */
+    for (uint32_t i = 0; i < p->n; i++) {
+        grpc_conn_close(p->ups[i]->conn);
+        p->ups[i]->conn = NULL;
+    }
     for (uint32_t i = 0; i < p->ngrave; i++)
         grpc_conn_close(p->graveyard[i]);
     p->ngrave = 0;
+    for (uint32_t i = 0; i < p->n; i++)
+        free_upstream(p, p->ups[i]);
+    p->n = 0;
     return NULL;
 }
 

@@ -274,3 +274,61 @@ def test_config_errors(server_factory, tmp_path):
     p = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(cfg)],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "give either upstreams or discover: true" in p.stderr
+
+
+
+class StallingProxy:
+    """A grpcio server in front of `upstream` that passes every call
+    through as bytes, except ModelReady (the gateway's health check), which
+    it holds until release()."""
+
+    def __init__(self, upstream):
+        import grpc
+        from concurrent import futures
+        self.held = threading.Event()
+        self.released = threading.Event()
+        channel = grpc.insecure_channel("127.0.0.1:%d" % upstream.grpc_port)
+        proxy = self
+
+        def handler(path):
+            forward = channel.unary_unary(path)
+
+            def call(request, context):
+                if path.endswith("/ModelReady"):
+                    proxy.held.set()
+                    proxy.released.wait(60)
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "released")
+                return forward(request, timeout=30)
+            return grpc.unary_unary_rpc_method_handler(call)
+
+        class Generic(grpc.GenericRpcHandler):
+            def service(self, details):
+                return handler(details.method)
+
+        self.channel = channel
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        self.server.add_generic_rpc_handlers((Generic(),))
+        self.grpc_port = self.server.add_insecure_port("127.0.0.1:%d" % free_port())
+        self.server.start()
+
+    def close(self):
+        self.released.set()
+        self.server.stop(0)
+        self.channel.close()
+
+
+def test_regress_stop_with_a_health_check_in_flight(server_factory, tmp_path):
+    """SIGTERM while a health check waits on an upstream that does not
+    answer it: the gateway exits cleanly. (Its upstreams were freed before
+    their connections were closed; closing one then finished the pending
+    health call into the freed upstream, a use-after-free that
+    AddressSanitizer reported at exit.)"""
+    proxy = StallingProxy(server_factory.start())
+    try:
+        gw = gateway(server_factory, tmp_path, [proxy],
+                     extra="    health-check: {interval-ms: 100, timeout-ms: 60000}\n")
+        assert outputs(infer_request(gw.url, "simple", SIMPLE)) == EXPECTED
+        assert proxy.held.wait(30), "no health check reached the upstream"
+        assert gw.stop() == []
+    finally:
+        proxy.close()
