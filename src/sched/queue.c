@@ -14,8 +14,6 @@
 #define BATCHES_PER_INSTANCE 4
 /* How far into the queue the batcher looks for compatible requests. */
 #define SCAN_LIMIT 4096
-/* Weight of a new run in the moving estimate of the run time: 1/8. */
-#define EST_SHIFT 3
 
 void sched_ref(struct sched *s)
 {
@@ -370,18 +368,6 @@ static uint64_t predict_ns(const struct sched *s, int64_t samples)
     return (uint64_t)((double)s->est_ns * (double)samples / typical);
 }
 
-static void ewma(uint64_t *est, uint64_t x)
-{
-    if (!*est)
-        *est = x;
-    else if (x >= *est)
-        *est += (x - *est) >> EST_SHIFT;
-    else
-        *est -= (*est - x) >> EST_SHIFT;
-    if (!*est)
-        *est = 1;
-}
-
 /* Leases a free slot (lock held; there is one). */
 static struct slot *slot_lease(struct sched *s)
 {
@@ -400,14 +386,10 @@ static void slot_return(struct sched *s, struct slot *sl)
     s->nfree++;
 }
 
-/* After a run: the slot back, and the run into the estimate. */
-static void give_back(struct sched *s, struct slot *sl, uint64_t ran_ns, int64_t samples)
+/* After a run (already in the estimate: sched_note_run): the slot back. */
+static void give_back(struct sched *s, struct slot *sl)
 {
     slot_return(s, sl);
-    if (ran_ns && !s->cfg.decoupled) {
-        ewma(&s->est_ns, ran_ns);
-        ewma(&s->est_samples_x256, (uint64_t)(samples > 0 ? samples : 1) * 256u);
-    }
     if (s->stopping)
         pthread_cond_broadcast(&s->drained);
 }
@@ -480,9 +462,12 @@ static void work(struct sched *s, struct sched_local *here, bool background)
         sl->started_ns = now;
         pthread_mutex_unlock(&s->lock);
         answer_late(late, now);
-        uint64_t ran = s->cfg.decoupled ? run_decoupled(s, sl) : run_batch(s, sl, here != NULL);
+        if (s->cfg.decoupled)
+            run_decoupled(s, sl);
+        else
+            run_batch(s, sl, here != NULL);
         pthread_mutex_lock(&s->lock);
-        give_back(s, sl, ran, samples);
+        give_back(s, sl);
         if (here) {
             /* One batch per model per loop pass: the rest at the end of
              * the next pass (the connections get their turn first). */

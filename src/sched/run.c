@@ -388,7 +388,7 @@ static void report(struct sched *s, struct slot *sl, const struct gathered *g, u
     s->cfg.observer.on_batch(s->cfg.observer.ctx, &s->model, &rep);
 }
 
-uint64_t run_batch(struct sched *s, struct slot *sl, bool inline_run)
+void run_batch(struct sched *s, struct slot *sl, bool inline_run)
 {
     const struct sched_model *m = &s->model;
     uint32_t n = sl->n;
@@ -439,6 +439,7 @@ uint64_t run_batch(struct sched *s, struct slot *sl, bool inline_run)
     }
     if (b)
         atomic_store(&b->refs, n);
+    sched_note_run(s, end - start, g.total);
     for (uint32_t j = 0; j < n; j++) {
         struct infer_request *r = members[j];
         r->exec_end_ns = end;
@@ -454,7 +455,6 @@ uint64_t run_batch(struct sched *s, struct slot *sl, bool inline_run)
         }
         r->complete(r);
     }
-    return end - start;
 }
 
 /* ---- decoupled models ----------------------------------------------------- */
@@ -471,7 +471,7 @@ static bool stream_send(void *ctx, const struct tensor *outputs, uint32_t n, boo
 
 /* Runs the one request of a decoupled model: its responses go out through
  * req->on_response as the model sends them; complete() ends it. */
-uint64_t run_decoupled(struct sched *s, struct slot *sl)
+void run_decoupled(struct sched *s, struct slot *sl)
 {
     const struct sched_model *m = &s->model;
     struct infer_request *r = sl->members[0];
@@ -497,5 +497,4 @@ uint64_t run_decoupled(struct sched *s, struct slot *sl)
     struct gathered g = {.total = r->batch};
     report(s, sl, &g, start, start, end, end, false, &err);
     r->complete(r);
-    return end - start;
 }

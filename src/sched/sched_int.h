@@ -71,6 +71,36 @@ struct sched {
     struct sched_batch *free_batches;
 };
 
+/* Weight of a new run in the moving estimates: 1/2^SCHED_EST_SHIFT. */
+#define SCHED_EST_SHIFT 3
+
+static inline void sched_ewma(uint64_t *est, uint64_t x)
+{
+    if (!*est)
+        *est = x;
+    else if (x >= *est)
+        *est += (x - *est) >> SCHED_EST_SHIFT;
+    else
+        *est -= (*est - x) >> SCHED_EST_SHIFT;
+    if (!*est)
+        *est = 1;
+}
+
+/* A finished run of `samples` samples that took ran_ns, into s's estimates
+ * (takes s->lock; nothing for a decoupled model, whose runs last as long as
+ * their streams). Called before the run's requests complete: a client that
+ * has its answer may send its next request at once, and whether that one
+ * runs inline or on the pool is decided by the estimate. */
+static inline void sched_note_run(struct sched *s, uint64_t ran_ns, int64_t samples)
+{
+    if (!ran_ns || s->cfg.decoupled)
+        return;
+    pthread_mutex_lock(&s->lock);
+    sched_ewma(&s->est_ns, ran_ns);
+    sched_ewma(&s->est_samples_x256, (uint64_t)(samples > 0 ? samples : 1) * 256u);
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* Output memory of one backend run, shared by the requests of the batch. */
 struct sched_batch {
     struct sched *sched;
@@ -93,10 +123,10 @@ void sched_work(struct sched *s, struct sched_local *here);
 /* ---- run.c ---- */
 int slot_init(struct slot *sl, const struct sched *s, void *instance);
 void slot_free(struct slot *sl, uint32_t ninputs);
-/* Runs the sl->n members on the slot's instance and completes each.
- * Returns the run's duration (for the estimate). */
-uint64_t run_batch(struct sched *s, struct slot *sl, bool inline_run);
-uint64_t run_decoupled(struct sched *s, struct slot *sl);
+/* Runs the sl->n members on the slot's instance, notes the run in the
+ * estimates (sched_note_run) and then completes each member. */
+void run_batch(struct sched *s, struct slot *sl, bool inline_run);
+void run_decoupled(struct sched *s, struct slot *sl);
 void batch_pool_free(struct sched *s);
 int batch_pool_fill(struct sched *s, uint32_t n);
 /* Whether a and b may share a batch (dims equal, or differing only where
