@@ -65,7 +65,7 @@ PACKAGES=(
     # dpkg-dev: Debian packaging tools (dpkg-deb itself ships with dpkg)
     dpkg-dev
     # integration tests and model generation (models/build/*.py)
-    python3 python3-pytest python3-requests python3-numpy python3-onnx
+    python3 python3-pytest python3-pytest-xdist python3-requests python3-numpy python3-onnx
     python3-sklearn
     # docs/quickstart.md and its test: exporting a model from PyTorch
     python3-torch

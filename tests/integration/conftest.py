@@ -35,8 +35,11 @@ ALL_MODELS = {**MAIN_MODELS, **IDENTITY_MODELS}
 
 STARTUP_TIMEOUT = 60.0   # seconds until /v2/health/ready must answer 200
 SHUTDOWN_TIMEOUT = 30.0  # seconds between SIGTERM and exit
-# One suppression for ONNX Runtime's own leak at environment creation; see the file.
+# LeakSanitizer's suppressions for the integration suite; see the file. Every
+# process the suite starts inherits them (harmless for a build without
+# sanitizers), so no test has to pass them on.
 LSAN_SUPP = Path(__file__).resolve().parents[1] / "lsan.supp"
+os.environ.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
 def sanitized_binary():
     """True for an AddressSanitizer build. ASan keeps freed memory in its
     quarantine and serves malloc itself: RSS and glibc's heap figures say
@@ -64,7 +67,6 @@ def run_bench(*args, timeout=60):
     """`inferd bench ARGS` (each str()'d): the finished process (text mode),
     once its stderr is checked to hold no sanitizer report."""
     env = dict(os.environ)
-    env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
     p = subprocess.run([str(INFERD_BIN), "bench"] + [str(a) for a in args], capture_output=True,
                        text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
     for marker in SANITIZER_MARKERS:
@@ -94,17 +96,32 @@ def _ephemeral_low():
         return 0
 
 
+def _worker_slice(low, high):
+    """The part of [low, high) that belongs to this pytest-xdist worker
+    (gw0, gw1, ... of PYTEST_XDIST_WORKER_COUNT; the whole range when the
+    suite runs in one process), so two workers never hand out one port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return low, high
+    index = int(worker[2:]) % count
+    span = (high - low) // count
+    return low + index * span, low + (index + 1) * span
+
+
 def free_port():
     """A port nobody listens on now, that this process has not handed out
     before, and (when the system's ephemeral range leaves room) below that
     range, so no client connection's local port can take it before the
     server binds it. bind(0) alone is not enough: it can return the same
-    port twice in a row (a server once got one port for HTTP and metrics)."""
+    port twice in a row (a server once got one port for HTTP and metrics).
+    Under pytest-xdist each worker draws from its own slice of the range."""
     low = _ephemeral_low()
+    first, end = _worker_slice(10000, low)
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             if low > 11000:
-                port = random.randrange(10000, low)
+                port = random.randrange(first, end)
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError:
@@ -196,10 +213,6 @@ class Server:
                "--http-port", str(self.port), "--grpc-port", str(self.grpc_port),
                "--metrics-port", str(self.metrics_port)] + self.args
         env = dict(os.environ)
-        # For sanitizer builds (harmless otherwise): ORT has no frame pointers,
-        # so the suppression only matches with the slow unwinder.
-        env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
-        env.setdefault("ASAN_OPTIONS", "fast_unwind_on_malloc=0:malloc_context_size=64")
         self._out = open(self.stdout_path, "wb")
         self._err = open(self.stderr_path, "wb")
         cpus = self.cpus

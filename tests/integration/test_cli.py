@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import requests
 
-from conftest import (INFERD_BIN, LSAN_SUPP, SANITIZER_MARKERS, MAIN_MODELS, IDENTITY_MODELS,
+from conftest import (INFERD_BIN, SANITIZER_MARKERS, MAIN_MODELS, IDENTITY_MODELS,
                       HttpReader, connect, free_port, http_request, make_repository,
                       sanitized_binary, usr1_stats)
 
@@ -20,7 +20,6 @@ FLAGS = ["--model-repository", "--host", "--http-port", "--max-request-line",
 
 def run(*args, timeout=15, **kw):
     env = dict(os.environ)
-    env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
     p = subprocess.run([str(INFERD_BIN)] + list(args), capture_output=True, text=True,
                        timeout=timeout, stdin=subprocess.DEVNULL, env=env, **kw)
     for marker in SANITIZER_MARKERS:

@@ -12,14 +12,13 @@ import time
 import pytest
 import requests
 
-from conftest import (INFERD_BIN, LSAN_SUPP, SANITIZER_MARKERS, MAIN_MODELS, Server, free_port,
+from conftest import (INFERD_BIN, SANITIZER_MARKERS, MAIN_MODELS, Server, free_port,
                       make_repository)
 from test_tls import pki  # noqa: F401  (the certificates fixture)
 
 
 def run(*args, timeout=15, **kw):
     env = dict(os.environ)
-    env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
     p = subprocess.run([str(INFERD_BIN)] + list(args), capture_output=True, text=True,
                        timeout=timeout, stdin=subprocess.DEVNULL, env=env, **kw)
     for marker in SANITIZER_MARKERS:
@@ -37,8 +36,6 @@ class FileServer(Server):
     def start(self, port=None, grpc_port=None, metrics_port=None):
         self.port, self.grpc_port, self.metrics_port = port, grpc_port, metrics_port
         env = dict(os.environ)
-        env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
-        env.setdefault("ASAN_OPTIONS", "fast_unwind_on_malloc=0:malloc_context_size=64")
         self._out = open(self.stdout_path, "wb")
         self._err = open(self.stderr_path, "wb")
         self.cmd = [str(INFERD_BIN), "serve"] + self.args

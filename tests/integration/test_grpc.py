@@ -544,17 +544,22 @@ def test_tls(server_factory, tmp_path, pbs):
     pb, _ = pbs
     cert, key = make_cert(tmp_path)
     srv = server_factory.start("--tls-cert", str(cert), "--tls-key", str(key), wait=False)
-    creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
-    c = Client(*pbs, "localhost:%d" % srv.grpc_port, credentials=creds)
+    # Ready over HTTPS first: a gRPC channel that dials before the port
+    # listens backs off for seconds before it dials again.
     deadline = time.monotonic() + 60
     while True:
         try:
-            assert c.call("ServerReady", timeout=5).ready
-            break
-        except (grpc.RpcError, AssertionError):
-            if time.monotonic() > deadline or srv.proc.poll() is not None:
-                raise
-            time.sleep(0.1)
+            r = requests.get("https://localhost:%d/v2/health/ready" % srv.port, verify=str(cert),
+                             timeout=5)
+            if r.status_code == 200:
+                break
+        except requests.RequestException:
+            pass
+        assert time.monotonic() < deadline and srv.proc.poll() is None, srv.stderr()
+        time.sleep(0.05)
+    creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    c = Client(*pbs, "localhost:%d" % srv.grpc_port, credentials=creds)
+    assert c.call("ServerReady", timeout=10).ready
     a = list(range(16))
     r = c.infer(simple_request(pb, a, a, id="tls"))
     assert r.id == "tls" and raw_int32(r.raw_output_contents[0]) == [x + x for x in a]

@@ -504,10 +504,13 @@ def test_regress_h2_too_many_streams(server_factory):
     block = request_block("POST", "/v2/models/simple/infer")
     conn.send(b"".join(frame(HEADERS, END_HEADERS, sid, block) for sid in range(1, 21, 2)))
     refused = set()
-    frames = conn.frames(lambda f: f[0] == RST_STREAM and len(refused | {f[2]}) >= 6, 20)
-    for f in frames:
-        if f and f[0] == RST_STREAM and struct.unpack(">I", f[3])[0] == REFUSED_STREAM:
+
+    def sixth_refusal(f):
+        if f[0] == RST_STREAM and struct.unpack(">I", f[3])[0] == REFUSED_STREAM:
             refused.add(f[2])
+        return len(refused) >= 6
+
+    frames = conn.frames(sixth_refusal, 20)
     assert len(refused) >= 6, frames
     conn.close()
     assert_serving(srv)

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import INFERD_BIN, LSAN_SUPP, MAIN_MODELS, REPO_ROOT, SANITIZER_MARKERS, \
+from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, SANITIZER_MARKERS, \
     free_port, make_repository
 
 DOC = REPO_ROOT / "docs" / "quickstart.md"
@@ -67,8 +67,6 @@ class Background:
         self.log = open(self.workdir / ("server-%d.log" % http_port), "wb")
         self.log_path = Path(self.log.name)
         env = dict(env)
-        env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % LSAN_SUPP)
-        env.setdefault("ASAN_OPTIONS", "fast_unwind_on_malloc=0:malloc_context_size=64")
         self.argv = argv
         self.url = "http://127.0.0.1:%d" % http_port
         self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,

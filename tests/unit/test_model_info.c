@@ -33,7 +33,7 @@ static void test_list_truncated(void **state)
 {
     (void)state;
     struct model_io many[40];
-    char names[40][8];
+    char names[40][16];
     for (int i = 0; i < 40; i++) {
         snprintf(names[i], sizeof names[i], "in%d", i);
         many[i] = (struct model_io){names[i], DT_FP32, 1, {4}};

@@ -23,10 +23,12 @@
 #include "base/arena.h"
 #include "base/mem.h"
 
-/* The sanitizer build of this test needs no ASAN_OPTIONS/LSAN_OPTIONS: the
- * same settings as tests/lsan.supp. ORT leaks a block inside CreateEnv; the
- * suppression names our caller, whose frame LeakSanitizer only sees through
- * ORT (built without frame pointers) with the slow unwinder. */
+/* The sanitizer build of this test brings its own leak settings: the slow
+ * unwinder, so that a stack through ORT (built without frame pointers) is
+ * whole, and a suppression that names our caller of ORT's one leak inside
+ * CreateEnv. Here, not in the integration suite (whose tests/lsan.supp must
+ * name the whole library to use the fast unwinder), an ORT object that
+ * src/backend/onnxruntime.c forgets to release is reported. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
 {
