@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import INFERD_BIN, REPO_ROOT, MAIN_MODELS, IDENTITY_MODELS
+from conftest import INFERD_BIN, REPO_ROOT, MAIN_MODELS, IDENTITY_MODELS, stall_repo
 
 SLOW = REPO_ROOT / "tests" / "models" / "slow"
 
@@ -114,17 +114,22 @@ def slow_request(url, rows, parameters=None):
                                      "data": x.ravel().tolist()}], parameters=parameters)
 
 
-def test_timeout_in_queue_gives_504(batching_server):
+def test_timeout_in_queue_gives_504(server_factory, tmp_path):
     """A request whose timeout passes while a long batch runs is never run:
     504 once it timed out in the queue, or 503 at once when the server
-    already knows the deadline cannot be met (docs/execution.md)."""
-    url = batching_server.url
+    already knows the deadline cannot be met (docs/execution.md). The model
+    (the stall plugin, one instance) takes 300 ms per run, so a request sent
+    while the long one runs always lands behind it. (With the slow ONNX
+    model a long batch took about 7 ms: a loaded machine could send every
+    short request outside that window.)"""
+    srv = server_factory.start(repository=stall_repo(tmp_path, 300000))
+    echo = [{"name": "IN", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]}]
     results = {}
     started = threading.Event()
 
     def long_one():
         started.set()
-        results["long"] = slow_request(url, 64 * 8)  # several slow batches' worth, runs alone
+        results["long"] = post_infer(srv.url, "echo", echo)
 
     t = threading.Thread(target=long_one)
     t.start()
@@ -133,7 +138,7 @@ def test_timeout_in_queue_gives_504(batching_server):
     # arrives first may simply run: only its status may be 200.
     statuses = set()
     while t.is_alive() or not statuses:
-        r = slow_request(url, 1, parameters={"timeout": 1000})
+        r = post_infer(srv.url, "echo", echo, parameters={"timeout": 1000})
         statuses.add(r.status_code)
         if r.status_code == 504:
             assert "timed out" in r.json()["error"]
@@ -154,23 +159,20 @@ def test_bad_timeout_parameter(batching_server):
     assert "timeout" in r.json()["error"]
 
 
-def test_queue_limit_gives_429_with_retry_after(server_factory):
-    """With room for one waiting request, a burst against the slow model
-    gets some 429s (with Retry-After) and the rest complete normally. The
-    requests use the binary extension so that they reach the queue far
-    faster than the model runs them."""
-    srv = server_factory.start("--queue-limit", "1", models={"slow": SLOW})
-    x = np.ones((512, 256), dtype=np.float32).tobytes()
-    header = json.dumps({"inputs": [{"name": "X", "shape": [512, 256], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": len(x)}}]}).encode()
-    body = header + x
-    headers = {"Inference-Header-Content-Length": str(len(header))}
+def test_queue_limit_gives_429_with_retry_after(server_factory, tmp_path):
+    """With room for one waiting request, a burst of 12 against a model that
+    takes 300 ms per run (the stall plugin, one instance) gets some 429s
+    (with Retry-After) and the rest complete normally. (With the slow ONNX
+    model, 7 ms per run, a loaded machine could deliver the burst slower
+    than the model ran it.)"""
+    srv = server_factory.start("--queue-limit", "1", repository=stall_repo(tmp_path, 300000))
+    body = json.dumps({"inputs": [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
+                                   "data": [1, 2, 3, 4]}]})
     barrier = threading.Barrier(12)
 
     def one(_):
         barrier.wait()
-        return requests.post(srv.url + "/v2/models/slow/infer", data=body, headers=headers,
-                             timeout=120)
+        return requests.post(srv.url + "/v2/models/echo/infer", data=body, timeout=120)
 
     with ThreadPoolExecutor(max_workers=12) as pool:
         responses = list(pool.map(one, range(12)))
