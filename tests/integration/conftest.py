@@ -159,7 +159,9 @@ def make_repository(root, models):
 
 def stall_repo(tmp_path, delay_us):
     """A repository with model `echo` (INT32 [4] in and out) served by the
-    example plugin, which stalls each execution for delay_us."""
+    example plugin, which stalls each execution for delay_us. Each execution
+    (warm-up included) first appends a line to tmp_path/echo-started.log:
+    see wait_stall_started."""
     plugin = INFERD_BIN.parent / "libinferd_identity_stall.so"
     if not plugin.exists():
         pytest.fail("example plugin not built: %s" % plugin)
@@ -170,9 +172,41 @@ def stall_repo(tmp_path, delay_us):
         'backend: "identity_stall"\nmax_batch_size: 8\n'
         'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
         'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
-        'parameters { key: "delay_us" value: { string_value: "%d" } }\n' % delay_us)
+        'parameters { key: "delay_us" value: { string_value: "%d" } }\n'
+        'parameters { key: "started_log" value: { string_value: "%s" } }\n'
+        % (delay_us, tmp_path / "echo-started.log"))
     shutil.copy(plugin, mdir / plugin.name)
     return tmp_path / "models"
+
+
+def stall_started(tmp_path):
+    """How many executions of stall_repo's model have started so far."""
+    try:
+        return (tmp_path / "echo-started.log").read_text().count("\n")
+    except FileNotFoundError:
+        return 0
+
+
+def wait_stall_started(tmp_path, count, timeout=30):
+    """Waits until `count` executions of stall_repo's model have started
+    (take the count before sending: stall_started(tmp_path) + n)."""
+    deadline = time.monotonic() + timeout
+    while stall_started(tmp_path) < count:
+        if time.monotonic() > deadline:
+            pytest.fail("%d executions started in %d s, expected %d"
+                        % (stall_started(tmp_path), timeout, count))
+        time.sleep(0.01)
+
+
+def wait_queued(srv, model, count, timeout=30):
+    """Waits until `count` requests of `model` wait in its queue
+    (nv_inference_pending_request_count)."""
+    from prom import wait_for
+    s = wait_for(srv, lambda s: s.get("nv_inference_pending_request_count", model=model) >= count,
+                 timeout)
+    got = s.get("nv_inference_pending_request_count", model=model)
+    assert got >= count, "%d requests of %s queued after %d s, expected %d" % (
+        got, model, timeout, count)
 
 
 class Server:

@@ -7,7 +7,7 @@ import time
 
 import requests
 
-from conftest import connect, stall_repo
+from conftest import connect, stall_repo, stall_started, wait_queued, wait_stall_started
 
 
 def infer_bytes(n):
@@ -26,12 +26,13 @@ def stats(srv):
 
 def test_regress_disconnected_client_request_is_not_run(server_factory, tmp_path):
     srv = server_factory.start(repository=stall_repo(tmp_path, 1500000))
+    started = stall_started(tmp_path)
     first = connect(srv.port)
     first.sendall(infer_bytes(1))        # runs for 1.5 s
-    time.sleep(0.3)
+    wait_stall_started(tmp_path, started + 1)
     second = connect(srv.port)
     second.sendall(infer_bytes(2))       # waits behind the first
-    time.sleep(0.3)
+    wait_queued(srv, "echo", 1)
     second.shutdown(socket.SHUT_RDWR)    # the client gives up
     second.close()
     first.settimeout(30)

@@ -177,14 +177,20 @@ def test_dashboard_shows_canary_and_shadow(server_factory, tmp_path):
     try:
         browser.navigate(srv.url + "/dashboard")
         assert browser.wait_until("!!document.querySelector('tr[data-traffic=digits]')", timeout=30)
-        # Copies still in flight finish within a poll or two.
-        time.sleep(1.5)
-        cells = browser.evaluate(
-            "Object.fromEntries(Array.from(document.querySelectorAll("
-            "'tr[data-traffic=digits] td[data-field]')).map(td => [td.dataset.field, td.textContent]))")
-        m = scrape(srv)
-        compared = int(m.get("inferd_shadow_requests_total", model="digits", version="1",
-                             shadow_model="digits", shadow_version="2"))
+        # Copies still in flight finish, and the page shows the count within
+        # a poll or two.
+        deadline = time.time() + 30
+        while True:
+            cells = browser.evaluate(
+                "Object.fromEntries(Array.from(document.querySelectorAll("
+                "'tr[data-traffic=digits] td[data-field]'))"
+                ".map(td => [td.dataset.field, td.textContent]))")
+            m = scrape(srv)
+            compared = int(m.get("inferd_shadow_requests_total", model="digits", version="1",
+                                 shadow_model="digits", shadow_version="2"))
+            if cells["compared"] == format(compared, ",") or time.time() > deadline:
+                break
+            time.sleep(0.1)
         assert compared > 0
         assert cells["compared"] == format(compared, ","), cells
         assert cells["canary"].startswith("v1 → v2"), cells

@@ -11,7 +11,7 @@ import time
 
 import requests
 
-from conftest import INFERD_BIN, MAIN_MODELS, stall_repo
+from conftest import INFERD_BIN, MAIN_MODELS, stall_repo, stall_started, wait_stall_started
 from etcd_server import Etcd, requires_etcd, wait_for
 
 pytestmark = requires_etcd
@@ -102,9 +102,10 @@ def test_sigterm_deregisters_before_in_flight_requests_finish(etcd, server_facto
         result["status"] = r.status_code
         result["at"] = time.monotonic()
 
+    started = stall_started(tmp_path)
     t = threading.Thread(target=slow)
     t.start()
-    time.sleep(0.5)  # the request is running on the model
+    wait_stall_started(tmp_path, started + 1)  # the request is running on the model
     srv.proc.send_signal(signal.SIGTERM)
     wait_for(lambda: etcd.get(KEY) is None, 2, "the key deleted on SIGTERM")
     deleted_at = time.monotonic()

@@ -167,7 +167,10 @@ def test_retries_only_for_never_reached(server_factory, tmp_path):
                  extra="    max-retries: 1\n"
                        "    outlier: {consecutive-failures: 1000, ejection-secs: 1}\n"
                        "    health-check: {interval-ms: 600000, timeout-ms: 200}\n")
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30  # the first health check found both healthy
+    while not all(upstream_metric(gw, "inferd_upstream_healthy", u) == 1 for u in (gone, up)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     gone.kill()
     gone.returncode = -9
     for _ in range(20):

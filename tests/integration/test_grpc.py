@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, infer_request, ok_json, stall_repo
+from conftest import (INFERD_BIN, MAIN_MODELS, REPO_ROOT, infer_request, ok_json, stall_repo,
+                      stall_started, wait_queued, wait_stall_started)
 from grpc_client import Client, generate, join_bytes, split_bytes
 from test_datatypes import CASES
 
@@ -298,10 +299,11 @@ def test_deadline_expires_in_queue(server_factory, tmp_path, pbs):
     pb, _ = pbs
     srv = server_factory.start(repository=stall_repo(tmp_path, 1500000))
     c = client_for(srv, pbs)
+    started = stall_started(tmp_path)
     first = c.unary("ModelInfer").future(echo_request(pb, 1, "first"), timeout=60)
     # grpcio starts a future's call on another thread: let it reach the
-    # server (and start its 1.5 s run) before the second one is sent.
-    time.sleep(0.3)
+    # model (and start its 1.5 s run) before the second one is sent.
+    wait_stall_started(tmp_path, started + 1)
     e = rpc_error(c.infer, echo_request(pb, 2, "late"), timeout=0.3)
     assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert first.result().id == "first"
@@ -315,12 +317,13 @@ def test_cancelled_request_does_not_run(server_factory, tmp_path, pbs):
     pb, _ = pbs
     srv = server_factory.start(repository=stall_repo(tmp_path, 1500000))
     c = client_for(srv, pbs)
+    started = stall_started(tmp_path)
     first = c.unary("ModelInfer").future(echo_request(pb, 1, "first"), timeout=60)
     # grpcio starts a future's call on another thread: let each reach the
     # server in order (the first runs for 1.5 s, the second waits).
-    time.sleep(0.3)
+    wait_stall_started(tmp_path, started + 1)
     second = c.unary("ModelInfer").future(echo_request(pb, 2, "second"), timeout=60)
-    time.sleep(0.3)
+    wait_queued(srv, "echo", 1)
     assert second.cancel()
     assert first.result().id == "first"
     assert second.cancelled()

@@ -18,7 +18,8 @@ import time
 import pytest
 import requests
 
-from conftest import MAIN_MODELS, REPO_ROOT, connect, stall_repo
+from conftest import (MAIN_MODELS, REPO_ROOT, connect, stall_repo, stall_started, wait_queued,
+                      wait_stall_started)
 from grpc_client import SERVICE, Client, generate
 from prom import parse as prom_parse
 from test_auth import auth_yaml, new_key
@@ -361,9 +362,10 @@ def test_message_limit_and_deadline(server_factory, tmp_path, pbs):
     t = req.inputs.add(name="IN", datatype="INT32", shape=[1, 4])
     t.contents.int_contents.extend([1, 2, 3, 4])
     # The first fills the model for 1.5 s; the second's deadline passes in the queue.
+    started = stall_started(tmp_path)
     th = threading.Thread(target=lambda: web_call(srv, "ModelInfer", req))
     th.start()
-    time.sleep(0.3)
+    wait_stall_started(tmp_path, started + 1)
     ans = web_call(srv, "ModelInfer", req, headers={"grpc-timeout": "200m"})
     th.join()
     assert ans.code == 4, ans.trailers  # DEADLINE_EXCEEDED
@@ -380,12 +382,13 @@ def test_client_that_leaves_cancels_the_call(server_factory, tmp_path, pbs):
     body = frame(req.SerializeToString())
     head = ("POST %sModelInfer HTTP/1.1\r\nHost: x\r\ncontent-type: %s\r\n"
             "x-request-id: %%s\r\ncontent-length: %d\r\n\r\n" % (SERVICE, BINARY, len(body)))
+    started = stall_started(tmp_path)
     first = connect(srv.port)
     first.sendall((head % "stay").encode() + body)   # runs for 1 s
-    time.sleep(0.2)
+    wait_stall_started(tmp_path, started + 1)
     second = connect(srv.port)
     second.sendall((head % "leave").encode() + body)  # waits behind it
-    time.sleep(0.2)
+    wait_queued(srv, "echo", 1)
     second.shutdown(socket.SHUT_RDWR)
     second.close()
     first.settimeout(WAIT)

@@ -148,7 +148,7 @@ def test_a_replayed_first_flight_does_not_run_the_request_again(zsrv, tmp_path):
     out = subprocess.run([str(H3_CLIENT), "--replay", str(flight), str(zsrv.port), "-"],
                          capture_output=True, timeout=30)
     assert out.returncode == 0 and out.stdout.startswith(b"replayed: "), out
-    time.sleep(1)
+    time.sleep(1)  # a second (replayed) request would be logged by now
     assert [l["endpoint"] for l in access_log_lines(zsrv.access_log)].count(path) == 1
 
 

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from conftest import (INFERD_BIN, MAIN_MODELS, REPO_ROOT, connect, free_port, infer_request,
-                      make_repository, ok_json)
+                      make_repository, ok_json, stall_started, wait_stall_started)
 from prom import parse, scrape, wait_for
 
 SLOW = REPO_ROOT / "tests" / "models" / "slow"
@@ -362,12 +362,14 @@ def test_exec_count_below_requests_when_batched(server_factory, tmp_path):
     """While the first request stalls in the backend for two seconds, four
     more queue up (the queue gauges show them) and run as one batch: fewer
     executions than requests."""
-    repo = plugin_repo(tmp_path, {"delay_us": "2000000"},
+    repo = plugin_repo(tmp_path, {"delay_us": "2000000",
+                                  "started_log": tmp_path / "echo-started.log"},
                        batching="dynamic_batching { max_queue_delay_microseconds: 0 }\n")
     srv = server_factory.start(repository=repo)
+    started = stall_started(tmp_path)
     first = threading.Thread(target=lambda: echo(srv.url))
     first.start()
-    time.sleep(0.2)  # the first one is now stalled in the backend
+    wait_stall_started(tmp_path, started + 1)  # the first one is now stalled in the backend
     lab = {"model": "echo", "version": "1"}
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = [pool.submit(echo, srv.url, n) for n in (1, 2, 1, 2)]
@@ -385,14 +387,16 @@ def test_exec_count_below_requests_when_batched(server_factory, tmp_path):
 
 
 def test_canceled_when_the_client_leaves(server_factory, tmp_path):
-    repo = plugin_repo(tmp_path, {"delay_us": "500000"})
+    repo = plugin_repo(tmp_path, {"delay_us": "500000",
+                                  "started_log": tmp_path / "echo-started.log"})
     srv = server_factory.start(repository=repo)
     body = json.dumps({"inputs": [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
                                    "data": [1, 2, 3, 4]}]}).encode()
+    started = stall_started(tmp_path)
     s = connect(srv.port)
     s.sendall(b"POST /v2/models/echo/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
               % len(body) + body)
-    time.sleep(0.1)
+    wait_stall_started(tmp_path, started + 1)  # the request is running
     # Reset (not just FIN): the server sees the peer gone while it waits.
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()

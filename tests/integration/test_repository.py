@@ -285,14 +285,23 @@ def test_readiness_turns_false_at_sigterm(server_factory, tmp_path):
     """A readiness request that completes during the drain gets 503 (new
     connections are refused: the listener closes at once)."""
     import signal
+    import socket
     from conftest import HttpReader, connect
+    from prom import wait_for as scrape_until
     srv = server_factory.start(repository=copy_models(tmp_path, ("simple",)))
     s = connect(srv.port)
     try:
         s.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n")
-        time.sleep(0.2)
+        scrape_until(srv, lambda m: m.get("inferd_open_connections") >= 1)  # accepted
         srv.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+
+        def refused():  # the drain has reached every loop: its listener is closed
+            try:
+                socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+                return False
+            except ConnectionRefusedError:
+                return True
+        assert wait_for(refused, 30), srv.stderr()
         s.sendall(b"\r\n")
         resp = HttpReader(s).read_response()
         assert resp.status == 503

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from conftest import (IDENTITY_MODELS, MAIN_MODELS, assert_error_response, make_repository,
-                      ok_json, stall_repo)
+                      ok_json, stall_repo, stall_started, wait_stall_started)
 from grpc_client import Client, generate, join_bytes, split_bytes
 
 SIZE = 64  # bytes of one INT32 [1,16] tensor
@@ -22,10 +22,13 @@ STALL_US = 1500000  # the echo model's run: long enough to unregister during it
 
 @pytest.fixture(scope="module")
 def srv(module_server_factory, tmp_path_factory):
-    root = stall_repo(tmp_path_factory.mktemp("shm"), STALL_US)
+    stall_dir = tmp_path_factory.mktemp("shm")
+    root = stall_repo(stall_dir, STALL_US)
     make_repository(root, {"simple": MAIN_MODELS["simple"],
                            "identity_bytes": IDENTITY_MODELS["identity_bytes"]})
-    return module_server_factory.start("--model-repository", str(root))
+    s = module_server_factory.start("--model-repository", str(root))
+    s.stall_dir = stall_dir  # where the echo model notes its executions
+    return s
 
 
 @pytest.fixture(scope="module")
@@ -262,9 +265,10 @@ def test_unregister_while_in_use(srv, shm):
                                    "parameters": shm_params("busy", 16)}],
                             outputs=[{"name": "OUT", "parameters": shm_params("busy", 16, 16)}],
                             model="echo")
+    started = stall_started(srv.stall_dir)
     t = threading.Thread(target=run)
     t.start()
-    time.sleep(STALL_US / 1e6 / 3)  # the request holds the region by now
+    wait_stall_started(srv.stall_dir, started + 1)  # the request holds the region by now
     assert requests.post(srv.url + "/v2/systemsharedmemory/region/busy/unregister",
                          timeout=10).status_code == 200
     assert ok_json(status(srv)) == []

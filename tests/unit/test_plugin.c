@@ -399,7 +399,7 @@ static void test_load_errors(void **state)
               "parameters { key: 'fail_evry' value: { string_value: '2' } }\n",
               400,
               "backend 'identity_stall': unknown parameter 'fail_evry' (identity_stall takes "
-              "fail_every_n, fail_skip, delay_us, shadow_fail and fail_while_exists)");
+              "fail_every_n, fail_skip, delay_us, shadow_fail, fail_while_exists and started_log)");
     load_fail(ops,
               "backend: 'identity_stall'\n"
               "input [{ name: 'IN' data_type: TYPE_FP32 dims: [1] }]\n"

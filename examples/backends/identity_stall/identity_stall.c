@@ -31,7 +31,11 @@
  *                 execution refused (shadow_fail)", before any delay or
  *                 injected failure and without counting as an execution;
  *                 0 (the default): shadow copies run like any request.
- * and one path:
+ * and two paths:
+ *   started_log PATH  every execute() first appends one line to the file
+ *                 PATH (created if missing), before its delay: a test waits
+ *                 for a line instead of sleeping to know that a request has
+ *                 reached the model and is running. At most 1023 bytes;
  *   fail_while_exists PATH  every execute() (after its delay) fails with
  *                 status 500 and "injected failure (PATH exists)" while
  *                 the file PATH exists, so that a test can make a version
@@ -57,6 +61,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -79,6 +84,7 @@ struct instance {
     uint64_t delay_us;
     uint64_t shadow_fail; /* 0 or 1 */
     char fail_path[FAIL_PATH_MAX]; /* fail_while_exists; "" = none */
+    char started_path[FAIL_PATH_MAX]; /* started_log; "" = none */
     atomic_uint_fast64_t executions;
 };
 
@@ -131,19 +137,20 @@ static int set_parameter(struct instance *self, const char *key, const char *val
         rc = parse_u64(value, DELAY_US_MAX, &self->delay_us);
     else if (strcmp(key, "shadow_fail") == 0)
         rc = parse_u64(value, 1, &self->shadow_fail);
-    else if (strcmp(key, "fail_while_exists") == 0) {
+    else if (strcmp(key, "fail_while_exists") == 0 || strcmp(key, "started_log") == 0) {
+        char *dst = strcmp(key, "started_log") == 0 ? self->started_path : self->fail_path;
         size_t len = strlen(value);
-        if (len == 0 || len >= sizeof self->fail_path)
-            return fail(err, 400, "%s%sparameter fail_while_exists: a path of 1 to %d bytes",
-                        file ? file : "", file ? ": " : "", FAIL_PATH_MAX - 1);
-        memcpy(self->fail_path, value, len + 1);
+        if (len == 0 || len >= FAIL_PATH_MAX)
+            return fail(err, 400, "%s%sparameter %s: a path of 1 to %d bytes",
+                        file ? file : "", file ? ": " : "", key, FAIL_PATH_MAX - 1);
+        memcpy(dst, value, len + 1);
         return 0;
     } else if (file)
         return fail(err, 400, "%s: unknown parameter '%s' (identity_stall takes fail_every_n, "
-                    "fail_skip, delay_us, shadow_fail and fail_while_exists)", file, key);
+                    "fail_skip, delay_us, shadow_fail, fail_while_exists and started_log)", file, key);
     else
         return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every_n, "
-                    "fail_skip, delay_us, shadow_fail and fail_while_exists)", key);
+                    "fail_skip, delay_us, shadow_fail, fail_while_exists and started_log)", key);
     if (rc && file)
         return fail(err, 400, "%s: parameter %s: '%s' is not a number in range", file, key,
                     value);
@@ -242,6 +249,22 @@ static void stall(uint64_t us)
         ;
 }
 
+/* started_log: one line per execution, written with one append. */
+static int note_start(const char *path, uint64_t n, struct inferd_error *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fail(err, 500, "started_log %s: %s", path, strerror(errno));
+    char line[32];
+    int len = snprintf(line, sizeof line, "%llu\n", (unsigned long long)n);
+    ssize_t w = write(fd, line, (size_t)len);
+    int saved = errno;
+    close(fd);
+    if (w != len)
+        return fail(err, 500, "started_log %s: %s", path, w < 0 ? strerror(saved) : "short write");
+    return 0;
+}
+
 /* The output: a copy of the input (its data lives only during execute()).
  * One allocation holds everything and is the state release() frees. */
 static int is_execute_flags(void *instance, const struct inferd_tensor *inputs, uint32_t nin,
@@ -253,6 +276,8 @@ static int is_execute_flags(void *instance, const struct inferd_tensor *inputs, 
     if (self->shadow_fail && (flags & INFERD_EXECUTE_SHADOW))
         return fail(err, 500, "shadow execution refused (shadow_fail)");
     uint64_t n = atomic_fetch_add(&self->executions, 1) + 1;
+    if (self->started_path[0] && note_start(self->started_path, n, err) != 0)
+        return -1;
     if (self->delay_us)
         stall(self->delay_us);
     if (self->fail_every_n && n > self->fail_skip && (n - self->fail_skip) % self->fail_every_n == 0)
