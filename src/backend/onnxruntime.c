@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 /* ORT's log id of lines not tied to a session. */
 #define ORT_ENV_LOG_ID "env"
@@ -238,7 +239,7 @@ static int load_error(struct error *err, const char *path, OrtStatus *st)
 {
     error_set(err, 400, "failed to load model '%s': %s", path, ort->GetErrorMessage(st));
     ort->ReleaseStatus(st);
-    return -1;
+    return ST_ERROR;
 }
 
 /* Turns a failed ORT call during execute() into the client error; frees st.
@@ -250,7 +251,7 @@ static int execute_error(struct error *err, OrtStatus *st)
     else
         error_set(err, 500, "model execution failed: %s", ort->GetErrorMessage(st));
     ort->ReleaseStatus(st);
-    return -1;
+    return ST_ERROR;
 }
 
 static void ort_instance_free(struct ort_instance *inst)
@@ -289,7 +290,7 @@ static int describe_io(OrtSession *session, int is_input, size_t index, const ch
     ONNXTensorElementDataType elem;
     size_t ndim;
     OrtStatus *st;
-    int rc = -1;
+    int rc = ST_ERROR;
 
     st = ort->GetAllocatorWithDefaultOptions(&alloc);
     if (st)
@@ -362,10 +363,10 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
     struct model_info mi = {0};
     OrtStatus *st = NULL;
     size_t nin, nout;
-    int rc = -1;
+    int rc = ST_ERROR;
 
     if (ort_init(path, err))
-        return -1;
+        return ST_ERROR;
     if (args->intra_op_threads < 0 || args->inter_op_threads < 0)
         return error_set(err, 400, "failed to load model '%s': negative thread count", path);
     inst = mem_calloc(1, sizeof *inst);
@@ -483,7 +484,7 @@ static int find_name(char *const *names, uint32_t n, const char *name)
     for (uint32_t i = 0; i < n; i++)
         if (strcmp(names[i], name) == 0)
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }
 
 /* Every requested output must be a model output, asked for once; this also
@@ -596,7 +597,7 @@ static int read_output(OrtValue *value, const char *name, struct arena *arena, s
     ONNXTensorElementDataType elem;
     size_t ndim, count;
     OrtStatus *st;
-    int rc = -1;
+    int rc = ST_ERROR;
 
     t->name = name;
     st = ort->GetTensorTypeAndShape(value, &info);
@@ -649,10 +650,10 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
     struct ort_state *state = NULL;
     OrtValue **in_values, **out_values;
     OrtStatus *st = NULL;
-    int rc = -1;
+    int rc = ST_ERROR;
 
     if (check_outputs(inst, output_names, nout, err))
-        return -1;
+        return ST_ERROR;
     state = ort_state_new(inst);
     if (!state)
         return error_set(err, 500, "out of memory");

@@ -16,6 +16,7 @@
 
 #include "backend/onnxruntime.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 /* The public types are the internal ones, so tensors cross the boundary
  * without a copy. */
@@ -177,7 +178,7 @@ static int adapter_load(struct plugin *p, const struct backend_load_args *a, voi
     struct inferd_model_io *ios = NULL;
     struct inferd_parameter *params = NULL;
     struct plugin_instance *pi = NULL;
-    int rc = -1;
+    int rc = ST_ERROR;
 
     *instance = NULL;
     memset(info, 0, sizeof *info);
@@ -417,7 +418,7 @@ static int adapter_execute_stream(void *instance, const struct tensor *inputs, u
                                        output_names, nout, &sink, &perr);
     if (k.bad.status) {
         *err = k.bad;
-        return -1;
+        return ST_ERROR;
     }
     return rc != 0 ? plugin_error(p, NULL, &perr, err) : 0;
 }
@@ -525,7 +526,7 @@ static int open_library(struct plugin *p, const char *name, const char *path, st
     return 0;
 out_close:
     dlclose(handle);
-    return -1;
+    return ST_ERROR;
 }
 
 int plugin_backend_resolve(const char *backend_name, const char *version_dir,

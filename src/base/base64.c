@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/status.h"
+
 static const char alphabet[2][65] = {
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
@@ -59,7 +61,7 @@ static int value(unsigned char c)
         return 62;
     if (c == '/')
         return 63;
-    return -1;
+    return ST_ERROR;
 }
 
 /* Decodes the quantum q[0..len) (2 to 4 characters, padding removed) into
@@ -71,12 +73,12 @@ static int decode_quantum(const char *q, size_t len, unsigned char *dst, bool ca
     for (size_t k = 0; k < len; k++) {
         int c = value((unsigned char)q[k]);
         if (c < 0)
-            return -1;
+            return ST_ERROR;
         v = v << 6 | (uint32_t)c;
     }
     v <<= 6 * (4 - len);
     if (canonical && (v & ((1u << (32 - 8 * len)) - 1)) != 0)
-        return -1;
+        return ST_ERROR;
     for (size_t k = 0; k + 1 < len; k++)
         dst[k] = (unsigned char)(v >> (16 - 8 * k));
     return (int)len - 1;
@@ -87,12 +89,12 @@ long base64_decode(const char *text, size_t n, unsigned char *dst)
     if (n % 4 == 0 && n >= 2 && text[n - 1] == '=')
         n -= text[n - 2] == '=' ? 2 : 1;
     if (n % 4 == 1)
-        return -1;
+        return ST_ERROR;
     long out = 0;
     for (size_t i = 0; i < n; i += 4) {
         int got = decode_quantum(text + i, n - i < 4 ? n - i : 4, dst + out, true);
         if (got < 0)
-            return -1;
+            return ST_ERROR;
         out += got;
     }
     return out;
@@ -104,13 +106,13 @@ int base64_decode_chunks(const char *text, size_t n, struct buf *out)
      * may begin); a quantum cut short is invalid: every chunk is padded. */
     for (size_t i = 0; i < n; i += 4) {
         if (n - i < 4)
-            return -1;
+            return ST_ERROR;
         const char *q = text + i;
         size_t pad = q[3] == '=' ? (q[2] == '=' ? 2 : 1) : 0;
         unsigned char bytes[3];
         int got = decode_quantum(q, 4 - pad, bytes, false);
         if (got < 0)
-            return -1;
+            return ST_ERROR;
         int rc = buf_append(out, bytes, (size_t)got);
         if (rc != 0)
             return rc;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/path.h"
+#include "base/status.h"
 
 #define CGROUP_MOUNT "/sys/fs/cgroup"
 
@@ -20,7 +21,7 @@ static ssize_t read_small_file(const char *path, char *buf, size_t size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return ST_ERROR;
     size_t len = 0;
     while (len < size - 1) {
         ssize_t n = read(fd, buf + len, size - 1 - len);
@@ -28,7 +29,7 @@ static ssize_t read_small_file(const char *path, char *buf, size_t size)
             continue;
         if (n < 0) {
             close(fd);
-            return -1;
+            return ST_ERROR;
         }
         if (n == 0)
             break;

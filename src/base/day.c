@@ -5,6 +5,8 @@
 
 #include <stdbool.h>
 
+#include "base/status.h"
+
 /* Days from 1970-01-01 to y-m-d (m 1..12, d 1..31; y >= 1970). */
 static uint64_t days_from_civil(uint32_t y, uint32_t m, uint32_t d)
 {
@@ -68,9 +70,9 @@ int day_parse(const char *s, size_t len, uint64_t *day)
     uint32_t y, m, d;
     if (len != DAY_TEXT_LEN || s[4] != '-' || s[7] != '-' || !digits(s, 4, &y) ||
         !digits(s + 5, 2, &m) || !digits(s + 8, 2, &d))
-        return -1;
+        return ST_ERROR;
     if (y < 1970 || m < 1 || m > 12 || d < 1 || d > days_in_month(y, m))
-        return -1;
+        return ST_ERROR;
     *day = days_from_civil(y, m, d);
     return 0;
 }

@@ -5,6 +5,8 @@
 #ifndef INFERD_BASE_HEX_H
 #define INFERD_BASE_HEX_H
 
+#include "base/status.h"
+
 static inline int hex_value(int c)
 {
     if (c >= '0' && c <= '9')
@@ -13,7 +15,7 @@ static inline int hex_value(int c)
         return c - 'a' + 10;
     if (c >= 'A' && c <= 'F')
         return c - 'A' + 10;
-    return -1;
+    return NOT_FOUND;
 }
 
 #endif

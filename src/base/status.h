@@ -18,6 +18,14 @@
  * that return a count (bytes read, bytes written) return it as a value
  * >= 0 and use only the negative statuses besides; a count of 0 from a
  * read means the peer closed, as with read(2).
+ *
+ * NOT_FOUND is not a status: it is what a lookup returns when nothing
+ * matches, where its result is otherwise an index or a value that is never
+ * negative (model_input_index, hex_value). Such a function has no error to
+ * report, only an absence.
+ *
+ * `make layers` (scripts/check_status.py) keeps this the one spelling: no
+ * function in src/ returns a bare -1.
  */
 #ifndef INFERD_BASE_STATUS_H
 #define INFERD_BASE_STATUS_H
@@ -30,5 +38,7 @@ enum status {
     ST_ERROR = -1,
     ST_AGAIN = -EAGAIN,
 };
+
+#define NOT_FOUND (-1)
 
 #endif

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "base/status.h"
+
 /* Key of a mapping being built, for the duplicate check at its end. */
 struct key_mark {
     const char *key;
@@ -58,7 +60,7 @@ static int frame_reserve(struct builder *b, struct frame *f)
         struct json_member *m = arena_alloc(b->arena, (size_t)cap * sizeof *m);
         struct key_mark *k = arena_alloc(b->arena, (size_t)cap * sizeof *k);
         if (!m || !k)
-            return -1;
+            return ST_ERROR;
         if (f->n) {
             memcpy(m, f->members, (size_t)f->n * sizeof *m);
             memcpy(k, f->keys, (size_t)f->n * sizeof *k);
@@ -68,7 +70,7 @@ static int frame_reserve(struct builder *b, struct frame *f)
     } else {
         struct json_value *v = arena_alloc(b->arena, (size_t)cap * sizeof *v);
         if (!v)
-            return -1;
+            return ST_ERROR;
         if (f->n)
             memcpy(v, f->items, (size_t)f->n * sizeof *v);
         f->items = v;
@@ -232,7 +234,7 @@ static int scalar_value(struct builder *b, const yaml_event_t *e, struct json_va
 static int on_scalar(struct builder *b, const yaml_event_t *e)
 {
     if (count_node(b, &e->start_mark) != 0)
-        return -1;
+        return ST_ERROR;
     struct frame *f = b->depth ? &b->stack[b->depth - 1] : NULL;
     if (f && f->mapping && !f->have_key) {
         size_t n = e->data.scalar.length;
@@ -250,14 +252,14 @@ static int on_scalar(struct builder *b, const yaml_event_t *e)
     }
     struct json_value v;
     if (scalar_value(b, e, &v) != 0)
-        return -1;
+        return ST_ERROR;
     return add_value(b, &v, &e->start_mark);
 }
 
 static int on_start(struct builder *b, const yaml_event_t *e, bool mapping)
 {
     if (count_node(b, &e->start_mark) != 0)
-        return -1;
+        return ST_ERROR;
     if (b->depth) {
         struct frame *f = &b->stack[b->depth - 1];
         if (f->mapping && !f->have_key)
@@ -305,7 +307,7 @@ static int on_end(struct builder *b, const yaml_event_t *e)
 {
     struct frame *f = &b->stack[--b->depth];
     if (f->mapping && check_duplicates(b, f) != 0)
-        return -1;
+        return ST_ERROR;
     struct json_value v = {.type = f->mapping ? JSON_OBJECT : JSON_ARRAY, .len = f->n};
     if (f->mapping)
         v.u.members = f->members;
@@ -362,7 +364,7 @@ static int parser_error(struct builder *b, const yaml_parser_t *p)
 static int on_event(struct builder *b, const yaml_event_t *e, int *documents)
 {
     if (check_event(b, e) != 0)
-        return -1;
+        return ST_ERROR;
     switch (e->type) {
     case YAML_DOCUMENT_START_EVENT:
         if (++*documents > 1)
@@ -396,7 +398,7 @@ int yaml_parse(struct arena *arena, const char *text, size_t len, struct json_va
     if (!yaml_parser_initialize(&p))
         return error_set(err, 413, "out of memory");
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-    int rc = -1, documents = 0;
+    int rc = ST_ERROR, documents = 0;
     for (;;) {
         yaml_event_t e;
         if (!yaml_parser_parse(&p, &e)) {
@@ -415,7 +417,7 @@ int yaml_parse(struct arena *arena, const char *text, size_t len, struct json_va
     }
     yaml_parser_delete(&p);
     if (rc != 0)
-        return -1;
+        return ST_ERROR;
     struct json_value *v = arena_alloc(arena, sizeof *v);
     if (!v)
         return error_set(err, 413, "out of memory");

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/status.h"
+
 /* "<prog>: <message>\n" on stderr. */
 __attribute__((format(printf, 2, 0))) static void say(const char *prog, const char *fmt, va_list ap)
 {
@@ -74,7 +76,7 @@ int bench_getopt(const char *prog, int argc, char **argv, const struct option *t
         switch (c) {
         case 'h':
             fputs(usage, stdout);
-            return -1;
+            return ST_ERROR;
         case '?':
             return bench_try_help(prog);
         default:

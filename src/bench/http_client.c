@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/status.h"
 
 enum {
     S_STATUS,     /* expecting a status line */
@@ -325,18 +326,18 @@ int http_url_parse(const char *url, struct http_url *out, const char **err)
     if (strncasecmp(url, "http://", 7) != 0) {
         *err = strncasecmp(url, "https://", 8) == 0 ? "https is not supported"
                                                     : "the URL must start with http://";
-        return -1;
+        return ST_ERROR;
     }
     const char *a = url + 7;
     const char *slash = strchr(a, '/');
     size_t alen = slash ? (size_t)(slash - a) : strlen(a);
     if (alen == 0 || alen >= sizeof out->authority) {
         *err = "missing or overlong host in URL";
-        return -1;
+        return ST_ERROR;
     }
     if (memchr(a, '@', alen) || memchr(a, '?', alen) || memchr(a, '#', alen)) {
         *err = "user info, query and fragment are not supported in the URL";
-        return -1;
+        return ST_ERROR;
     }
     memcpy(out->authority, a, alen);
     const char *port = NULL;
@@ -346,14 +347,14 @@ int http_url_parse(const char *url, struct http_url *out, const char **err)
         const char *close = memchr(a, ']', alen);
         if (!close) {
             *err = "unterminated IPv6 address in URL";
-            return -1;
+            return ST_ERROR;
         }
         host = a + 1;
         hlen = (size_t)(close - host);
         if (close + 1 < a + alen) {
             if (close[1] != ':') {
                 *err = "malformed URL authority";
-                return -1;
+                return ST_ERROR;
             }
             port = close + 2;
         }
@@ -365,7 +366,7 @@ int http_url_parse(const char *url, struct http_url *out, const char **err)
     }
     if (hlen == 0 || hlen >= sizeof out->host) {
         *err = "missing host in URL";
-        return -1;
+        return ST_ERROR;
     }
     memcpy(out->host, host, hlen);
     if (port) {
@@ -380,7 +381,7 @@ int http_url_parse(const char *url, struct http_url *out, const char **err)
         }
         if (v == 0 || v > 65535) {
             *err = "invalid port in URL";
-            return -1;
+            return ST_ERROR;
         }
         snprintf(out->port, sizeof out->port, "%lu", v);
     } else {
@@ -392,7 +393,7 @@ int http_url_parse(const char *url, struct http_url *out, const char **err)
             plen--;
         if (plen >= sizeof out->prefix || memchr(slash, '?', plen) || memchr(slash, '#', plen)) {
             *err = "unsupported path in URL";
-            return -1;
+            return ST_ERROR;
         }
         memcpy(out->prefix, slash, plen);
     }
@@ -408,7 +409,7 @@ int http_url_resolve(const struct http_url *u, struct sockaddr_storage *addr, so
     if (rc != 0 || !res) {
         snprintf(err_buf, err_size, "cannot resolve %s: %s", u->host,
                  rc ? gai_strerror(rc) : "no address");
-        return -1;
+        return ST_ERROR;
     }
     memcpy(addr, res->ai_addr, res->ai_addrlen);
     *addrlen = res->ai_addrlen;

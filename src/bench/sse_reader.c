@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/status.h"
 
 enum { S_FIELD, S_VALUE_START, S_VALUE, S_FAILED };
 enum { T_IGNORE, T_DATA, T_ID, T_EVENT };
@@ -47,7 +48,7 @@ static int fail(struct sse_reader *r, const char *msg)
 {
     r->err = msg;
     r->_state = S_FAILED;
-    return -1;
+    return ST_ERROR;
 }
 
 /* The field name just read (the colon seen, or the line ended) picks where
@@ -181,7 +182,7 @@ static int feed_byte(struct sse_reader *r, char c, sse_event_fn on_event, void *
 int sse_reader_feed(struct sse_reader *r, const char *p, size_t n, sse_event_fn on_event, void *arg)
 {
     if (r->_state == S_FAILED)
-        return -1;
+        return ST_ERROR;
     size_t i = 0;
     while (i < n && !r->_bom_checked) {
         unsigned char c = (unsigned char)p[i];
@@ -195,7 +196,7 @@ int sse_reader_feed(struct sse_reader *r, const char *p, size_t n, sse_event_fn 
         r->_bom_checked = true;
         for (uint8_t k = 0; k < r->_bom_seen; k++)
             if (feed_byte(r, (char)utf8_bom[k], on_event, arg))
-                return -1;
+                return ST_ERROR;
     }
     while (i < n) {
         if (r->_state == S_VALUE && !r->_after_cr) {
@@ -204,13 +205,13 @@ int sse_reader_feed(struct sse_reader *r, const char *p, size_t n, sse_event_fn 
             while (j < n && p[j] != '\r' && p[j] != '\n')
                 j++;
             if (j > i && append_value(r, p + i, j - i))
-                return -1;
+                return ST_ERROR;
             i = j;
             if (i == n)
                 break;
         }
         if (feed_byte(r, p[i++], on_event, arg))
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "base/arena.h"
 #include "base/json.h"
+#include "base/status.h"
 #include "bench/progress.h"
 #include "cli/client.h"
 
@@ -106,7 +107,7 @@ static int parse_args(int argc, char **argv, struct admin_opts *o)
             break;
         case 'h':
             printf(o->usage, cli_common_help);
-            return -1;
+            return ST_ERROR;
         case OPT_READY:
             o->ready = true;
             break;

@@ -16,6 +16,7 @@
 #include "base/arena.h"
 #include "base/clock.h"
 #include "base/json.h"
+#include "base/status.h"
 
 #define TICK_MS 200
 
@@ -152,14 +153,14 @@ static int wait_fd(struct cli_conn *c, short events, bool with_tick)
     for (;;) {
         int left = remaining_ms(c);
         if (left == 0)
-            return -1;
+            return ST_ERROR;
         int step = with_tick && left > TICK_MS ? TICK_MS : left;
         struct pollfd p = {.fd = c->fd, .events = events};
         int n = poll(&p, 1, step);
         if (n > 0)
             return 1;
         if (n < 0 && errno != EINTR)
-            return -1;
+            return ST_ERROR;
         if (n == 0 && with_tick)
             return 0;
     }
@@ -181,7 +182,7 @@ static int tls_start(struct cli_conn *c, const struct cli_target *t, const char 
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) {
         ssl_error(err, err_size, "TLS setup failed");
-        return -1;
+        return ST_ERROR;
     }
     c->ssl_ctx = ctx;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -193,24 +194,24 @@ static int tls_start(struct cli_conn *c, const struct cli_target *t, const char 
             snprintf(err, err_size, "cannot load CA certificates%s%s", t->cacert ? " from " : "",
                      t->cacert ? t->cacert : "");
             ERR_clear_error();
-            return -1;
+            return ST_ERROR;
         }
     }
     if (alpn && SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)alpn, (unsigned)alpn_len)) {
         ssl_error(err, err_size, "TLS setup failed");
-        return -1;
+        return ST_ERROR;
     }
     SSL *ssl = SSL_new(ctx);
     if (!ssl) {
         ssl_error(err, err_size, "TLS setup failed");
-        return -1;
+        return ST_ERROR;
     }
     c->ssl = ssl;
     SSL_set_fd(ssl, c->fd);
     if (!t->insecure) {
         if (SSL_set1_host(ssl, t->u.host) != 1) {
             ssl_error(err, err_size, "TLS setup failed");
-            return -1;
+            return ST_ERROR;
         }
     }
     /* SNI for names, not for address literals (RFC 6066). */
@@ -225,7 +226,7 @@ static int tls_start(struct cli_conn *c, const struct cli_target *t, const char 
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
             if (wait_fd(c, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, false) < 0) {
                 snprintf(err, err_size, "TLS handshake: timed out");
-                return -1;
+                return ST_ERROR;
             }
             continue;
         }
@@ -237,7 +238,7 @@ static int tls_start(struct cli_conn *c, const struct cli_target *t, const char 
         } else {
             ssl_error(err, err_size, "TLS handshake failed");
         }
-        return -1;
+        return ST_ERROR;
     }
 }
 
@@ -250,11 +251,11 @@ int cli_conn_open(struct cli_conn *c, const struct cli_target *t, const char *al
     struct sockaddr_storage addr;
     socklen_t addrlen;
     if (http_url_resolve(&t->u, &addr, &addrlen, err, err_size) != 0)
-        return -1;
+        return ST_ERROR;
     int fd = http_connect_start(&addr, addrlen);
     if (fd < 0) {
         snprintf(err, err_size, "cannot connect to %s: %s", t->u.authority, strerror(-fd));
-        return -1;
+        return ST_ERROR;
     }
     c->fd = fd;
     int w = wait_fd(c, POLLOUT, false);
@@ -262,11 +263,11 @@ int cli_conn_open(struct cli_conn *c, const struct cli_target *t, const char *al
     if (e) {
         snprintf(err, err_size, "cannot connect to %s: %s", t->u.authority, strerror(-e));
         cli_conn_close(c);
-        return -1;
+        return ST_ERROR;
     }
     if (t->tls && tls_start(c, t, alpn, alpn_len, err, err_size) != 0) {
         cli_conn_close(c);
-        return -1;
+        return ST_ERROR;
     }
     return 0;
 }
@@ -285,7 +286,7 @@ int cli_conn_write(struct cli_conn *c, const void *p, size_t n, char *err, size_
                 int e = SSL_get_error(c->ssl, r);
                 if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
                     ssl_error(err, err_size, "TLS write failed");
-                    return -1;
+                    return ST_ERROR;
                 }
                 want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
                 k = 0;
@@ -294,7 +295,7 @@ int cli_conn_write(struct cli_conn *c, const void *p, size_t n, char *err, size_
             k = write(c->fd, s, n);
             if (k < 0 && errno != EAGAIN && errno != EINTR) {
                 snprintf(err, err_size, "send failed: %s", strerror(errno));
-                return -1;
+                return ST_ERROR;
             }
             if (k < 0)
                 k = 0;
@@ -303,7 +304,7 @@ int cli_conn_write(struct cli_conn *c, const void *p, size_t n, char *err, size_
         n -= (size_t)k;
         if (n > 0 && k == 0 && wait_fd(c, want, false) < 0) {
             snprintf(err, err_size, "timed out sending the request");
-            return -1;
+            return ST_ERROR;
         }
     }
     return 0;
@@ -326,7 +327,7 @@ long cli_conn_read(struct cli_conn *c, void *p, size_t n, void (*tick)(void *), 
                 return 0; /* closed without close_notify: the end of the stream */
             if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
                 ssl_error(err, err_size, "TLS read failed");
-                return -1;
+                return ST_ERROR;
             }
             want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
         } else {
@@ -335,13 +336,13 @@ long cli_conn_read(struct cli_conn *c, void *p, size_t n, void (*tick)(void *), 
                 return k;
             if (errno != EAGAIN && errno != EINTR) {
                 snprintf(err, err_size, "receive failed: %s", strerror(errno));
-                return -1;
+                return ST_ERROR;
             }
         }
         int w = wait_fd(c, want, tick != NULL);
         if (w < 0) {
             snprintf(err, err_size, "timed out waiting for the server");
-            return -1;
+            return ST_ERROR;
         }
         if (w == 0)
             tick(tick_arg);
@@ -396,7 +397,7 @@ static long long header_len_of(const char *head, size_t len)
             n = n * 10 + (*d++ - '0');
         return d == v ? -1 : n;
     }
-    return -1;
+    return NOT_FOUND;
 }
 
 int cli_http(const struct cli_target *t, const char *method, const char *path,

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/status.h"
 
 void cluster_default_host(const char *host, char *dst, size_t cap)
 {
@@ -74,7 +75,7 @@ int cluster_setup_start(const struct serve_options *o, struct repository *repo, 
     error_clear(&err);
     if (registration_start(&cfg, out, &err) != 0) {
         log_error("%s", err.msg);
-        return -1;
+        return ST_ERROR;
     }
     log_info("etcd registration: %sinstances/%s -> %s (gRPC %d, HTTP %d), lease TTL %u s",
              o->etcd.prefix, id, host, grpc_port, http_port, o->etcd.lease_ttl_s);
@@ -111,7 +112,7 @@ int cluster_discovery_start(const struct serve_options *o, struct remote_models 
         return 0;
     if (!o->etcd.endpoints) {
         log_error("remote-models: discover: true needs --etcd-endpoints");
-        return -1;
+        return ST_ERROR;
     }
     struct discovery_config cfg = {.endpoints = o->etcd.endpoints,
                                    .prefix = o->etcd.prefix,
@@ -121,7 +122,7 @@ int cluster_discovery_start(const struct serve_options *o, struct remote_models 
     error_clear(&err);
     if (discovery_start(&cfg, out, &err) != 0) {
         log_error("%s", err.msg);
-        return -1;
+        return ST_ERROR;
     }
     uint64_t deadline = clock_now_ms() + 3000;
     while (discovery_generation(*out) == 0 && clock_now_ms() < deadline) {

@@ -12,6 +12,7 @@
 #include "base/arena.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "base/yaml.h"
 
 /* The tree of a file: its strings and the arena that holds them. */
@@ -31,7 +32,7 @@ static int read_file(const char *path, char **out, size_t *len, struct error *er
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return error_set(err, 400, "cannot open: %s", strerror(errno));
-    int rc = -1;
+    int rc = ST_ERROR;
     char *text = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -133,7 +134,7 @@ static int apply_key(struct serve_options *o, const struct json_member *m, int i
                 snprintf(item, sizeof item, "%s[%u]", m->key, i);
                 if (!(text = flag_text(&v->u.items[i], item, err)) ||
                     apply_text(o, id, m->key, text, err) != 0)
-                    return -1;
+                    return ST_ERROR;
             }
             return 0;
         }
@@ -144,7 +145,7 @@ static int apply_key(struct serve_options *o, const struct json_member *m, int i
         break;
     }
     if (!(text = flag_text(v, m->key, err)))
-        return -1;
+        return ST_ERROR;
     return apply_text(o, id, m->key, text, err);
 }
 
@@ -166,7 +167,7 @@ int config_apply_flags(const struct json_value *top, struct serve_options *o,
         if (serve_option_find(m->key, &id, &kind) != 0)
             return error_set(err, 400, "unknown key '%s'", m->key);
         if (apply_key(o, m, id, kind, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -179,7 +180,7 @@ int config_sections_defaults(const struct config_section *sections, size_t n, vo
     for (size_t i = 0; i < n; i++) {
         if (sections[i].parse(NULL, &parsed[i], err) != 0) {
             config_sections_discard(sections, n, parsed);
-            return -1;
+            return ST_ERROR;
         }
     }
     return 0;
@@ -218,18 +219,18 @@ static int load(const char *path, struct serve_options *o, const struct config_s
     char *text = NULL;
     size_t len = 0;
     if (read_file(path, &text, &len, err) != 0)
-        return -1;
+        return ST_ERROR;
     struct json_value *top = NULL;
     int rc = yaml_parse(&f->arena, text, len, &top, err);
     mem_free(text);
     if (rc != 0)
-        return -1;
+        return ST_ERROR;
     f->top = top;
     if (config_apply_flags(top, o, sections, n, err) != 0)
-        return -1;
+        return ST_ERROR;
     for (size_t i = 0; i < n; i++)
         if (sections[i].parse(json_get(top, sections[i].key), &parsed[i], err) != 0)
-            return -1;
+            return ST_ERROR;
     return check ? check(parsed, err) : 0;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "grpc_service.pb-c.h"
 
 #define GRPC_PATH "/inference.GRPCInferenceService/ModelInfer"
@@ -245,22 +246,22 @@ static int exchange(nghttp2_session *s, struct call *c)
         if (nghttp2_session_send(s) != 0) {
             if (!c->err[0])
                 snprintf(c->err, sizeof c->err, "HTTP/2 send failed");
-            return -1;
+            return ST_ERROR;
         }
         if (c->closed)
             return 0;
         long k = cli_conn_read(&c->conn, in, sizeof in, NULL, NULL, c->err, sizeof c->err);
         if (k < 0)
-            return -1;
+            return ST_ERROR;
         if (k == 0) {
             snprintf(c->err, sizeof c->err, "the server closed the connection");
-            return -1;
+            return ST_ERROR;
         }
         ssize_t r = nghttp2_session_mem_recv(s, in, (size_t)k);
         if (r < 0) {
             snprintf(c->err, sizeof c->err, "HTTP/2: %s%s", nghttp2_strerror((int)r),
                      c->body.err ? " (response too large)" : "");
-            return -1;
+            return ST_ERROR;
         }
     }
 }

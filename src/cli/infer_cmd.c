@@ -9,6 +9,7 @@
 
 #include "base/arena.h"
 #include "base/json.h"
+#include "base/status.h"
 #include "cli/client.h"
 #include "cli/grpc_client.h"
 #include "cli/npy.h"
@@ -173,7 +174,7 @@ static int tensor_of_object(const struct json_value *o, struct cli_tensor *t, st
     if (!data)
         return error_set(err, 400, "%s: \"data\" is needed", t->name);
     if (read_shape(json_get(o, "shape"), t, err) != 0)
-        return -1;
+        return ST_ERROR;
     return cli_tensor_from_json(t, data, false, err);
 }
 
@@ -690,7 +691,7 @@ static int parse_args(int argc, char **argv, struct infer_opts *o)
         switch (c) {
         case 'h':
             printf(infer_usage_text, cli_common_help);
-            return -1;
+            return ST_ERROR;
         case OPT_VERSION:
             o->version = optarg;
             break;

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/status.h"
+
 static const uint8_t npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 /* ---- the header dictionary (a Python literal) ----------------------------- */
@@ -176,7 +178,7 @@ static int parse_dict(struct lexer *l, struct npy_array *a, struct error *err)
             if (!read_string(l, &val, &vlen))
                 return error_set(err, 400, "malformed descr");
             if (parse_descr(val, vlen, a, err) != 0)
-                return -1;
+                return ST_ERROR;
             has_descr = true;
         } else if (klen == 13 && memcmp(key, "fortran_order", 13) == 0 && !has_order) {
             if (read_word(l, "True"))
@@ -233,7 +235,7 @@ int npy_parse(const void *file, size_t len, struct npy_array *out, struct error 
         return error_set(err, 400, "truncated .npy header");
     struct lexer l = {(const char *)f + hoff, (const char *)f + hoff + hlen};
     if (parse_dict(&l, out, err) != 0)
-        return -1;
+        return ST_ERROR;
     uint64_t count = 1;
     for (int i = 0; i < out->ndim; i++)
         if (__builtin_mul_overflow(count, (uint64_t)out->shape[i], &count))
@@ -333,7 +335,7 @@ int npy_data(const struct npy_array *a, struct buf *out, struct error *err)
         const uint8_t *q = p + e * a->item_size;
         if (a->kind == NPY_UTF32) {
             if (utf32_element(q, a->item_size / 4, a->big_endian, out, err) != 0)
-                return -1;
+                return ST_ERROR;
             continue;
         }
         size_t n = a->item_size;

@@ -10,6 +10,7 @@
 
 #include "base/buf.h"
 #include "base/json.h"
+#include "base/status.h"
 #include "cli/client.h"
 #include "policy/route.h"
 
@@ -125,10 +126,10 @@ static int read_all(FILE *f, struct buf *b)
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
         if (buf_append(b, chunk, n) != 0) {
             errno = EFBIG;
-            return -1;
+            return ST_ERROR;
         }
     }
-    return ferror(f) ? -1 : 0;
+    return ferror(f) ? ST_ERROR : ST_OK;
 }
 
 /* One exchange with the server about MODEL's table: 0 with the answer in

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "core/fp16.h"
 
 void cli_tensor_init(struct cli_tensor *t)
@@ -21,7 +22,7 @@ int64_t cli_tensor_count(const struct cli_tensor *t)
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
         if (t->shape[i] < 0 || __builtin_mul_overflow(n, t->shape[i], &n))
-            return -1;
+            return ST_ERROR;
     return n;
 }
 
@@ -195,7 +196,7 @@ static int walk(struct cli_tensor *t, const struct json_value *v, int depth, boo
     }
     for (uint32_t k = 0; k < v->len; k++)
         if (walk(t, &v->u.items[k], depth + 1, shaping, rank, dims, err) != 0)
-            return -1;
+            return ST_ERROR;
     return 0;
 }
 
@@ -207,7 +208,7 @@ int cli_tensor_from_json(struct cli_tensor *t, const struct json_value *data, bo
     for (int i = 0; i < CLI_MAX_DIMS; i++)
         dims[i] = -1;
     if (walk(t, data, 0, shape_out, &rank, dims, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (shape_out) {
         t->ndim = rank < 0 ? 0 : rank;
         for (int i = 0; i < t->ndim; i++)

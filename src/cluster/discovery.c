@@ -16,6 +16,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "cluster/etcd.h"
 
 #define WATCH_WAIT_MS 500
@@ -109,13 +110,13 @@ static int parse_strings(struct arena *a, const struct json_value *v, const char
     if (!v)
         return 0;
     if (v->type != JSON_ARRAY || v->len > CLUSTER_MAX_VERSIONS)
-        return -1;
+        return ST_ERROR;
     const char **arr = arena_calloc(a, v->len ? v->len : 1, sizeof *arr);
     if (!arr)
-        return -1;
+        return ST_ERROR;
     for (uint32_t i = 0; i < v->len; i++) {
         if (v->u.items[i].type != JSON_STRING)
-            return -1;
+            return ST_ERROR;
         arr[i] = v->u.items[i].u.str;
     }
     *out = arr;
@@ -131,7 +132,7 @@ static int port_member(const struct json_value *o, const char *key, int *out)
     if (!v)
         return 0;
     if (json_num_i64(v, &p) != 0 || p < 0 || p > 65535)
-        return -1;
+        return ST_ERROR;
     *out = (int)p;
     return 0;
 }
@@ -432,7 +433,7 @@ int discovery_start(const struct discovery_config *cfg, struct discovery **out, 
         mem_free(d->entries);
         cluster_snapshot_release(&d->current->pub);
         mem_free(d);
-        return -1;
+        return ST_ERROR;
     }
     pthread_mutex_init(&d->lock, NULL);
     if (pthread_create(&d->tid, NULL, discovery_main, d) != 0) {

@@ -23,7 +23,7 @@
 static int parse_endpoint(const char *s, size_t n, struct etcd_endpoint *ep)
 {
     if (n >= 8 && strncmp(s, "https://", 8) == 0)
-        return -1;
+        return ST_ERROR;
     if (n >= 7 && strncmp(s, "http://", 7) == 0) {
         s += 7;
         n -= 7;
@@ -33,25 +33,25 @@ static int parse_endpoint(const char *s, size_t n, struct etcd_endpoint *ep)
     const char *colon = memrchr(s, ':', n);
     size_t hlen = colon ? (size_t)(colon - s) : n;
     if (hlen == 0 || hlen >= sizeof ep->host)
-        return -1;
+        return ST_ERROR;
     for (size_t i = 0; i < hlen; i++)
         if ((unsigned char)s[i] <= ' ' || s[i] == '/' || (unsigned char)s[i] >= 0x7f)
-            return -1;
+            return ST_ERROR;
     memcpy(ep->host, s, hlen);
     ep->host[hlen] = '\0';
     ep->port = 2379;
     if (colon) {
         size_t plen = n - hlen - 1;
         if (plen == 0 || plen > 5)
-            return -1;
+            return ST_ERROR;
         int port = 0;
         for (size_t i = 0; i < plen; i++) {
             if (colon[1 + i] < '0' || colon[1 + i] > '9')
-                return -1;
+                return ST_ERROR;
             port = port * 10 + (colon[1 + i] - '0');
         }
         if (port < 1 || port > 65535)
-            return -1;
+            return ST_ERROR;
         ep->port = port;
     }
     return 0;
@@ -93,7 +93,7 @@ int etcd_endpoints_check(const char *endpoints, struct error *err)
 {
     struct etcd_client c;
     if (etcd_client_init(&c, endpoints, 0, NULL, err) != 0)
-        return -1;
+        return ST_ERROR;
     etcd_client_free(&c);
     return 0;
 }
@@ -128,7 +128,7 @@ static int set_err(struct etcd_client *c, bool unreachable, const char *fmt, con
     snprintf(msg, sizeof msg, fmt, arg);
     snprintf(c->err, sizeof c->err, "etcd %s: %s", etcd_client_endpoint(c, ep, sizeof ep), msg);
     c->unreachable = unreachable;
-    return -1;
+    return ST_ERROR;
 }
 
 static bool canceled(const struct etcd_client *c)
@@ -196,9 +196,9 @@ static int send_all(struct etcd_client *c, const char *p, size_t n, uint64_t dea
             continue;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (wait_fd(c, c->fd, POLLOUT, deadline_ms) != 0)
-                return -1;
+                return ST_ERROR;
         } else {
-            return -1;
+            return ST_ERROR;
         }
     }
     return 0;
@@ -248,7 +248,7 @@ static int exchange(struct etcd_client *c, bool whole)
     for (int attempt = 0; attempt < 2; attempt++) {
         bool reused = c->fd >= 0;
         if (ensure_connected(c) != 0)
-            return -1;
+            return ST_ERROR;
         uint64_t deadline = clock_now_ms() + c->timeout_ms;
         etcd_resp_reset(&c->resp);
         bool got_any = false;
@@ -259,9 +259,9 @@ static int exchange(struct etcd_client *c, bool whole)
             return 0;
         etcd_client_disconnect(c);
         if (!reused || got_any || canceled(c))
-            return -1;
+            return ST_ERROR;
     }
-    return -1;
+    return ST_ERROR;
 }
 
 static void build_request(struct etcd_client *c, const char *path, const char *body, size_t len)
@@ -284,7 +284,7 @@ int etcd_call(struct etcd_client *c, const char *path, const char *body, size_t 
     if (c->req.err)
         return set_err(c, false, "%s", "request too large");
     if (exchange(c, true) != 0)
-        return -1;
+        return ST_ERROR;
     if (c->resp.close)
         etcd_client_disconnect(c);
     const char *jerr;
@@ -433,7 +433,7 @@ int etcd_range_prefix(struct etcd_client *c, const char *prefix, struct arena *a
     buf_putc(&b, '{');
     key_range(&b, prefix, true);
     buf_putc(&b, '}');
-    int rc = -1;
+    int rc = ST_ERROR;
     if (b.err) {
         set_err(c, false, "%s", "prefix too long");
     } else {
@@ -466,7 +466,7 @@ int etcd_watch_open(struct etcd_client *c, const char *prefix, int64_t start_rev
     if (start_revision > 0)
         buf_printf(&b, ",\"start_revision\":\"%lld\"", (long long)start_revision);
     buf_puts(&b, "}}");
-    int rc = -1;
+    int rc = ST_ERROR;
     if (b.err) {
         set_err(c, false, "%s", "prefix too long");
     } else {

@@ -245,15 +245,15 @@ int etcd_json_i64(const struct json_value *obj, const char *key, int64_t *out)
     if (!v)
         return 0;
     if (v->type == JSON_NUMBER)
-        return json_num_i64(v, out) == 0 ? 0 : -1;
+        return json_num_i64(v, out) == 0 ? ST_OK : ST_ERROR;
     if (v->type != JSON_STRING || v->len == 0 || v->len > 20)
-        return -1;
+        return ST_ERROR;
     char *end;
     errno = 0;
     long long n = strtoll(v->u.str, &end, 10);
     if (errno || end != v->u.str + v->len ||
         !(v->u.str[0] == '-' || (v->u.str[0] >= '0' && v->u.str[0] <= '9')))
-        return -1;
+        return ST_ERROR;
     *out = n;
     return 0;
 }
@@ -267,13 +267,13 @@ int etcd_json_b64(struct arena *a, const struct json_value *obj, const char *key
     if (!v)
         return 0;
     if (v->type != JSON_STRING)
-        return -1;
+        return ST_ERROR;
     unsigned char *dst = arena_alloc(a, BASE64_DECODED_MAX((size_t)v->len) + 1);
     if (!dst)
-        return -1;
+        return ST_ERROR;
     long n = base64_decode(v->u.str, v->len, dst);
     if (n < 0)
-        return -1;
+        return ST_ERROR;
     dst[n] = '\0';
     *out = (const char *)dst;
     *len = (size_t)n;
@@ -294,12 +294,12 @@ const char *etcd_json_error(const struct json_value *v)
 static int parse_kv(struct arena *a, const struct json_value *o, struct etcd_kv *kv)
 {
     if (!o || o->type != JSON_OBJECT)
-        return -1;
+        return ST_ERROR;
     if (etcd_json_b64(a, o, "key", &kv->key, &kv->key_len) != 0 ||
         etcd_json_b64(a, o, "value", &kv->value, &kv->value_len) != 0 ||
         etcd_json_i64(o, "mod_revision", &kv->mod_revision) != 0 ||
         etcd_json_i64(o, "lease", &kv->lease) != 0)
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 
@@ -310,16 +310,16 @@ static int parse_text(struct arena *a, const char *text, size_t len, struct json
     size_t off;
     if (json_parse(a, text, len, NULL, v, &jerr, &off) != ST_OK) {
         *err = "etcd's answer is not JSON";
-        return -1;
+        return ST_ERROR;
     }
     if ((*v)->type != JSON_OBJECT) {
         *err = "etcd's answer is not a JSON object";
-        return -1;
+        return ST_ERROR;
     }
     const char *e = etcd_json_error(*v);
     if (e) {
         *err = e;
-        return -1;
+        return ST_ERROR;
     }
     return 0;
 }
@@ -331,18 +331,18 @@ int etcd_parse_watch(struct arena *a, const char *text, size_t len, struct etcd_
     out->cancel_reason = "";
     struct json_value *v;
     if (parse_text(a, text, len, &v, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *res = json_get(v, "result");
     if (!res || res->type != JSON_OBJECT) {
         *err = "watch message without a result";
-        return -1;
+        return ST_ERROR;
     }
     const struct json_value *t;
     const struct json_value *h = json_get(res, "header");
     if ((h && etcd_json_i64(h, "revision", &out->revision) != 0) ||
         etcd_json_i64(res, "compact_revision", &out->compact_revision) != 0) {
         *err = "watch message with a bad revision";
-        return -1;
+        return ST_ERROR;
     }
     out->created = (t = json_get(res, "created")) && t->type == JSON_TRUE;
     out->canceled = (t = json_get(res, "canceled")) && t->type == JSON_TRUE;
@@ -353,12 +353,12 @@ int etcd_parse_watch(struct arena *a, const char *text, size_t len, struct etcd_
         return 0;
     if (evs->type != JSON_ARRAY) {
         *err = "watch events are not an array";
-        return -1;
+        return ST_ERROR;
     }
     out->events = arena_calloc(a, evs->len ? evs->len : 1, sizeof *out->events);
     if (!out->events) {
         *err = "watch message too large";
-        return -1;
+        return ST_ERROR;
     }
     for (uint32_t i = 0; i < evs->len; i++) {
         const struct json_value *e = &evs->u.items[i];
@@ -367,7 +367,7 @@ int etcd_parse_watch(struct arena *a, const char *text, size_t len, struct etcd_
         if (e->type != JSON_OBJECT || (type && type->type != JSON_STRING) ||
             parse_kv(a, json_get(e, "kv"), &ev->kv) != 0) {
             *err = "malformed watch event";
-            return -1;
+            return ST_ERROR;
         }
         if (!type || strcmp(type->u.str, "PUT") == 0) {
             ev->type = ETCD_EVENT_PUT;
@@ -375,7 +375,7 @@ int etcd_parse_watch(struct arena *a, const char *text, size_t len, struct etcd_
             ev->type = ETCD_EVENT_DELETE;
         } else {
             *err = "unknown watch event type";
-            return -1;
+            return ST_ERROR;
         }
     }
     out->n_events = evs->len;
@@ -389,28 +389,28 @@ int etcd_parse_range(struct arena *a, const char *text, size_t len, struct etcd_
     *n = 0;
     struct json_value *v;
     if (parse_text(a, text, len, &v, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *h = json_get(v, "header");
     if (!h || etcd_json_i64(h, "revision", revision) != 0) {
         *err = "range answer without a revision";
-        return -1;
+        return ST_ERROR;
     }
     const struct json_value *arr = json_get(v, "kvs");
     if (!arr)
         return 0;
     if (arr->type != JSON_ARRAY) {
         *err = "range kvs are not an array";
-        return -1;
+        return ST_ERROR;
     }
     *kvs = arena_calloc(a, arr->len ? arr->len : 1, sizeof **kvs);
     if (!*kvs) {
         *err = "range answer too large";
-        return -1;
+        return ST_ERROR;
     }
     for (uint32_t i = 0; i < arr->len; i++)
         if (parse_kv(a, &arr->u.items[i], &(*kvs)[i]) != 0) {
             *err = "malformed range kv";
-            return -1;
+            return ST_ERROR;
         }
     *n = arr->len;
     return 0;

@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 #define MAX_OUT_BUFFER (8u << 20)
 
@@ -170,13 +171,13 @@ static int unframe(struct grpc_unary *u)
         u->status = 8;
         snprintf(u->message, sizeof u->message, "response larger than %u bytes",
                  GRPC_CONN_MAX_MESSAGE);
-        return -1;
+        return ST_ERROR;
     }
     if (u->resp.len < 5) {
         if (u->status == 0) {
             u->status = 13;
             snprintf(u->message, sizeof u->message, "response without a message");
-            return -1;
+            return ST_ERROR;
         }
         return 0;
     }
@@ -185,7 +186,7 @@ static int unframe(struct grpc_unary *u)
     if (p[0] != 0 || (size_t)n + 5 != u->resp.len) {
         u->status = 13;
         snprintf(u->message, sizeof u->message, "malformed gRPC response framing");
-        return -1;
+        return ST_ERROR;
     }
     buf_consume(&u->resp, 5);
     return 0;

@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "cluster/etcd.h"
 #include "cluster/remote.h"
 
@@ -289,7 +290,7 @@ int registration_start(const struct registration_config *cfg, struct registratio
     }
     if (etcd_client_init(&r->etcd, cfg->endpoints, cfg->timeout_ms, &r->stop, err) != 0) {
         mem_free(r);
-        return -1;
+        return ST_ERROR;
     }
     buf_init(&r->value, VALUE_MAX);
     buf_init(&r->put_value, VALUE_MAX);

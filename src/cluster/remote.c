@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "core/dtype.h"
 #include "grpc_service.pb-c.h"
 #include "obs/trace.h"
@@ -65,7 +66,7 @@ static int parse_one(const struct json_value *v, uint32_t i, struct remote_model
     }
     if (get_str(v, "model", where, &m->model, err) ||
         get_str(v, "remote-model", where, &m->remote_model, err))
-        return -1;
+        return ST_ERROR;
     if (!m->model)
         return error_set(err, 400, "%s.model: required", where);
     if (!m->remote_model && !(m->remote_model = mem_strdup(m->model)))
@@ -124,12 +125,12 @@ static int parse_one(const struct json_value *v, uint32_t i, struct remote_model
     snprintf(sub, sizeof sub, "%s.health-check", where);
     if (get_u32(hc, "interval-ms", sub, 50, 600000, &p->health_interval_ms, err) ||
         get_u32(hc, "timeout-ms", sub, 10, 60000, &p->health_timeout_ms, err))
-        return -1;
+        return ST_ERROR;
     snprintf(sub, sizeof sub, "%s.outlier", where);
     if (get_u32(ol, "consecutive-failures", sub, 1, 1000, &p->eject_failures, err) ||
         get_u32(ol, "ejection-secs", sub, 1, 3600, &p->eject_secs, err) ||
         get_u32(v, "max-retries", where, 0, 10, &p->max_retries, err))
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 
@@ -150,7 +151,7 @@ int remote_models_config_parse(const struct json_value *v, struct remote_models_
         c->count++;
         if (parse_one(&v->u.items[i], i, &c->models[i], err) != 0) {
             remote_models_config_free(c);
-            return -1;
+            return ST_ERROR;
         }
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(c->models[j].model, c->models[i].model) == 0 &&
@@ -244,7 +245,7 @@ int remote_models_start(struct remote_models *r, struct error *err)
         pc.label = e->label;
         if (upstream_pool_start(&pc, (const char *const *)m->upstreams, m->nupstreams, &e->pool,
                                 err) != 0)
-            return -1;
+            return ST_ERROR;
         bool seen = false;
         for (uint32_t j = 0; j < r->nnames && !seen; j++)
             seen = strcmp(r->names[j], m->model) == 0;
@@ -357,7 +358,7 @@ static int copy_outputs(struct infer_request *req, const Inference__ModelInferRe
             if (tensor_bytes_split(&req->arena, t, data, raw->len, count, "raw_output_contents",
                                    err) != 0) {
                 err->status = 502;
-                return -1;
+                return ST_ERROR;
             }
         } else {
             if ((uint64_t)count * dtype_size(t->dtype) != raw->len)
@@ -405,12 +406,12 @@ static int raw_of(struct arena *a, const struct tensor *t, ProtobufCBinaryData *
     }
     int64_t n = tensor_count(t, INT64_MAX);
     if (n < 0)
-        return -1;
+        return ST_ERROR;
     const struct tensor_bytes *el = t->data;
     size_t size = (size_t)n * TENSOR_BYTES_PREFIX + t->nbytes;
     uint8_t *p = arena_alloc(a, size ? size : 1);
     if (!p)
-        return -1;
+        return ST_ERROR;
     out->data = p;
     out->len = size;
     for (int64_t i = 0; i < n; i++) {
@@ -533,7 +534,7 @@ static int load_version(const struct registry_options *opts, struct remote_engin
     struct buf resp;
     uint64_t timeout = (uint64_t)e->cfg->pool.health_timeout_ms * 1000u * 4;
     if (upstream_pool_call_sync(e->pool, METADATA_PATH, msg, len, timeout, &resp, err) != 0)
-        return -1;
+        return ST_ERROR;
     Inference__ModelMetadataResponse *md =
         inference__model_metadata_response__unpack(NULL, resp.len, (const uint8_t *)resp.data);
     buf_free(&resp);
@@ -548,7 +549,7 @@ static int load_version(const struct registry_options *opts, struct remote_engin
     inference__model_metadata_response__free_unpacked(md, NULL);
     if (rc != 0) {
         model_info_free(&info);
-        return -1;
+        return ST_ERROR;
     }
     return model_new_remote(opts, e->cfg->model, e->cfg->version, "remote", &info, &remote_ops, e,
                             out, err);
@@ -575,7 +576,7 @@ static void registry_load(void *ctx, const struct registry_options *opts, const 
             error_set(&err, 400, "%s",
                       rc == -EEXIST ? "a local version has the same number" : "out of memory");
             model_unref(m);
-            rc = -1;
+            rc = ST_ERROR;
         }
         if (rc != 0) {
             snprintf(e->reason, sizeof e->reason, "remote version %lld: %.200s",

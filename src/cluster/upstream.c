@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/rand.h"
+#include "base/status.h"
 #include "grpc_service.pb-c.h"
 
 #define READY_PATH "/inference.GRPCInferenceService/ModelReady"
@@ -80,11 +81,11 @@ static int split_addr(const char *addr, char *host, size_t hn, int *port)
 {
     const char *colon = strrchr(addr, ':');
     if (!colon || colon == addr || (size_t)(colon - addr) >= hn)
-        return -1;
+        return ST_ERROR;
     char *end;
     long v = strtol(colon + 1, &end, 10);
     if (*end || v <= 0 || v > 65535)
-        return -1;
+        return ST_ERROR;
     const char *h = addr;
     size_t len = (size_t)(colon - addr);
     if (h[0] == '[' && len >= 2 && h[len - 1] == ']') {

@@ -4,14 +4,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/status.h"
+
 int64_t shape_count(const int64_t *shape, uint32_t ndim, int64_t limit)
 {
     int64_t n = 1;
     for (uint32_t i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return -1;
+            return ST_ERROR;
         if (shape[i] != 0 && n > limit / shape[i])
-            return -1;
+            return ST_ERROR;
         n *= shape[i];
     }
     return n;

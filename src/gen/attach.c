@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/path.h"
+#include "base/status.h"
 #include "gen/engine.h"
 #include "gen/engine_int.h"
 
@@ -60,7 +61,7 @@ static int parse_generation(const char *text, size_t len, struct gen_file *g, st
     struct json_value *root;
     const char *msg;
     size_t off;
-    int rc = -1;
+    int rc = ST_ERROR;
     if (json_parse(&a, text, len, NULL, &root, &msg, &off) != 0) {
         error_set(err, 400, "%s: %s at byte %zu", GENERATION_FILE, msg, off);
         goto out;
@@ -152,7 +153,7 @@ static int check_graph(struct gen_engine *e, const struct model_info *info, stru
         check_io(info->inputs, info->ninputs, "position_ids", DT_INT64, 2, any2, err) ||
         check_io(info->inputs, info->ninputs, "attention_mask", DT_INT64, 2, any2, err) ||
         check_io(info->outputs, info->noutputs, "logits", DT_FP32, 3, logits, err))
-        return -1;
+        return ST_ERROR;
     e->past_names = mem_calloc(2 * layers, sizeof *e->past_names);
     e->present_names = mem_calloc(2 * layers, sizeof *e->present_names);
     e->run_outputs = mem_calloc(1 + 2 * layers, sizeof *e->run_outputs);
@@ -168,7 +169,7 @@ static int check_graph(struct gen_engine *e, const struct model_info *info, stru
         e->run_outputs[1 + l] = e->present_names[l];
         if (check_io(info->inputs, info->ninputs, e->past_names[l], DT_FP32, 4, kv, err) ||
             check_io(info->outputs, info->noutputs, e->present_names[l], DT_FP32, 4, kv, err))
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -233,13 +234,13 @@ static int info_ios(struct model_io **out, const struct iface_io *src, uint32_t 
 {
     struct model_io *ios = mem_calloc(n, sizeof *ios);
     if (!ios)
-        return -1;
+        return ST_ERROR;
     *out = ios;
     for (uint32_t i = 0; i < n; i++) {
         ios[i] = (struct model_io){.dtype = src[i].dtype, .ndim = 1, .dims = {src[i].dim}};
         ios[i].name = mem_strdup(src[i].name);
         if (!ios[i].name)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -375,14 +376,14 @@ static int engine_new(struct model *m, const char *version_dir, const struct gen
     if (!path_fmt(path, sizeof path, "%s/%s", version_dir, g->tokenizer))
         return error_set(err, 400, "tokenizer path too long");
     if (tokenizer_load(path, &e->tok, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (tokenizer_vocab_size(e->tok) != e->shape.vocab ||
         tokenizer_eos(e->tok) != (int32_t)e->shape.eos)
         return error_set(err, 400, "%s: vocab_size %u and eos_token_id %u, but %s has %u and %d",
                          GENERATION_FILE, e->shape.vocab, e->shape.eos, g->tokenizer,
                          tokenizer_vocab_size(e->tok), tokenizer_eos(e->tok));
     if (check_graph(e, &m->info, err) != 0 || warm_up(e, err) != 0)
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 
@@ -393,12 +394,12 @@ int gen_engine_attach(struct model *m, const char *version_dir, struct error *er
     if (rc == 1)
         return 0;
     if (rc)
-        return -1;
+        return ST_ERROR;
     struct gen_engine *e = NULL;
     uint64_t t0 = clock_now_ns();
     if (engine_new(m, version_dir, &g, &e, err) != 0 || use_text_interface(m, err) != 0) {
         engine_free(e);
-        return -1;
+        return ST_ERROR;
     }
     m->warmup_us = (clock_now_ns() - t0) / 1000u;
     e->outputs = m->info.outputs;

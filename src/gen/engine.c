@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "gen/engine_int.h"
 
 /* ---- one backend run ------------------------------------------------------------ */
@@ -145,7 +146,7 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
                             err) != 0) {
         if (!err->status)
             err->status = 500;
-        return -1;
+        return ST_ERROR;
     }
     /* The new tokens' keys and values: positions [past, past + t) of each
      * present row, stored after the row's own cached tokens. */
@@ -184,7 +185,7 @@ static void retire(struct gen_engine *e, struct gen_seq *s, const struct error *
     struct infer_request *req = s->req;
     if (s->id)
         gen_seq_count(s);
-    req->rc = err ? -1 : 0;
+    req->rc = err ? ST_ERROR : ST_OK;
     if (err)
         req->err = *err;
     req->exec_end_ns = req->infer_end_ns = clock_now_ns();
@@ -516,7 +517,7 @@ int gen_engine_submit(void *engine, struct infer_request *req, struct error *err
         return error_set(err, 400, "model '%s' is generative: it takes no shadow copies", e->name);
     struct gen_seq *s;
     if (gen_seq_new(e, req, &s, err) != 0)
-        return -1;
+        return ST_ERROR;
     uint64_t need = gen_kv_bytes_for(&e->shape.kv, s->nprompt + s->max_new);
     if (need > gen_kv_budget()) {
         error_set(err, 400,
@@ -525,7 +526,7 @@ int gen_engine_submit(void *engine, struct infer_request *req, struct error *err
                   (unsigned long long)need, s->nprompt, s->max_new,
                   (unsigned long long)gen_kv_budget());
         gen_seq_free(e, s);
-        return -1;
+        return ST_ERROR;
     }
     uint64_t now = clock_now_ns();
     req->enqueue_ns = s->submit_ns = now;
@@ -541,7 +542,7 @@ int gen_engine_submit(void *engine, struct infer_request *req, struct error *err
                            : "model '%s': too many requests waiting for room to generate",
                   e->name);
         err->retry_after_s = 1;
-        return -1;
+        return ST_ERROR;
     }
     if (e->wait_tail)
         e->wait_tail->next = s;

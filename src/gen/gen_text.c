@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/status.h"
+
 static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
 
 int gen_text_init(struct gen_text *t, const char *const *stops, const size_t *stop_lens,
@@ -33,7 +35,7 @@ int gen_text_append(struct gen_text *t, const char *bytes, size_t n)
         return 1;
     size_t old = t->_pending.len;
     if (n && buf_append(&t->_pending, bytes, n) != 0)
-        return -1;
+        return ST_ERROR;
     const char *d = t->_pending.data;
     size_t len = t->_pending.len, cut = len + 1;
     /* The text before these bytes held no complete stop, so an occurrence

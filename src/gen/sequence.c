@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "gen/engine_int.h"
 
 static const char *const finish_names[GEN_FINISH_N] = {"stop", "length", "cancelled"};
@@ -85,7 +86,7 @@ static int read_stops(const struct infer_request *req, struct gen_seq *s, struct
     uint32_t n = 0;
     const struct tensor *t = input(req, "stop_words", DT_BYTES, 0, err, &bad);
     if (bad)
-        return -1;
+        return ST_ERROR;
     int64_t count = t ? tensor_count(t, INT64_MAX) : 0;
     const struct tensor_bytes *b = t ? t->data : NULL;
     for (int64_t i = 0; i < count; i++) {
@@ -132,7 +133,7 @@ static int read_prompt(struct gen_engine *e, const struct infer_request *req, in
     int bad = 0;
     const struct tensor *text = input(req, "text_input", DT_BYTES, 1, err, &bad);
     if (bad)
-        return -1;
+        return ST_ERROR;
     if (!text)
         return error_set(err, 400, "model '%s' needs the input 'text_input'", e->name);
     const struct tensor_bytes *prompt = text->data;
@@ -150,7 +151,7 @@ static int read_prompt(struct gen_engine *e, const struct infer_request *req, in
     *max_new = e->shape.max_context - *nprompt;
     const struct tensor *t = input(req, "max_tokens", DT_INT32, 1, err, &bad);
     if (bad)
-        return -1;
+        return ST_ERROR;
     if (t) {
         int32_t v = *(const int32_t *)t->data;
         if (v < 1)
@@ -189,7 +190,7 @@ int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq 
     if (rc) {
         mem_free(tokens);
         mem_free(s);
-        return -1;
+        return ST_ERROR;
     }
     *out = s;
     return 0;

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/clock.h"
+#include "base/status.h"
 #include "http/resp_head.h"
 #include "http/txn.h"
 
@@ -136,7 +137,7 @@ static int size_class(size_t size)
     for (int c = 0; c < H2_CACHE_CLASSES; c++)
         if (size <= (size_t)1 << (H2_CACHE_MIN_SHIFT + c))
             return c;
-    return -1;
+    return ST_ERROR;
 }
 
 /* A cached block's payload holds the next free block of its class. */
@@ -443,7 +444,7 @@ static int submit(struct h2_stream *st, const nghttp2_nv *nv, size_t n, bool wit
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = data_read};
     int rc = nghttp2_submit_response(st->sess->ng, st->id, nv, n, with_data ? &prd : NULL);
     if (rc != 0)
-        return -1;
+        return ST_ERROR;
     st->responded = true;
     want_write(st->sess);
     return 0;
@@ -516,7 +517,7 @@ static int h2t_stream_begin(struct http_txn *txn, int status, const char *conten
 {
     struct h2_stream *st = txn_stream(txn);
     if (!stream_usable(st) || st->responded)
-        return -1;
+        return ST_ERROR;
     buf_reset(&st->out);
     st->out_off = 0;
     rest_submit(st, status, content_type, txn->extra_headers, txn->head_only, true);
@@ -892,12 +893,12 @@ out:
 int h2_session_recv(struct h2_session *s, const uint8_t *data, size_t len)
 {
     if (s->failed)
-        return -1;
+        return ST_ERROR;
     ssize_t rv = nghttp2_session_mem_recv(s->ng, data, len);
     if (rv < 0) {
         log_debug("http2: closing connection: %s", nghttp2_strerror((int)rv));
         s->failed = true;
-        return -1;
+        return ST_ERROR;
     }
     return 0;
 }
@@ -911,7 +912,7 @@ int h2_session_send(struct h2_session *s, struct buf *out, size_t high_water)
     if (rc != 0) {
         log_debug("http2: send failed: %s", nghttp2_strerror(rc));
         s->failed = true;
-        return -1;
+        return ST_ERROR;
     }
     return 0;
 }
@@ -1043,7 +1044,7 @@ int h2_stream_respond_headers(struct h2_stream *st, int status, const struct h2_
 {
     if (!stream_usable(st) || st->responded || n > H2_MAX_RESPONSE_HEADERS || status < 100 ||
         status > 999)
-        return -1;
+        return ST_ERROR;
     nghttp2_nv nv[1 + H2_MAX_RESPONSE_HEADERS];
     char status_str[4];
     snprintf(status_str, sizeof status_str, "%d", status);
@@ -1056,14 +1057,14 @@ int h2_stream_respond_headers(struct h2_stream *st, int status, const struct h2_
 int h2_stream_write(struct h2_stream *st, const void *data, size_t len)
 {
     if (!stream_usable(st))
-        return -1;
+        return ST_ERROR;
     if (st->out_off > 0 && st->out_off >= st->out.len / 2) {
         buf_consume(&st->out, st->out_off);
         st->out_off = 0;
     }
     if (buf_append(&st->out, data, len) != 0) {
         st->out.err = 0;
-        return -1;
+        return ST_ERROR;
     }
     stream_resume(st);
     return 0;
@@ -1072,7 +1073,7 @@ int h2_stream_write(struct h2_stream *st, const void *data, size_t len)
 int h2_stream_finish(struct h2_stream *st, const struct h2_header *trailers, size_t n)
 {
     if (!stream_usable(st) || n > H2_MAX_TRAILERS)
-        return -1;
+        return ST_ERROR;
     if (!st->responded) {
         /* Trailers-only: one HEADERS frame with END_STREAM. */
         nghttp2_nv nv[1 + H2_MAX_TRAILERS];
@@ -1089,14 +1090,14 @@ int h2_stream_finish(struct h2_stream *st, const struct h2_header *trailers, siz
     for (size_t i = 0; i < n; i++) {
         if (memchr(trailers[i].name, '\0', trailers[i].name_len) ||
             memchr(trailers[i].value, '\0', trailers[i].value_len))
-            return -1;
+            return ST_ERROR;
         buf_append(&st->trailers, trailers[i].name, trailers[i].name_len);
         buf_putc(&st->trailers, '\0');
         buf_append(&st->trailers, trailers[i].value, trailers[i].value_len);
         buf_putc(&st->trailers, '\0');
     }
     if (st->trailers.err)
-        return -1;
+        return ST_ERROR;
     st->ntrailers = (uint32_t)n;
     st->finished = true;
     stream_resume(st);

@@ -18,6 +18,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "net/sock.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -319,7 +320,7 @@ static int conn_flush(struct http_conn *c)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 1;
-        return -1;
+        return ST_ERROR;
     }
 }
 
@@ -368,21 +369,21 @@ static ssize_t conn_recv(struct http_conn *c, void *p, size_t len)
             c->readable = false;
             return 0;
         }
-        return -1;
+        return ST_ERROR;
     }
     for (;;) {
         ssize_t n = read(c->watch.fd, p, len);
         if (n > 0)
             return n;
         if (n == 0)
-            return -1;
+            return ST_ERROR;
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             c->readable = false;
             return 0;
         }
-        return -1;
+        return ST_ERROR;
     }
 }
 
@@ -1077,7 +1078,7 @@ static int h1_queue(struct http_conn *c, const void *data, size_t len)
     char size[24];
     int n = c->chunked ? snprintf(size, sizeof size, "%zx\r\n", len) : 0;
     if (buf_reserve(&c->out_body, (size_t)n + len + 2) != 0)
-        return -1;
+        return ST_ERROR;
     buf_append(&c->out_body, size, (size_t)n);
     buf_append(&c->out_body, data, len);
     if (c->chunked)

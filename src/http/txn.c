@@ -5,6 +5,7 @@
 
 #include "base/json.h"
 #include "base/log.h"
+#include "base/status.h"
 
 const char *http_status_text(int status)
 {
@@ -129,7 +130,7 @@ int http_txn_stream_begin(struct http_txn *txn, int status, const char *content_
     txn->streaming = true;
     txn->stream_status = status;
     if (txn->aborted)
-        return -1;
+        return ST_ERROR;
     if (txn->on_head)
         txn->on_head(txn, status);
     return txn->ops->stream_begin(txn, status, content_type);
@@ -138,7 +139,7 @@ int http_txn_stream_begin(struct http_txn *txn, int status, const char *content_
 int http_txn_stream_write(struct http_txn *txn, const void *data, size_t len)
 {
     if (txn->aborted || txn->head_only)
-        return txn->aborted ? -1 : 0;
+        return txn->aborted ? ST_ERROR : ST_OK;
     if (len == 0)
         return 0;
     int rc = txn->ops->stream_write(txn, data, len);

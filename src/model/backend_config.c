@@ -4,6 +4,7 @@
 
 #include "backend/plugin.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 static void tensor_decl(const struct model_config_io *io, struct backend_tensor_decl *out)
 {
@@ -57,7 +58,7 @@ int model_backend_config_prepare(const char *text, size_t len, struct model_back
     return 0;
 out_free:
     model_backend_config_free(out);
-    return -1;
+    return ST_ERROR;
 }
 
 void model_backend_config_free(struct model_backend_config *c)

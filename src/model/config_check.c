@@ -4,6 +4,7 @@
  * derived from them alone (model_config_from_onnx); see config.h,
  * "Checking and completing".
  */
+#include "base/status.h"
 #include "model/config.h"
 
 #include <errno.h>
@@ -62,7 +63,7 @@ static int find_io(const struct model_io *ios, uint32_t n, const char *name)
     for (uint32_t i = 0; i < n; i++)
         if (!strcmp(ios[i].name, name))
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }
 
 /* The ONNX shape as the config sees it (batch dimension removed). */
@@ -192,7 +193,7 @@ static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
                              what, io->name, what, what, names);
         }
         if (check_io(cfg, io, &mios[k], input, c->err))
-            return -1;
+            return ST_ERROR;
     }
 
     /* Autocomplete: the model's tensors the config does not mention. */
@@ -208,7 +209,7 @@ static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
                              what, mios[k].name, cfg->backend);
     struct model_config_io *all = cfg_calloc(c, *n + missing, sizeof *all);
     if (!all)
-        return -1;
+        return ST_ERROR;
     if (*n)
         memcpy(all, *ios, sizeof *all * *n);
     uint32_t count = *n;
@@ -218,12 +219,12 @@ static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
         struct model_config_io *io = &all[count++];
         io->name = cfg_strdup(c, mios[k].name, strlen(mios[k].name));
         if (!io->name)
-            return -1;
+            return ST_ERROR;
         io->dtype = DT_INVALID;
         io->label_filename = empty_string;
         io->autocompleted = true;
         if (check_io(cfg, io, &mios[k], input, c->err))
-            return -1;
+            return ST_ERROR;
     }
     *ios = all;
     *n = count;
@@ -280,10 +281,10 @@ static int check_groups(struct ctx *c, const char *model_name)
     if (cfg->ninstance_groups == 0) {
         cfg->instance_groups = cfg_calloc(c, 1, sizeof *cfg->instance_groups);
         if (!cfg->instance_groups)
-            return -1;
+            return ST_ERROR;
         cfg->instance_groups[0].name = cfg_strdup(c, model_name, strlen(model_name));
         if (!cfg->instance_groups[0].name)
-            return -1;
+            return ST_ERROR;
         cfg->instance_groups[0].kind = MODEL_INSTANCE_CPU;
         cfg->instance_groups[0].count = 1;
         cfg->ninstance_groups = 1;
@@ -295,7 +296,7 @@ static int check_groups(struct ctx *c, const char *model_name)
             int n = snprintf(name, sizeof name, "%s_%u", cfg->name, i);
             g->name = cfg_strdup(c, name, n < (int)sizeof name ? (size_t)n : sizeof name - 1);
             if (!g->name)
-                return -1;
+                return ST_ERROR;
         }
         if (g->kind == MODEL_INSTANCE_AUTO)
             g->kind = MODEL_INSTANCE_CPU;
@@ -393,9 +394,9 @@ int model_config_check(struct model_config *cfg, const char *model_name,
             err, 400, "platform: '%s' is not supported (inferd serves \"onnxruntime_onnx\" models)",
             cfg->platform);
     if (plugin && model_config_require_complete(cfg, err))
-        return -1;
+        return ST_ERROR;
     if (!cfg->name[0] && !(cfg->name = cfg_strdup(&c, model_name, strlen(model_name))))
-        return -1;
+        return ST_ERROR;
     if (!plugin) {
         cfg->platform = onnx_platform;
         cfg->backend = onnx_backend;
@@ -434,13 +435,13 @@ int model_config_check(struct model_config *cfg, const char *model_name,
     }
     if (check_ios(&c, true, onnx) || check_ios(&c, false, onnx) || check_groups(&c, model_name) ||
         check_warmups(&c))
-        return -1;
+        return ST_ERROR;
 
     struct model_dynamic_batching *db = &cfg->dynamic_batching;
     if (db->enabled && db->npreferred == 0 && cfg->max_batch_size > 0) {
         db->preferred_batch_size = cfg_calloc(&c, 1, sizeof *db->preferred_batch_size);
         if (!db->preferred_batch_size)
-            return -1;
+            return ST_ERROR;
         db->preferred_batch_size[0] = cfg->max_batch_size;
         db->npreferred = 1;
     }
@@ -469,7 +470,7 @@ int model_config_input_index(const struct model_config *cfg, const char *name)
     for (uint32_t i = 0; i < cfg->ninputs; i++)
         if (!strcmp(cfg->inputs[i].name, name))
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }
 
 int model_config_output_index(const struct model_config *cfg, const char *name)
@@ -477,5 +478,5 @@ int model_config_output_index(const struct model_config *cfg, const char *name)
     for (uint32_t i = 0; i < cfg->noutputs; i++)
         if (!strcmp(cfg->outputs[i].name, name))
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }

@@ -11,6 +11,7 @@
  *   enum names quoted), and 64-bit integers may be written as decimal
  *   strings.
  */
+#include "base/status.h"
 #include "model/config.h"
 
 #include <stdio.h>
@@ -88,7 +89,7 @@ static int put_field(struct buf *b, const char *key, const struct json_value *v,
     case JSON_OBJECT:
         buf_printf(b, "%s { ", key);
         if (put_message(b, v, depth + 1, err) != 0)
-            return -1;
+            return ST_ERROR;
         buf_puts(b, "} ");
         return 0;
     case JSON_ARRAY:
@@ -98,7 +99,7 @@ static int put_field(struct buf *b, const char *key, const struct json_value *v,
                 return error_set(err, 400, "config: '%s' holds nested arrays", key);
             if (item->type == JSON_OBJECT) {
                 if (put_field(b, key, item, depth, err) != 0)
-                    return -1;
+                    return ST_ERROR;
                 continue;
             }
             buf_printf(b, "%s: ", key);
@@ -132,7 +133,7 @@ static int put_message(struct buf *b, const struct json_value *obj, int depth, s
                    m->value.type == JSON_OBJECT;
         if (!map) {
             if (put_field(b, m->key, &m->value, depth, err) != 0)
-                return -1;
+                return ST_ERROR;
             continue;
         }
         for (uint32_t j = 0; j < m->value.len; j++) {
@@ -141,7 +142,7 @@ static int put_message(struct buf *b, const struct json_value *obj, int depth, s
             put_string(b, e->key, e->key_len);
             buf_puts(b, " ");
             if (put_field(b, "value", &e->value, depth + 1, err) != 0)
-                return -1;
+                return ST_ERROR;
             buf_puts(b, "} ");
         }
     }
@@ -157,7 +158,7 @@ int model_config_text_from_json(const char *json, size_t len, char **text, struc
     struct json_value *root;
     const char *msg;
     size_t off;
-    int rc = -1;
+    int rc = ST_ERROR;
     *text = NULL;
     if (json_parse(&a, json, len, NULL, &root, &msg, &off) != 0) {
         error_set(err, 400, "config: malformed JSON at byte %zu: %s", off, msg);

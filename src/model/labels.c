@@ -6,6 +6,7 @@
 #include "base/file.h"
 #include "base/mem.h"
 #include "base/path.h"
+#include "base/status.h"
 
 #define PATH_MAX_LEN 4096
 
@@ -99,7 +100,7 @@ int model_labels_load(const char *model_dir, const struct model_config *cfg,
             return error_set(err, 500, "out of memory");
         if (load_one(model_dir, io->name, io->label_filename, &labels[k], err) != 0) {
             model_labels_free(labels, info->noutputs);
-            return -1;
+            return ST_ERROR;
         }
     }
     *out = labels;

@@ -10,6 +10,7 @@
 
 #include "base/hex.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 struct lexer {
     const char *p, *end;
@@ -187,7 +188,7 @@ static int simple_escape(char e)
     static const char from[] = "abfnrtv\\'\"?";
     static const char to[] = "\a\b\f\n\r\t\v\\'\"?";
     const char *hit = e ? strchr(from, e) : NULL;
-    return hit ? (unsigned char)to[hit - from] : -1;
+    return hit ? (unsigned char)to[hit - from] : NOT_FOUND;
 }
 
 /*

@@ -1,3 +1,4 @@
+#include "base/status.h"
 #include "model/model.h"
 
 #include <dirent.h>
@@ -159,7 +160,7 @@ static int model_configure(struct model *m, const char *text, size_t len, struct
     if (model_config_parse(text, len, &m->config, &perr) != 0)
         return error_set(err, perr.status, "config.pbtxt:%s", perr.msg);
     if (model_config_check(&m->config, m->name, &m->info, err) != 0)
-        return -1;
+        return ST_ERROR;
     for (uint32_t i = 0; i < m->config.ninputs; i++)
         if (m->config.inputs[i].has_reshape)
             return error_set(err, 400, "input '%s': reshape is not supported by this server",
@@ -290,7 +291,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
                                  opts->backend_directory, &m->backend, err) != 0) {
         *kind = MODEL_FAIL_BACKEND;
         model_free(m);
-        return -1;
+        return ST_ERROR;
     }
     m->platform = m->backend == &backend_onnxruntime ? "onnxruntime_onnx" : m->backend->name;
 
@@ -311,7 +312,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
         args.intra_op_threads = auto_intra_op_threads(planned_instances(cfg_text, cfg_len));
     if (m->backend->load(&args, &first, &m->info, err) != 0) {
         model_free(m);
-        return -1;
+        return ST_ERROR;
     }
     uint32_t count = 1;
     int rc = model_configure(m, cfg_text, cfg_len, err);
@@ -326,14 +327,14 @@ static int model_load_with(const struct registry_options *opts, const char *name
     if (rc) {
         m->backend->unload(first);
         model_free(m);
-        return -1;
+        return ST_ERROR;
     }
     m->instances[m->ninstances++] = first;
     for (uint32_t i = 1; i < count; i++) {
         struct model_info info = {0};
         if (m->backend->load(&args, &m->instances[i], &info, err) != 0) {
             model_free(m);
-            return -1;
+            return ST_ERROR;
         }
         m->ninstances++;
         model_info_free(&info);
@@ -353,18 +354,18 @@ static int model_load_with(const struct registry_options *opts, const char *name
     if (opts->attach_engine && opts->attach_engine(m, version_dir, err) != 0) {
         model_free(m);
         *kind = MODEL_FAIL_CONFIG;
-        return -1;
+        return ST_ERROR;
     }
     m->run_info = m->info;
     if (opts->attach_preprocess && opts->attach_preprocess(m, model_dir, err) != 0) {
         model_free(m);
         *kind = MODEL_FAIL_CONFIG;
-        return -1;
+        return ST_ERROR;
     }
     if (model_labels_load(model_dir, &m->config, &m->info, &m->labels, err) != 0) {
         model_free(m);
         *kind = MODEL_FAIL_CONFIG;
-        return -1;
+        return ST_ERROR;
     }
     sched_config_from(m, opts, cfg_text != NULL);
     if (m->config.decoupled && !m->engine && !m->backend->execute_stream) {
@@ -385,7 +386,7 @@ static int model_load_with(const struct registry_options *opts, const char *name
         if (m->config.nwarmups > 0) {
             model_free(m);
             *kind = MODEL_FAIL_WARMUP;
-            return -1;
+            return ST_ERROR;
         }
         log_warn("model %s version %s: %s; serving it without a warm-up (model_warmup in "
                  "config.pbtxt gives inputs the model accepts)",
@@ -419,7 +420,7 @@ static int model_load(const struct registry_options *opts, const char *name, int
     struct model_backend_config bc;
     if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0) {
         *kind = MODEL_FAIL_CONFIG;
-        return -1;
+        return ST_ERROR;
     }
     int rc = model_load_with(opts, name, version, cfg_text, cfg_len, bc.config, out, err, kind);
     model_backend_config_free(&bc);
@@ -621,7 +622,7 @@ int model_new_remote(const struct registry_options *opts, const char *name, int6
     m->backend = &backend_onnxruntime; /* never run: no instance */
     if (model_configure(m, NULL, 0, err) != 0) {
         model_free(m);
-        return -1;
+        return ST_ERROR;
     }
     m->batched = m->config.max_batch_size > 0;
     m->run_info = m->info;
@@ -903,7 +904,7 @@ int model_input_index(const struct model *m, const char *name)
     for (uint32_t i = 0; i < m->info.ninputs; i++)
         if (strcmp(m->info.inputs[i].name, name) == 0)
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }
 
 bool model_input_optional(const struct model *m, uint32_t i)
@@ -938,5 +939,5 @@ int model_output_index(const struct model *m, const char *name)
     for (uint32_t i = 0; i < m->info.noutputs; i++)
         if (strcmp(m->info.outputs[i].name, name) == 0)
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }

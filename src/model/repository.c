@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 /* What a poll saw of a directory of the repository. */
 struct dir_note {
@@ -312,7 +313,7 @@ static int load_model(struct repository *r, const char *name, const char *config
         if (publish_failed_reload(r, name, old, &e) != 0)
             log_error("model %s: out of memory recording the failed reload", name);
         model_entry_clear(&e);
-        return -1;
+        return ST_ERROR;
     }
     bool failed = e.state != MODEL_READY || e.failed_versions;
     if (failed)
@@ -325,7 +326,7 @@ static int load_model(struct repository *r, const char *name, const char *config
     if (r->opts.hooks.published)
         r->opts.hooks.published(r->opts.hooks.ctx, name,
                                 snapshot_find(r->current, name, strlen(name)));
-    return failed ? -1 : 0;
+    return failed ? ST_ERROR : ST_OK;
 }
 
 static int unload_model(struct repository *r, const char *name, struct error *err)

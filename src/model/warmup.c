@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/path.h"
+#include "base/status.h"
 #include "core/fp16.h"
 
 #define WARMUP_ARENA_CHUNK (64 * 1024)
@@ -66,7 +67,7 @@ static int fail(struct error *e, const char *fmt, ...)
     va_start(ap, fmt);
     error_vset(e, 500, fmt, ap);
     va_end(ap);
-    return -1;
+    return ST_ERROR;
 }
 
 /* dirname(dirname(model_path)): <repo>/<model>/<version>/model.onnx gives
@@ -223,7 +224,7 @@ static int fill_fixed(struct sample *s, const struct input_spec *in, const char 
     int fd;
     off_t size;
     if (open_data_file(in, path, &fd, &size, e))
-        return -1;
+        return ST_ERROR;
     int rc = 0;
     if ((uint64_t)size != row_bytes) {
         char shape[128];
@@ -305,7 +306,7 @@ static int fill_bytes(struct sample *s, const struct input_spec *in, const char 
     int fd;
     off_t size;
     if (open_data_file(in, path, &fd, &size, e))
-        return -1;
+        return ST_ERROR;
     int rc = 0;
     unsigned char *buf = NULL;
     if ((uint64_t)size > WARMUP_MAX_BYTES) {
@@ -320,7 +321,7 @@ static int fill_bytes(struct sample *s, const struct input_spec *in, const char 
     }
     close(fd);
     if (rc)
-        return -1;
+        return ST_ERROR;
     for (int64_t i = 0; i < per_row; i++)
         t->nbytes += el[i].len;
     t->nbytes *= (size_t)rows;
@@ -407,7 +408,7 @@ static int sample_execute(const struct model *m, uint32_t i, struct sample *s, s
     void *state = NULL;
     if (m->backend->execute(m->instances[i], out, s->inputs, s->ninputs, s->output_names,
                             s->noutputs, s->outputs, &state, 0, be))
-        return -1;
+        return ST_ERROR;
     m->backend->release(m->instances[i], state);
     return 0;
 }

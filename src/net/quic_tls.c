@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/sha256.h"
+#include "base/status.h"
 
 /* TLS 1.3 only, the AEADs QUIC defines, no middlebox compatibility mode
  * (RFC 9001 section 8.4). */
@@ -139,7 +140,7 @@ int quic_tls_store_new(const struct tls_options *o, bool zero_rtt, struct quic_t
                          "--http3 does not support client certificates (--tls-client-ca)");
     struct quic_creds *c = creds_load(o, err);
     if (!c)
-        return -1;
+        return ST_ERROR;
     struct quic_tls_store *s = mem_calloc(1, sizeof *s);
     if (!s) {
         creds_unref(c);
@@ -151,7 +152,7 @@ int quic_tls_store_new(const struct tls_options *o, bool zero_rtt, struct quic_t
     pthread_mutex_init(&s->lock, NULL);
     if (zero_rtt && zero_rtt_init(s, err) != 0) {
         quic_tls_store_free(s);
-        return -1;
+        return ST_ERROR;
     }
     *out = s;
     return 0;
@@ -161,7 +162,7 @@ int quic_tls_store_reload(struct quic_tls_store *s, struct error *err)
 {
     struct quic_creds *c = creds_load(&s->opts, err);
     if (!c)
-        return -1;
+        return ST_ERROR;
     pthread_mutex_lock(&s->lock);
     struct quic_creds *old = s->current;
     s->current = c;
@@ -195,7 +196,7 @@ int quic_tls_session_init(struct quic_tls_store *s, struct quic_tls_session *out
     int rc = gnutls_init(&g, flags);
     if (rc < 0) {
         log_warn("http3: gnutls_init: %s", gnutls_strerror(rc));
-        return -1;
+        return ST_ERROR;
     }
     pthread_mutex_lock(&s->lock);
     struct quic_creds *c = s->current;
@@ -228,7 +229,7 @@ fail:
     log_warn("http3: TLS session (%s): %s", where, rc < 0 ? gnutls_strerror(rc) : "failed");
     gnutls_deinit(g);
     creds_unref(c);
-    return -1;
+    return ST_ERROR;
 }
 
 void quic_tls_session_free(struct quic_tls_session *ts)

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/numparse.h"
+#include "base/status.h"
 
 /* WATCHDOG_USEC: a decimal count of microseconds, > 0; honoured only when
  * WATCHDOG_PID is unset or names this process (as sd_watchdog_enabled()). */
@@ -53,7 +54,7 @@ int sdnotify_open(struct sdnotify *n, struct error *err)
         return error_set(err, 400, "NOTIFY_SOCKET: longer than %zu bytes",
                          sizeof n->addr.sun_path - 1);
     if (read_watchdog(n, err) != 0)
-        return -1;
+        return ST_ERROR;
     n->addr.sun_family = AF_UNIX;
     memcpy(n->addr.sun_path, path, len);
     if (path[0] == '@') {

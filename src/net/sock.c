@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/status.h"
 
 int sock_bind(const char *host, int port, int type, void (*setup)(int fd, int family, void *arg),
               void *arg, int *out_port)
@@ -68,7 +69,7 @@ int sock_connect(const char *host, int port, int (*wait)(int fd, void *arg), voi
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     if (getaddrinfo(host, portstr, &hints, &res) != 0)
-        return -1;
+        return ST_ERROR;
     int fd = -1;
     for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
         fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

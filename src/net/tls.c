@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 struct tls_store {
     struct tls_options opts;
@@ -113,7 +114,7 @@ int tls_store_new(const struct tls_options *o, struct tls_store **out, struct er
     pthread_once(&alpn_once, alpn_index_init);
     SSL_CTX *ctx = ctx_build(o, err);
     if (!ctx)
-        return -1;
+        return ST_ERROR;
     struct tls_store *s = mem_calloc(1, sizeof *s);
     if (!s) {
         SSL_CTX_free(ctx);
@@ -130,7 +131,7 @@ int tls_store_reload(struct tls_store *s, struct error *err)
 {
     SSL_CTX *ctx = ctx_build(&s->opts, err);
     if (!ctx)
-        return -1;
+        return ST_ERROR;
     pthread_mutex_lock(&s->lock);
     SSL_CTX *old = s->ctx;
     s->ctx = ctx;

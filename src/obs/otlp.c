@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/numfmt.h"
+#include "base/status.h"
 #include "net/sock.h"
 #include "obs/jsonline.h"
 
@@ -241,7 +242,7 @@ int otlp_parse_url(const char *url, char *host, size_t host_cap, int *port, char
 {
     static const char scheme[] = "http://";
     if (strncmp(url, scheme, sizeof scheme - 1) != 0)
-        return -1;
+        return ST_ERROR;
     const char *h = url + sizeof scheme - 1;
     const char *slash = strchr(h, '/');
     const char *end = slash ? slash : h + strlen(h);
@@ -249,20 +250,20 @@ int otlp_parse_url(const char *url, char *host, size_t host_cap, int *port, char
     if (*h == '[') { /* [IPv6]:port */
         const char *close = memchr(h, ']', (size_t)(end - h));
         if (!close)
-            return -1;
+            return ST_ERROR;
         colon = close[1] == ':' ? close + 1 : NULL;
         if (!colon && close + 1 != end)
-            return -1;
+            return ST_ERROR;
         size_t n = (size_t)(close - h - 1);
         if (n == 0 || n >= host_cap)
-            return -1;
+            return ST_ERROR;
         memcpy(host, h + 1, n);
         host[n] = '\0';
     } else {
         colon = memchr(h, ':', (size_t)(end - h));
         size_t n = (size_t)((colon ? colon : end) - h);
         if (n == 0 || n >= host_cap)
-            return -1;
+            return ST_ERROR;
         memcpy(host, h, n);
         host[n] = '\0';
     }
@@ -271,24 +272,24 @@ int otlp_parse_url(const char *url, char *host, size_t host_cap, int *port, char
         long p = 0;
         const char *c = colon + 1;
         if (c == end)
-            return -1;
+            return ST_ERROR;
         for (; c < end; c++) {
             if (*c < '0' || *c > '9')
-                return -1;
+                return ST_ERROR;
             p = p * 10 + (*c - '0');
             if (p > 65535)
-                return -1;
+                return ST_ERROR;
         }
         if (p == 0)
-            return -1;
+            return ST_ERROR;
         *port = (int)p;
     }
     const char *p = slash ? slash : "/v1/traces";
     if (strlen(p) >= path_cap)
-        return -1;
+        return ST_ERROR;
     for (const char *c = p; *c; c++)
         if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-            return -1;
+            return ST_ERROR;
     snprintf(path, path_cap, "%s", p);
     return 0;
 }
@@ -305,14 +306,14 @@ static int wait_writable(int fd, void *arg)
 {
     const struct exporter *e = arg;
     struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-    return poll(&pfd, 1, (int)e->cfg.timeout_ms) == 1 ? 0 : -1;
+    return poll(&pfd, 1, (int)e->cfg.timeout_ms) == 1 ? ST_OK : ST_ERROR;
 }
 
 static int conn_open(struct exporter *e)
 {
     int fd = sock_connect(e->host, e->port, wait_writable, e);
     if (fd < 0)
-        return -1;
+        return ST_ERROR;
     e->fd = fd;
     return 0;
 }
@@ -323,13 +324,13 @@ static int wait_fd(int fd, short events, uint64_t deadline_ms)
     for (;;) {
         uint64_t now = clock_now_ms();
         if (now >= deadline_ms)
-            return -1;
+            return ST_ERROR;
         struct pollfd pfd = {.fd = fd, .events = events};
         int rc = poll(&pfd, 1, (int)(deadline_ms - now));
         if (rc > 0)
             return 0;
         if (rc < 0 && errno != EINTR)
-            return -1;
+            return ST_ERROR;
     }
 }
 
@@ -344,9 +345,9 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ms)
             continue;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (wait_fd(fd, POLLOUT, deadline_ms) != 0)
-                return -1;
+                return ST_ERROR;
         } else {
-            return -1;
+            return ST_ERROR;
         }
     }
     return 0;
@@ -366,7 +367,7 @@ static int read_response(int fd, uint64_t deadline_ms, bool *keep)
             buf[len < sizeof buf ? len : sizeof buf - 1] = '\0';
             int status = 0;
             if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
-                return -1;
+                return ST_ERROR;
             size_t head = (size_t)(end - buf) + 4;
             long long clen = -1;
             bool close_conn = false;
@@ -388,7 +389,7 @@ static int read_response(int fd, uint64_t deadline_ms, bool *keep)
             size_t want = (size_t)clen;
             while (have < want) {
                 if (wait_fd(fd, POLLIN, deadline_ms) != 0)
-                    return -1;
+                    return ST_ERROR;
                 ssize_t r = recv(fd, buf, sizeof buf < want - have ? sizeof buf : want - have, 0);
                 if (r <= 0) {
                     if (r < 0 && (errno == EINTR || errno == EAGAIN))
@@ -401,16 +402,16 @@ static int read_response(int fd, uint64_t deadline_ms, bool *keep)
             return status;
         }
         if (len == sizeof buf - 1 || total > RESPONSE_MAX)
-            return -1;
+            return ST_ERROR;
         if (wait_fd(fd, POLLIN, deadline_ms) != 0)
-            return -1;
+            return ST_ERROR;
         ssize_t r = recv(fd, buf + len, sizeof buf - 1 - len, 0);
         if (r == 0)
-            return -1;
+            return ST_ERROR;
         if (r < 0) {
             if (errno == EINTR || errno == EAGAIN)
                 continue;
-            return -1;
+            return ST_ERROR;
         }
         len += (size_t)r;
         total += (size_t)r;
@@ -425,7 +426,7 @@ static int post_body(struct exporter *e)
          * first use: retry once on a fresh one. */
         bool reused = e->fd >= 0;
         if (!reused && conn_open(e) != 0)
-            return -1;
+            return ST_ERROR;
         uint64_t deadline = clock_now_ms() + e->cfg.timeout_ms;
         char head[1024];
         int n = snprintf(head, sizeof head,
@@ -442,7 +443,7 @@ static int post_body(struct exporter *e)
         if (status >= 0 || !reused)
             return status;
     }
-    return -1;
+    return ST_ERROR;
 }
 
 static void warn_failure(struct exporter *e, const char *what, int status, uint32_t n)
@@ -556,7 +557,7 @@ static int queue_init(struct span_queue *q, uint32_t spans)
     buf_init(&q->text, (size_t)spans * QUEUE_BYTES_PER_SPAN);
     q->count = 0;
     q->ends = mem_calloc(spans, sizeof *q->ends);
-    return q->ends ? 0 : -1;
+    return q->ends ? ST_OK : ST_ERROR;
 }
 
 static void exporter_free(struct exporter *e)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/status.h"
 #include "model/lookup.h"
 #include "obs/trace.h"
 
@@ -155,7 +156,7 @@ int settings_trace_model_check(struct repository *repo, const char *model, size_
     struct model_snapshot *snap = repository_acquire(repo);
     bool known = model_lookup_entry(snap, model, model_len, err) != NULL;
     repository_release(repo, snap);
-    return known ? 0 : -1;
+    return known ? ST_OK : ST_ERROR;
 }
 
 /* The one string of a setting that takes one: STRING, or STRINGS of one. */
@@ -169,10 +170,10 @@ static int parse_int_string(const char *s, long long lo, long long hi, long long
 {
     char *end;
     if (!s || !*s)
-        return -1;
+        return ST_ERROR;
     long long v = strtoll(s, &end, 10);
     if (*end || v < lo || v > hi)
-        return -1;
+        return ST_ERROR;
     *out = v;
     return 0;
 }
@@ -206,13 +207,13 @@ static int parse_rate(const char *s, double *out)
 {
     char *end;
     if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-        return -1;
+        return ST_ERROR;
     double v = strtod(s, &end);
     if (*end || !isfinite(v) || v < 0)
-        return -1;
+        return ST_ERROR;
     if (v >= 1) {
         if (v != floor(v) || v > 1e12)
-            return -1;
+            return ST_ERROR;
         *out = 1.0 / v;
     } else {
         *out = v;
@@ -255,7 +256,7 @@ int settings_trace_apply(const char *model, const struct setting *s, uint32_t n,
         switch (field) {
         case TRACE_FIELD_LEVEL:
             if (parse_level(&s[i], &u.values.level, err) != 0)
-                return -1;
+                return ST_ERROR;
             break;
         case TRACE_FIELD_RATE:
             if (parse_rate(str, &u.values.rate) != 0)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/mem.h"
+#include "base/status.h"
 #include "model/lookup.h"
 #include "model/repository.h"
 
@@ -562,7 +563,7 @@ int stats_report_build(struct repository *repo, const char *model, size_t model_
 {
     out->versions = NULL;
     out->count = 0;
-    int rc = -1;
+    int rc = ST_ERROR;
     struct model_snapshot *snap = repository_acquire(repo);
     const struct model_entry *one = NULL;
     uint32_t capacity = 0;

@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/rand.h"
+#include "base/status.h"
 #include "obs/otlp.h"
 
 /* ---- ids ---------------------------------------------------------------- */
@@ -92,7 +93,7 @@ static int lower_hex(char c)
         return c - '0';
     if (c >= 'a' && c <= 'f')
         return c - 'a' + 10;
-    return -1;
+    return ST_ERROR;
 }
 
 /* Decodes 2n lower-case hex characters into n bytes. */
@@ -101,7 +102,7 @@ static int parse_hex(const char *s, uint8_t *out, size_t n)
     for (size_t i = 0; i < n; i++) {
         int hi = lower_hex(s[2 * i]), lo = lower_hex(s[2 * i + 1]);
         if (hi < 0 || lo < 0)
-            return -1;
+            return ST_ERROR;
         out[i] = (uint8_t)(hi << 4 | lo);
     }
     return 0;
@@ -111,20 +112,20 @@ int trace_parse_traceparent(const char *s, size_t n, struct trace_parent *out)
 {
     uint8_t version;
     if (n < TRACEPARENT_LEN || parse_hex(s, &version, 1) != 0 || version == 0xff)
-        return -1;
+        return ST_ERROR;
     /* Version 00 has exactly four fields; a later version may append more,
      * separated by '-', and is read as 00 (W3C forward compatibility). */
     if (version == 0 ? n != TRACEPARENT_LEN : n > TRACEPARENT_LEN && s[TRACEPARENT_LEN] != '-')
-        return -1;
+        return ST_ERROR;
     if (s[2] != '-' || s[35] != '-' || s[52] != '-')
-        return -1;
+        return ST_ERROR;
     if (parse_hex(s + 3, out->trace_id, TRACE_ID_BYTES) != 0 ||
         parse_hex(s + 36, out->span_id, SPAN_ID_BYTES) != 0 ||
         parse_hex(s + 53, &out->flags, 1) != 0)
-        return -1;
+        return ST_ERROR;
     if (trace_id_is_zero(out->trace_id, TRACE_ID_BYTES) ||
         trace_id_is_zero(out->span_id, SPAN_ID_BYTES))
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 
@@ -211,7 +212,7 @@ int trace_parse_tracestate(const char *s, size_t n, char *out, size_t cap)
     struct member m[TRACESTATE_MAX_MEMBERS];
     size_t count = 0, i = 0;
     if (cap == 0)
-        return -1;
+        return ST_ERROR;
     while (i <= n) {
         size_t start = i;
         while (i < n && s[i] != ',')
@@ -225,16 +226,16 @@ int trace_parse_tracestate(const char *s, size_t n, char *out, size_t cap)
         if (a == b)
             continue; /* empty list member: allowed */
         if (count == TRACESTATE_MAX_MEMBERS)
-            return -1;
+            return ST_ERROR;
         const char *eq = memchr(s + a, '=', b - a);
         if (!eq)
-            return -1;
+            return ST_ERROR;
         size_t key_len = (size_t)(eq - (s + a));
         if (!valid_key(s + a, key_len) || !valid_value(eq + 1, b - a - key_len - 1))
-            return -1;
+            return ST_ERROR;
         for (size_t j = 0; j < count; j++)
             if (m[j].key_len == key_len && memcmp(m[j].p, s + a, key_len) == 0)
-                return -1;
+                return ST_ERROR;
         m[count++] = (struct member){.p = s + a, .len = b - a, .key_len = key_len};
     }
     /* Fit into cap - 1 bytes: first drop members over 128 bytes, then
@@ -402,12 +403,12 @@ bool trace_sample(const char *model, const struct trace_parent *parent, double *
 int trace_sample_model(const char *model, const struct trace_parent *parent, double *rate_out)
 {
     if (!model || !trace_has_model_settings())
-        return -1;
+        return ST_ERROR;
     pthread_mutex_lock(&settings_lock);
     bool has = find_override(model) != NULL;
     pthread_mutex_unlock(&settings_lock);
     if (!has)
-        return -1;
+        return ST_ERROR;
     return trace_sample(model, parent, rate_out);
 }
 

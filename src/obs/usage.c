@@ -17,6 +17,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "obs/metrics.h"
 
 #define USAGE_FORMAT "inferd-usage/1"
@@ -509,7 +510,7 @@ static int load_name(const struct json_value *v, bool null_ok, const char **out)
         return 0;
     if (!v || v->type != JSON_STRING || v->len == 0 || v->len >= USAGE_NAME_MAX ||
         strlen(v->u.str) != v->len)
-        return -1;
+        return ST_ERROR;
     *out = v->u.str;
     return 0;
 }
@@ -691,7 +692,7 @@ int usage_open(const struct usage_options *o, struct usage **out, struct error *
     return 0;
 out_free:
     usage_close(u);
-    return -1;
+    return ST_ERROR;
 }
 
 void usage_close(struct usage *u)

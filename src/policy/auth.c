@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "obs/metrics.h"
 #include "obs/request.h"
 #include "obs/trace.h"
@@ -163,7 +164,7 @@ static int64_t find_key(const struct auth *a, const struct auth_config *c, const
                         size_t len)
 {
     if (!auth_key_valid(key, len))
-        return -1; /* could never have been hashed */
+        return NOT_FOUND; /* could never have been hashed */
     uint64_t tag = key_tag(a->seed, key, len);
     struct hint *h = &hints[tag % HINT_SLOTS];
     uint32_t tried = UINT32_MAX;
@@ -218,7 +219,7 @@ static int presented_key(auth_header_fn header, const void *ctx, const char **ke
     if (x && !xlen)
         x = NULL;
     if (bearer && x && (blen != xlen || !auth_ct_equal(bearer, x, blen)))
-        return -1;
+        return ST_ERROR;
     *key = bearer ? bearer : x;
     *len = bearer ? blen : xlen;
     return 0;

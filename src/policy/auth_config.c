@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/status.h"
 
 #define SECTION "auth"
 #define DEFAULT_OPEN (AUTH_OPEN_HEALTH | AUTH_OPEN_METRICS)
@@ -282,11 +283,11 @@ static int parse_tenant(const struct json_value *v, uint32_t index, struct auth_
     char where[48];
     snprintf(where, sizeof where, SECTION ".tenants[%u]", index);
     if (check_object(v, where, "a mapping with name, keys and scopes", known, err) != 0)
-        return -1;
+        return ST_ERROR;
     struct auth_tenant *t = &c->tenants[c->ntenants];
     t->config = c;
     if (parse_name(json_get(v, "name"), where, c, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *scopes = json_get(v, "scopes");
     if (scopes && scopes->type == JSON_ARRAY && scopes->len) {
         uint32_t n = scopes->len < AUTH_MAX_MODEL_SCOPES ? scopes->len : AUTH_MAX_MODEL_SCOPES;
@@ -298,7 +299,7 @@ static int parse_tenant(const struct json_value *v, uint32_t index, struct auth_
     c->ntenants++;
     if (parse_keys(json_get(v, "keys"), where, c, index, err) != 0 ||
         parse_scopes(scopes, where, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 
@@ -320,7 +321,7 @@ int auth_config_parse(const struct json_value *section, struct auth_config **out
     *out = NULL;
     if (section && section->type != JSON_NULL &&
         check_object(section, SECTION, "a mapping with open and tenants", known, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (section && section->type == JSON_NULL)
         section = NULL;
     struct auth_config *c = mem_calloc(1, sizeof *c);
@@ -355,5 +356,5 @@ int auth_config_parse(const struct json_value *section, struct auth_config **out
     return 0;
 out_free:
     auth_config_unref(c);
-    return -1;
+    return ST_ERROR;
 }

@@ -6,6 +6,7 @@
 
 #include "base/base64.h"
 #include "base/hex.h"
+#include "base/status.h"
 
 static int random_bytes(uint8_t *out, size_t n)
 {
@@ -94,7 +95,7 @@ static int get_hex(const char *p, uint8_t *out, size_t n)
     for (size_t i = 0; i < n; i++) {
         int hi = hex_value(p[2 * i]), lo = hex_value(p[2 * i + 1]);
         if (hi < 0 || lo < 0)
-            return -1;
+            return ST_ERROR;
         out[i] = (uint8_t)(hi << 4 | lo);
     }
     return 0;
@@ -105,10 +106,10 @@ int auth_key_parse(const char *text, size_t len, struct auth_key_hash *out)
     const size_t prefix = sizeof AUTH_HASH_PREFIX - 1;
     const char *salt = text + prefix, *digest = salt + 2 * AUTH_SALT_SIZE + 1;
     if (len != AUTH_HASH_LEN || memcmp(text, AUTH_HASH_PREFIX, prefix) != 0 || digest[-1] != '$')
-        return -1;
+        return ST_ERROR;
     if (get_hex(salt, out->salt, sizeof out->salt) != 0 ||
         get_hex(digest, out->digest, sizeof out->digest) != 0)
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "model/model.h"
 #include "obs/metrics.h"
 #include "policy/circuit.h"
@@ -62,7 +63,7 @@ static int parse_entry(const struct json_value *v, const char *path, void *entry
         fields_u32(v, path, "open-secs", 1, 3600, &open_s, err) != 0 ||
         fields_u32(v, path, "half-open-probes", 1, 1000, &p->probes, err) != 0 ||
         fields_version(v, path, "fallback-version", &e->fallback, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (!p->consecutive && p->ratio == 0)
         return error_set(err, 400,
                          "%s: consecutive-failures and failure-ratio are both 0: the "
@@ -92,7 +93,7 @@ int breaker_config_parse(const struct json_value *section, struct breaker_config
         return error_set(err, 500, "out of memory reading the breakers section");
     if (version_entries_parse(section, &section_spec, &c->l, err) != 0) {
         mem_free(c);
-        return -1;
+        return ST_ERROR;
     }
     *out = c;
     return 0;

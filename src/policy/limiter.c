@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "model/model.h"
 #include "obs/metrics.h"
 #include "policy/fields.h"
@@ -72,7 +73,7 @@ static int parse_entry(const struct json_value *v, const char *path, void *entry
         fields_version(v, path, "version", &e->key.version, err) != 0 ||
         fields_u32(v, path, "min", 1, GRADIENT_LIMIT_MAX, &p->min, err) != 0 ||
         fields_u32(v, path, "max", p->min, GRADIENT_LIMIT_MAX, &p->max, err) != 0)
-        return -1;
+        return ST_ERROR;
     p->initial = 16 < p->min ? p->min : 16 > p->max ? p->max : 16;
     if (fields_u32(v, path, "initial", p->min, p->max, &p->initial, err) != 0 ||
         fields_u32(v, path, "sample-window-ms", 1, 60000, &window_ms, err) != 0 ||
@@ -82,7 +83,7 @@ static int parse_entry(const struct json_value *v, const char *path, void *entry
         fields_double(v, path, "tolerance", 0, 10, &p->tolerance, err) != 0 ||
         fields_double(v, path, "low-priority-share", 0.01, 1, &p->low_share, err) != 0 ||
         fields_bool(v, path, "queue", &p->queue, err) != 0)
-        return -1;
+        return ST_ERROR;
     p->window_ns = (uint64_t)window_ms * 1000000u;
     p->min_rtt_interval_ns = (uint64_t)interval_s * 1000000000u;
     return 0;
@@ -105,7 +106,7 @@ int limiter_config_parse(const struct json_value *section, struct limiter_config
         return error_set(err, 500, "out of memory reading the concurrency section");
     if (version_entries_parse(section, &section_spec, &c->l, err) != 0) {
         mem_free(c);
-        return -1;
+        return ST_ERROR;
     }
     *out = c;
     return 0;

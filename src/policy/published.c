@@ -1,6 +1,7 @@
 #include "policy/published.h"
 
 #include "base/mem.h"
+#include "base/status.h"
 
 void published_rules_init(struct published_rules *p, const void *rules, size_t rule_size,
                           bool (*same)(const void *a, const void *b))
@@ -15,15 +16,15 @@ void published_rules_init(struct published_rules *p, const void *rules, size_t r
 int published_add_state(struct published_rules *p, size_t payload_size, bool per_tenant)
 {
     if (p->nrules >= PUBLISHED_MAX_RULES)
-        return -1;
+        return ST_ERROR;
     struct rule_state *st = mem_calloc(1, sizeof *st + payload_size);
     if (!st)
-        return -1;
+        return ST_ERROR;
     if (per_tenant) {
         st->slots = tenant_slots_new(payload_size);
         if (!st->slots) {
             mem_free(st);
-            return -1;
+            return ST_ERROR;
         }
     }
     atomic_init(&st->refs, 1);

@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "obs/metrics.h"
 #include "policy/published.h"
 
@@ -36,7 +37,7 @@ int ratelimit_config_check_tenants(const struct ratelimit_config *c,
         const struct ratelimit_rule *r = &c->rules[i];
         if (ratelimit_scope_check_tenant("rate-limits", i, r->tenant_kind, r->tenant, known, ctx,
                                          any_tenants, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -59,7 +60,7 @@ int ratelimit_config_parse(const struct json_value *section, struct ratelimit_co
     uint32_t n;
     if (ratelimit_rules_parse(section, c->rules, &n, err) != 0) {
         published_unref(&c->pub);
-        return -1;
+        return ST_ERROR;
     }
     for (uint32_t i = 0; i < n; i++) {
         if (published_add_state(&c->pub, sizeof(struct bucket),

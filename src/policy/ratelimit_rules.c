@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "policy/fields.h"
 
 #define SECTION "rate-limits"
@@ -93,27 +94,27 @@ static int parse_rule(const struct json_value *v, uint32_t i, struct ratelimit_r
                          i, got);
     }
     if (check_keys(v, i, err) != 0)
-        return -1;
+        return ST_ERROR;
     memset(r, 0, sizeof *r);
     const struct json_value *x;
     if ((x = json_get(v, "tenant"))) {
         if (get_name(x, i, "tenant", RATELIMIT_TENANT_MAX, "tenant name", r->tenant, err) != 0)
-            return -1;
+            return ST_ERROR;
         r->tenant_kind = strcmp(r->tenant, "*") == 0 ? RATELIMIT_EACH_TENANT : RATELIMIT_ONE_TENANT;
         if (r->tenant_kind == RATELIMIT_EACH_TENANT)
             r->tenant[0] = '\0';
     }
     if ((x = json_get(v, "model")) &&
         get_name(x, i, "model", RATELIMIT_MODEL_MAX, "model name", r->model, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (!(x = json_get(v, "rate")))
         return error_set(err, 400, SECTION "[%u].rate: required (tokens per second)", i);
     if (get_rate(x, i, &r->rate, err) != 0)
-        return -1;
+        return ST_ERROR;
     double dflt = ceil(r->rate);
     r->burst = dflt < 1 ? 1 : dflt > RATELIMIT_MAX_BURST ? RATELIMIT_MAX_BURST : (uint32_t)dflt;
     if ((x = json_get(v, "burst")) && get_burst(x, i, &r->burst, err) != 0)
-        return -1;
+        return ST_ERROR;
     gcra_params_init(&r->gcra, r->rate, r->burst);
     return 0;
 }
@@ -134,7 +135,7 @@ int ratelimit_rules_parse(const struct json_value *section, struct ratelimit_rul
                          section->len);
     for (uint32_t i = 0; i < section->len; i++) {
         if (parse_rule(&section->u.items[i], i, &rules[i], err) != 0)
-            return -1;
+            return ST_ERROR;
         for (uint32_t k = 0; k < i; k++)
             if (ratelimit_rule_same(&rules[k], &rules[i]))
                 return error_set(err, 400, SECTION "[%u]: the same rule as " SECTION "[%u]", i, k);

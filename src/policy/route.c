@@ -6,6 +6,7 @@
 
 #include "base/arena.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 #define DEFAULT_ARM_HEADER "x-ab-group"
 #define DEFAULT_WINDOW_S 60u
@@ -184,7 +185,7 @@ static int parse_arms(const struct json_value *v, struct route_table *t, struct 
                 return error_set(err, 400, "%s: named twice", field);
         memcpy(t->arms[i].name, m->key, m->key_len + 1);
         if (get_version(&m->value, field, &t->arms[i].version, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     t->narms = v->len;
     return 0;
@@ -276,11 +277,11 @@ static int parse_sticky(const struct json_value *v, const struct route_table *pr
         char field[48];
         snprintf(field, sizeof field, "sticky[%u]", i);
         if (check_object(s, field, "{version, percent}", known, err) != 0)
-            return -1;
+            return ST_ERROR;
         char sub[64];
         snprintf(sub, sizeof sub, "%s.version", field);
         if (get_version(json_get(s, "version"), sub, &t->sticky[i].version, err) != 0)
-            return -1;
+            return ST_ERROR;
         for (uint32_t k = 0; k < i; k++)
             if (t->sticky[k].version == t->sticky[i].version)
                 return error_set(err, 400, "%s: version %lld has two arms", sub,
@@ -291,10 +292,10 @@ static int parse_sticky(const struct json_value *v, const struct route_table *pr
         if (!pct && !ranges)
             return error_set(err, 400, "%s: required", sub);
         if (pct && get_percent(pct, sub, &want[i], err) != 0)
-            return -1;
+            return ST_ERROR;
         if (ranges) {
             if (parse_ranges(ranges, i, t, err) != 0)
-                return -1;
+                return ST_ERROR;
             if (pct && want[i] != t->sticky[i].buckets)
                 return error_set(err, 400,
                                  "%s: %u buckets are %.2f percent, not the percent given", sub,
@@ -319,7 +320,7 @@ static int parse_guard(const struct json_value *v, struct route_table *t, struct
     static const char *const known[] = {"max_error_ratio", "max_p99_ratio", "window_s",
                                         "min_requests", NULL};
     if (check_object(v, "canary.guard", "", known, err) != 0)
-        return -1;
+        return ST_ERROR;
     struct route_guard *g = &t->guard;
     g->max_error_ratio = -1;
     g->max_p99_ratio = 0;
@@ -328,16 +329,16 @@ static int parse_guard(const struct json_value *v, struct route_table *t, struct
     const struct json_value *x;
     if ((x = json_get(v, "max_error_ratio")) &&
         get_double(x, "canary.guard.max_error_ratio", 0, 1, &g->max_error_ratio, err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(v, "max_p99_ratio")) &&
         get_double(x, "canary.guard.max_p99_ratio", 1, 1e6, &g->max_p99_ratio, err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(v, "window_s")) &&
         get_u32(x, "canary.guard.window_s", 1, MAX_WINDOW_S, &g->window_s, err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(v, "min_requests")) &&
         get_u32(x, "canary.guard.min_requests", 1, 1000000000u, &g->min_requests, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (g->max_error_ratio < 0 && g->max_p99_ratio == 0)
         return error_set(err, 400,
                          "canary.guard: needs max_error_ratio or max_p99_ratio (or both)");
@@ -351,13 +352,13 @@ static int parse_rollback(const struct json_value *v, struct route_table *t, str
 {
     static const char *const known[] = {"time_ms", "weight", "reason", NULL};
     if (check_object(v, "canary.rollback", "", known, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *time = json_get(v, "time_ms"), *reason = json_get(v, "reason");
     if (!time || json_num_i64(time, &t->rollback_ms) != 0 || t->rollback_ms < 0)
         return error_set(err, 400, "canary.rollback.time_ms: must be an integer >= 0");
     if (get_percent(json_get(v, "weight"), "canary.rollback.weight", &t->rollback_weight_bp,
                     err) != 0)
-        return -1;
+        return ST_ERROR;
     if (!reason || reason->type != JSON_STRING || strlen(reason->u.str) != reason->len ||
         reason->len >= ROUTE_REASON_MAX)
         return error_set(err, 400, "canary.rollback.reason: must be a string of at most %d bytes",
@@ -372,20 +373,20 @@ static int parse_canary(const struct json_value *v, struct route_table *t, struc
     static const char *const known[] = {"stable", "version", "weight", "guard", "rollback",
                                         NULL};
     if (check_object(v, "canary", "{stable, version, weight}", known, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (get_version(json_get(v, "stable"), "canary.stable", &t->stable, err) != 0 ||
         get_version(json_get(v, "version"), "canary.version", &t->canary_version, err) != 0 ||
         get_percent(json_get(v, "weight"), "canary.weight", &t->weight_bp, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (t->stable == t->canary_version)
         return error_set(err, 400, "canary.version: the same as canary.stable (%lld)",
                          (long long)t->stable);
     const struct json_value *g = json_get(v, "guard");
     if (g && parse_guard(g, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *rb = json_get(v, "rollback");
     if (rb && parse_rollback(rb, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     t->canary = true;
     return 0;
 }
@@ -395,7 +396,7 @@ static int parse_shadow(const struct json_value *v, struct route_table *t, struc
     static const char *const known[] = {"model", "version", "percent", "tolerance", "log_every",
                                         NULL};
     if (check_object(v, "shadow", "{version, percent}", known, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *m = json_get(v, "model");
     if (m) {
         if (m->type != JSON_STRING || m->len == 0 || m->len >= ROUTE_MODEL_MAX ||
@@ -405,14 +406,14 @@ static int parse_shadow(const struct json_value *v, struct route_table *t, struc
     }
     if (get_version(json_get(v, "version"), "shadow.version", &t->shadow_version, err) != 0 ||
         get_percent(json_get(v, "percent"), "shadow.percent", &t->shadow_bp, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *x;
     if ((x = json_get(v, "tolerance")) &&
         get_double(x, "shadow.tolerance", 0, 1e300, &t->shadow_tolerance, err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(v, "log_every")) &&
         get_u32(x, "shadow.log_every", 0, 1000000000u, &t->shadow_log_every, err) != 0)
-        return -1;
+        return ST_ERROR;
     t->shadow = true;
     return 0;
 }
@@ -424,7 +425,7 @@ static int parse_object(const struct json_value *root, const struct route_table 
                                         "arms", "key_header", "sticky", "canary",
                                         "default_version", "shadow", NULL};
     if (check_object(root, "", "", known, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *x;
     uint64_t gen;
     if ((x = json_get(root, "generation"))) {
@@ -433,15 +434,15 @@ static int parse_object(const struct json_value *root, const struct route_table 
         t->expect_generation = gen;
     }
     if ((x = json_get(root, "pin_header")) && get_header(x, "pin_header", t->pin_header, err))
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(root, "arm_header")) && get_header(x, "arm_header", t->arm_header, err))
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(root, "key_header")) && get_header(x, "key_header", t->key_header, err))
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(root, "arms")) && parse_arms(x, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(root, "sticky")) && parse_sticky(x, prev, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (strcmp(t->pin_header, t->arm_header) == 0 ||
         (t->key_header[0] && (strcmp(t->key_header, t->pin_header) == 0 ||
                               strcmp(t->key_header, t->arm_header) == 0)))
@@ -449,12 +450,12 @@ static int parse_object(const struct json_value *root, const struct route_table 
     if (t->nsticky && !t->key_header[0])
         return error_set(err, 400, "sticky: needs key_header (the header whose value is hashed)");
     if ((x = json_get(root, "canary")) && parse_canary(x, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(root, "default_version")) &&
         get_version(x, "default_version", &t->default_version, err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((x = json_get(root, "shadow")) && parse_shadow(x, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 
@@ -469,7 +470,7 @@ int route_parse(const char *text, size_t len, const struct route_table *prev,
     struct json_value *root;
     const char *msg;
     size_t off;
-    int rc = -1;
+    int rc = ST_ERROR;
     struct route_table *t = NULL;
     if (json_parse(&a, text, len, NULL, &root, &msg, &off) != ST_OK) {
         error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
@@ -539,19 +540,19 @@ int route_check(const struct route_table *t, const struct model_entry *e,
     for (uint32_t i = 0; i < t->narms; i++) {
         snprintf(field, sizeof field, "arms.%s", t->arms[i].name);
         if (check_version(e, t->arms[i].version, field, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     for (uint32_t i = 0; i < t->nsticky; i++) {
         snprintf(field, sizeof field, "sticky[%u].version", i);
         if (check_version(e, t->sticky[i].version, field, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     if (t->canary && (check_version(e, t->stable, "canary.stable", err) != 0 ||
                       check_version(e, t->canary_version, "canary.version", err) != 0))
-        return -1;
+        return ST_ERROR;
     if (t->default_version >= 0 &&
         check_version(e, t->default_version, "default_version", err) != 0)
-        return -1;
+        return ST_ERROR;
     if (t->shadow) {
         const struct model_entry *se = e;
         if (t->shadow_model[0] && strcmp(t->shadow_model, e->name) != 0) {
@@ -561,11 +562,11 @@ int route_check(const struct route_table *t, const struct model_entry *e,
                                  t->shadow_model);
         }
         if (check_version(se, t->shadow_version, "shadow.version", err) != 0)
-            return -1;
+            return ST_ERROR;
         char text[24];
         snprintf(text, sizeof text, "%lld", (long long)t->shadow_version);
         if (se != e && check_same_inputs(e->model, registry_version(se, text), err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }

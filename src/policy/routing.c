@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "model/lookup.h"
 #include "obs/metrics.h"
 #include "policy/guard.h"
@@ -277,7 +278,7 @@ static int file_write(const struct routing *rt, const char *model, const struct 
     json_w_init(&w, &b);
     route_write_json(t, model, &w);
     buf_append(&b, "\n", 1);
-    int rc = -1;
+    int rc = ST_ERROR;
     int fd = -1;
     if (b.err) {
         error_set(err, 500, "out of memory writing the routing table");
@@ -345,7 +346,7 @@ static int hook_check(void *ctx, const char *name, const struct model_entry *e,
     pending_clear(rt);
     int found = file_read(rt, name, &text, &len, err);
     if (found < 0) {
-        rc = -1;
+        rc = ST_ERROR;
         goto out;
     }
     if (found == 0) {
@@ -426,13 +427,13 @@ static int model_known(struct routing *rt, const char *model, struct error *err)
     struct model_snapshot *s = repository_acquire(rt->repo);
     const struct model_entry *e = model_lookup_entry(s, model, strlen(model), err);
     repository_release(rt->repo, s);
-    return e ? 0 : -1;
+    return e ? ST_OK : ST_ERROR;
 }
 
 int routing_get(struct routing *rt, const char *model, struct json_writer *w, struct error *err)
 {
     if (model_known(rt, model, err) != 0)
-        return -1;
+        return ST_ERROR;
     struct routing_snapshot *s = snapshot_acquire(rt);
     const struct routing_entry *e = snapshot_entry(s, model);
     if (e)
@@ -447,7 +448,7 @@ int routing_put(struct routing *rt, const char *model, const char *body, size_t 
                 struct json_writer *w, struct error *err)
 {
     struct route_table *t = NULL;
-    int rc = -1;
+    int rc = ST_ERROR;
     pthread_mutex_lock(&rt->write_lock);
     const struct routing_entry *prev = snapshot_entry(rt->current, model);
     struct model_snapshot *s = repository_acquire(rt->repo);

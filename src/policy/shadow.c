@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "obs/metrics.h"
 #include "obs/request.h"
 #include "policy/diff.h"
@@ -349,11 +350,11 @@ static int copy_request(struct shadow_job *job, const struct model *target,
     r->inputs = arena_calloc(&r->arena, p->ninputs ? p->ninputs : 1, sizeof *r->inputs);
     const char **names = arena_calloc(&r->arena, p->noutputs ? p->noutputs : 1, sizeof *names);
     if (!r->inputs || !names)
-        return -1;
+        return ST_ERROR;
     for (uint32_t i = 0; i < p->ninputs; i++) {
         char *mem = arena_alloc(&r->arena, tensor_copy_size(&p->inputs[i]));
         if (!mem)
-            return -1;
+            return ST_ERROR;
         tensor_copy_to(&r->inputs[i], &p->inputs[i], mem);
         int k = model_input_index(target, p->inputs[i].name);
         r->inputs[i].name = k >= 0 ? target->info.inputs[k].name : p->inputs[i].name;

@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "obs/metrics.h"
 #include "policy/published.h"
 
@@ -46,7 +47,7 @@ int tokenquota_config_check_tenants(const struct tokenquota_config *c,
         const struct tokenquota_rule *r = &c->rules[i];
         if (ratelimit_scope_check_tenant("token-quotas", i, r->tenant_kind, r->tenant, known, ctx,
                                          any_tenants, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -69,7 +70,7 @@ int tokenquota_config_parse(const struct json_value *section, struct tokenquota_
     uint32_t n;
     if (tokenquota_rules_parse(section, c->rules, &n, err) != 0) {
         published_unref(&c->pub);
-        return -1;
+        return ST_ERROR;
     }
     for (uint32_t i = 0; i < n; i++) {
         const struct tokenquota_rule *r = &c->rules[i];
@@ -274,7 +275,7 @@ static int refuse(const struct tokenquota_rule *r, const struct tokenquota_limit
     }
     uint64_t s = (info->retry_ms + 999) / 1000;
     err->retry_after_s = s < 1 ? 1 : s > UINT32_MAX ? UINT32_MAX : (unsigned)s;
-    return -1;
+    return ST_ERROR;
 }
 
 /* A counter a reservation took from, to give back on a later refusal. */
@@ -357,7 +358,7 @@ int tokenquota_reserve(struct tokenquota *tq, const char *tenant, const char *mo
             give_back(&taken[n], taken[n].n, now_ns, res->day);
         }
         config_unref(c);
-        return -1;
+        return ST_ERROR;
     }
     if (!matched) {
         config_unref(c);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "policy/fields.h"
 
 #define SECTION "token-quotas"
@@ -32,12 +33,12 @@ static int parse_window(const struct json_value *entry, uint32_t i, enum tokenqu
     char path[48];
     snprintf(path, sizeof path, SECTION "[%u].%s", i, key);
     if (fields_check_object(v, path, known, err) != 0)
-        return -1;
+        return ST_ERROR;
     uint64_t max = w == TOKENQUOTA_MINUTE ? TOKENQUOTA_MAX_MINUTE : TOKENQUOTA_MAX_DAY;
     for (enum tokenquota_kind k = TOKENQUOTA_PROMPT; k <= TOKENQUOTA_TOTAL; k++) {
         uint64_t limit = 0;
         if (fields_u64(v, path, tokenquota_kind_name(k), 1, max, &limit, err) != 0)
-            return -1;
+            return ST_ERROR;
         if (limit == 0)
             continue;
         struct tokenquota_limit *l = &r->limits[r->nlimits++];
@@ -57,18 +58,18 @@ static int parse_rule(const struct json_value *v, uint32_t i, struct tokenquota_
     char path[32];
     snprintf(path, sizeof path, SECTION "[%u]", i);
     if (fields_check_object(v, path, known, err) != 0)
-        return -1;
+        return ST_ERROR;
     memset(r, 0, sizeof *r);
     if (fields_name(v, path, "tenant", r->tenant, sizeof r->tenant, false, err) != 0 ||
         fields_name(v, path, "model", r->model, sizeof r->model, false, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (r->tenant[0])
         r->tenant_kind = strcmp(r->tenant, "*") == 0 ? RATELIMIT_EACH_TENANT : RATELIMIT_ONE_TENANT;
     if (r->tenant_kind == RATELIMIT_EACH_TENANT)
         r->tenant[0] = '\0';
     if (parse_window(v, i, TOKENQUOTA_MINUTE, r, err) != 0 ||
         parse_window(v, i, TOKENQUOTA_DAY, r, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (r->nlimits == 0)
         return error_set(err, 400,
                          "%s: no limit (give per-minute or per-day, with prompt, completion "
@@ -90,10 +91,10 @@ int tokenquota_rules_parse(const struct json_value *section, struct tokenquota_r
     if (!section || section->type == JSON_NULL)
         return 0;
     if (fields_check_list(section, SECTION, TOKENQUOTA_MAX_RULES, err) != 0)
-        return -1;
+        return ST_ERROR;
     for (uint32_t i = 0; i < section->len; i++) {
         if (parse_rule(&section->u.items[i], i, &rules[i], err) != 0)
-            return -1;
+            return ST_ERROR;
         for (uint32_t k = 0; k < i; k++)
             if (same_scope(&rules[k], &rules[i]))
                 return error_set(err, 400,

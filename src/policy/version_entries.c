@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/status.h"
 #include "policy/fields.h"
 
 static const struct version_key *key_at(const struct version_entries *l, uint32_t i)
@@ -20,7 +21,7 @@ int version_entries_parse(const struct json_value *section, const struct version
     if (!section)
         return 0;
     if (fields_check_list(section, spec->section, spec->max, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (!section->len)
         return 0;
     out->e = mem_calloc(section->len, spec->size);
@@ -44,7 +45,7 @@ int version_entries_parse(const struct json_value *section, const struct version
     return 0;
 fail:
     version_entries_release(out);
-    return -1;
+    return ST_ERROR;
 }
 
 void version_entries_release(struct version_entries *l)

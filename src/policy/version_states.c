@@ -5,13 +5,14 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 int version_states_init(struct version_states *t, const struct version_states_ops *ops)
 {
     *t = (struct version_states){.ops = ops};
     t->states = mem_calloc(ops->max, sizeof t->states[0]);
     if (!t->states)
-        return -1;
+        return ST_ERROR;
     pthread_mutex_init(&t->lock, NULL);
     return 0;
 }

@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "preprocess/logmel.h"
 #include "preprocess/modality.h"
 #include "preprocess/wav.h"
@@ -129,7 +130,7 @@ static int parse_features(const struct json_value *f, struct audio_cfg *c, struc
         get_num(f, "fmax", path, 0.0, true, nyquist, nyquist, &p->fmax, err) ||
         get_num(f, "fmin", path, 0.0, false, p->fmax, 0.0, &p->fmin, err) ||
         get_num(f, "log_floor", path, 0.0, true, 1.0, 1e-10, &p->log_floor, err))
-        return -1;
+        return ST_ERROR;
     if (p->fmin >= p->fmax)
         return error_set(err, 400, "audio.features.fmin (%g) must be below fmax (%g)", p->fmin,
                          p->fmax);
@@ -175,11 +176,11 @@ static int audio_parse(const struct json_value *obj, const char *model_dir, void
                    err) ||
         get_choice(obj, "layout", "audio", layouts, "\"mels_frames\", \"frames_mels\"", 0, &layout,
                    err))
-        return -1;
+        return ST_ERROR;
     if (!json_get(obj, "samples"))
         return error_set(err, 400, "audio.samples is required");
     if (get_uint(obj, "samples", "audio", 1, MAX_SAMPLES, 0, &samples, err))
-        return -1;
+        return ST_ERROR;
     c.sample_rate = (uint32_t)rate;
     c.samples = (uint32_t)samples;
     c.converter = converters[resampler];
@@ -189,7 +190,7 @@ static int audio_parse(const struct json_value *obj, const char *model_dir, void
         return error_set(err, 400, "audio.layout applies to audio.features only");
     struct logmel_params p = {0};
     if (f && parse_features(f, &c, &p, err))
-        return -1;
+        return ST_ERROR;
     struct audio_cfg *out = mem_alloc(sizeof *out);
     if (!out)
         return error_set(err, 500, "out of memory");
@@ -279,7 +280,7 @@ static int audio_run(const void *cfg, const uint8_t *data, size_t len, struct pr
     uint64_t t0 = clock_now_ns();
     struct wav_info w;
     if (wav_parse(data, len, c->max_seconds, &w, err))
-        return -1;
+        return ST_ERROR;
     struct prep_output shape;
     audio_outputs(c, &shape);
     size_t out_count = (size_t)shape.dims[0] * (shape.ndim == 2 ? (size_t)shape.dims[1] : 1);
@@ -287,7 +288,7 @@ static int audio_run(const void *cfg, const uint8_t *data, size_t len, struct pr
     uint64_t n = frames_needed(c, &w);
     float *mono = mem_alloc((n ? n : 1) * sizeof *mono);
     float *wave = c->features ? mem_alloc(c->samples * sizeof *wave) : result;
-    int rc = -1;
+    int rc = ST_ERROR;
     if (!result || !mono || !wave) {
         error_set(err, 500, "out of memory for audio preprocessing");
         goto out_free;

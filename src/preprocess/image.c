@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "policy/fields.h"
 #include "preprocess/image_decode.h"
 #include "preprocess/image_ops.h"
@@ -68,7 +69,7 @@ static int parse_formats(const struct json_value *obj, struct image_cfg *c, stru
     if (!v || v->type == JSON_NULL)
         return 0;
     if (fields_check_list(v, "image.formats", 2, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (v->len == 0)
         return error_set(err, 400, "image.formats: expected at least one of \"jpeg\", \"png\"");
     c->formats = 0;
@@ -94,13 +95,13 @@ static int parse_resize(const struct json_value *obj, struct image_cfg *c, struc
                          "image.resize: required ({\"width\", \"height\"} or "
                          "{\"shorter_side\"} with center_crop)");
     if (fields_check_object(v, "image.resize", keys, err) != 0)
-        return -1;
+        return ST_ERROR;
     int m = 0;
     if (fields_u32(v, "image.resize", "width", 1, IMAGE_MAX_SIDE, &c->resize_w, err) != 0 ||
         fields_u32(v, "image.resize", "height", 1, IMAGE_MAX_SIDE, &c->resize_h, err) != 0 ||
         fields_u32(v, "image.resize", "shorter_side", 1, IMAGE_MAX_SIDE, &c->shorter, err) != 0 ||
         get_choice(v, "image.resize", "method", methods, &m, err) != 0)
-        return -1;
+        return ST_ERROR;
     c->filter = m == 0 ? IMAGE_BILINEAR : IMAGE_BOX;
     bool exact = c->resize_w || c->resize_h;
     if (exact && c->shorter)
@@ -128,7 +129,7 @@ static int parse_crop(const struct json_value *obj, struct image_cfg *c, struct 
     if (fields_check_object(v, "image.center_crop", keys, err) != 0 ||
         fields_u32(v, "image.center_crop", "width", 1, IMAGE_MAX_SIDE, &c->crop_w, err) != 0 ||
         fields_u32(v, "image.center_crop", "height", 1, IMAGE_MAX_SIDE, &c->crop_h, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (!c->crop_w || !c->crop_h)
         return error_set(err, 400, "image.center_crop: expected width and height");
     uint32_t mw = c->shorter ? c->shorter : c->resize_w;
@@ -171,7 +172,7 @@ static int parse_normalize(const struct json_value *obj, struct image_cfg *c, st
     if (c->dtype == DT_UINT8)
         return error_set(err, 400, "image.normalize: not allowed with datatype UINT8");
     if (fields_check_object(v, "image.normalize", keys, err) != 0)
-        return -1;
+        return ST_ERROR;
     bool affine = json_get(v, "scale") || json_get(v, "offset");
     bool stats = json_get(v, "mean") || json_get(v, "std");
     if (affine == stats)
@@ -180,7 +181,7 @@ static int parse_normalize(const struct json_value *obj, struct image_cfg *c, st
         double s = 1.0, o = 0.0;
         if (fields_double(v, "image.normalize", "scale", -1e6, 1e6, &s, err) != 0 ||
             fields_double(v, "image.normalize", "offset", -1e6, 1e6, &o, err) != 0)
-            return -1;
+            return ST_ERROR;
         for (int i = 0; i < 3; i++) {
             c->scale[i] = (float)s;
             c->offset[i] = (float)o;
@@ -190,7 +191,7 @@ static int parse_normalize(const struct json_value *obj, struct image_cfg *c, st
     double mean[3], sd[3];
     if (get_floats(v, "mean", c->channels, -1e6, 1e6, mean, err) != 0 ||
         get_floats(v, "std", c->channels, 1e-6, 1e6, sd, err) != 0)
-        return -1;
+        return ST_ERROR;
     for (uint32_t i = 0; i < c->channels; i++) { /* (x / 255 - mean) / std */
         c->scale[i] = (float)(1.0 / (255.0 * sd[i]));
         c->offset[i] = (float)(-mean[i] / sd[i]);
@@ -210,7 +211,7 @@ static int image_parse(const struct json_value *obj, const char *model_dir, void
     (void)model_dir;
 
     if (fields_check_object(obj, "image", keys, err) != 0)
-        return -1;
+        return ST_ERROR;
     struct image_cfg *c = mem_calloc(1, sizeof *c);
     if (!c)
         return error_set(err, 500, "out of memory");
@@ -248,7 +249,7 @@ static int image_parse(const struct json_value *obj, const char *model_dir, void
     return 0;
 out_free:
     mem_free(c);
-    return -1;
+    return ST_ERROR;
 }
 
 static void image_free(void *cfg)
@@ -282,7 +283,7 @@ static int image_run(const void *cfg, const uint8_t *data, size_t len, struct pr
     const struct image_cfg *c = cfg;
     struct image_pixels img;
     float *planes = NULL;
-    int rc = -1;
+    int rc = ST_ERROR;
 
     if (len > c->max_bytes)
         return error_set(err, 413, "image of %zu bytes is over the limit of %u bytes", len,
@@ -297,7 +298,7 @@ static int image_run(const void *cfg, const uint8_t *data, size_t len, struct pr
     };
     uint64_t t0 = clock_now_ns();
     if (image_decode(data, len, &o, &img, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (c->color == COLOR_GRAY)
         image_to_gray(&img);
     uint64_t t1 = clock_now_ns();

@@ -17,6 +17,7 @@
 #include <png.h>
 
 #include "base/mem.h"
+#include "base/status.h"
 #include "preprocess/image_decode.h"
 
 static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -305,7 +306,7 @@ static int decode_jpeg(const uint8_t *data, size_t len, const struct image_decod
 out_destroy:
     jpeg_destroy_decompress(&d);
     mem_free(x.px);
-    return -1;
+    return ST_ERROR;
 }
 
 /* ---- PNG --------------------------------------------------------------- */
@@ -344,7 +345,7 @@ static void png_on_read(png_structp p, png_bytep out, size_t n)
 static int decode_png(const uint8_t *data, size_t len, const struct image_decode_opts *opts,
                       struct image_pixels *out, struct error *err)
 {
-    struct png_ctx x = {.data = data, .len = len, .rc = -1};
+    struct png_ctx x = {.data = data, .len = len, .rc = ST_ERROR};
     png_structp p;
     png_infop info = NULL;
 

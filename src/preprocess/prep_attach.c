@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/path.h"
+#include "base/status.h"
 #include "model/model.h"
 #include "preprocess/prep_int.h"
 
@@ -39,7 +40,7 @@ static int find_run_input(const struct model *m, const char *name)
     for (uint32_t i = 0; i < m->run_info.ninputs; i++)
         if (strcmp(m->run_info.inputs[i].name, name) == 0)
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }
 
 /* Whether a row of shape out (one dim -1 at most: a text's length) fits
@@ -154,7 +155,7 @@ static int parse_input(const struct model *m, const struct json_value *v, const 
     r->nout = r->mod->outputs(r->cfg, r->outs);
     for (uint32_t k = 0; k < r->nout; k++)
         if (check_feed(m, r, k, *feeds, err) != 0)
-            return -1;
+            return ST_ERROR;
     return 0;
 }
 
@@ -204,7 +205,7 @@ static int parse_file(struct model *m, const char *text, size_t len, const char 
         const char *feeds;
         struct prep_raw *r = &mp->raw[mp->nraw++];
         if (parse_input(m, &inputs->u.items[i], model_dir, r, &feeds, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     return check_names(m, mp, err);
 }
@@ -281,7 +282,7 @@ int prep_attach(struct model *m, const char *model_dir, struct error *err)
     arena_free(&a); /* the raw names were copied into m->info */
     if (rc) {
         prep_free(mp);
-        return -1;
+        return ST_ERROR;
     }
     m->prep = mp;
     m->prep_free = prep_free;

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "model/model.h"
 #include "obs/otlp.h"
 #include "obs/trace.h"
@@ -69,7 +70,7 @@ static int sort_inputs(struct infer_call *call, const struct model_prep *mp, str
                                  mp->raw[r].name, m->run_info.inputs[mp->raw[r].feed[k]].name,
                                  m->name, m->run_info.inputs[mp->raw[r].feed[k]].name,
                                  mp->raw[r].name);
-                return -1;
+                return ST_ERROR;
             }
     for (uint32_t g = 0; g < mp->graph_ninputs; g++) {
         if (pc->graph[g])
@@ -84,7 +85,7 @@ static int sort_inputs(struct infer_call *call, const struct model_prep *mp, str
         serve_call_error(call, 400, "expected input '%s'%s%s%s for model '%s'",
                          m->run_info.inputs[g].name, hint ? " (or '" : "", hint ? hint : "",
                          hint ? "', from which the server makes it)" : "", m->name);
-        return -1;
+        return ST_ERROR;
     }
     return 0;
 }

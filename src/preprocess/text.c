@@ -23,6 +23,7 @@
  * Padding (the stage's, and the scheduler's padding budget) adds id 0 with
  * mask 0: a model fed by this modality must ignore masked positions.
  */
+#include "base/status.h"
 #include "preprocess/modality.h"
 
 #include <stdbool.h>
@@ -114,7 +115,7 @@ static int text_parse(const struct json_value *obj, const char *model_dir, void 
     if (!obj || obj->type != JSON_OBJECT)
         return error_set(err, 400, "text must be an object");
     if (check_keys(obj, err) != 0)
-        return -1;
+        return ST_ERROR;
 
     const char *kind = "bpe", *vocab = "tokenizer.json", *mask = NULL, *dtype = "INT64";
     int64_t max_bytes = TEXT_MAX_BYTES_DEFAULT, max_length = TEXT_MAX_LENGTH_DEFAULT;
@@ -124,7 +125,7 @@ static int text_parse(const struct json_value *obj, const char *model_dir, void 
         get_name(obj, "datatype", &dtype, err) != 0 ||
         get_int(obj, "max_bytes", 1, TEXT_MAX_BYTES_LIMIT, &max_bytes, err) != 0 ||
         get_int(obj, "max_length", 1, TEXT_MAX_LENGTH_LIMIT, &max_length, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (strcmp(kind, "bpe"))
         return error_set(err, 400, "text.tokenizer must be \"bpe\"");
     if (strchr(vocab, '/') || !strcmp(vocab, ".") || !strcmp(vocab, ".."))
@@ -156,7 +157,7 @@ static int text_parse(const struct json_value *obj, const char *model_dir, void 
     }
     if (tokenizer_load(path, &cfg->tok, err) != 0) {
         text_free(cfg);
-        return -1;
+        return ST_ERROR;
     }
     *out = cfg;
     return 0;

@@ -8,6 +8,7 @@
 #include "base/file.h"
 #include "base/json.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 #define BYTE_IDS 256u
 /* The parsed JSON of 65535 merges takes about 7 MB; this bounds a hostile file's. */
@@ -61,7 +62,7 @@ static int32_t merge_insert(struct tokenizer *t, int32_t a, int32_t b, int32_t r
         if (s->rank < 0) {
             s->key = key;
             s->rank = rank;
-            return -1;
+            return NOT_FOUND;
         }
         if (s->key == key)
             return s->rank;
@@ -154,7 +155,7 @@ static int read_merges(struct tokenizer *t, const struct json_value *merges, str
     for (uint32_t k = 0; k < t->nmerges; k++) {
         int32_t *p = t->pairs[k];
         if (get_pair(&merges->u.items[k], k, p, err) != 0)
-            return -1;
+            return ST_ERROR;
         int32_t prev = merge_insert(t, p[0], p[1], (int32_t)k);
         if (prev >= 0)
             return error_set(err, 400, "tokenizer.json: \"merges\"[%u] repeats \"merges\"[%d]", k,
@@ -204,12 +205,12 @@ static int parse_tree(const struct json_value *root, struct tokenizer *t, struct
         return error_set(err, 400, "tokenizer.json: \"type\" must be \"byte-bpe\"");
     int64_t vocab, eos;
     if (get_int(root, "vocab_size", &vocab, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (vocab < BYTE_IDS + 1 || vocab > TOKENIZER_MAX_VOCAB)
         return error_set(err, 400, "tokenizer.json: \"vocab_size\" must be from %u to %u",
                          BYTE_IDS + 1, TOKENIZER_MAX_VOCAB);
     if (get_int(root, "eos_token_id", &eos, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (eos != vocab - 1)
         return error_set(err, 400,
                          "tokenizer.json: \"eos_token_id\" must be the last id, vocab_size - 1");
@@ -227,7 +228,7 @@ static int parse_tree(const struct json_value *root, struct tokenizer *t, struct
                          "(256 bytes + merges + eos)",
                          merges->len, t->vocab, t->nmerges);
     if (alloc_tables(t, err) != 0 || read_merges(t, merges, err) != 0)
-        return -1;
+        return ST_ERROR;
     return fill_bytes(t, err);
 }
 
@@ -241,7 +242,7 @@ int tokenizer_parse(const char *json, size_t len, struct tokenizer **out, struct
     struct json_value *root;
     const char *msg;
     size_t off;
-    int rc = -1;
+    int rc = ST_ERROR;
     struct tokenizer *t = NULL;
     if (json_parse(&a, json, len, NULL, &root, &msg, &off) != ST_OK) {
         if (!strcmp(msg, "out of memory"))
@@ -428,7 +429,7 @@ int64_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len
             count++;
         } else {
             if (piece_reserve(&m, end - start) != 0) {
-                rc = -1;
+                rc = ST_ERROR;
                 goto out_free;
             }
             encode_piece(t, s + start, (uint32_t)(end - start), &m, ids, max, &count);

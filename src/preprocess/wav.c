@@ -6,6 +6,8 @@
 
 #include "preprocess/wav.h"
 
+#include "base/status.h"
+
 #define TAG_PCM 0x0001
 #define TAG_FLOAT 0x0003
 #define TAG_EXTENSIBLE 0xFFFE
@@ -116,7 +118,7 @@ int wav_parse(const uint8_t *p, size_t len, double max_seconds, struct wav_info 
             if (have_fmt)
                 return error_set(err, 400, "WAV has two fmt chunks");
             if (parse_fmt(p + off, size, &w, err))
-                return -1;
+                return ST_ERROR;
             have_fmt = 1;
         }
         off += size;

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "model/lookup.h"
 #include "obs/stats.h"
 #include "serve/classify.h"
@@ -180,7 +181,7 @@ enum stage_result serve_call_error(struct infer_call *call, int status, const ch
     va_end(ap);
     err->status = status;
     err->retry_after_s = 0;
-    call->req.rc = -1;
+    call->req.rc = ST_ERROR;
     return STAGE_DONE;
 }
 
@@ -341,12 +342,12 @@ static void complete_on_loop(struct loop_task *task)
     if (req->rc == 0 && call->_out_of_memory)
         req->rc = error_set(&req->err, 500, "out of memory copying a response");
     if (req->rc == 0 && call->_stream_err.status) {
-        req->rc = -1;
+        req->rc = ST_ERROR;
         req->err = call->_stream_err;
     }
     if (req->rc == 0 && !req->model->sched_cfg.decoupled && call->shm.outputs &&
         shm_request_write(&call->shm, req->outputs, req->noutputs, &req->err) != 0)
-        req->rc = -1;
+        req->rc = ST_ERROR;
     /* Outputs asked as classes (serve/classify.h) are converted for the
      * front end only: the stages' done() see the model's outputs again. */
     struct tensor *computed = req->outputs;
@@ -354,7 +355,7 @@ static void complete_on_loop(struct loop_task *task)
     void *classified = NULL;
     if (req->rc == 0 && !req->model->sched_cfg.decoupled &&
         classify_outputs(req, computed, req->noutputs, &classes, &classified, &req->err) != 0)
-        req->rc = -1;
+        req->rc = ST_ERROR;
     req->outputs = (struct tensor *)classes;
     if (req->rc != 0) {
         if (!req->err.status)
@@ -449,7 +450,7 @@ enum stage_result serve_stage_submit(struct infer_call *call, const void *cfg)
     req->on_response = req->model->sched_cfg.decoupled ? on_response : NULL;
     if (model_submit(req->model, req, call->thread->sched, &err) != 0) {
         req->err = err; /* with its Retry-After */
-        req->rc = -1;
+        req->rc = ST_ERROR;
         return STAGE_DONE;
     }
     call->submitted = true;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/status.h"
 
 struct repo_call {
     struct repo_cmd cmd;
@@ -83,5 +84,5 @@ int serve_repo_call(struct serve_thread *t, bool load, const char *name, size_t 
     return 0;
 out_free:
     call_free(rc);
-    return -1;
+    return ST_ERROR;
 }

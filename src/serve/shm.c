@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/mem.h"
+#include "base/status.h"
 
 struct shm_region {
     atomic_uint refs;
@@ -83,7 +84,7 @@ static int find(const struct shm_registry *reg, const char *name, size_t len)
     for (uint32_t i = 0; i < reg->n; i++)
         if (strlen(reg->regions[i]->name) == len && memcmp(reg->regions[i]->name, name, len) == 0)
             return (int)i;
-    return -1;
+    return NOT_FOUND;
 }
 
 static int check_args(const char *name, const char *key, uint64_t byte_size, struct error *err)
@@ -109,7 +110,7 @@ int shm_register_fd(struct shm_registry *reg, const char *name, const char *key,
                     uint64_t offset, uint64_t byte_size, struct error *err)
 {
     if (check_args(name, key, byte_size, err) != 0)
-        return -1;
+        return ST_ERROR;
     struct stat st;
     if (fstat(fd, &st) != 0)
         return error_set(err, 400, "region '%.64s': cannot stat key '%.64s': %s", name, key,
@@ -163,7 +164,7 @@ int shm_register(struct shm_registry *reg, const char *name, const char *key, ui
                  uint64_t byte_size, struct error *err)
 {
     if (check_args(name, key, byte_size, err) != 0)
-        return -1;
+        return ST_ERROR;
     int fd = shm_open(key, O_RDWR, 0);
     if (fd < 0)
         return error_set(err, 400, "region '%.64s': cannot open shared-memory key '%.64s': %s",
@@ -284,7 +285,7 @@ int shm_request_input(struct shm_request *sr, struct arena *arena, struct tensor
 {
     struct shm_region *r = hold(sr, arena, "input", t->name, p, err);
     if (!r)
-        return -1;
+        return ST_ERROR;
     const char *data = r->base + p->offset;
     int64_t count = tensor_count(t, INT64_MAX);
     if (count < 0)
@@ -324,7 +325,7 @@ int shm_request_output(struct shm_request *sr, struct arena *arena, uint32_t i, 
 {
     struct shm_region *r = hold(sr, arena, "output", name, p, err);
     if (!r)
-        return -1;
+        return ST_ERROR;
     if (!sr->outputs) {
         sr->outputs = arena_calloc(arena, n, sizeof *sr->outputs);
         if (!sr->outputs)
