@@ -7,6 +7,7 @@ which stops the start and is left as it was.
 import datetime
 import json
 import subprocess
+import time
 
 import pytest
 import requests
@@ -146,7 +147,14 @@ def test_calls_are_metered_and_survive_a_restart(server_factory, tmp_path):
     prompt = sum(u["prompt_tokens"] for u in used)
     completion = sum(u["completion_tokens"] for u in used)
     day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    doc = ok_json(requests.get(s.url + "/v2/usage"))
+    # A call is metered when it ends, just after its response was written
+    # (docs/api.md, Usage): the last one may still be settling.
+    deadline = time.monotonic() + 10
+    while True:
+        doc = ok_json(requests.get(s.url + "/v2/usage"))
+        if doc["totals"]["requests"] == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     (row,) = doc["rows"]
     assert row["day"] == day and row["tenant"] is None and row["model"] == "kjv", row
     assert row["requests"] == 3 and row["prompt_tokens"] > prompt, row
