@@ -265,6 +265,33 @@ static void expire(struct grpc_conn *c, uint64_t now)
         loop_defer_at(c->loop, &c->w, next);
 }
 
+/* Reads and handles what the upstream sent. ST_OK: nothing more to read
+ * now; ST_ERROR: the connection failed (closed, reset or a protocol error)
+ * and every call on it was finished. */
+static int read_input(struct grpc_conn *c)
+{
+    uint8_t buf[16384];
+    for (;;) {
+        ssize_t n = recv(c->w.fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            ssize_t r = nghttp2_session_mem_recv(c->session, buf, (size_t)n);
+            if (r < 0) {
+                fail_all(c, nghttp2_strerror((int)r));
+                return ST_ERROR;
+            }
+            continue;
+        }
+        if (n == 0) {
+            fail_all(c, "connection closed by the upstream");
+            return ST_ERROR;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return ST_OK;
+        fail_all(c, "connection lost (recv)");
+        return ST_ERROR;
+    }
+}
+
 static void on_events(struct loop_watch *w, uint32_t events)
 {
     struct grpc_conn *c = (struct grpc_conn *)((char *)w - offsetof(struct grpc_conn, w));
@@ -280,28 +307,8 @@ static void on_events(struct loop_watch *w, uint32_t events)
     }
     if (c->dead && !c->calls)
         return;
-    if (c->connected && (events & EPOLLIN)) {
-        uint8_t buf[16384];
-        for (;;) {
-            ssize_t n = recv(w->fd, buf, sizeof buf, 0);
-            if (n > 0) {
-                ssize_t r = nghttp2_session_mem_recv(c->session, buf, (size_t)n);
-                if (r < 0) {
-                    fail_all(c, nghttp2_strerror((int)r));
-                    return;
-                }
-                continue;
-            }
-            if (n == 0) {
-                fail_all(c, "connection closed by the upstream");
-                return;
-            }
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            fail_all(c, "connection lost (recv)");
-            return;
-        }
-    }
+    if (c->connected && (events & EPOLLIN) && read_input(c) != ST_OK)
+        return;
     if (c->connected && !c->dead)
         flush(c);
     else if (c->connected && c->calls)
@@ -404,6 +411,12 @@ static void fmt_timeout(char *out, size_t n, uint64_t us)
 
 void grpc_conn_call(struct grpc_conn *c, struct grpc_unary *u)
 {
+    /* An upstream that closed or reset the connection since the loop last
+     * looked is seen now, before this call is written into a dead socket:
+     * the call is then refused as never reached (the pool retries it
+     * elsewhere) instead of failing as lost. One recv() per call. */
+    if (c->connected && !c->dead)
+        (void)read_input(c);
     u->status = 0;
     u->reached = false;
     u->message[0] = '\0';

@@ -78,8 +78,11 @@ struct grpc_unary {
 /* Starts connecting to host:port (numeric IPv4/IPv6 or a name resolved
  * now) on loop l. 0, or -errno (nothing allocated). Loop thread. */
 int grpc_conn_open(struct loop *l, const char *host, int port, struct grpc_conn **out);
-/* Starts u on c. If c is dead, u is failed at once (done() before the
- * return, reached false). Loop thread. */
+/* Starts u on c. It first reads what the upstream sent, so that a
+ * connection the upstream closed or reset is seen before u is written into
+ * it: the other calls on c may then finish (their done() runs first). If c
+ * is dead, u is failed at once (done() before the return, reached false).
+ * Loop thread. */
 void grpc_conn_call(struct grpc_conn *c, struct grpc_unary *u);
 /* Not failed: connecting or up. */
 bool grpc_conn_alive(const struct grpc_conn *c);
