@@ -234,9 +234,9 @@ static void stream_emit(struct infer_call *call, const struct serve_response *re
             /* The client does not read (or left): the model stops. */
             atomic_store_explicit(&call->req.cancelled, true, memory_order_relaxed);
     }
-    if (resp->final) {
-        end_stream(call, txn);
-    }
+    /* The stream's end is written by rest_end, after the pipeline has
+     * counted the request: a client that reads the end of the stream and
+     * then asks for statistics finds the request in them. */
 }
 
 static void rest_fail(struct infer_call *call, const struct error *err)

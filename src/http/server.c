@@ -788,6 +788,10 @@ static void accept_all(struct loop_watch *w, uint32_t events)
     (void)events;
     struct listener *l = container_of(w, struct listener, watch);
     struct http_server *s = l->server;
+    /* A drain earlier in this loop pass closed the listener after epoll
+     * had reported it readable. */
+    if (w->fd < 0)
+        return;
     for (;;) {
         int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
