@@ -3,12 +3,14 @@
  *
  * sched_submit() on an I/O thread adds the model's scheduler to the
  * thread's pending list and defers the thread's `flush` watcher to the end
- * of the loop pass. The flush looks at each pending scheduler once
- * (sched_work with this context): it runs the next batch inline when the
- * model may, or hands the scheduler to the pool once the batch is ready to
- * go (a worker is woken per batch, not per pass). A batch that waits to
- * fill keeps its scheduler on the list with a due time, and the loop calls
- * the flush again then (loop_defer_at).
+ * of the loop pass. The flush looks at each pending scheduler once (its
+ * pool job's run_local, which is queue.c's work with this context): it
+ * runs the next batch inline when the model may, or hands the scheduler to
+ * the pool once the batch is ready to go (a worker is woken per batch, not
+ * per pass). A batch that waits to fill keeps its scheduler on the list
+ * with a due time, and the loop calls the flush again then
+ * (loop_defer_at). This file knows schedulers only as pool jobs, so the
+ * dependency between it and queue.c is one way (queue.c calls local_add).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -19,8 +21,9 @@
 #include "sched/sched_int.h"
 
 struct pending {
-    struct sched *s; /* referenced while listed */
-    uint64_t at_ns;  /* 0: this pass */
+    struct pool_job *job;    /* held while listed */
+    struct sched_pool *pool; /* where it goes when this thread cannot run it */
+    uint64_t at_ns;          /* 0: this pass */
 };
 
 struct sched_local {
@@ -56,7 +59,7 @@ void sched_local_free(struct sched_local *x)
     if (!x)
         return;
     for (uint32_t i = 0; x->list && i < x->n; i++)
-        sched_unref(x->list[i].s);
+        x->list[i].job->drop(x->list[i].job);
     mem_free(x->list);
     mem_free(x->spare);
     mem_free(x);
@@ -70,8 +73,8 @@ uint64_t local_budget_ns(const struct sched_local *x)
 void sched_local_stop(struct sched_local *x)
 {
     for (uint32_t i = 0; i < x->n; i++) {
-        pool_post(x->list[i].s->pool, &x->list[i].s->job);
-        sched_unref(x->list[i].s);
+        pool_post(x->list[i].pool, x->list[i].job);
+        x->list[i].job->drop(x->list[i].job);
     }
     x->n = 0;
 }
@@ -88,22 +91,22 @@ static int grow(struct sched_local *x)
     return 0;
 }
 
-void local_add(struct sched_local *x, struct sched *s, uint64_t at_ns)
+void local_add(struct sched_local *x, struct sched_pool *pool, struct pool_job *job, uint64_t at_ns)
 {
     struct pending *p = NULL;
     for (uint32_t i = 0; i < x->n && !p; i++)
-        if (x->list[i].s == s)
+        if (x->list[i].job == job)
             p = &x->list[i];
     if (p) {
         if (at_ns < p->at_ns)
             p->at_ns = at_ns;
     } else if (x->n == x->cap && grow(x) != 0) {
         /* Out of memory: a pool worker looks at the scheduler instead. */
-        pool_post(s->pool, &s->job);
+        pool_post(pool, job);
         return;
     } else {
-        sched_ref(s);
-        x->list[x->n++] = (struct pending){.s = s, .at_ns = at_ns};
+        job->hold(job);
+        x->list[x->n++] = (struct pending){.job = job, .pool = pool, .at_ns = at_ns};
     }
     loop_defer_at(x->loop, &x->flush, at_ns);
 }
@@ -123,11 +126,11 @@ static void flush(struct loop_watch *w, uint32_t events)
     x->n = 0;
     uint64_t now = clock_now_ns();
     for (uint32_t i = 0; i < n; i++) {
-        struct sched *s = taken[i].s;
+        struct pool_job *job = taken[i].job;
         if (taken[i].at_ns > now)
-            local_add(x, s, taken[i].at_ns);
+            local_add(x, taken[i].pool, job, taken[i].at_ns);
         else
-            sched_work(s, x); /* runs it here, or hands a ready batch to the pool */
-        sched_unref(s);
+            job->run_local(job, x); /* runs it here, or hands a ready batch to the pool */
+        job->drop(job);
     }
 }

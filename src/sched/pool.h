@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct sched_local;
 struct sched_pool;
 
 /* Work for the pool, embedded in its owner. */
@@ -26,6 +27,10 @@ struct pool_job {
     void (*run)(struct pool_job *j);  /* on a worker thread */
     void (*hold)(struct pool_job *j); /* keeps the owner alive while listed */
     void (*drop)(struct pool_job *j); /* undoes hold */
+    /* On an I/O thread's pending list (sched/local.c): runs what fits that
+     * thread's budget, as run does on a worker. NULL for a job that never
+     * runs on an I/O thread. */
+    void (*run_local)(struct pool_job *j, struct sched_local *here);
     /* The pool's, under its lock. */
     bool _on_ready, _on_timer;
     uint64_t _wake_ns;

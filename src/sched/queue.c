@@ -448,7 +448,7 @@ static void work(struct sched *s, struct sched_local *here, bool background)
             pthread_mutex_unlock(&s->lock);
             answer_late(late, now);
             if (until && here)
-                local_add(here, s, until);
+                local_add(here, s->pool, &s->job, until);
             else if (until)
                 pool_wake_at(background ? s->bg_pool : s->pool, background ? &s->bg_job : &s->job,
                              until);
@@ -476,13 +476,17 @@ static void work(struct sched *s, struct sched_local *here, bool background)
                 post_background(s);
             pthread_mutex_unlock(&s->lock);
             if (again)
-                local_add(here, s, 0);
+                local_add(here, s->pool, &s->job, 0);
             return;
         }
     }
 }
 
-void sched_work(struct sched *s, struct sched_local *here)
+/* Runs what s has ready on the calling thread: `here` is its I/O-thread
+ * context (at most one batch, and only if the model may run inline), or
+ * NULL on a pool worker (batches until none is ready). Sets timers for a
+ * batch that waits to fill. */
+static void sched_work(struct sched *s, struct sched_local *here)
 {
     work(s, here, false);
 }
@@ -490,6 +494,11 @@ void sched_work(struct sched *s, struct sched_local *here)
 static void job_run(struct pool_job *j)
 {
     sched_work((struct sched *)((char *)j - offsetof(struct sched, job)), NULL);
+}
+
+static void job_run_local(struct pool_job *j, struct sched_local *here)
+{
+    sched_work((struct sched *)((char *)j - offsetof(struct sched, job)), here);
 }
 
 static void job_hold(struct pool_job *j)
@@ -626,7 +635,7 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
      * the queue again. */
     if (slot_free) {
         if (here)
-            local_add(here, s, 0);
+            local_add(here, s->pool, &s->job, 0);
         else if (background)
             post_background(s);
         else
@@ -672,7 +681,8 @@ int sched_start(const struct sched_model *m, const struct sched_config *cfg, str
     if (s->cfg.default_level >= s->cfg.nlevels)
         s->cfg.default_level = 0;
     atomic_init(&s->refs, 1);
-    s->job = (struct pool_job){.run = job_run, .hold = job_hold, .drop = job_drop};
+    s->job = (struct pool_job){
+        .run = job_run, .run_local = job_run_local, .hold = job_hold, .drop = job_drop};
     s->bg_job = (struct pool_job){.run = bg_job_run, .hold = bg_job_hold, .drop = bg_job_drop};
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->batches_lock, NULL);

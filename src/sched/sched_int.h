@@ -114,12 +114,6 @@ struct sched_batch {
 void sched_ref(struct sched *s);
 void sched_unref(struct sched *s);
 
-/* Runs what s has ready on the calling thread: `here` is its I/O-thread
- * context (at most one batch, and only if the model may run inline), or
- * NULL on a pool worker (batches until none is ready). Sets timers for a
- * batch that waits to fill. */
-void sched_work(struct sched *s, struct sched_local *here);
-
 /* ---- run.c ---- */
 int slot_init(struct slot *sl, const struct sched *s, void *instance);
 void slot_free(struct slot *sl, uint32_t ninputs);
@@ -134,11 +128,15 @@ int batch_pool_fill(struct sched *s, uint32_t n);
 bool batch_compatible(const struct sched *s, const struct infer_request *a,
                       const struct infer_request *b);
 
-
-/* ---- local.c ---- */
+/* ---- local.c ----
+ * The I/O thread's pending list knows a scheduler only as its pool job
+ * (hold/drop while listed, run_local to run it, pool_post to hand it to a
+ * worker), so local.c never calls into queue.c: the dependency is one way. */
 uint64_t local_budget_ns(const struct sched_local *x);
-/* On the loop thread: look at s at the end of this pass (at_ns 0) or once
- * at_ns has come. */
-void local_add(struct sched_local *x, struct sched *s, uint64_t at_ns);
+/* On the loop thread: run `job` (run_local) at the end of this pass (at_ns
+
+ * 0) or once at_ns has come; if the list cannot grow, `pool` runs it. */
+void local_add(struct sched_local *x, struct sched_pool *pool, struct pool_job *job,
+               uint64_t at_ns);
 
 #endif
