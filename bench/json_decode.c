@@ -8,7 +8,7 @@
  *   cjson      cJSON_Parse, walk to inputs[0].data, (float)valuedouble per
  *              element (what a typical cJSON-based server does), cJSON_Delete
  *   tree       inferd's JSON reader building the whole tree, then
- *              json_num_f32 per element (the old path of api/infer_json.c)
+ *              json_num_f32 per element (the old path of api/rest/infer_json.c)
  *   inferd     inferd's JSON reader with raw_array_key = "data" (the array
  *              is skipped as one raw span), then tensor_json_parse straight
  *              into a float buffer

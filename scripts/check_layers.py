@@ -59,13 +59,29 @@ ONLY_FROM = {
     "bench": {"base", "core", "net", "http", "backend", "preprocess", "bench"},
 }
 
+# Layers whose folders are sub-layers, bottom to top. Each entry of a level
+# is a folder ("api/rest") or a unit ("api/http_api": the header and the .c
+# implementing it); a file belongs to the first entry naming its unit, else
+# to the one naming its folder. A file may include from a lower level, and
+# from its own entry; never from another entry of its own level (the front
+# ends do not know one another) or from a higher one. api: what the front
+# ends share (api/*.c) < the front ends < the HTTP entry, which hands each
+# request to its front end.
+SUBLAYERS = {
+    "api": [
+        {"api"},
+        {"api/rest", "api/grpc", "api/openai", "api/pages"},
+        {"api/http_api"},
+    ],
+}
+
 # Headers generated into the build directory, and the layer they belong to.
 # *.pb-c.h are protoc-c's output for proto/*.proto (the gRPC messages):
 # the server's front ends (api) and the gateway's client (cluster) use them.
 GENERATED = [
     (re.compile(r"^[A-Za-z0-9_]+\.pb-c\.h$"), "cluster"),
-    (re.compile(r"^dashboard_html\.h$"), "api"),  # src/api/dashboard.html
-    (re.compile(r"^playground_html\.h$"), "api"),  # src/api/playground.html
+    (re.compile(r"^dashboard_html\.h$"), "api"),  # src/api/pages/dashboard.html
+    (re.compile(r"^playground_html\.h$"), "api"),  # src/api/pages/playground.html
 ]
 
 # Known cycles that are being removed elsewhere, as sets of units
@@ -81,17 +97,21 @@ def layer_rank(layer):
 
 
 def scan(src):
-    """Returns {relpath: [(line, target_relpath_or_None, spelled, layer)]}."""
+    """Returns {relpath: [(line, target_relpath_or_None, spelled, layer)]}.
+    relpath is relative to src/ and may have subfolders (api/rest/rest.c);
+    a file's layer is its first folder."""
     files = {}
     for folder in sorted(os.listdir(src)):
         d = os.path.join(src, folder)
         if not os.path.isdir(d):
             continue
-        for name in sorted(os.listdir(d)):
-            if name.endswith((".c", ".h")):
-                files[f"{folder}/{name}"] = []
+        for root, _, names in sorted(os.walk(d)):
+            for name in sorted(names):
+                if name.endswith((".c", ".h")):
+                    rel = os.path.relpath(os.path.join(root, name), src)
+                    files[rel.replace(os.sep, "/")] = []
     for rel in files:
-        folder = rel.split("/")[0]
+        own_dir = rel.rsplit("/", 1)[0]
         with open(os.path.join(src, rel), encoding="utf-8", errors="replace") as f:
             for lineno, text in enumerate(f, 1):
                 m = INCLUDE_RE.match(text)
@@ -102,8 +122,8 @@ def scan(src):
                 layer = None
                 if "/" in spelled and spelled in files:
                     target = spelled
-                elif "/" not in spelled and f"{folder}/{spelled}" in files:
-                    target = f"{folder}/{spelled}"
+                elif "/" not in spelled and f"{own_dir}/{spelled}" in files:
+                    target = f"{own_dir}/{spelled}"
                 if target:
                     layer = target.split("/")[0]
                 else:
@@ -113,6 +133,22 @@ def scan(src):
                             break
                 files[rel].append((lineno, target, spelled, layer))
     return files
+
+
+def sublevel(rel):
+    """(level, group) of a file inside a layer with SUBLAYERS, or None."""
+    levels = SUBLAYERS.get(rel.split("/")[0])
+    if not levels:
+        return None
+    stem = rel[:-2]
+    own_dir = rel.rsplit("/", 1)[0]
+    for i, groups in enumerate(levels):
+        if stem in groups:
+            return i, stem
+    for i, groups in enumerate(levels):
+        if own_dir in groups:
+            return i, own_dir
+    return None
 
 
 def units_of(files):
@@ -129,11 +165,11 @@ def units_of(files):
             unit[rel] = own[:-2]
             continue
         unit[rel] = rel[:-2]
-        folder = rel.split("/")[0]
+        own_dir = rel.rsplit("/", 1)[0]
         for _, target, _, _ in incs:
             if target is None:
                 continue
-            if target.split("/")[0] == folder:
+            if target.rsplit("/", 1)[0] == own_dir:
                 unit[rel] = target[:-2]
             break
     return unit
@@ -229,6 +265,9 @@ def main():
             problems.append(f"src/{rel}: folder '{folder}' is not in LAYERS "
                             "(scripts/check_layers.py): add it in its place")
             continue
+        if folder in SUBLAYERS and sublevel(rel) is None:
+            problems.append(f"src/{rel}: in none of SUBLAYERS['{folder}'] "
+                            "(scripts/check_layers.py): add its folder in its place")
         for lineno, target, spelled, layer in files[rel]:
             n_includes += 1
             if layer is None:
@@ -244,6 +283,12 @@ def main():
                 problems.append(f"src/{rel}:{lineno}: {folder} may include only "
                                 f"{', '.join(sorted(ONLY_FROM[folder]))}: "
                                 f"{folder} -> {layer} (\"{spelled}\")")
+            elif layer == folder and target and sublevel(rel) and sublevel(target):
+                (li, gi), (lt, gt) = sublevel(rel), sublevel(target)
+                if lt > li or (lt == li and gi != gt):
+                    kind = "upward" if lt > li else "sideways"
+                    problems.append(f"src/{rel}:{lineno}: {kind} include inside {folder}: "
+                                    f"{gi} -> {gt} (\"{spelled}\")")
 
     unit = units_of(files)
     edges = {}  # unit -> {unit: (file, line)}

@@ -1,6 +1,6 @@
 /*
  * auth_http: the API-key check of the HTTP endpoints (policy/auth.h) —
- * the REST router (rest.c), the metrics port (metrics_http.c) — and the
+ * the HTTP entry (api/http_api.c), the metrics port (api/metrics_port.c) — and the
  * answer to a refused request: 401 with WWW-Authenticate, or 403, with a
  * JSON error body; the tenant goes to the access log.
  *

@@ -1,6 +1,6 @@
 /*
  * streams: the resumable event streams of the OpenAI-compatible API
- * (api/openai.h, docs/openai.md), in one process-wide registry with its
+ * (api/openai/openai.h, docs/openai.md), in one process-wide registry with its
  * own mutex.
  *
  * A stream is the Server-Sent Event sequence of one streamed completion.

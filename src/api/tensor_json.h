@@ -8,7 +8,7 @@
  * snprintf.
  *
  * tensor_json_parse() accepts exactly what the tree path (base/json with
- * NaN/Infinity allowed, then the per-element checks of api/infer_json.c)
+ * NaN/Infinity allowed, then the per-element checks of api/rest/infer_json.c)
  * accepts for a `data` value nested at most TENSOR_JSON_MAX_DEPTH deep, and
  * produces the same bytes and the same messages. Its errors come in the
  * tree path's order: malformed JSON anywhere in the span first, then a

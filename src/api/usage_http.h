@@ -1,6 +1,6 @@
 /*
  * usage_http: GET /v2/usage, the metering of generative models' tokens
- * (obs/usage.h) by day, tenant and model, for admins (routed by rest.c,
+ * (obs/usage.h) by day, tenant and model, for admins (routed by api/rest/rest.c,
  * admin scope when API keys are configured; docs/api.md).
  *
  * Query parameters, each at most once, all optional:

@@ -16,9 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/grpc.h"
-#include "api/obs_http.h"
-#include "api/rest.h"
+#include "api/grpc/grpc.h"
+#include "api/grpc/services.h"
+#include "api/http_api.h"
+#include "api/http_obs.h"
+#include "api/metrics_port.h"
 #include "api/streams.h"
 #include "base/clock.h"
 #include "base/cpus.h"
@@ -119,7 +121,7 @@ struct io_thread {
     struct http_server *server;
     struct h3_server *h3;      /* --http3: thread 0 only (h3.h: one loop owns the UDP port) */
     struct serve_thread serve; /* the serving pipeline's state of this thread */
-    struct rest_api api;
+    struct http_api api;
     struct grpc_api grpc;
     struct loop_task drain_task; /* posted by the main thread on SIGTERM */
     struct loop_task stop_task;  /* posted on a second signal */
@@ -159,7 +161,7 @@ static void io_drain(struct loop_task *task)
     struct io_thread *t =
         (struct io_thread *)((char *)task - offsetof(struct io_thread, drain_task));
     t->draining = true;
-    t->api.draining = true;
+    t->api.rest.draining = true;
     grpc_api_drain(&t->grpc);
     if (t->h3)
         h3_server_drain(t->h3, io_on_h3_drained, t);
@@ -209,7 +211,7 @@ static void io_tick(void *arg, uint64_t now_ms)
 {
     struct io_thread *t = arg;
     serve_thread_tick(&t->serve, now_ms);
-    rest_api_tick(&t->api, now_ms);
+    http_api_tick(&t->api, now_ms);
     grpc_api_tick(&t->grpc, now_ms);
 }
 
@@ -337,10 +339,11 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->serve.shm = shm; /* one registry for every thread */
         t->serve.on_idle = io_on_idle;
         t->serve.idle_arg = t;
-        rest_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
-        t->api.routing = routing;
+        http_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
+        t->api.rest.routing = routing;
         t->api.auth = auth;
-        if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes) != 0) {
+        if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes, grpc_services,
+                          grpc_nservices) != 0) {
             log_error("cannot set up the gRPC front end: %s", strerror(errno));
             return -1;
         }
@@ -353,7 +356,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         http.tick_arg = t;
         t->drain_task.run = io_drain;
         t->stop_task.run = io_stop;
-        if (http_server_start(&t->loop, &http, rest_handle, &t->api, &t->server) != 0)
+        if (http_server_start(&t->loop, &http, http_api_handle, &t->api, &t->server) != 0)
             return -1;
         /* The first listener may have picked the port (--http-port 0). */
         http.port = http_server_port(t->server);
@@ -375,7 +378,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
             .tls = quic,
             .on_response = http.on_response,
         };
-        if (h3_server_start(&threads[0].loop, &h3, rest_handle, &threads[0].api, &threads[0].h3) !=
+        if (h3_server_start(&threads[0].loop, &h3, http_api_handle, &threads[0].api, &threads[0].h3) !=
             0)
             return -1;
         snprintf(alt_svc, sizeof alt_svc, "h3=\":%d\"; ma=86400", h3_server_port(threads[0].h3));
@@ -406,14 +409,14 @@ static void stop_io_threads(struct io_thread *threads, int n)
     for (int i = 0; i < n; i++) {
         h3_server_free(threads[i].h3);
         http_server_free(threads[i].server);
-        rest_api_free(&threads[i].api);
+        http_api_free(&threads[i].api);
         grpc_api_free(&threads[i].grpc);
         serve_thread_free(&threads[i].serve);
     }
     streams_shutdown();
 }
 
-/* The metrics listener (its own thread; see api/obs_http.h), unless
+/* The metrics listener (its own thread; see api/metrics_port.h), unless
  * --no-metrics. Returns 0 or -1 (logged). */
 static int start_metrics(const struct serve_options *o, struct metrics_server **out)
 {
@@ -429,7 +432,7 @@ static int start_metrics(const struct serve_options *o, struct metrics_server **
         .idle_timeout_ms = o->http.idle_timeout_ms,
         .write_timeout_ms = o->http.write_timeout_ms,
         .max_response_bytes = o->http.max_response_bytes,
-        .on_response = obs_http_on_response,
+        .on_response = http_obs_on_response,
     };
     if (metrics_server_start(&cfg, &o->obs, out) != 0)
         return -1;

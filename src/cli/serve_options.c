@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/grpc.h"
-#include "api/rest.h"
+#include "api/grpc/grpc.h"
+#include "api/http_obs.h"
+#include "api/rest/infer.h"
 #include "api/streams.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -258,7 +259,7 @@ void serve_options_defaults(struct serve_options *o)
                  .grpc_listen = true,
                  .grpc_port = 8001,
                  .h2_max_concurrent_streams = 128,
-                 .on_response = obs_http_on_response},
+                 .on_response = http_obs_on_response},
         .gen = {.kv_cache_bytes = GEN_DEFAULT_KV_CACHE_BYTES,
                 .max_running = GEN_DEFAULT_MAX_RUNNING,
                 .prefill_chunk = GEN_DEFAULT_PREFILL_CHUNK},

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "api/cors.h"
-#include "api/obs_http.h"
+#include "api/obs_sources.h"
 #include "base/error.h"
 #include "gen/engine.h"
 #include "http/server.h"

@@ -58,7 +58,7 @@ enum http_version { HTTP_VERSION_1_0, HTTP_VERSION_1_1, HTTP_VERSION_2, HTTP_VER
  * handler (txn) or of the server itself (txn NULL), once, when it ends. */
 typedef void (*http_response_fn)(const struct http_txn *txn, int status, size_t body_bytes);
 
-/* Longest request id a txn keeps (api/rest_obs.c: obs/request.h's). */
+/* Longest request id a txn keeps (api/http_obs.c: obs/request.h's). */
 #define HTTP_REQUEST_ID_MAX 128
 
 struct http_txn {
@@ -76,7 +76,7 @@ struct http_txn {
     /* Extra response header lines, each "Name: value\r\n" (e.g. Allow,
      * CORS, gRPC-Web's metadata). */
     char extra_headers[4096];
-    /* Observers (access log, tracing: api/rest_obs.c), set by the handler
+    /* Observers (access log, tracing: api/http_obs.c), set by the handler
      * for each request; see the top of this file. */
     void (*on_head)(struct http_txn *txn, int status);
     void (*on_end)(struct http_txn *txn, int status, uint64_t body_bytes);

@@ -1,8 +1,8 @@
 /*
  * settings: Triton's logging and trace-setting APIs without their wire
  * format, shared by the REST front end (GET/POST /v2/logging,
- * /v2[/models/{m}]/trace/setting, api/rest_obs.c) and the gRPC one
- * (LogSettings, TraceSetting, api/grpc_admin.c).
+ * /v2[/models/{m}]/trace/setting, api/http_obs.c) and the gRPC one
+ * (LogSettings, TraceSetting, api/grpc/admin.c).
  *
  * A front end turns its request into a list of struct setting (REST: the
  * JSON object, settings_from_json; gRPC: the request's settings map),

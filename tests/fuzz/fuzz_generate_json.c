@@ -1,7 +1,7 @@
 /*
- * Fuzz target: Triton's generate request body (api/generate_json.c),
+ * Fuzz target: Triton's generate request body (api/rest/generate_json.c),
  * rewritten into an infer request and decoded by the infer decoder
- * (api/infer_json.c), against the test model (batched or not, by the first
+ * (api/rest/infer_json.c), against the test model (batched or not, by the first
  * input byte). Whatever is accepted is answered through the generate
  * response writer, whose output must be one valid JSON object.
  *
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "../support/test_model.h"
-#include "api/generate_json.h"
-#include "api/infer_json.h"
+#include "api/rest/generate_json.h"
+#include "api/rest/infer_json.h"
 #include "base/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

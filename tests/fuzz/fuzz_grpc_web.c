@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the gRPC and gRPC-Web framing (api/grpc_framing.c): the
+ * Fuzz target for the gRPC and gRPC-Web framing (api/grpc/framing.c): the
  * message reader both wires use, and the base64 text form of gRPC-Web.
  * The first input byte chooses: bit 0 set = the rest is a
  * grpc-web-text body (base64, chunks each padded), else a binary body;
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/grpc_framing.h"
+#include "api/grpc/framing.h"
 #include "base/base64.h"
 
 #define MAX_MESSAGE 4096

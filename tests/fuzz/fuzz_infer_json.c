@@ -1,5 +1,5 @@
 /*
- * Fuzz target: KServe v2 infer request decoding (api/infer_json.c), JSON and
+ * Fuzz target: KServe v2 infer request decoding (api/rest/infer_json.c), JSON and
  * Triton's binary tensor data extension, against a model with inputs of
  * several datatypes and ranks or one of a few single-input models (for raw
  * binary requests). A decoded request is re-encoded as a response (inputs
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "../support/test_model.h"
-#include "api/infer_json.h"
+#include "api/rest/infer_json.h"
 #include "base/json.h"
 
 #define NO_HEADER 0x1fff

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: KServe v2 gRPC ModelInferRequest decoding (api/infer_pb.c):
+ * Fuzz target: KServe v2 gRPC ModelInferRequest decoding (api/grpc/infer_pb.c):
  * protobuf-c unpacking into a request arena with a ceiling, then the checks
  * against a model with inputs of several datatypes and ranks
  * (tests/support/test_model.h). A decoded request is encoded as a
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "../support/test_model.h"
-#include "api/infer_pb.h"
+#include "api/grpc/infer_pb.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the OpenAI request parser (api/openai_json.c), completions
+ * Fuzz target: the OpenAI request parser (api/openai/json.c), completions
  * or chat. An accepted request must keep every documented bound (the
  * parser's contract); its text is then written through every response
  * writer (as completion text, chunk delta and model name), and a refusal
@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "api/openai_json.h"
+#include "api/openai/json.h"
 #include "base/json.h"
 
 static void check_json(struct buf *b)

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "../support/test_model.h"
-#include "api/infer_json.h"
-#include "api/infer_pb.h"
+#include "api/rest/infer_json.h"
+#include "api/grpc/infer_pb.h"
 #include "serve/shm.h"
 
 #define R_SIZE 4096

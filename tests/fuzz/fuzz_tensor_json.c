@@ -1,6 +1,6 @@
 /*
  * Fuzz target: api/tensor_json, differentially against the tree path
- * (base/json + the element checks of api/infer_json.c).
+ * (base/json + the element checks of api/rest/infer_json.c).
  *
  * The first byte picks the datatype (low nibble) and a count adjustment
  * (high bits); the rest is the `data` span. The element count is the tree

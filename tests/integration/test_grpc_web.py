@@ -1,4 +1,4 @@
-"""gRPC-Web on the HTTP port (api/grpc_web.h, docs/protocols.md), checked
+"""gRPC-Web on the HTTP port (api/grpc/web.h, docs/protocols.md), checked
 with a client written here from the protocol description (grpc/grpc
 PROTOCOL-WEB.md: length-prefixed frames, the trailers as a frame with flag
 0x80, the text form as base64 of each frame) over requests (HTTP/1.1) and

@@ -1,4 +1,4 @@
-/* Unit tests of the gRPC front end's helpers (api/grpc_transport.c): grpc-timeout
+/* Unit tests of the gRPC front end's helpers (api/grpc/transport.c): grpc-timeout
  * parsing, grpc-message percent-encoding and the status mapping. The RPCs
  * themselves are tested end to end by tests/integration/test_grpc.py. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "api/grpc.h"
+#include "api/grpc/grpc.h"
 
 static void expect_timeout(const char *text, uint64_t want_ns)
 {

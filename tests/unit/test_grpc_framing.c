@@ -1,4 +1,4 @@
-/* Unit tests of the gRPC and gRPC-Web framing (api/grpc_framing.c): the
+/* Unit tests of the gRPC and gRPC-Web framing (api/grpc/framing.c): the
  * message reader (pieces, empty messages, refusals), the content types
  * and the trailer frame (the text form's base64: tests/unit/test_base64.c). The
  * wire behaviour is tested end to end by tests/integration/test_grpc_web.py
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "api/grpc_framing.h"
+#include "api/grpc/framing.h"
 
 static enum grpc_read feed(struct grpc_reader *r, struct buf *msg, uint64_t max, const char *data,
                            size_t len, size_t *left)

@@ -1,4 +1,4 @@
-/* Unit tests of the KServe v2 JSON infer codec (api/infer_json.c). */
+/* Unit tests of the KServe v2 JSON infer codec (api/rest/infer_json.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "../support/test_model.h"
-#include "api/infer_json.h"
+#include "api/rest/infer_json.h"
 #include "base/mem.h"
 #include "core/fp16.h"
 

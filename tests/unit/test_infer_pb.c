@@ -1,4 +1,4 @@
-/* Unit tests of the KServe v2 gRPC infer codec (api/infer_pb.c). */
+/* Unit tests of the KServe v2 gRPC infer codec (api/grpc/infer_pb.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "api/infer_pb.h"
+#include "api/grpc/infer_pb.h"
 #include "base/mem.h"
 #include "model/model.h"
 

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "api/openai_json.h"
+#include "api/openai/json.h"
 #include "base/json.h"
 
 static struct arena arena;

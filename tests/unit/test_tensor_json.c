@@ -1,7 +1,7 @@
 /*
  * Unit tests for api/tensor_json: every datatype, nesting, element counts,
  * every error, the writer, and a differential test against the tree path
- * (base/json + the per-element checks of api/infer_json.c) on random and
+ * (base/json + the per-element checks of api/rest/infer_json.c) on random and
  * mutated arrays.
  */
 #include <errno.h>

@@ -1,0 +1,682 @@
+#include "api/rest/infer_json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/tensor_json.h"
+#include "base/json.h"
+#include "core/fp16.h"
+
+/* Nesting allowed in a request: the document, inputs array, input object,
+ * and `data` nested up to the maximum rank. */
+#define INFER_JSON_MAX_DEPTH (TENSOR_MAX_DIMS + 8)
+
+/* Bytes of a BYTES element's length prefix in binary tensor data. */
+
+/* ---- request ---------------------------------------------------------- */
+
+/* The part of the body after the JSON header, claimed input by input. */
+struct binary_part {
+    const char *body;
+    size_t off;   /* next unclaimed byte */
+    size_t end;   /* body length */
+    bool present; /* the request has Inference-Header-Content-Length */
+};
+
+/* An optional boolean parameter: absent leaves *out unchanged. */
+static int get_bool_param(const struct json_value *params, const char *key, const char *where,
+                          bool *out, struct error *err)
+{
+    const struct json_value *v = json_get(params, key);
+    if (!v)
+        return 0;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+        return error_set(err, 400, "%s: parameter '%s' must be true or false", where, key);
+    *out = v->type == JSON_TRUE;
+    return 0;
+}
+
+/* An output's optional "classification" parameter (Triton's extension,
+ * serve/classify.h): a positive integer; counts beyond UINT32_MAX are
+ * UINT32_MAX (any count is clamped to the output's classes). Absent: 0. */
+static int get_classification(const struct json_value *params, const char *where, uint32_t *out,
+                              struct error *err)
+{
+    const struct json_value *v = json_get(params, "classification");
+    *out = 0;
+    if (!v)
+        return 0;
+    uint64_t k;
+    if (json_num_u64(v, &k) != 0 || k == 0)
+        return error_set(err, 400, "%s: parameter 'classification' must be a positive integer",
+                         where);
+    *out = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+    return 0;
+}
+
+static int check_parameters(const struct json_value *params, const char *where,
+                            struct error *err)
+{
+    if (!params)
+        return 0;
+    if (params->type != JSON_OBJECT)
+        return error_set(err, 400, "%s: 'parameters' must be an object", where);
+    for (uint32_t i = 0; i < params->len; i++) {
+        enum json_type t = params->u.members[i].value.type;
+        if (t == JSON_ARRAY || t == JSON_RAW || t == JSON_OBJECT || t == JSON_NULL)
+            return error_set(err, 400, "%s: parameter '%s' must be a string, number or bool",
+                             where, params->u.members[i].key);
+    }
+    return 0;
+}
+
+/* Triton's shared-memory parameters of a tensor (serve/shm.h); p->has_region
+ * false when it has none. */
+static int get_shm_params(const struct json_value *params, const char *where,
+                          struct shm_params *p, struct error *err)
+{
+    memset(p, 0, sizeof *p);
+    const struct json_value *region = json_get(params, "shared_memory_region");
+    const struct json_value *size = json_get(params, "shared_memory_byte_size");
+    const struct json_value *offset = json_get(params, "shared_memory_offset");
+    if (!region) {
+        if (size || offset)
+            return error_set(err, 400, "%s: shared-memory parameters need 'shared_memory_region'",
+                             where);
+        return 0;
+    }
+    if (region->type != JSON_STRING)
+        return error_set(err, 400, "%s: 'shared_memory_region' must be a string", where);
+    if (size && json_num_u64(size, &p->byte_size) != 0)
+        return error_set(err, 400, "%s: 'shared_memory_byte_size' must be a non-negative integer",
+                         where);
+    if (offset && json_num_u64(offset, &p->offset) != 0)
+        return error_set(err, 400, "%s: 'shared_memory_offset' must be a non-negative integer",
+                         where);
+    p->region = region->u.str;
+    p->region_len = region->len;
+    p->has_region = true;
+    p->has_byte_size = size != NULL;
+    return 0;
+}
+
+static int decode_shape(const struct json_value *shape, const char *name, struct tensor *t,
+                        struct error *err)
+{
+    if (!shape || shape->type != JSON_ARRAY)
+        return error_set(err, 400, "input '%s': 'shape' must be an array of integers", name);
+    if (shape->len > TENSOR_MAX_DIMS)
+        return error_set(err, 400, "input '%s': shape has %u dimensions, at most %d allowed",
+                         name, shape->len, TENSOR_MAX_DIMS);
+    t->ndim = shape->len;
+    for (uint32_t i = 0; i < shape->len; i++) {
+        int64_t d;
+        if (json_num_i64(&shape->u.items[i], &d) != 0 || d < 0)
+            return error_set(err, 400, "input '%s': shape must hold non-negative integers",
+                             name);
+        t->shape[i] = d;
+    }
+    return 0;
+}
+
+/* Claims the input's binary_data_size bytes from the binary part. Numeric
+ * data is used in place when aligned for its element type, else copied
+ * into the arena (a body offset is arbitrary, so alignment is luck). */
+static int decode_binary_input(struct infer_request *req, struct tensor *t,
+                               const struct json_value *size_v, struct binary_part *bin,
+                               struct error *err)
+{
+    uint64_t size;
+    if (json_num_u64(size_v, &size) != 0)
+        return error_set(err, 400, "input '%s': 'binary_data_size' must be a non-negative integer",
+                         t->name);
+    if (!bin->present)
+        return error_set(err, 400,
+                         "input '%s': 'binary_data_size' needs the Inference-Header-Content-Length "
+                         "header",
+                         t->name);
+    size_t left = bin->end - bin->off;
+    if (size > left)
+        return error_set(err, 400,
+                         "input '%s': binary_data_size %" PRIu64
+                         " exceeds the %zu bytes of binary data left in the body",
+                         t->name, size, left);
+    const char *p = bin->body + bin->off;
+    bin->off += (size_t)size;
+
+    int64_t count = tensor_count(t, INT64_MAX);
+    if (count < 0)
+        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
+    if (t->dtype == DT_BYTES)
+        return tensor_bytes_split(&req->arena, t, p, (size_t)size, count, "binary_data_size", err);
+    size_t esize = dtype_size(t->dtype);
+    if (esize == 0)
+        return error_set(err, 400, "input '%s': datatype %s cannot be sent as binary data",
+                         t->name, dtype_name(t->dtype));
+    if ((uint64_t)count > SIZE_MAX / esize)
+        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
+    if ((size_t)count * esize != size) {
+        char shape[128];
+        shape_format(t->shape, t->ndim, shape, sizeof shape);
+        return error_set(err, 400,
+                         "input '%s': binary_data_size is %" PRIu64
+                         " bytes, shape %s of %s needs %zu",
+                         t->name, size, shape, dtype_name(t->dtype), (size_t)count * esize);
+    }
+    t->nbytes = (size_t)size;
+    if (size == 0 || (uintptr_t)p % esize == 0) {
+        t->data = (void *)p;
+        return 0;
+    }
+    void *copy = arena_alloc(&req->arena, (size_t)size);
+    if (!copy)
+        return error_set(err, 413, "input '%s': request too large to decode", t->name);
+    memcpy(copy, p, (size_t)size);
+    t->data = copy;
+    return 0;
+}
+
+static int decode_input(struct infer_request *req, struct shm_request *shm,
+                        const struct model *m, const struct json_value *in, bool *seen,
+                        struct binary_part *bin, struct error *err)
+{
+    if (in->type != JSON_OBJECT)
+        return error_set(err, 400, "each element of 'inputs' must be an object");
+    const struct json_value *name = json_get(in, "name");
+    if (!name || name->type != JSON_STRING)
+        return error_set(err, 400, "input without a 'name' string");
+    int idx = model_input_index(m, name->u.str);
+    if (idx < 0 || strlen(name->u.str) != name->len)
+        return model_io_unknown(&m->info, true, name->u.str, m->name, err);
+    if (seen[idx])
+        return error_set(err, 400, "duplicate input '%s'", name->u.str);
+    seen[idx] = true;
+
+    struct tensor *t = &req->inputs[idx];
+    t->name = m->info.inputs[idx].name;
+    const struct json_value *dt = json_get(in, "datatype");
+    if (!dt || dt->type != JSON_STRING)
+        return error_set(err, 400, "input '%s': 'datatype' must be a string", t->name);
+    t->dtype = dtype_from_name(dt->u.str, dt->len);
+    if (t->dtype == DT_INVALID)
+        return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, dt->u.str);
+    if (decode_shape(json_get(in, "shape"), t->name, t, err) != 0)
+        return -1;
+    if (model_io_check(m->name, &m->info.inputs[idx], t, err) != 0)
+        return -1;
+
+    const struct json_value *params = json_get(in, "parameters");
+    if (check_parameters(params, t->name, err) != 0)
+        return -1;
+    char where[ERROR_MSG_MAX];
+    snprintf(where, sizeof where, "input '%s'", t->name);
+    struct shm_params sp;
+    if (get_shm_params(params, where, &sp, err) != 0)
+        return -1;
+
+    const struct json_value *data = json_get(in, "data");
+    const struct json_value *binary_size = json_get(params, "binary_data_size");
+    if (sp.has_region) {
+        if (data || binary_size)
+            return error_set(err, 400, "input '%s' has both shared memory and '%s'", t->name,
+                             data ? "data" : "binary_data_size");
+        if (!shm)
+            return error_set(err, 400, "input '%s': shared memory is not supported here",
+                             t->name);
+        return shm_request_input(shm, &req->arena, t, &sp, err);
+    }
+    if (binary_size) {
+        if (data)
+            return error_set(err, 400, "input '%s' has both 'data' and 'binary_data_size'",
+                             t->name);
+        return decode_binary_input(req, t, binary_size, bin, err);
+    }
+    if (!data || data->type != JSON_RAW)
+        return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
+    /* More elements than any body could carry: the shape is wrong. */
+    int64_t want = tensor_count(t, INT32_MAX);
+    if (want < 0)
+        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
+    size_t bytes = t->dtype == DT_BYTES ? (size_t)want * sizeof(struct tensor_bytes)
+                                        : (size_t)want * dtype_size(t->dtype);
+    t->data = arena_alloc(&req->arena, bytes);
+    if (!t->data)
+        return error_set(err, 413, "input '%s': request too large to decode", t->name);
+    if (tensor_json_parse(data->u.raw, data->len, t->dtype, t->shape, t->ndim, want, t->data,
+                          &req->arena, t->name, err) != 0)
+        return -1;
+    t->nbytes = bytes;
+    if (t->dtype == DT_BYTES) {
+        const struct tensor_bytes *s = t->data;
+        t->nbytes = 0;
+        for (int64_t i = 0; i < want; i++)
+            t->nbytes += s[i].len;
+    }
+    return 0;
+}
+
+/* Every model output in model order, each binary or not. */
+static int all_outputs(struct infer_request *req, const struct model *m, bool binary,
+                       struct error *err)
+{
+    const char **names = arena_alloc(&req->arena, m->info.noutputs * sizeof *names);
+    bool *flags = arena_alloc(&req->arena, m->info.noutputs * sizeof *flags);
+    if (!names || !flags)
+        return error_set(err, 413, "request too large to decode");
+    for (uint32_t i = 0; i < m->info.noutputs; i++) {
+        names[i] = m->info.outputs[i].name;
+        flags[i] = binary;
+    }
+    req->output_names = names;
+    req->output_binary = flags;
+    req->noutputs = m->info.noutputs;
+    return 0;
+}
+
+static int decode_outputs(struct infer_request *req, struct shm_request *shm,
+                          const struct model *m, const struct json_value *outs,
+                          bool binary_default, struct error *err)
+{
+    if (!outs)
+        return all_outputs(req, m, binary_default, err);
+    if (outs->type != JSON_ARRAY || outs->len == 0)
+        return error_set(err, 400, "'outputs' must be a non-empty array");
+    if (outs->len > m->info.noutputs)
+        return error_set(err, 400, "'outputs' names %u outputs, model '%s' has %u", outs->len,
+                         m->name, m->info.noutputs);
+    const char **names = arena_alloc(&req->arena, outs->len * sizeof *names);
+    bool *flags = arena_alloc(&req->arena, outs->len * sizeof *flags);
+    uint32_t *classes = arena_calloc(&req->arena, outs->len, sizeof *classes);
+    bool any_classes = false;
+    if (!names || !flags || !classes)
+        return error_set(err, 413, "request too large to decode");
+    for (uint32_t i = 0; i < outs->len; i++) {
+        const struct json_value *o = &outs->u.items[i];
+        const struct json_value *name = o->type == JSON_OBJECT ? json_get(o, "name") : NULL;
+        if (!name || name->type != JSON_STRING)
+            return error_set(err, 400, "each element of 'outputs' needs a 'name' string");
+        int idx = model_output_index(m, name->u.str);
+        if (idx < 0 || strlen(name->u.str) != name->len)
+            return model_io_unknown(&m->info, false, name->u.str, m->name, err);
+        for (uint32_t j = 0; j < i; j++)
+            if (names[j] == m->info.outputs[idx].name)
+                return error_set(err, 400, "duplicate output '%s'", name->u.str);
+        const struct json_value *params = json_get(o, "parameters");
+        if (check_parameters(params, name->u.str, err) != 0)
+            return -1;
+        char where[ERROR_MSG_MAX];
+        snprintf(where, sizeof where, "output '%s'", name->u.str);
+        flags[i] = binary_default;
+        if (get_bool_param(params, "binary_data", where, &flags[i], err) != 0)
+            return -1;
+        if (get_classification(params, where, &classes[i], err) != 0)
+            return -1;
+        any_classes |= classes[i] != 0;
+        names[i] = m->info.outputs[idx].name;
+        struct shm_params sp;
+        if (get_shm_params(params, where, &sp, err) != 0)
+            return -1;
+        if (sp.has_region && !shm)
+            return error_set(err, 400, "output '%s': shared memory is not supported here",
+                             names[i]);
+        if (sp.has_region &&
+            shm_request_output(shm, &req->arena, i, outs->len, names[i], &sp, err) != 0)
+            return -1;
+    }
+    req->output_names = names;
+    req->output_binary = flags;
+    req->output_classes = any_classes ? classes : NULL;
+    req->noutputs = outs->len;
+    return 0;
+}
+
+/* Inference-Header-Content-Length: 0 — the body is the raw data of the
+ * model's only input (Triton's "raw binary request"); the raw inputs of a
+ * preprocessed model (preprocess/prep.h) do not count, they have their own
+ * raw body (Content-Type: image/png, ...). The shape comes from
+ * the model: the batch dim is 1 and one other variable dim, if any, is
+ * deduced from the body length. A BYTES input must then hold exactly one
+ * element: the whole body, without a length prefix. */
+static int decode_raw(struct infer_request *req, const struct model *m, const char *body,
+                      size_t len, struct error *err)
+{
+    const struct model_info *graph = &m->run_info;
+    if (graph->ninputs != 1)
+        return error_set(err, 400,
+                         "a raw binary request (Inference-Header-Content-Length: 0) needs a model "
+                         "with exactly one input; model '%s' has %u",
+                         m->name, graph->ninputs);
+    const struct model_io *io = &graph->inputs[0];
+    req->inputs = arena_calloc(&req->arena, 1, sizeof *req->inputs);
+    if (!req->inputs)
+        return error_set(err, 413, "request too large to decode");
+    req->ninputs = 1;
+    struct tensor *t = req->inputs;
+    t->name = io->name;
+    t->dtype = io->dtype;
+    t->ndim = io->ndim;
+    int variable = -1;
+    uint64_t fixed = 1; /* product of the known dims, saturated */
+    for (uint32_t d = 0; d < io->ndim; d++) {
+        int64_t dim = io->dims[d];
+        if (dim < 0 && d == 0 && m->batched)
+            dim = 1;
+        if (dim < 0) {
+            if (variable >= 0) {
+                char want[128];
+                shape_format(io->dims, io->ndim, want, sizeof want);
+                return error_set(err, 400,
+                                 "raw binary request: the shape of input '%s' cannot be deduced, "
+                                 "the model's %s has more than one variable dimension",
+                                 t->name, want);
+            }
+            variable = (int)d;
+            continue;
+        }
+        t->shape[d] = dim;
+        fixed = dim != 0 && fixed > UINT64_MAX / (uint64_t)dim ? UINT64_MAX : fixed * (uint64_t)dim;
+    }
+
+    size_t unit = t->dtype == DT_BYTES ? 0 : dtype_size(t->dtype);
+    if (t->dtype == DT_BYTES) {
+        if (variable >= 0 || fixed != 1) {
+            char want[128];
+            shape_format(io->dims, io->ndim, want, sizeof want);
+            return error_set(err, 400,
+                             "raw binary request: BYTES input '%s' must have exactly one element, "
+                             "the model's shape is %s",
+                             t->name, want);
+        }
+        if (len > UINT32_MAX)
+            return error_set(err, 400, "raw binary request: a BYTES element is limited to %u bytes",
+                             (unsigned)UINT32_MAX);
+        struct tensor_bytes *elem = arena_alloc(&req->arena, sizeof *elem);
+        if (!elem)
+            return error_set(err, 413, "request too large to decode");
+        elem->ptr = body;
+        elem->len = (uint32_t)len;
+        t->data = elem;
+        t->nbytes = len;
+    } else {
+        if (unit == 0)
+            return error_set(err, 400, "raw binary request: input '%s' has datatype %s",
+                             t->name, dtype_name(t->dtype));
+        uint64_t row = fixed > UINT64_MAX / unit ? UINT64_MAX : fixed * unit;
+        if (variable >= 0) {
+            if (row == 0 || row == UINT64_MAX)
+                return error_set(err, 400,
+                                 "raw binary request: the shape of input '%s' cannot be deduced "
+                                 "from the body length",
+                                 t->name);
+            if (len % row != 0)
+                return error_set(err, 400,
+                                 "raw binary request: a body of %zu bytes is not a whole number "
+                                 "of %" PRIu64 "-byte rows of input '%s'",
+                                 len, row, t->name);
+            t->shape[variable] = (int64_t)(len / row);
+        } else if (row != len) {
+            char shape[128];
+            shape_format(t->shape, t->ndim, shape, sizeof shape);
+            return error_set(err, 400,
+                             "raw binary request: input '%s' of shape %s needs %" PRIu64
+                             " bytes, the body has %zu",
+                             t->name, shape, row, len);
+        }
+        t->nbytes = len;
+        if (len == 0 || (uintptr_t)body % unit == 0) {
+            t->data = (void *)body;
+        } else {
+            t->data = arena_alloc(&req->arena, len);
+            if (!t->data)
+                return error_set(err, 413, "request too large to decode");
+            memcpy(t->data, body, len);
+        }
+    }
+    req->batch = m->batched && t->ndim > 0 ? t->shape[0] : 1;
+    return all_outputs(req, m, true, err);
+}
+
+int infer_json_header_length(const char *value, size_t n, size_t body_len, int64_t *out,
+                             struct error *err)
+{
+    if (n == 0)
+        return error_set(err, 400, "Inference-Header-Content-Length must be a decimal number");
+    uint64_t limit = body_len < (uint64_t)INT64_MAX ? body_len : (uint64_t)INT64_MAX;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (value[i] < '0' || value[i] > '9')
+            return error_set(err, 400, "Inference-Header-Content-Length must be a decimal number");
+        unsigned digit = (unsigned)(value[i] - '0');
+        if (v > limit / 10 || limit - v * 10 < digit)
+            return error_set(err, 400,
+                             "Inference-Header-Content-Length exceeds the body length %zu",
+                             body_len);
+        v = v * 10 + digit;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* A whole JSON request with more bytes after it, `off` being the first of
+ * them that is not whitespace: binary tensor data sent without the header
+ * that says where the JSON ends. The JSON part ends where its whitespace
+ * before `off` begins (a value never ends in whitespace). */
+static int unannounced_binary(const char *body, size_t off, size_t len, struct error *err)
+{
+    size_t json_len = off;
+    while (json_len > 0 && (body[json_len - 1] == ' ' || body[json_len - 1] == '\t' ||
+                            body[json_len - 1] == '\n' || body[json_len - 1] == '\r'))
+        json_len--;
+    return error_set(err, 400,
+                     "%zu bytes follow the %zu-byte JSON request: binary tensor data after the "
+                     "JSON needs the header Inference-Header-Content-Length: %zu (the length of "
+                     "the JSON part)",
+                     len - json_len, json_len, json_len);
+}
+
+int infer_json_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
+                      const char *body, size_t len, int64_t header_len, struct error *err)
+{
+    if (header_len < -1 || (header_len >= 0 && (uint64_t)header_len > len))
+        return error_set(err, 400, "Inference-Header-Content-Length %" PRId64
+                                   " exceeds the body length %zu",
+                         header_len, len);
+    if (header_len == 0)
+        return decode_raw(req, m, body, len, err);
+    struct binary_part bin = {.body = body, .off = len, .end = len, .present = header_len > 0};
+    size_t json_len = len;
+    if (bin.present) {
+        json_len = (size_t)header_len;
+        bin.off = json_len;
+    }
+
+    /* "data" arrays are not expanded into the tree: tensor_json parses them
+     * straight into typed buffers once the datatype and shape are known. */
+    struct json_limits limits = {.max_depth = INFER_JSON_MAX_DEPTH, .allow_nonfinite = true,
+                                 .raw_array_key = "data"};
+    struct json_value *root;
+    const char *msg;
+    size_t off;
+    if (json_parse(&req->arena, body, json_len, &limits, &root, &msg, &off) != 0) {
+        if (strcmp(msg, "out of memory") == 0)
+            return error_set(err, 413, "request too large to decode");
+        if (msg == json_err_trailing && !bin.present)
+            return unannounced_binary(body, off, len, err);
+        return error_set(err, 400, "malformed JSON at byte %zu: %s", off, msg);
+    }
+    if (root->type != JSON_OBJECT)
+        return error_set(err, 400, "request body must be a JSON object");
+
+    const struct json_value *id = json_get(root, "id");
+    if (id) {
+        if (id->type != JSON_STRING)
+            return error_set(err, 400, "'id' must be a string");
+        req->id = id->u.str;
+        req->id_len = id->len;
+    }
+    const struct json_value *params = json_get(root, "parameters");
+    if (check_parameters(params, "request", err) != 0)
+        return -1;
+    bool binary_output = false;
+    if (get_bool_param(params, "binary_data_output", "request", &binary_output, err) != 0)
+        return -1;
+    const struct json_value *timeout = json_get(params, "timeout");
+    if (timeout) {
+        uint64_t us;
+        if (json_num_u64(timeout, &us) != 0)
+            return error_set(err, 400, "parameter 'timeout' must be a non-negative integer "
+                                       "(microseconds)");
+        req->timeout_us = us;
+    }
+    const struct json_value *priority = json_get(params, "priority");
+    if (priority) {
+        uint64_t level;
+        if (json_num_u64(priority, &level) != 0)
+            return error_set(err, 400, "parameter 'priority' must be a non-negative integer");
+        req->priority = level;
+    }
+
+    const struct json_value *inputs = json_get(root, "inputs");
+    /* Empty for a model without inputs; a missing input is named below. */
+    if (!inputs || inputs->type != JSON_ARRAY)
+        return error_set(err, 400, "request needs an 'inputs' array");
+    req->inputs = arena_calloc(&req->arena, m->info.ninputs, sizeof *req->inputs);
+    bool *seen = arena_calloc(&req->arena, m->info.ninputs, sizeof *seen);
+    if (!req->inputs || !seen)
+        return error_set(err, 413, "request too large to decode");
+    req->ninputs = m->info.ninputs;
+    for (uint32_t i = 0; i < inputs->len; i++)
+        if (decode_input(req, shm, m, &inputs->u.items[i], seen, &bin, err) != 0)
+            return -1;
+    if (model_inputs_complete(m, req->inputs, seen, &req->ninputs, err) != 0)
+        return -1;
+    if (bin.off != bin.end)
+        return error_set(err, 400,
+                         "%zu bytes after the JSON header are not claimed by any input's "
+                         "binary_data_size",
+                         bin.end - bin.off);
+    req->batch = m->batched ? req->inputs[0].shape[0] : 1;
+    if (m->batched)
+        for (uint32_t i = 1; i < req->ninputs; i++)
+            if (req->inputs[i].shape[0] != req->inputs[0].shape[0])
+                return error_set(err, 400,
+                                 "inputs '%s' and '%s' have different batch sizes (%lld, %lld)",
+                                 req->inputs[0].name, req->inputs[i].name,
+                                 (long long)req->inputs[0].shape[0],
+                                 (long long)req->inputs[i].shape[0]);
+    return decode_outputs(req, shm, m, json_get(root, "outputs"), binary_output, err);
+}
+
+/* ---- response --------------------------------------------------------- */
+
+static bool output_is_binary(const struct infer_request *req, const struct shm_request *shm,
+                             uint32_t i)
+{
+    return req->output_binary && req->output_binary[i] && !shm_request_has_output(shm, i);
+}
+
+/* An output written to shared memory: where it went, as Triton says it. */
+static void write_shm_output(struct json_writer *w, const struct shm_output *o)
+{
+    json_w_key(w, "parameters");
+    json_w_obj_begin(w);
+    json_w_key(w, "shared_memory_region");
+    json_w_cstr(w, shm_region_name(o->region));
+    json_w_key(w, "shared_memory_byte_size");
+    json_w_uint(w, o->written);
+    if (o->offset) {
+        json_w_key(w, "shared_memory_offset");
+        json_w_uint(w, o->offset);
+    }
+    json_w_obj_end(w);
+}
+
+/* Bytes of an output as binary tensor data. */
+static size_t binary_size(const struct tensor *t, int64_t count)
+{
+    if (count <= 0)
+        return 0;
+    if (t->dtype != DT_BYTES)
+        return (size_t)count * dtype_size(t->dtype);
+    const struct tensor_bytes *s = t->data;
+    size_t n = (size_t)count * TENSOR_BYTES_PREFIX;
+    for (int64_t i = 0; i < count; i++)
+        n += s[i].len;
+    return n;
+}
+
+static void append_binary(struct buf *out, const struct tensor *t, int64_t count, size_t size)
+{
+    if (count <= 0 || buf_reserve(out, size) != 0)
+        return;
+    if (t->dtype != DT_BYTES) {
+        buf_append(out, t->data, size);
+        return;
+    }
+    const struct tensor_bytes *s = t->data;
+    for (int64_t i = 0; i < count; i++) {
+        unsigned char prefix[TENSOR_BYTES_PREFIX] = {
+            (unsigned char)s[i].len, (unsigned char)(s[i].len >> 8),
+            (unsigned char)(s[i].len >> 16), (unsigned char)(s[i].len >> 24)};
+        buf_append(out, prefix, sizeof prefix);
+        buf_append(out, s[i].ptr, s[i].len);
+    }
+}
+
+void infer_json_encode(const struct infer_request *req, const struct shm_request *shm,
+                       struct buf *out, size_t *json_len)
+{
+    const struct model *m = req->model;
+    size_t start = out->len;
+    bool any_binary = false;
+    struct json_writer w;
+    json_w_init(&w, out);
+    json_w_obj_begin(&w);
+    json_w_key(&w, "model_name");
+    json_w_cstr(&w, m->name);
+    json_w_key(&w, "model_version");
+    json_w_cstr(&w, m->version_str);
+    if (req->id) {
+        json_w_key(&w, "id");
+        json_w_str(&w, req->id, req->id_len);
+    }
+    json_w_key(&w, "outputs");
+    json_w_arr_begin(&w);
+    for (uint32_t i = 0; i < req->noutputs; i++) {
+        const struct tensor *t = &req->outputs[i];
+        int64_t count = tensor_count(t, INT64_MAX);
+        json_w_obj_begin(&w);
+        tensor_json_write_head(&w, t->name, t->dtype, t->shape, t->ndim);
+        if (shm_request_has_output(shm, i)) {
+            write_shm_output(&w, &shm->outputs[i]);
+        } else if (output_is_binary(req, shm, i)) {
+            any_binary = true;
+            json_w_key(&w, "parameters");
+            json_w_obj_begin(&w);
+            json_w_key(&w, "binary_data_size");
+            json_w_uint(&w, binary_size(t, count));
+            json_w_obj_end(&w);
+        } else {
+            json_w_key(&w, "data");
+            struct buf *b = json_w_value_buf(&w);
+            if (b)
+                tensor_json_write(b, t->dtype, t->data, count);
+        }
+        json_w_obj_end(&w);
+    }
+    json_w_arr_end(&w);
+    json_w_obj_end(&w);
+    size_t header = out->len - start;
+    if (any_binary)
+        for (uint32_t i = 0; i < req->noutputs; i++)
+            if (output_is_binary(req, shm, i)) {
+                const struct tensor *t = &req->outputs[i];
+                int64_t count = tensor_count(t, INT64_MAX);
+                append_binary(out, t, count, binary_size(t, count));
+            }
+    if (json_len)
+        *json_len = any_binary ? header : 0;
+}
