@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "http/resp_head.h"
 #include "net/udp.h"
 
@@ -180,7 +181,7 @@ static int cid_add(struct h3_conn *c, const ngtcp2_cid *cid)
     struct h3_server *s = c->server;
     struct cid_entry *e = mem_calloc(1, sizeof *e);
     if (!e)
-        return -1;
+        return ST_ERROR;
     e->cid = *cid;
     e->conn = c;
     uint32_t b = cid_hash(cid->data, cid->datalen);
@@ -319,7 +320,7 @@ static int chunk_copy(struct h3_stream *st, const void *data, size_t len)
     if (!k || (len && !copy)) {
         mem_free(k);
         mem_free(copy);
-        return -1;
+        return ST_ERROR;
     }
     memcpy(copy, data, len);
     k->data = copy;
@@ -334,7 +335,7 @@ static int chunk_take(struct h3_stream *st, struct buf *b)
 {
     struct h3_chunk *k = mem_calloc(1, sizeof *k);
     if (!k)
-        return -1;
+        return ST_ERROR;
     k->data = b->data;
     k->len = b->len;
     size_t max = b->max;
@@ -486,7 +487,7 @@ static int h3t_stream_begin(struct http_txn *txn, int status, const char *conten
 {
     struct h3_stream *st = txn_stream(txn);
     if (!st->conn || st->responded)
-        return -1;
+        return ST_ERROR;
     chunks_free(st);
     rest_submit(st, status, content_type, txn->extra_headers, txn->head_only, true);
     return 0;
@@ -496,13 +497,13 @@ static int h3t_stream_write(struct http_txn *txn, const void *data, size_t len)
 {
     struct h3_stream *st = txn_stream(txn);
     if (!st->conn || st->finished)
-        return -1;
+        return ST_ERROR;
     if (txn->head_only || len == 0)
         return 0;
     if (st->unacked + len > st->conn->server->cfg.max_response_bytes)
-        return -1;
+        return ST_ERROR;
     if (chunk_copy(st, data, len) != 0)
-        return -1;
+        return ST_ERROR;
     stream_resume(st);
     return 0;
 }
@@ -798,7 +799,7 @@ static int http_setup(struct h3_conn *c)
     if (c->h)
         return 0;
     if (ngtcp2_conn_get_streams_uni_left(c->q) < 3)
-        return -1;
+        return ST_ERROR;
     static const nghttp3_callbacks cbs = {
         .acked_stream_data = h3_acked_stream_data,
         .stream_close = h3_stream_close,
@@ -818,7 +819,7 @@ static int http_setup(struct h3_conn *c)
     settings.qpack_max_dtable_capacity = 4096;
     settings.qpack_blocked_streams = 100;
     if (nghttp3_conn_server_new(&c->h, &cbs, &settings, NULL, c) != 0)
-        return -1;
+        return ST_ERROR;
     nghttp3_conn_set_max_client_streams_bidi(c->h, cfg->max_streams);
     int64_t ctrl, enc, dec;
     if (ngtcp2_conn_open_uni_stream(c->q, &ctrl, NULL) != 0 ||
@@ -826,7 +827,7 @@ static int http_setup(struct h3_conn *c)
         ngtcp2_conn_open_uni_stream(c->q, &enc, NULL) != 0 ||
         ngtcp2_conn_open_uni_stream(c->q, &dec, NULL) != 0 ||
         nghttp3_conn_bind_qpack_streams(c->h, enc, dec) != 0)
-        return -1;
+        return ST_ERROR;
     if (c->server->draining) {
         nghttp3_conn_submit_shutdown_notice(c->h);
         c->goaway_sent = true;
