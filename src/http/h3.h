@@ -3,7 +3,8 @@
  * GnuTLS sessions) and nghttp3 (HTTP/3 framing, QPACK). It serves the same
  * handler as the TCP server (server.h) through struct http_txn (txn.h):
  * every HTTP/3 request stream becomes a txn, answered whole or streamed
- * (SSE included), exactly as an HTTP/2 stream.
+ * (SSE included), exactly as an HTTP/2 stream. The implementation's
+ * files (h3_*.c) and what each holds are listed in h3_conn.h.
  *
  * Threads. One h3_server owns one UDP socket and runs on one I/O loop: all
  * QUIC connections of the port live on that loop, so no connection-ID
@@ -27,7 +28,7 @@
  * Limits. Concurrent request streams per connection: max_streams (QUIC
  * MAX_STREAMS; the peer cannot exceed it, ngtcp2 closes a connection that
  * tries). Flow-control windows: H3_STREAM_WINDOW per stream and
- * H3_CONN_WINDOW per connection (h3.c), returned as the bytes are taken.
+ * H3_CONN_WINDOW per connection (h3_server.c), returned as the bytes are taken.
  * Header and body limits as HTTP/1 (431, 413). The response output queue
  * of a stream is bounded by max_response_bytes (bytes written and not yet
  * acknowledged by the client).

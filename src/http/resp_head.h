@@ -1,6 +1,6 @@
 /*
  * resp_head: the header fields of a REST response as HTTP/2 (h2.c) and
- * HTTP/3 (h3.c) send them: :status, server, date, content-length (unless
+ * HTTP/3 (h3_stream.c) send them: :status, server, date, content-length (unless
  * the body is streamed), content-type (when given) and the handler's
  * extra header lines ("Name: value\r\n", txn.h), their names lowercased
  * as both protocols require. A line without a colon is skipped; lines
