@@ -2,6 +2,7 @@
  * config_parse: config.pbtxt text -> struct model_config (model_config_parse),
  * and the struct's lifecycle and arena (see config.h, "Parsing").
  */
+#include "base/status.h"
 #include "model/config.h"
 
 #include <errno.h>
@@ -134,7 +135,6 @@ static int fail_at(struct ctx *c, uint32_t line, uint32_t col, const char *fmt, 
 #define FAIL_V(c, v, ...) fail_at((c), (v)->line, (v)->col, __VA_ARGS__)
 #define FAIL_F(c, f, ...) fail_at((c), (f)->line, (f)->col, __VA_ARGS__)
 
-
 /* "a message", "a string", or the literal itself. */
 static const char *describe(const struct pbtxt_value *v, char *buf, size_t size)
 {
@@ -207,12 +207,12 @@ static int ignore(struct ctx *c, const struct pbtxt_field *f)
     if (!cfg->ignored) {
         cfg->ignored = cfg_calloc(c, CONFIG_IGNORED_MAX, sizeof *cfg->ignored);
         if (!cfg->ignored)
-            return -1;
+            return ST_ERROR;
     }
     struct model_config_ignored *ig = &cfg->ignored[cfg->nignored];
     ig->path = cfg_strdup(c, c->spath, c->splen);
     if (!ig->path)
-        return -1;
+        return ST_ERROR;
     ig->line = f->line;
     ig->col = f->col;
     cfg->nignored++;
@@ -248,7 +248,7 @@ static int get_string(struct ctx *c, const struct pbtxt_field *f, char **out)
     if (memchr(v->u.text, '\0', v->len))
         return FAIL_V(c, v, "must not contain NUL bytes");
     *out = cfg_strdup(c, v->u.text, v->len);
-    return *out ? 0 : -1;
+    return *out ? ST_OK : ST_ERROR;
 }
 
 static int get_i64(struct ctx *c, const struct pbtxt_field *f, int64_t min, int64_t max,
@@ -312,7 +312,7 @@ static int get_dtype(struct ctx *c, const struct pbtxt_field *f, enum dtype *out
     int i = 0;
     if (get_enum(c, f, datatype_names, COUNT_OF(datatype_names), "a data type such as TYPE_FP32",
                  &i))
-        return -1;
+        return ST_ERROR;
     enum dtype t = dtype_from_config_name(datatype_names[i], strlen(datatype_names[i]));
     if (t == DT_INVALID)
         return FAIL_V(c, &f->value, "TYPE_INVALID is not a data type");
@@ -338,7 +338,7 @@ static int check_entries(struct ctx *c, const struct pbtxt_value *msg, const cha
         struct mark m = path_push(c, name);
         FAIL_F(c, f, "more than %u entries", CONFIG_MAX_ENTRIES);
         path_pop(c, m);
-        return -1;
+        return ST_ERROR;
     }
     return 0;
 }
@@ -362,7 +362,7 @@ static int add_dim(struct ctx *c, const struct pbtxt_field *f, bool allow_variab
 {
     int64_t d = 0;
     if (get_dim(c, f, allow_variable, &d))
-        return -1;
+        return ST_ERROR;
     if (*ndim == TENSOR_MAX_DIMS)
         return FAIL_V(c, &f->value, "more than %d dimensions", TENSOR_MAX_DIMS);
     dims[(*ndim)++] = d;
@@ -377,7 +377,7 @@ static int map_entry(struct ctx *c, const struct pbtxt_field *f, const struct pb
     uint32_t seen = 0;
     *key = *value = NULL;
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
         int rc = 0;
@@ -392,7 +392,7 @@ static int map_entry(struct ctx *c, const struct pbtxt_field *f, const struct pb
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -442,7 +442,7 @@ static bool reshape_compatible(const int64_t *a, uint32_t na, const int64_t *b, 
 static int parse_reshape(struct ctx *c, const struct pbtxt_field *f, struct model_config_io *io)
 {
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     io->has_reshape = true;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
@@ -450,7 +450,7 @@ static int parse_reshape(struct ctx *c, const struct pbtxt_field *f, struct mode
                                            : unknown(c, e, "ModelTensorReshape");
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -473,26 +473,28 @@ static int parse_io_field(struct ctx *c, const struct pbtxt_field *f, struct mod
     bool flag;
     int k = 0;
 
-    if (!strcmp(n, "name"))
-        return once(c, f, seen, IO_NAME) || get_string(c, f, &io->name) ||
-               (!io->name[0] ? FAIL_V(c, &f->value, "must not be empty") : 0);
+    if (!strcmp(n, "name")) {
+        if (once(c, f, seen, IO_NAME) || get_string(c, f, &io->name))
+            return ST_ERROR;
+        return io->name[0] ? 0 : FAIL_V(c, &f->value, "must not be empty");
+    }
     if (!strcmp(n, "data_type"))
-        return once(c, f, seen, IO_DTYPE) || get_dtype(c, f, &io->dtype);
+        return (once(c, f, seen, IO_DTYPE) || get_dtype(c, f, &io->dtype)) ? ST_ERROR : 0;
     if (!strcmp(n, "dims")) {
         io->has_dims = true;
         return add_dim(c, f, true, io->dims, &io->ndim);
     }
     if (!strcmp(n, "reshape"))
-        return once(c, f, seen, IO_RESHAPE) || parse_reshape(c, f, io);
+        return (once(c, f, seen, IO_RESHAPE) || parse_reshape(c, f, io)) ? ST_ERROR : 0;
     if (!strcmp(n, "is_shape_tensor")) {
         if (once(c, f, seen, IO_SHAPE_TENSOR) || get_bool(c, f, &flag))
-            return -1;
+            return ST_ERROR;
         return flag ? FAIL_V(c, &f->value, "shape tensors are only supported by TensorRT models")
                     : 0;
     }
     if (!strcmp(n, "is_non_linear_format_io")) {
         if (once(c, f, seen, IO_NONLINEAR) || get_bool(c, f, &flag))
-            return -1;
+            return ST_ERROR;
         return flag ? FAIL_V(c, &f->value,
                              "non-linear IO formats are only supported by TensorRT models")
                     : 0;
@@ -502,18 +504,18 @@ static int parse_io_field(struct ctx *c, const struct pbtxt_field *f, struct mod
             if (once(c, f, seen, IO_FORMAT) ||
                 get_enum(c, f, format_names, COUNT_OF(format_names),
                          "FORMAT_NONE, FORMAT_NHWC or FORMAT_NCHW", &k))
-                return -1;
+                return ST_ERROR;
             io->format = (enum model_io_format)k;
             return 0;
         }
         if (!strcmp(n, "optional"))
-            return once(c, f, seen, IO_OPTIONAL) || get_bool(c, f, &io->optional);
+            return (once(c, f, seen, IO_OPTIONAL) || get_bool(c, f, &io->optional)) ? ST_ERROR : 0;
         if (!strcmp(n, "allow_ragged_batch"))
             return ignore(c, f);
         return unknown(c, f, "ModelInput");
     }
     if (!strcmp(n, "label_filename"))
-        return once(c, f, seen, IO_LABEL) || get_string(c, f, &io->label_filename);
+        return (once(c, f, seen, IO_LABEL) || get_string(c, f, &io->label_filename)) ? ST_ERROR : 0;
     return unknown(c, f, "ModelOutput");
 }
 
@@ -525,7 +527,7 @@ static int parse_io(struct ctx *c, const struct pbtxt_field *f, struct model_con
     const struct pbtxt_field *name_field = NULL;
 
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     io->label_filename = empty_string;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         if (!strcmp(e->name, "name"))
@@ -534,7 +536,7 @@ static int parse_io(struct ctx *c, const struct pbtxt_field *f, struct model_con
         int rc = parse_io_field(c, e, io, input, &seen);
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     if (!io->name)
         return FAIL_V(c, &f->value, "must specify 'name'");
@@ -544,7 +546,7 @@ static int parse_io(struct ctx *c, const struct pbtxt_field *f, struct model_con
             FAIL_V(c, &name_field->value, "%s '%s' is specified more than once",
                    input ? "input" : "output", io->name);
             path_pop(c, m);
-            return -1;
+            return ST_ERROR;
         }
     if (io->has_reshape) {
         if (!io->has_dims)
@@ -570,10 +572,10 @@ static int parse_ios(struct ctx *c, const struct pbtxt_value *root, const char *
     struct model_config *cfg = c->cfg;
     uint32_t n;
     if (check_entries(c, root, name, &n))
-        return -1;
+        return ST_ERROR;
     struct model_config_io *ios = cfg_calloc(c, n, sizeof *ios);
     if (!ios)
-        return -1;
+        return ST_ERROR;
     uint32_t i = 0;
     for (const struct pbtxt_field *f = root->u.fields; f; f = f->next) {
         if (strcmp(f->name, name))
@@ -583,7 +585,7 @@ static int parse_ios(struct ctx *c, const struct pbtxt_value *root, const char *
         int rc = parse_io(c, f, &ios[i], input, ios, i);
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
         i++;
     }
     if (input) {
@@ -605,7 +607,7 @@ static int parse_queue_policy(struct ctx *c, const struct pbtxt_field *f,
     uint64_t u = 0;
     int k = 0;
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
         int rc;
@@ -630,7 +632,7 @@ static int parse_queue_policy(struct ctx *c, const struct pbtxt_field *f,
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -644,13 +646,13 @@ static int parse_priority_policy(struct ctx *c, const struct pbtxt_field *f,
 
     path_index(c, index);
     if (map_entry(c, f, &key, &value))
-        return -1;
+        return ST_ERROR;
     if (key) {
         struct mark m = path_push(c, "key");
         int rc = get_u64(c, key, UINT64_MAX, "a priority level", &level);
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     if (db->priority_levels == 0)
         return FAIL_F(c, f, "needs priority_levels");
@@ -672,7 +674,7 @@ static int parse_priority_policy(struct ctx *c, const struct pbtxt_field *f,
         int rc = parse_queue_policy(c, value, &pp->policy);
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -687,7 +689,7 @@ static int parse_dynamic_batching(struct ctx *c, const struct pbtxt_field *f)
     uint32_t seen = 0, npreferred, npolicies;
 
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     const struct pbtxt_value *msg = &f->value;
     db->enabled = true;
 
@@ -700,15 +702,15 @@ static int parse_dynamic_batching(struct ctx *c, const struct pbtxt_field *f)
                  get_u64(c, e, UINT64_MAX, "a non-negative integer", &db->priority_levels);
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     if (check_entries(c, msg, "preferred_batch_size", &npreferred) ||
         check_entries(c, msg, "priority_queue_policy", &npolicies))
-        return -1;
+        return ST_ERROR;
     db->preferred_batch_size = cfg_calloc(c, npreferred, sizeof *db->preferred_batch_size);
     db->priority_queue_policy = cfg_calloc(c, npolicies, sizeof *db->priority_queue_policy);
     if (!db->preferred_batch_size || !db->priority_queue_policy)
-        return -1;
+        return ST_ERROR;
 
     for (const struct pbtxt_field *e = msg->u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
@@ -743,7 +745,7 @@ static int parse_dynamic_batching(struct ctx *c, const struct pbtxt_field *f)
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
 
     if (db->priority_levels > 0 &&
@@ -754,13 +756,13 @@ static int parse_dynamic_batching(struct ctx *c, const struct pbtxt_field *f)
                 "must be in [1, %llu] when priority_levels is set",
                 (unsigned long long)db->priority_levels);
         path_pop(c, m);
-        return -1;
+        return ST_ERROR;
     }
     if (db->priority_levels == 0 && db->default_priority_level != 0) {
         struct mark m = path_push(c, "default_priority_level");
         FAIL_V(c, &default_level->value, "needs priority_levels");
         path_pop(c, m);
-        return -1;
+        return ST_ERROR;
     }
     if (db->preserve_ordering) {
         if (db->priority_levels > 1)
@@ -786,7 +788,7 @@ static int parse_instance_group(struct ctx *c, const struct pbtxt_field *f,
     int k = 0;
 
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     g->name = empty_string;
     g->kind = MODEL_INSTANCE_AUTO;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
@@ -820,7 +822,7 @@ static int parse_instance_group(struct ctx *c, const struct pbtxt_field *f,
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     g->count = count > 0 ? (int32_t)count : 1; /* 0 is proto3's "unset" */
     return 0;
@@ -831,10 +833,10 @@ static int parse_version_list(struct ctx *c, const struct pbtxt_field *f,
 {
     uint32_t n;
     if (want_message(c, f) || check_entries(c, &f->value, "versions", &n))
-        return -1;
+        return ST_ERROR;
     vp->versions = cfg_calloc(c, n, sizeof *vp->versions);
     if (!vp->versions)
-        return -1;
+        return ST_ERROR;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
         int rc = !strcmp(e->name, "versions") ? get_i64(c, e, 0, INT64_MAX, "a version number >= 0",
@@ -842,7 +844,7 @@ static int parse_version_list(struct ctx *c, const struct pbtxt_field *f,
                                               : unknown(c, e, "ModelVersionPolicy.Specific");
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
         vp->nversions++;
     }
     if (vp->nversions == 0)
@@ -857,7 +859,7 @@ static int parse_version_policy(struct ctx *c, const struct pbtxt_field *f)
     uint64_t num = 0;
 
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
         int rc = 0;
@@ -868,7 +870,7 @@ static int parse_version_policy(struct ctx *c, const struct pbtxt_field *f)
         else if (e->in_list)
             rc = FAIL_F(c, e, "not a repeated field: list syntax is not allowed");
         else if (want_message(c, e))
-            rc = -1;
+            rc = ST_ERROR;
         choice = e;
         if (!rc && !strcmp(e->name, "latest")) {
             uint32_t seen = 0;
@@ -898,7 +900,7 @@ static int parse_version_policy(struct ctx *c, const struct pbtxt_field *f)
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     if (!choice)
         return FAIL_V(c, &f->value, "must set one of latest, all and specific");
@@ -916,7 +918,7 @@ static int parse_warmup_file(struct ctx *c, const struct pbtxt_field *f,
                              struct model_warmup_input *in)
 {
     if (get_string(c, f, &in->input_data_file))
-        return -1;
+        return ST_ERROR;
     if (!plain_file_name(in->input_data_file))
         return FAIL_V(c, &f->value, "must be a file name in the model's warmup directory");
     in->source = MODEL_WARMUP_FILE;
@@ -929,7 +931,7 @@ static int parse_warmup_input(struct ctx *c, const struct pbtxt_field *f,
     uint32_t seen = 0, sources = 0;
     bool flag;
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     in->input_data_file = empty_string;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
@@ -958,7 +960,7 @@ static int parse_warmup_input(struct ctx *c, const struct pbtxt_field *f,
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     if (in->dtype == DT_INVALID)
         return FAIL_V(c, &f->value, "must specify 'data_type'");
@@ -976,11 +978,11 @@ static int parse_warmup(struct ctx *c, const struct pbtxt_field *f, struct model
     const struct pbtxt_field *batch_field = NULL;
 
     if (want_message(c, f) || check_entries(c, &f->value, "inputs", &n))
-        return -1;
+        return ST_ERROR;
     w->name = empty_string;
     w->inputs = cfg_calloc(c, n, sizeof *w->inputs);
     if (!w->inputs)
-        return -1;
+        return ST_ERROR;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
         int rc = 0;
@@ -1021,7 +1023,7 @@ static int parse_warmup(struct ctx *c, const struct pbtxt_field *f, struct model
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     uint64_t max = c->cfg->max_batch_size > 0 ? (uint64_t)c->cfg->max_batch_size : 1;
     if (batch < 1 || batch > max) {
@@ -1031,7 +1033,7 @@ static int parse_warmup(struct ctx *c, const struct pbtxt_field *f, struct model
                 "must be in [1, %llu] (max_batch_size %d)", (unsigned long long)max,
                 c->cfg->max_batch_size);
         path_pop(c, m);
-        return -1;
+        return ST_ERROR;
     }
     w->batch_size = (uint32_t)batch;
     w->count = (uint32_t)count;
@@ -1047,7 +1049,7 @@ static int parse_parameter(struct ctx *c, const struct pbtxt_field *f, uint32_t 
     size_t before = c->plen;
     path_index(c, index);
     if (map_entry(c, f, &key, &value) || map_string_key(c, key, &k))
-        return -1;
+        return ST_ERROR;
     c->plen = before; /* from here on the key names the entry */
     c->path[before] = '\0';
     path_key(c, k);
@@ -1056,7 +1058,7 @@ static int parse_parameter(struct ctx *c, const struct pbtxt_field *f, uint32_t 
         struct mark m = path_push(c, "value");
         if (want_message(c, value)) {
             path_pop(c, m);
-            return -1;
+            return ST_ERROR;
         }
         for (const struct pbtxt_field *e = value->value.u.fields; e; e = e->next) {
             struct mark me = path_push(c, e->name);
@@ -1064,7 +1066,7 @@ static int parse_parameter(struct ctx *c, const struct pbtxt_field *f, uint32_t 
                                                       : unknown(c, e, "ModelParameter");
             path_pop(c, me);
             if (rc)
-                return -1;
+                return ST_ERROR;
         }
         path_pop(c, m);
     }
@@ -1111,7 +1113,7 @@ static int parse_transaction_policy(struct ctx *c, const struct pbtxt_field *f)
 {
     uint32_t seen = 0;
     if (want_message(c, f))
-        return -1;
+        return ST_ERROR;
     for (const struct pbtxt_field *e = f->value.u.fields; e; e = e->next) {
         struct mark m = path_push(c, e->name);
         int rc = !strcmp(e->name, "decoupled")
@@ -1119,7 +1121,7 @@ static int parse_transaction_policy(struct ctx *c, const struct pbtxt_field *f)
                      : unknown(c, e, "ModelTransactionPolicy");
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -1148,24 +1150,24 @@ static int parse_root(struct ctx *c, const struct pbtxt_value *root)
                  get_i64(c, f, 0, INT32_MAX, "a non-negative integer", &x);
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
         cfg->max_batch_size = (int32_t)x;
         cfg->_max_batch_size_set = true;
     }
     if (parse_ios(c, root, "input", true) || parse_ios(c, root, "output", false))
-        return -1;
+        return ST_ERROR;
 
     if (check_entries(c, root, "instance_group", &n))
-        return -1;
+        return ST_ERROR;
     cfg->instance_groups = cfg_calloc(c, n, sizeof *cfg->instance_groups);
     if (check_entries(c, root, "model_warmup", &n))
-        return -1;
+        return ST_ERROR;
     cfg->warmups = cfg_calloc(c, n, sizeof *cfg->warmups);
     if (check_entries(c, root, "parameters", &n))
-        return -1;
+        return ST_ERROR;
     cfg->parameters = cfg_calloc(c, n, sizeof *cfg->parameters);
     if (!cfg->instance_groups || !cfg->warmups || !cfg->parameters)
-        return -1;
+        return ST_ERROR;
 
     uint32_t instances = 0;
     for (const struct pbtxt_field *f = root->u.fields; f; f = f->next) {
@@ -1216,7 +1218,7 @@ static int parse_root(struct ctx *c, const struct pbtxt_value *root)
         }
         path_pop(c, m);
         if (rc)
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }
@@ -1255,7 +1257,7 @@ int model_config_parse(const char *text, size_t len, struct model_config *cfg, s
         sort_ignored(cfg);
     if (rc) {
         model_config_free(cfg);
-        return -1;
+        return ST_ERROR;
     }
     return 0;
 }
