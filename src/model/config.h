@@ -9,9 +9,10 @@
  * and instance_groups, the registry reads version_policy, and GET
  * /v2/models/{m}/config returns model_config_write_json.
  *
- * Three files, one responsibility each, in the sections below: parsing
- * (config_parse.c), checking and completing (config_check.c), and the JSON
- * forms (config_json.c).
+ * Three parts, one responsibility each, in the sections below: parsing
+ * (config_parse.c, with one file per section of config.pbtxt, see
+ * config_parse.h; the struct's lifecycle in config_arena.c), checking and
+ * completing (config_check.c), and the JSON forms (config_json.c).
  *
  * Lifecycle: a struct model_config is filled by model_config_parse or
  * model_config_from_onnx, completed in place by model_config_check, and
@@ -173,7 +174,7 @@ struct model_config {
     struct arena _arena;
 };
 
-/* ==== Parsing, and the struct's lifecycle (config_parse.c) ================ */
+/* ==== Parsing (config_parse.c), and the struct's lifecycle (config_arena.c) */
 
 /*
  * Parses config.pbtxt text[0..len) into *cfg (which need not be
