@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "base/status.h"
+
 static const char *const output_names[GEN_OUTPUTS] = {"text_output", "finish_reason",
                                                       "num_input_tokens", "num_output_tokens"};
 
@@ -13,7 +15,7 @@ int gen_output_names(const struct model *m, const char *names[GEN_OUTPUTS])
             if (strcmp(m->info.outputs[i].name, output_names[k]) == 0)
                 names[k] = m->info.outputs[i].name;
         if (!names[k])
-            return -1;
+            return ST_ERROR;
     }
     return 0;
 }

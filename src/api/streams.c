@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/hex.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "http/sse.h"
 #include "obs/request.h"
 
@@ -178,7 +179,7 @@ int stream_create(const char *tenant, const uint8_t digest[SHA256_DIGEST_SIZE], 
         mem_free(s);
         error_set(err, 503, "too many streams (%d) are held: try again shortly", STREAM_MAX_COUNT);
         err->retry_after_s = 1;
-        return -1;
+        return ST_ERROR;
     }
     s->next = reg.list;
     if (reg.list)
@@ -384,7 +385,7 @@ int stream_append(struct gen_stream *s, const char *data, size_t len, bool last)
         if (!s->full && s->cancel)
             atomic_store_explicit(s->cancel, true, memory_order_relaxed);
         s->full = true;
-        rc = -1;
+        rc = ST_ERROR;
         if (last) {
             s->last = true; /* nothing more can come; the subscriber ends */
             wake = s->sub ? wake_locked(s->sub) : NULL;
@@ -538,7 +539,7 @@ int streams_resume(struct stream_thread *t, struct http_txn *txn, const struct s
         if (sub->next)
             sub->next->prev = NULL;
         mem_free(sub);
-        return -1;
+        return ST_ERROR;
     }
     deliver_and_unref(old_wake);
     if (old)
@@ -558,7 +559,7 @@ int streams_cancel(const char *id, size_t id_len, const char *tenant, bool *was_
             atomic_store_explicit(s->cancel, true, memory_order_relaxed);
     }
     unlock();
-    return s ? 0 : -1;
+    return s ? ST_OK : ST_ERROR;
 }
 
 /* ---- threads ------------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 
 #include "base/day.h"
 #include "base/hex.h"
+#include "base/status.h"
 
 /* The parameters, decoded. */
 struct usage_params {
@@ -32,12 +33,12 @@ static int decode(const char *s, size_t n, char *out, size_t cap)
             int hi = i + 2 < n ? hex_value(s[i + 1]) : -1;
             int lo = i + 2 < n ? hex_value(s[i + 2]) : -1;
             if (hi < 0 || lo < 0)
-                return -1;
+                return ST_ERROR;
             c = hi * 16 + lo;
             i += 2;
         }
         if (c == 0 || len + 1 >= cap)
-            return -1;
+            return ST_ERROR;
         out[len++] = (char)c;
     }
     out[len] = '\0';
@@ -69,11 +70,11 @@ static int parse_params(const char *q, size_t n, struct usage_params *p, char *m
         if (k < 0) {
             snprintf(msg, cap, "unknown query parameter '%.*s'; use tenant, model, from and to",
                      (int)(eq - i > 64 ? 64 : eq - i), q + i);
-            return -1;
+            return ST_ERROR;
         }
         if (p->seen[k]) {
             snprintf(msg, cap, "query parameter '%s' given twice", param_names[k]);
-            return -1;
+            return ST_ERROR;
         }
         p->seen[k] = true;
         char *dst[] = {p->tenant, p->model, p->from, p->to};
@@ -85,7 +86,7 @@ static int parse_params(const char *q, size_t n, struct usage_params *p, char *m
                      k < 2 ? "query parameter '%s': expected a name of 1 to 255 bytes"
                            : "query parameter '%s': expected a date YYYY-MM-DD",
                      param_names[k]);
-            return -1;
+            return ST_ERROR;
         }
         i = end + 1;
     }

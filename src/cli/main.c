@@ -26,6 +26,7 @@
 #include "base/cpus.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "bench/bench.h"
 #include "cli/admin_cmd.h"
 #include "cluster/remote.h"
@@ -329,12 +330,12 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->index = i;
         if (loop_init(&t->loop) != 0) {
             log_error("cannot create event loop: %s", strerror(errno));
-            return -1;
+            return ST_ERROR;
         }
         t->loop_ready = true;
         if (serve_thread_init(&t->serve, repo, &t->loop, pipeline, o->inline_budget_us) != 0) {
             log_error("out of memory");
-            return -1;
+            return ST_ERROR;
         }
         t->serve.shm = shm; /* one registry for every thread */
         t->serve.on_idle = io_on_idle;
@@ -345,7 +346,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes, grpc_services,
                           grpc_nservices) != 0) {
             log_error("cannot set up the gRPC front end: %s", strerror(errno));
-            return -1;
+            return ST_ERROR;
         }
         t->grpc.routing = routing;
         t->grpc.auth = auth;
@@ -357,7 +358,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->drain_task.run = io_drain;
         t->stop_task.run = io_stop;
         if (http_server_start(&t->loop, &http, http_api_handle, &t->api, &t->server) != 0)
-            return -1;
+            return ST_ERROR;
         /* The first listener may have picked the port (--http-port 0). */
         http.port = http_server_port(t->server);
         http.join_port = true;
@@ -380,7 +381,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         };
         if (h3_server_start(&threads[0].loop, &h3, http_api_handle, &threads[0].api, &threads[0].h3) !=
             0)
-            return -1;
+            return ST_ERROR;
         snprintf(alt_svc, sizeof alt_svc, "h3=\":%d\"; ma=86400", h3_server_port(threads[0].h3));
         log_info("HTTP/3 on UDP %s:%d (one I/O thread; 0-RTT %s)", http.host,
                  h3_server_port(threads[0].h3), o->http3_0rtt ? "on" : "off");
@@ -391,7 +392,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         if (rc) {
             log_error("cannot start I/O thread: %s", strerror(rc));
             atomic_fetch_sub(&io_threads_running, n - i);
-            return -1;
+            return ST_ERROR;
         }
         threads[i].thread_started = true;
     }
@@ -435,7 +436,7 @@ static int start_metrics(const struct serve_options *o, struct metrics_server **
         .on_response = http_obs_on_response,
     };
     if (metrics_server_start(&cfg, &o->obs, out) != 0)
-        return -1;
+        return ST_ERROR;
     log_info("metrics on %s:%d", o->http.host, metrics_server_port(*out));
     return 0;
 }
@@ -452,7 +453,7 @@ static int start_logging_tracing(struct serve_options *o)
             o->log_format >= 0 ? (enum log_line_format)o->log_format : LOG_LINE_JSON;
         if (accesslog_open(&o->access_log, &err) != 0) {
             log_error("%s", err.msg);
-            return -1;
+            return ST_ERROR;
         }
         log_info("access log: %s (%s, sample %g)", o->access_log.path,
                  o->access_log.format == LOG_LINE_JSON ? "json" : "text", o->access_log.sample);
@@ -460,7 +461,7 @@ static int start_logging_tracing(struct serve_options *o)
     if (o->otlp.endpoint) {
         if (otlp_start(&o->otlp, &err) != 0) {
             log_error("%s", err.msg);
-            return -1;
+            return ST_ERROR;
         }
         log_info("tracing: OTLP/HTTP to %s, trace rate %g", o->otlp.endpoint, o->trace.rate);
     }
@@ -757,7 +758,7 @@ static int check_sections(void *const *parsed, struct error *err)
     const struct auth_config *auth = parsed[SECTION_AUTH];
     bool any = auth && auth->ntenants > 0;
     if (ratelimit_config_check_tenants(parsed[SECTION_RATE_LIMITS], is_tenant, auth, any, err) != 0)
-        return -1;
+        return ST_ERROR;
     return tokenquota_config_check_tenants(parsed[SECTION_TOKEN_QUOTAS], is_tenant, auth, any, err);
 }
 

@@ -14,6 +14,7 @@
 #include "api/streams.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "cluster/etcd.h"
 #include "http/http1.h"
 
@@ -219,7 +220,7 @@ int serve_option_find(const char *name, int *id, enum serve_option_kind *kind)
                     : SERVE_OPTION_VALUE;
         return 0;
     }
-    return -1;
+    return ST_ERROR;
 }
 
 const char *serve_option_name(int id)
@@ -367,7 +368,7 @@ static int apply_num(struct serve_options *o, const struct num_option *n, const 
 {
     unsigned long long v = 0;
     if (parse_num(value, n->lo, n->hi, &v, err) != 0)
-        return -1;
+        return ST_ERROR;
     v *= n->scale;
     char *field = (char *)o + n->offset;
     if (n->size == sizeof(uint64_t)) {
@@ -460,17 +461,17 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
         return cors_add_origin(&o->cors, value, err);
     case SERVE_OPT_CONTROL_MODE:
         if ((w = parse_word(value, modes, "none, poll or explicit", err)) < 0)
-            return -1;
+            return ST_ERROR;
         o->repo.mode = w == 0 ? CONTROL_NONE : w == 1 ? CONTROL_POLL : CONTROL_EXPLICIT;
         return 0;
     case SERVE_OPT_LOG_LEVEL:
         if ((w = parse_word(value, levels, "error, warn, info or debug", err)) < 0)
-            return -1;
+            return ST_ERROR;
         o->log_level = w;
         return 0;
     case SERVE_OPT_LOG_FORMAT:
         if ((w = parse_word(value, formats, "json or text", err)) < 0)
-            return -1;
+            return ST_ERROR;
         o->log_format = w;
         return 0;
     default:
@@ -497,7 +498,7 @@ int serve_options_check(struct serve_options *o, struct error *err)
     if (!o->etcd.endpoints && (o->etcd.advertise_host || o->etcd.instance_id))
         return error_set(err, 400, "--advertise-host and --instance-id need --etcd-endpoints");
     if (o->etcd.endpoints && etcd_endpoints_check(o->etcd.endpoints, err) != 0)
-        return -1;
+        return ST_ERROR;
     o->repo.load_models = o->load_models;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "sched/pool.h"
 
 /* Batch objects per instance made at start (the pool rarely grows after). */
@@ -623,7 +624,7 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
                       s->model.name, (unsigned long long)req->timeout_us,
                       (unsigned long long)(wait / 1000u));
             err->retry_after_s = (unsigned)((wait + 999999999u) / 1000000000u);
-            return -1;
+            return ST_ERROR;
         }
     }
     bool slot_free = s->free_slots != NULL;

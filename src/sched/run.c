@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/status.h"
 #include "sched/sched_int.h"
 
 #define BATCH_ARENA_CHUNK (16 * 1024)
@@ -448,7 +449,7 @@ void run_batch(struct sched *s, struct slot *sl, bool inline_run)
         r->batch_size = (uint32_t)g.total;
         r->batch_ref = b;
         if (err.status) {
-            r->rc = -1;
+            r->rc = ST_ERROR;
             r->err = err;
         } else {
             r->rc = 0;
@@ -487,7 +488,7 @@ void run_decoupled(struct sched *s, struct slot *sl)
     r->batch_ref = NULL;
     r->outputs = NULL;
     if (rc != 0) {
-        r->rc = -1;
+        r->rc = ST_ERROR;
         r->err = err;
     } else if (atomic_load_explicit(&r->cancelled, memory_order_relaxed)) {
         r->rc = error_set(&r->err, 499, "request cancelled by the client");

@@ -361,14 +361,14 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
     if (t->dtype == DT_INVALID)
         return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, in->datatype);
     if (decode_shape(in, t, err) != 0 || model_io_check(m->name, &m->info.inputs[idx], t, err) != 0)
-        return -1;
+        return ST_ERROR;
     const Inference__InferParameter *region, *size, *offset;
     FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_region", region);
     FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_byte_size", size);
     FIND_PARAM(in->parameters, in->n_parameters, "shared_memory_offset", offset);
     struct shm_params sp;
     if (shm_params(region, size, offset, "input", t->name, &sp, err) != 0)
-        return -1;
+        return ST_ERROR;
     int64_t count = tensor_count(t, INT64_MAX);
     if (count < 0)
         return error_set(err, 400, "input '%s': shape has too many elements", t->name);
@@ -444,13 +444,13 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
         FIND_PARAM(o->parameters, o->n_parameters, "shared_memory_offset", offset);
         struct shm_params sp;
         if (shm_params(region, size, offset, "output", names[i], &sp, err) != 0)
-            return -1;
+            return ST_ERROR;
         if (sp.has_region && !shm)
             return error_set(err, 400, "output '%s': shared memory is not supported here",
                              names[i]);
         if (sp.has_region &&
             shm_request_output(shm, &req->arena, (uint32_t)i, (uint32_t)n, names[i], &sp, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     req->output_names = names;
     req->output_binary = NULL;
@@ -481,7 +481,7 @@ int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const st
     }
     if (request_u64_param(msg, "timeout", " (microseconds)", &req->timeout_us, err) != 0 ||
         request_u64_param(msg, "priority", "", &req->priority, err) != 0)
-        return -1;
+        return ST_ERROR;
     /* Inputs in shared memory may have no raw entry (Triton's clients
      * leave them out) or an empty one. */
     size_t nshm = 0;
@@ -506,10 +506,10 @@ int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const st
         else if (msg->n_raw_input_contents && !uses_shm(msg->inputs[k]))
             raw = &msg->raw_input_contents[next_raw++];
         if (decode_input(req, shm, m, msg->inputs[k], raw, seen, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     if (model_inputs_complete(m, req->inputs, seen, &req->ninputs, err) != 0)
-        return -1;
+        return ST_ERROR;
     req->batch = m->batched ? req->inputs[0].shape[0] : 1;
     if (m->batched)
         for (uint32_t i = 1; i < req->ninputs; i++)

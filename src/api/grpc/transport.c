@@ -7,6 +7,7 @@
 #include "api/grpc/infer_pb.h"
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/status.h"
 
 /* Call objects kept per I/O thread for reuse. */
 #define POOL_MAX 256
@@ -88,11 +89,11 @@ int grpc_timeout_parse(const char *value, size_t len, uint64_t *out_ns)
 {
     /* gRPC over HTTP/2: TimeoutValue is 1 to 8 ASCII digits. */
     if (len < 2 || len > 9)
-        return -1;
+        return ST_ERROR;
     uint64_t v = 0;
     for (size_t i = 0; i + 1 < len; i++) {
         if (value[i] < '0' || value[i] > '9')
-            return -1;
+            return ST_ERROR;
         v = v * 10 + (uint64_t)(value[i] - '0');
     }
     uint64_t unit;
@@ -116,7 +117,7 @@ int grpc_timeout_parse(const char *value, size_t len, uint64_t *out_ns)
         unit = 1;
         break;
     default:
-        return -1;
+        return ST_ERROR;
     }
     *out_ns = v > UINT64_MAX / unit ? UINT64_MAX : v * unit;
     return 0;
@@ -308,7 +309,7 @@ static int send_headers(struct grpc_call *call)
     char tp[TRACEPARENT_LEN + 1];
     size_t n = initial_metadata(call, h, tp);
     if (call->wire->respond_headers(call->conn, h, n) != 0)
-        return -1;
+        return ST_ERROR;
     call->headers_sent = true;
     return 0;
 }
@@ -374,12 +375,12 @@ int64_t grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
 {
     struct grpc_api *api = call->api;
     if (!call->conn || call->finished)
-        return -1;
+        return ST_ERROR;
     size_t n = protobuf_c_message_get_packed_size(msg);
     buf_reset(&api->out);
     if (n > MAX_RESPONSE_BYTES - FRAME_HEADER || buf_reserve(&api->out, FRAME_HEADER + n) != 0) {
         call_end(call, GRPC_RESOURCE_EXHAUSTED, 500, "response message too large");
-        return -1;
+        return ST_ERROR;
     }
     uint8_t *p = (uint8_t *)api->out.data;
     p[0] = 0;
@@ -397,7 +398,7 @@ int64_t grpc_call_send(struct grpc_call *call, const ProtobufCMessage *msg)
     if (rc != 0) {
         /* The client does not read what it asked for (output queue full). */
         grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "response queue of the stream is full");
-        return -1;
+        return ST_ERROR;
     }
     call->bytes_out += n;
     return (int64_t)n;

@@ -125,14 +125,14 @@ static int oa_decode(struct infer_call *call, const struct model *m, struct erro
                          "/v1/models lists them)",
                          m->name);
     if (build_inputs(call, &oc->rq, err) != 0)
-        return -1;
+        return ST_ERROR;
     call->req.output_names = names;
     call->req.noutputs = GEN_OUTPUTS;
     if (!oc->rq.stream)
         return 0;
     if (stream_create(call->tenant, oc->digest, OPENAI_ROUTE_KIND(oc->rq.kind),
                       &call->req.cancelled, &oc->stream, err) != 0)
-        return -1;
+        return ST_ERROR;
     snprintf(oc->id, sizeof oc->id, "%s-%s", oc->rq.kind == OPENAI_CHAT ? "chatcmpl" : "cmpl",
              stream_id(oc->stream));
     return 0;

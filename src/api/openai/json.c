@@ -32,7 +32,7 @@ static int fail(struct openai_error *err, int status, const char *param, const c
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
-    return -1;
+    return ST_ERROR;
 }
 
 /* "messages.[3].content" and such, in the arena; `fallback` when it is full. */
@@ -254,7 +254,7 @@ static int parse_messages(struct arena *a, const struct json_value *root,
             return fail_type(err, param_fmt(a, "messages", "messages.[%" PRIu32 "]", i),
                              "an object", msg);
         if (check_role(a, msg, i, err) != 0 || check_content(a, msg, i, &total, err) != 0)
-            return -1;
+            return ST_ERROR;
         total += i > 0; /* the "\n" before it */
         if (total > OPENAI_MAX_PROMPT)
             return fail(err, 400, "messages", "invalid_value",
@@ -283,10 +283,10 @@ static int parse_max_tokens(const struct json_value *root, enum openai_kind kind
     int64_t x = -1, y = -1;
     const struct json_value *v = field(root, "max_tokens");
     if (v && get_int(v, "max_tokens", 1, INT32_MAX, &x, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *w = kind == OPENAI_CHAT ? field(root, "max_completion_tokens") : NULL;
     if (w && get_int(w, "max_completion_tokens", 1, INT32_MAX, &y, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (v && w && x != y)
         return fail(err, 400, "max_tokens", "invalid_value",
                     "'max_tokens' and 'max_completion_tokens' differ; give one of them");
@@ -302,18 +302,18 @@ static int parse_sampling(const struct json_value *root, struct openai_request *
     int64_t x;
     if ((v = field(root, "temperature"))) {
         if (get_float(v, "temperature", 0, false, 2, &d, err) != 0)
-            return -1;
+            return ST_ERROR;
         out->temperature = (float)d;
     }
     if ((v = field(root, "top_p"))) {
         if (get_float(v, "top_p", 0, true, 1, &d, err) != 0)
-            return -1;
+            return ST_ERROR;
         /* a positive value below float's range keeps its meaning: the top token */
         out->top_p = (float)d > 0 ? (float)d : FLT_MIN;
     }
     if ((v = field(root, "top_k"))) {
         if (get_int(v, "top_k", -1, INT32_MAX, &x, err) != 0)
-            return -1;
+            return ST_ERROR;
         out->top_k = x < 0 ? 0 : (int32_t)x;
     }
     if ((v = field(root, "seed"))) {
@@ -376,7 +376,7 @@ static int parse_stream(const struct json_value *root, struct openai_request *ou
 {
     const struct json_value *v = field(root, "stream");
     if (v && get_bool(v, "stream", &out->stream, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *opts = field(root, "stream_options");
     if (!opts)
         return 0;
@@ -387,7 +387,7 @@ static int parse_stream(const struct json_value *root, struct openai_request *ou
                     "'stream_options' is only allowed when 'stream' is true");
     const struct json_value *usage = field(opts, "include_usage");
     if (usage && get_bool(usage, "stream_options.include_usage", &out->include_usage, err) != 0)
-        return -1;
+        return ST_ERROR;
     return 0;
 }
 
@@ -399,7 +399,7 @@ static int check_one(const struct json_value *root, const char *name, struct ope
     const struct json_value *v = field(root, name);
     int64_t x = 1;
     if (v && get_int(v, name, INT64_MIN, INT64_MAX, &x, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (x != 1)
         return fail(err, 400, name, "unsupported_value",
                     "'%s' must be 1: one completion per request is supported", name);
@@ -411,7 +411,7 @@ static int check_penalty(const struct json_value *root, const char *name, struct
     const struct json_value *v = field(root, name);
     double d = 0;
     if (v && get_float(v, name, -2, false, 2, &d, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (d != 0)
         return fail_unsupported(err, name, "a non-zero penalty");
     return 0;
@@ -436,9 +436,9 @@ static int check_completions_only(const struct json_value *root, struct openai_e
     const struct json_value *v;
     bool echo = false;
     if (check_one(root, "best_of", err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((v = field(root, "echo")) && get_bool(v, "echo", &echo, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (echo)
         return fail_unsupported(err, "echo", "echoing the prompt");
     if ((v = field(root, "logprobs"))) {
@@ -460,12 +460,12 @@ static int check_chat_only(const struct json_value *root, struct openai_error *e
     const struct json_value *v;
     bool logprobs = false;
     if ((v = field(root, "logprobs")) && get_bool(v, "logprobs", &logprobs, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (logprobs)
         return fail_unsupported(err, "logprobs", "returning log probabilities");
     if (check_empty(root, "tools", JSON_ARRAY, "calling tools", err) != 0 ||
         check_empty(root, "functions", JSON_ARRAY, "calling functions", err) != 0)
-        return -1;
+        return ST_ERROR;
     if ((v = field(root, "response_format"))) {
         if (v->type != JSON_OBJECT)
             return fail_type(err, "response_format", "an object", v);
@@ -483,7 +483,7 @@ static int check_unsupported(const struct json_value *root, enum openai_kind kin
     if (check_one(root, "n", err) != 0 || check_penalty(root, "presence_penalty", err) != 0 ||
         check_penalty(root, "frequency_penalty", err) != 0 ||
         check_empty(root, "logit_bias", JSON_OBJECT, "a logit bias", err) != 0)
-        return -1;
+        return ST_ERROR;
     return kind == OPENAI_CHAT ? check_chat_only(root, err) : check_completions_only(root, err);
 }
 
@@ -527,7 +527,7 @@ int openai_request_parse(struct arena *a, enum openai_kind kind, const char *bod
         return fail(err, 400, NULL, "invalid_type",
                     "the request body must be a JSON object, not %s", json_type_name(root));
     if (parse_model(root, out, err) != 0)
-        return -1;
+        return ST_ERROR;
     int rc = kind == OPENAI_CHAT ? parse_messages(a, root, out, err) : parse_prompt(root, out, err);
     if (rc == 0)
         rc = parse_max_tokens(root, kind, out, err);

@@ -8,6 +8,7 @@
 #include "api/openai/call.h"
 #include "base/clock.h"
 #include "base/json.h"
+#include "base/status.h"
 #include "obs/request.h"
 
 static void answer_error(struct http_txn *txn, int status, const char *code, const char *fmt, ...)
@@ -150,7 +151,7 @@ static int read_last_event_id(struct http_txn *txn, struct stream_resume *r,
         return 0;
     if (stream_parse_event_id(v, len, id, &r->last_seq, &err) != 0) {
         openai_http_error(txn, &err, "invalid_last_event_id");
-        return -1;
+        return ST_ERROR;
     }
     r->has_last = true;
     return 0;

@@ -66,14 +66,14 @@ static int infer_decode(struct infer_call *call, const struct model *m, struct e
     int64_t header_len;
     begin_obs(txn, call, m);
     if (header_length(txn, &header_len, err) != 0)
-        return -1;
+        return ST_ERROR;
     /* An image, a sound or a text as the whole body (preprocess/prep.h). */
     const struct http_header *ct = http1_header(&txn->req, "content-type");
     int raw = ct && header_len < 0 ? prep_decode_raw(&call->req, m, ct->value, ct->value_len,
                                                      body_of(txn), (size_t)txn->req.body_len, err)
                                    : 0;
     if (raw != 0)
-        return raw < 0 ? -1 : 0;
+        return raw < 0 ? ST_ERROR : ST_OK;
     return infer_json_decode(&call->req, &call->shm, m, body_of(txn), (size_t)txn->req.body_len,
                              header_len, err);
 }
@@ -86,7 +86,7 @@ static int generate_decode(struct infer_call *call, const struct model *m, struc
     begin_obs(txn, call, m);
     if (generate_json_to_infer(&call->req.arena, m, body_of(txn), (size_t)txn->req.body_len, &text,
                                &len, err) != 0)
-        return -1;
+        return ST_ERROR;
     return infer_json_decode(&call->req, NULL, m, text, len, -1, err);
 }
 

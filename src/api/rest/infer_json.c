@@ -204,18 +204,18 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
     if (t->dtype == DT_INVALID)
         return error_set(err, 400, "input '%s': unknown datatype '%s'", t->name, dt->u.str);
     if (decode_shape(json_get(in, "shape"), t->name, t, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (model_io_check(m->name, &m->info.inputs[idx], t, err) != 0)
-        return -1;
+        return ST_ERROR;
 
     const struct json_value *params = json_get(in, "parameters");
     if (check_parameters(params, t->name, err) != 0)
-        return -1;
+        return ST_ERROR;
     char where[ERROR_MSG_MAX];
     snprintf(where, sizeof where, "input '%s'", t->name);
     struct shm_params sp;
     if (get_shm_params(params, where, &sp, err) != 0)
-        return -1;
+        return ST_ERROR;
 
     const struct json_value *data = json_get(in, "data");
     const struct json_value *binary_size = json_get(params, "binary_data_size");
@@ -247,7 +247,7 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
         return error_set(err, 413, "input '%s': request too large to decode", t->name);
     if (tensor_json_parse(data->u.raw, data->len, t->dtype, t->shape, t->ndim, want, t->data,
                           &req->arena, t->name, err) != 0)
-        return -1;
+        return ST_ERROR;
     t->nbytes = bytes;
     if (t->dtype == DT_BYTES) {
         const struct tensor_bytes *s = t->data;
@@ -306,25 +306,25 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
                 return error_set(err, 400, "duplicate output '%s'", name->u.str);
         const struct json_value *params = json_get(o, "parameters");
         if (check_parameters(params, name->u.str, err) != 0)
-            return -1;
+            return ST_ERROR;
         char where[ERROR_MSG_MAX];
         snprintf(where, sizeof where, "output '%s'", name->u.str);
         flags[i] = binary_default;
         if (get_bool_param(params, "binary_data", where, &flags[i], err) != 0)
-            return -1;
+            return ST_ERROR;
         if (get_classification(params, where, &classes[i], err) != 0)
-            return -1;
+            return ST_ERROR;
         any_classes |= classes[i] != 0;
         names[i] = m->info.outputs[idx].name;
         struct shm_params sp;
         if (get_shm_params(params, where, &sp, err) != 0)
-            return -1;
+            return ST_ERROR;
         if (sp.has_region && !shm)
             return error_set(err, 400, "output '%s': shared memory is not supported here",
                              names[i]);
         if (sp.has_region &&
             shm_request_output(shm, &req->arena, i, outs->len, names[i], &sp, err) != 0)
-            return -1;
+            return ST_ERROR;
     }
     req->output_names = names;
     req->output_binary = flags;
@@ -519,10 +519,10 @@ int infer_json_decode(struct infer_request *req, struct shm_request *shm, const 
     }
     const struct json_value *params = json_get(root, "parameters");
     if (check_parameters(params, "request", err) != 0)
-        return -1;
+        return ST_ERROR;
     bool binary_output = false;
     if (get_bool_param(params, "binary_data_output", "request", &binary_output, err) != 0)
-        return -1;
+        return ST_ERROR;
     const struct json_value *timeout = json_get(params, "timeout");
     if (timeout) {
         uint64_t us;
@@ -550,9 +550,9 @@ int infer_json_decode(struct infer_request *req, struct shm_request *shm, const 
     req->ninputs = m->info.ninputs;
     for (uint32_t i = 0; i < inputs->len; i++)
         if (decode_input(req, shm, m, &inputs->u.items[i], seen, &bin, err) != 0)
-            return -1;
+            return ST_ERROR;
     if (model_inputs_complete(m, req->inputs, seen, &req->ninputs, err) != 0)
-        return -1;
+        return ST_ERROR;
     if (bin.off != bin.end)
         return error_set(err, 400,
                          "%zu bytes after the JSON header are not claimed by any input's "
