@@ -9,6 +9,7 @@
 #include "base/arena.h"
 #include "base/json.h"
 #include "base/rand.h"
+#include "base/status.h"
 #include "bench/bench_args.h"
 #include "bench/gen_stream.h"
 #include "core/dtype.h"
@@ -141,7 +142,7 @@ static int describe_input(const struct json_value *in, uint32_t batch, struct in
     if (!name || name->type != JSON_STRING || !dt || dt->type != JSON_STRING || !shape ||
         shape->type != JSON_ARRAY) {
         snprintf(err, err_size, "model metadata: an input lacks name, datatype or shape");
-        return -1;
+        return ST_ERROR;
     }
     d->name = name->u.str;
     d->name_len = name->len;
@@ -149,12 +150,12 @@ static int describe_input(const struct json_value *in, uint32_t batch, struct in
     if (d->dtype == DT_INVALID) {
         snprintf(err, err_size, "model metadata: input '%s' has unknown datatype '%s'", name->u.str,
                  dt->u.str);
-        return -1;
+        return ST_ERROR;
     }
     if (shape->len > 16) {
         snprintf(err, err_size, "model metadata: input '%s' has more than 16 dimensions",
                  name->u.str);
-        return -1;
+        return ST_ERROR;
     }
     d->ndim = shape->len;
     d->count = 1;
@@ -162,7 +163,7 @@ static int describe_input(const struct json_value *in, uint32_t batch, struct in
         int64_t v;
         if (json_num_i64(&shape->u.items[i], &v) != 0 || v < -1) {
             snprintf(err, err_size, "model metadata: input '%s' has an invalid shape", name->u.str);
-            return -1;
+            return ST_ERROR;
         }
         if (v == -1)
             v = i == 0 ? batch : 1;
@@ -170,7 +171,7 @@ static int describe_input(const struct json_value *in, uint32_t batch, struct in
         if (v && d->count > MAX_ELEMENTS / (uint64_t)v) {
             snprintf(err, err_size, "input '%s' would have more than %u elements", name->u.str,
                      MAX_ELEMENTS);
-            return -1;
+            return ST_ERROR;
         }
         d->count *= (uint64_t)v;
     }
@@ -181,7 +182,7 @@ static int describe_input(const struct json_value *in, uint32_t batch, struct in
             snprintf(err, err_size,
                      "--batch %u: input '%s' has no variable first (batch) dimension", batch,
                      name->u.str);
-            return -1;
+            return ST_ERROR;
         }
     }
     return 0;
@@ -191,7 +192,7 @@ int bench_build_infer_body(const char *metadata, size_t metadata_len, enum bench
                            uint32_t batch, struct buf *body, size_t *json_len, char *err,
                            size_t err_size)
 {
-    int rc = -1;
+    int rc = ST_ERROR;
     struct arena arena;
     arena_init(&arena, 16 * 1024, 64ull << 20);
     struct json_value *doc;
@@ -346,7 +347,7 @@ static int read_file(const char *path, struct buf *out, char *err, size_t err_si
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, err_size, "--body-file %s: %s", path, strerror(errno));
-        return -1;
+        return ST_ERROR;
     }
     int rc = 0;
     char chunk[65536];
@@ -356,14 +357,14 @@ static int read_file(const char *path, struct buf *out, char *err, size_t err_si
             continue;
         if (n < 0) {
             snprintf(err, err_size, "--body-file %s: %s", path, strerror(errno));
-            rc = -1;
+            rc = ST_ERROR;
             break;
         }
         if (n == 0)
             break;
         if (buf_append(out, chunk, (size_t)n) != 0) {
             snprintf(err, err_size, "--body-file %s: larger than 1 GiB or out of memory", path);
-            rc = -1;
+            rc = ST_ERROR;
             break;
         }
     }

@@ -56,7 +56,8 @@ void bench_request_free(struct bench_request *r);
  * KServe v2 JSON body. Binary format: Triton's binary tensor extension, a
  * JSON header followed by the raw little-endian tensors; *json_len is the
  * header's length (the Inference-Header-Content-Length), else 0.
- * The body is appended to *body. Returns 0, or -1 with a message in err. */
+ * The body is appended to *body. Returns 0, or ST_ERROR with a message in
+ * err. */
 int bench_build_infer_body(const char *metadata, size_t metadata_len, enum bench_format format,
                            uint32_t batch, struct buf *body, size_t *json_len, char *err,
                            size_t err_size);
