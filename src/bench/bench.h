@@ -25,33 +25,19 @@
  * drain (no new requests; wait for the measured ones still in flight, each
  * bounded by --timeout-ms) → report. A request is measured when its start
  * (closed loop: hand-off; open loop: scheduled time) falls in the window.
+ *
+ * Files: bench.c runs it (bench_main: the options, the request, the client
+ * threads, the report); bench_options.c reads the command line,
+ * bench_request.c builds what is sent, loadgen.c is the client threads'
+ * engine, bench_report.c prints the report.
  */
 #ifndef INFERD_BENCH_BENCH_H
 #define INFERD_BENCH_BENCH_H
-
-#include <stddef.h>
-#include <stdint.h>
-
-#include "base/buf.h"
 
 /* Entry point of `inferd bench`: argv[0] is "bench". Returns the process
  * exit status: 0 the run happened (whatever the HTTP statuses), 1 no
  * connection could be made or the model metadata could not be fetched, 2
  * usage error. Prints the report on stdout, diagnostics on stderr. */
 int bench_main(int argc, char **argv);
-
-enum bench_format { BENCH_FORMAT_JSON, BENCH_FORMAT_BINARY };
-
-/* Builds the body of an infer request from a model metadata document
- * (GET /v2/models/{m}): every input with its shape (a variable first
- * dimension becomes `batch`, other variable dimensions 1), filled with
- * deterministic pseudo-random values of its datatype. JSON format: a
- * KServe v2 JSON body. Binary format: Triton's binary tensor extension, a
- * JSON header followed by the raw little-endian tensors; *json_len is the
- * header's length (the Inference-Header-Content-Length), else 0.
- * The body is appended to *body. Returns 0, or -1 with a message in err. */
-int bench_build_infer_body(const char *metadata, size_t metadata_len, enum bench_format format,
-                           uint32_t batch, struct buf *body, size_t *json_len, char *err,
-                           size_t err_size);
 
 #endif

@@ -14,7 +14,7 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/json.h"
-#include "bench/bench.h"
+#include "bench/bench_request.h"
 #include "bench/http_client.h"
 
 /* ---- response parser ---------------------------------------------------- */
