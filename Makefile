@@ -5,7 +5,8 @@
 #   make test     check the layering (scripts/check_layers.py), build, then run
 #                 the unit tests (ctest) and integration tests (pytest, in
 #                 parallel: TEST_WORKERS), printing each phase's wall time
-#   make layers   only the layering check: no upward include, no include cycle
+#   make layers   only the source checks: no upward include, no include cycle,
+#                 no bare -1 status (the call-cycle check runs in ctest)
 #   make test SANITIZE=1   the same with AddressSanitizer + UBSan (build-asan/)
 #   make test     also runs every fuzz target for FUZZ_SMOKE_SECONDS (default 3) each
 #   make fuzz     run every fuzz target with libFuzzer (FUZZ_SECONDS each, default 300)
@@ -92,8 +93,11 @@ endif
 	@scripts/phase.sh --table $(PHASES)
 
 # Folders of src/ are layers; the order and the rules live in the script.
+# Statuses are spelt one way (src/base/status.h). The call-cycle check
+# (scripts/check_calls.py) needs the objects: ctest runs it after the build.
 layers:
 	$(PYTHON) scripts/check_layers.py
+	$(PYTHON) scripts/check_status.py
 
 unit: layers build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -58,7 +58,8 @@ static int run(const struct bench_options *o, struct bench_shared *sh, struct be
         return 1;
     }
     int rc = 1;
-    uint32_t started = 0;
+    /* Workers whose init ran (each then frees cleanly), and threads started. */
+    uint32_t ninit = 0, started = 0;
     pthread_mutex_init(&sh->gate_lock, NULL);
     pthread_cond_init(&sh->gate_cond, NULL);
     for (uint32_t i = 0; i < nthreads; i++) {
@@ -66,6 +67,7 @@ static int run(const struct bench_options *o, struct bench_shared *sh, struct be
         uint32_t conc = o->concurrency / nthreads + (i < o->concurrency % nthreads);
         int err =
             loadgen_worker_init(&workers[i], sh, i, nconns, sh->open_loop ? 0 : conc, nthreads);
+        ninit = i + 1;
         if (err) {
             fprintf(stderr, "inferd bench: cannot set up client thread: %s\n", strerror(-err));
             goto out_open_gate;
@@ -112,7 +114,7 @@ out_open_gate:
         show_progress(sh);
     for (uint32_t i = 0; i < started; i++)
         pthread_join(workers[i].thread, NULL);
-    for (uint32_t i = 0; i < nthreads; i++) {
+    for (uint32_t i = 0; i < ninit; i++) {
         if (rc == 0)
             loadgen_stats_merge(total, &workers[i].st);
         loadgen_worker_free(&workers[i]);

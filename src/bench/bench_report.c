@@ -178,7 +178,7 @@ void bench_report_json(const struct bench_options *o, const struct report_info *
     json_w_obj_end(&jw);
     json_w_key(&jw, "errors");
     json_w_obj_begin(&jw);
-    for (int k = 0; k < E_COUNT; k++) {
+    for (int k = 0; k < LOADGEN_ERR_COUNT; k++) {
         json_w_key(&jw, loadgen_err_names[k]);
         json_w_uint(&jw, st->errors[k]);
     }
@@ -253,9 +253,9 @@ void bench_report_text(const struct bench_options *o, const struct report_info *
     }
     printf("%s\n", any ? "" : " (none)");
     printf("  errors     ");
-    for (int k = 0; k < E_COUNT; k++)
+    for (int k = 0; k < LOADGEN_ERR_COUNT; k++)
         printf(" %s %llu%s", loadgen_err_names[k], (unsigned long long)st->errors[k],
-               k + 1 < E_COUNT ? "," : "\n");
+               k + 1 < LOADGEN_ERR_COUNT ? "," : "\n");
     printf("  reconnects  %llu\n", (unsigned long long)st->reconnects);
     if (o->openai) {
         const struct gen_stats *g = &st->gen;

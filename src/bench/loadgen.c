@@ -18,7 +18,7 @@
 #define BACKOFF_NS (100 * 1000000ull)     /* after a failed connect */
 
 enum conn_state { C_CLOSED, C_BACKOFF, C_CONNECTING, C_IDLE, C_BUSY };
-const char *const loadgen_err_names[E_COUNT] = {"connect", "reset", "timeout", "parse"};
+const char *const loadgen_err_names[LOADGEN_ERR_COUNT] = {"connect", "reset", "timeout", "parse"};
 
 /* Admitted and refused responses, apart: under admission control a fast
  * refusal must not hide the latency of the requests that were served. */
@@ -133,7 +133,7 @@ static void conn_fail(struct conn *c, enum err_kind kind, uint64_t now)
     if (had_req && c->gs)
         gen_stream_finish(c->gs, 0, c->measured, now, &w->st.gen);
     conn_close(c);
-    if (kind == E_CONNECT) {
+    if (kind == LOADGEN_ERR_CONNECT) {
         c->state = C_BACKOFF;
         c->backoff_until = now + BACKOFF_NS;
         list_push(&w->backoff, c);
@@ -161,7 +161,7 @@ static void conn_send(struct conn *c, uint64_t now)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return; /* EPOLLOUT resumes */
-        conn_fail(c, E_RESET, now);
+        conn_fail(c, LOADGEN_ERR_RESET, now);
         return;
     }
 }
@@ -218,7 +218,7 @@ static void conn_assign(struct conn *c, uint64_t start, uint64_t now)
         return;
     }
     if (conn_connect(c) != 0)
-        conn_fail(c, E_CONNECT, now);
+        conn_fail(c, LOADGEN_ERR_CONNECT, now);
 }
 
 /* The response is complete. must_close: the connection cannot carry
@@ -263,7 +263,7 @@ static void conn_read(struct conn *c)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return;
-            conn_fail(c, E_RESET, clock_now_ns());
+            conn_fail(c, LOADGEN_ERR_RESET, clock_now_ns());
             return;
         }
         if (n == 0) {
@@ -271,7 +271,7 @@ static void conn_read(struct conn *c)
             if (http_resp_eof(&c->resp) == HTTP_RESP_DONE)
                 conn_complete(c, now, true);
             else
-                conn_fail(c, E_RESET, now); /* closed before or during the response */
+                conn_fail(c, LOADGEN_ERR_RESET, now); /* closed before or during the response */
             return;
         }
         if (c->measured)
@@ -288,7 +288,7 @@ static void conn_read(struct conn *c)
             return;
         }
         if (rc == HTTP_RESP_ERROR || c->rlen == RECV_BUF_SIZE) {
-            conn_fail(c, E_PARSE, clock_now_ns());
+            conn_fail(c, LOADGEN_ERR_PARSE, clock_now_ns());
             return;
         }
         /* A short read drained the socket: the next arrival is a new edge.
@@ -317,7 +317,7 @@ static void conn_on_events(struct loop_watch *watch, uint32_t events)
             return;
         }
         if (err) {
-            conn_fail(c, E_CONNECT, now);
+            conn_fail(c, LOADGEN_ERR_CONNECT, now);
         } else {
             if (c->ever_connected && counting(w, now))
                 w->st.reconnects++;
@@ -368,7 +368,7 @@ static void worker_housekeeping(struct worker *w, uint64_t now)
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct conn *c = &w->conns[i];
         if (c->has_req && now >= c->start_ns && now - c->start_ns >= timeout)
-            conn_fail(c, E_TIMEOUT, now);
+            conn_fail(c, LOADGEN_ERR_TIMEOUT, now);
     }
     struct conn *c = w->backoff.head;
     while (c) {
@@ -408,7 +408,7 @@ static void worker_dispatch(struct worker *w, uint64_t now)
         if (now - due >= sh->timeout_ns) {
             /* Waited for a connection past its timeout: never sent. */
             if (in_window(w, due))
-                w->st.errors[E_TIMEOUT]++;
+                w->st.errors[LOADGEN_ERR_TIMEOUT]++;
             w->next_index++;
             continue;
         }
@@ -630,7 +630,7 @@ void loadgen_stats_merge(struct bench_stats *total, const struct bench_stats *st
     hist_merge(&total->latency_refused, &st->latency_refused);
     for (int s = 0; s < 600; s++)
         total->status[s] += st->status[s];
-    for (int k = 0; k < E_COUNT; k++)
+    for (int k = 0; k < LOADGEN_ERR_COUNT; k++)
         total->errors[k] += st->errors[k];
     total->bytes_sent += st->bytes_sent;
     total->bytes_received += st->bytes_received;

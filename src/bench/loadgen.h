@@ -49,8 +49,8 @@
 #include "bench/hist.h"
 #include "net/loop.h"
 
-enum err_kind { E_CONNECT, E_RESET, E_TIMEOUT, E_PARSE, E_COUNT };
-extern const char *const loadgen_err_names[E_COUNT];
+enum err_kind { LOADGEN_ERR_CONNECT, LOADGEN_ERR_RESET, LOADGEN_ERR_TIMEOUT, LOADGEN_ERR_PARSE, LOADGEN_ERR_COUNT };
+extern const char *const loadgen_err_names[LOADGEN_ERR_COUNT];
 enum phase { P_CONNECT, P_RUN, P_DONE };
 
 struct bench_stats {
@@ -58,7 +58,7 @@ struct bench_stats {
     struct hist latency_ok;      /* ... of them answered 2xx */
     struct hist latency_refused; /* ... of them answered 429 or 503 */
     uint64_t status[600];
-    uint64_t errors[E_COUNT];
+    uint64_t errors[LOADGEN_ERR_COUNT];
     uint64_t bytes_sent, bytes_received;
     uint64_t reconnects;
     struct gen_stats gen; /* --openai */

@@ -152,13 +152,25 @@ struct h3_server {
     void *drained_arg;
 };
 
-/* ---- h3_server.c: connections ---- */
+/* ---- every part: two steps on a connection ----
+ * Inline, so that the streams and the nghttp3 and ngtcp2 callbacks do not
+ * call into h3_server.c, which calls them: calls go one way, h3_server.c ->
+ * h3_quic.c -> h3_request.c -> h3_stream.c, and to h3_cid.c
+ * (scripts/check_calls.py). */
 
 /* Asks the loop to run the connection's writes after the current event. */
-void h3_conn_want_write(struct h3_conn *c);
+static inline void h3_conn_want_write(struct h3_conn *c)
+{
+    loop_defer(c->server->loop, &c->timer);
+}
+
 /* n bytes of stream id were taken (or dropped): the flow-control windows
  * of the stream and the connection grow back by n. */
-void h3_conn_consume(struct h3_conn *c, int64_t id, size_t n);
+static inline void h3_conn_consume(struct h3_conn *c, int64_t id, size_t n)
+{
+    ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
+    ngtcp2_conn_extend_max_offset(c->q, n);
+}
 
 /* ---- h3_quic.c: the ngtcp2 callbacks ---- */
 

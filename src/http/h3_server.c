@@ -33,17 +33,6 @@
 
 /* ---- connections ---- */
 
-void h3_conn_want_write(struct h3_conn *c)
-{
-    loop_defer(c->server->loop, &c->timer);
-}
-
-void h3_conn_consume(struct h3_conn *c, int64_t id, size_t n)
-{
-    ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
-    ngtcp2_conn_extend_max_offset(c->q, n);
-}
-
 static void path_of(ngtcp2_path *p, struct udp_addr *local, struct udp_addr *remote)
 {
     p->local.addr = (ngtcp2_sockaddr *)&local->ss;

@@ -33,7 +33,6 @@ enum top_bits {
     TOP_PLATFORM = 2,
     TOP_BACKEND = 4,
     TOP_MAX_BATCH = 8,
-    TOP_DYNAMIC = 16,
     TOP_VERSION = 32,
     TOP_TRANSACTION = 64,
 };
