@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Check the layering of src/: includes point down, and no include cycles.
 
-Each folder of src/ is one layer (docs/development.md, "Layers"). A file may
+Each folder of src/ is one layer (docs/architecture.md, "Layers"). A file may
 include headers of its own folder or of a lower one; never of a higher one.
+A folder's subfolders belong to its layer; where SUBLAYERS orders them, a
+file includes only from a lower sub-layer or its own entry (the front ends
+of api/ do not include one another).
 
     /usr/bin/python3 scripts/check_layers.py [SRC_DIR]
 
@@ -28,10 +31,10 @@ import re
 import sys
 
 # The layer order, bottom to top. A file in LAYERS[i] may include headers
-# from LAYERS[0..i]. serve, policy, preprocess and gen are planned layers
-# (DESIGN.md) that do not exist yet; bench is the load-generator client: it
-# sits just below cli, which runs it, and ONLY_FROM limits what it uses.
-# cluster is registration, discovery and the gateway's upstream pools.
+# from LAYERS[0..i]. bench is the load-generator client: it sits just below
+# cli, which runs it, and ONLY_FROM limits what it uses. cluster is
+# registration, discovery and the gateway's upstream pools.
+# docs/architecture.md lists the same order (a test compares them).
 LAYERS = [
     "base",
     "core",

@@ -52,7 +52,7 @@ struct cors {
 
 /* Adds one --cors-allow-origin value: "*" or an origin
  * "scheme://host[:port]" (no path; compared exactly, case-insensitively).
- * Returns 0, or -1 with err (400) for a malformed value or too many. */
+ * Returns 0, or ST_ERROR with err (400) for a malformed value or too many. */
 int cors_add_origin(struct cors *c, const char *origin, struct error *err);
 /* Whether any origin is configured. c may be NULL (none). */
 bool cors_enabled(const struct cors *c);

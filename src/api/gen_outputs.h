@@ -5,7 +5,7 @@
  * them from one response.
  *
  *   gen_output_names(m, names)   the four names, pointers to m's own (the
- *                                request's output_names), or -1 when m
+ *                                request's output_names), or ST_ERROR when m
  *                                lacks one (not a generative model)
  *   gen_outputs_read(outs, n, g) the values of one response, by name; an
  *                                absent or malformed output leaves its

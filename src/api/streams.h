@@ -100,7 +100,7 @@ void stream_thread_free(struct stream_thread *t);
 
 /* A new stream for a call of tenant (NULL: none) whose request body has
  * the given digest, on route `kind` (a number a re-POST must match);
- * cancel is the call's flag. 0 with *out, or -1 with err: 503 when
+ * cancel is the call's flag. 0 with *out, or ST_ERROR with err: 503 when
  * STREAM_MAX_COUNT streams are held, 500 out of memory. */
 int stream_create(const char *tenant, const uint8_t digest[SHA256_DIGEST_SIZE], int kind,
                   atomic_bool *cancel, struct gen_stream **out, struct error *err);
@@ -111,7 +111,7 @@ const char *stream_id(const struct gen_stream *s);
  * now on). Call once, before the first stream_append. */
 void stream_attach_origin(struct gen_stream *s, struct stream_thread *t, struct http_txn *txn);
 /* Appends one event whose data is data[0..len) (a JSON text or
- * "[DONE]"); last: no event follows. Returns 0, or -1 when the stream
+ * "[DONE]"); last: no event follows. Returns 0, or ST_ERROR when the stream
  * holds STREAM_MAX_BYTES: the event is dropped, the sequence cancelled,
  * and the caller ends the stream with a last, short event (the room of a
  * few kilobytes left for it is never refused). */
@@ -131,7 +131,7 @@ void stream_call_ended(struct gen_stream *s);
 /* ---- resume and cancel ---------------------------------------------------------- */
 
 /* Parses a Last-Event-ID value "<stream id>-<seq>": 0 with id (NUL-
- * terminated) and *seq, or -1 with a 400 in err. */
+ * terminated) and *seq, or ST_ERROR with a 400 in err. */
 int stream_parse_event_id(const char *v, size_t len, char id[STREAM_ID_LEN + 1], uint64_t *seq,
                           struct error *err);
 
@@ -148,14 +148,14 @@ struct stream_resume {
 
 /* Makes txn the stream's subscriber on thread t: its response (Server-
  * Sent Events, begun at once) replays the events after the last one the
- * client saw and follows the stream to its end. 0, or -1 with err: 404
+ * client saw and follows the stream to its end. 0, or ST_ERROR with err: 404
  * (unknown stream, another tenant's, or streams are not resumable), 410
  * (expired), 409 (a re-POST with another body or route), 400 (the client
  * cannot have seen that event). */
 int streams_resume(struct stream_thread *t, struct http_txn *txn, const struct stream_resume *r,
                    struct error *err);
 /* Explicit cancel by tenant: 0 with *was_running (false: the sequence had
- * already ended), or -1 with err 404/410 as streams_resume. */
+ * already ended), or ST_ERROR with err 404/410 as streams_resume. */
 int streams_cancel(const char *id, size_t id_len, const char *tenant, bool *was_running,
                    struct error *err);
 

@@ -45,7 +45,7 @@ static int decode(const char *s, size_t n, char *out, size_t cap)
     return 0;
 }
 
-/* Splits the query string into the parameters; 0, or -1 with msg. */
+/* Splits the query string into the parameters; 0, or ST_ERROR with msg. */
 static int parse_params(const char *q, size_t n, struct usage_params *p, char *msg, size_t cap)
 {
     memset(p, 0, sizeof *p);

@@ -43,7 +43,7 @@ struct model_info {
 void model_info_free(struct model_info *info);
 
 /* Whether tensor t fits input io of model `model_name`: same datatype,
- * rank and fixed dims. Returns 0, or -1 with a 400 in err in Triton's
+ * rank and fixed dims. Returns 0, or ST_ERROR with a 400 in err in Triton's
  * wording (clients match on it):
  *   "inference input 'x' data-type is 'FP32', but model 'm' expects 'INT32'"
  *   "unexpected shape for input 'x' for model 'm'. Expected [-1,16], got [1,15]" */
@@ -113,7 +113,7 @@ struct backend_ops {
 
     /* Loads the model at args->path. On success *instance is set and *info
      * describes the model's inputs and outputs (caller frees with
-     * model_info_free). On failure returns -1 with err->msg set. */
+     * model_info_free). On failure returns ST_ERROR with err->msg set. */
     int (*load)(const struct backend_load_args *args, void **instance,
                 struct model_info *info, struct error *err);
 
@@ -136,7 +136,7 @@ struct backend_ops {
      * calls send(ctx, outputs, nout, final) for each response, outputs
      * valid during that call only. send() returns false when the request
      * is cancelled: execute_stream then returns as soon as it can. Returns
-     * 0, or -1 with err (400/500). NULL when the backend has none. */
+     * 0, or ST_ERROR with err (400/500). NULL when the backend has none. */
     int (*execute_stream)(void *instance, const struct tensor *inputs, uint32_t nin,
                           const char *const *output_names, uint32_t nout,
                           bool (*send)(void *ctx, const struct tensor *outputs, uint32_t nout,

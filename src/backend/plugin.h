@@ -53,7 +53,7 @@
  * "onnxruntime" are the built-in &backend_onnxruntime; any other name is a
  * plugin library, loaded (or taken from the cache) as described above.
  * search_dir may be NULL. On success *ops is set and stays valid until the
- * process exits. On failure returns -1 with err naming the library path and
+ * process exits. On failure returns ST_ERROR with err naming the library path and
  * the reason (dlerror(), a missing inferd_backend_init, a refused or wrong
  * ABI version, a NULL function): 400, or 500 for out of memory and a full
  * cache. Any thread.

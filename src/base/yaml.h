@@ -52,7 +52,7 @@
 #define YAML_MAX_DEPTH 32
 #define YAML_MAX_NODES 100000
 
-/* Parses text[0..len) (no NUL needed). 0 with *out set, or -1 with err. */
+/* Parses text[0..len) (no NUL needed). 0 with *out set, or ST_ERROR with err. */
 int yaml_parse(struct arena *arena, const char *text, size_t len, struct json_value **out,
                struct error *err);
 

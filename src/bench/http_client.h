@@ -79,11 +79,11 @@ struct http_url {
     char prefix[512];    /* path prefix without trailing '/', may be "" */
 };
 
-/* Returns 0 or -1 with *err a static message. */
+/* Returns 0 or ST_ERROR with *err a static message. */
 int http_url_parse(const char *url, struct http_url *out, const char **err);
 
 /* Resolves the URL's host (getaddrinfo, TCP) to its first address. Returns 0
- * or -1 with a message in err_buf. */
+ * or ST_ERROR with a message in err_buf. */
 int http_url_resolve(const struct http_url *u, struct sockaddr_storage *addr, socklen_t *addrlen,
                      char *err_buf, size_t err_size);
 

@@ -76,7 +76,7 @@ int sse_reader_init(struct sse_reader *r);
 void sse_reader_reset(struct sse_reader *r);
 void sse_reader_free(struct sse_reader *r);
 
-/* Consumes p[0..n). Returns 0, or -1 with r->err (a limit exceeded, or
+/* Consumes p[0..n). Returns 0, or ST_ERROR with r->err (a limit exceeded, or
  * on_event asked to stop); after -1 the reader needs a reset. */
 int sse_reader_feed(struct sse_reader *r, const char *p, size_t n, sse_event_fn on_event,
                     void *arg);

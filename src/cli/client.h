@@ -103,7 +103,7 @@ struct cli_conn {
     int64_t deadline_ns; /* CLOCK_MONOTONIC */
 };
 
-/* alpn: a wire-format ALPN list ("\x02h2") or NULL. 0, or -1 with err. */
+/* alpn: a wire-format ALPN list ("\x02h2") or NULL. 0, or ST_ERROR with err. */
 int cli_conn_open(struct cli_conn *c, const struct cli_target *t, const char *alpn, size_t alpn_len,
                   char *err, size_t err_size);
 int cli_conn_write(struct cli_conn *c, const void *p, size_t n, char *err, size_t err_size);

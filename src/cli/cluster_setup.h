@@ -10,7 +10,7 @@
  *                   address of an interface that is up; else 127.0.0.1.
  *   instance id:    --instance-id; else "<hostname>:<http port>".
  * Called once the ports are bound (port 0 resolved). Without
- * --etcd-endpoints it does nothing (*out NULL). Returns 0, or -1 after
+ * --etcd-endpoints it does nothing (*out NULL). Returns 0, or ST_ERROR after
  * logging why (a bad endpoint list).
  */
 #ifndef INFERD_CLI_CLUSTER_SETUP_H
@@ -34,7 +34,7 @@ int cluster_setup_start(const struct serve_options *o, struct repository *repo, 
  * read of etcd, so that remote versions find an upstream when they load;
  * a later etcd only delays that. Call before repository_open(); stop with
  * discovery_stop() before remote_models_free(). Without a discovering
- * model: nothing (*out NULL). Returns 0, or -1 after logging why
+ * model: nothing (*out NULL). Returns 0, or ST_ERROR after logging why
  * (`discover: true` without --etcd-endpoints).
  */
 int cluster_discovery_start(const struct serve_options *o, struct remote_models *remote,

@@ -26,7 +26,7 @@ struct config_file {
  * vectors, and the text. */
 #define ARENA_MAX (64u << 20)
 
-/* Reads the whole file into a mem_ buffer. 0 or -1 with err. */
+/* Reads the whole file into a mem_ buffer. 0 or ST_ERROR with err. */
 static int read_file(const char *path, char **out, size_t *len, struct error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -37,7 +37,7 @@
 
 struct config_section {
     const char *key; /* top-level key, e.g. "rate-limits" */
-    /* v NULL: the section is absent. 0 with *out set, or -1 with err. */
+    /* v NULL: the section is absent. 0 with *out set, or ST_ERROR with err. */
     int (*parse)(const struct json_value *v, void **out, struct error *err);
     void (*apply)(void *store, void *parsed); /* takes ownership of parsed */
     void (*free_parsed)(void *parsed);        /* NULL is a no-op */
@@ -76,7 +76,7 @@ struct config_section {
 
 /* A check across sections (e.g. rate-limit rules that name tenants of the
  * auth section), run when every section of the file parsed: parsed[i]
- * for sections[i]. 0, or -1 with err (the file is then refused). */
+ * for sections[i]. 0, or ST_ERROR with err (the file is then refused). */
 typedef int (*config_check_fn)(void *const *parsed, struct error *err);
 
 /* A loaded file: its tree, which the strings of the options applied from
@@ -88,7 +88,7 @@ struct config_file;
  * with serve_option_apply() and parses every one of the n sections,
  * parsed[i] for sections[i] (n <= CONFIG_MAX_SECTIONS), then runs check
  * (NULL: none). Returns 0 with *out (config_file_free() it
- * after the last use of o), or -1 with a 400 in err; then nothing is kept
+ * after the last use of o), or ST_ERROR with a 400 in err; then nothing is kept
  * (parsed[] all NULL) and o is partly changed (the caller exits or drops it).
  */
 int config_file_load(const char *path, struct serve_options *o,
@@ -97,7 +97,7 @@ int config_file_load(const char *path, struct serve_options *o,
 void config_file_free(struct config_file *f); /* NULL is a no-op */
 
 /* Without a file: every section parsed as absent (its module's defaults)
- * into parsed[i]. 0, or -1 with err (nothing kept). */
+ * into parsed[i]. 0, or ST_ERROR with err (nothing kept). */
 int config_sections_defaults(const struct config_section *sections, size_t n, void **parsed,
                              struct error *err);
 

@@ -238,7 +238,7 @@ static nghttp2_nv nv(const char *name, const char *value)
     return h;
 }
 
-/* Runs the session until the stream closed: 0, or -1 with c->err. */
+/* Runs the session until the stream closed: 0, or ST_ERROR with c->err. */
 static int exchange(nghttp2_session *s, struct call *c)
 {
     uint8_t in[65536];

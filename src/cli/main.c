@@ -418,7 +418,7 @@ static void stop_io_threads(struct io_thread *threads, int n)
 }
 
 /* The metrics listener (its own thread; see api/metrics_port.h), unless
- * --no-metrics. Returns 0 or -1 (logged). */
+ * --no-metrics. Returns 0 or ST_ERROR (logged). */
 static int start_metrics(const struct serve_options *o, struct metrics_server **out)
 {
     *out = NULL;
@@ -442,7 +442,7 @@ static int start_metrics(const struct serve_options *o, struct metrics_server **
 }
 
 /* The access log writer, the trace settings and the OTLP exporter
- * (obs/); before the I/O threads start. Returns 0 or -1 (logged). */
+ * (obs/); before the I/O threads start. Returns 0 or ST_ERROR (logged). */
 static int start_logging_tracing(struct serve_options *o)
 {
     struct error err;

@@ -118,7 +118,7 @@ static int parse_canary(const char *s, struct canary_arg *c)
     return 0;
 }
 
-/* Reads all of f into b. 0, or -1 with errno. */
+/* Reads all of f into b. 0, or ST_ERROR with errno. */
 static int read_all(FILE *f, struct buf *b)
 {
     char chunk[65536];

@@ -305,7 +305,7 @@ static int parse_ratio(const char *s, double *out, struct error *err)
     return 0;
 }
 
-/* One of names[] (NULL-terminated): its index, or -1 with "expected <list>". */
+/* One of names[] (NULL-terminated): its index, or ST_ERROR with "expected <list>". */
 static int parse_word(const char *s, const char *const *names, const char *list, struct error *err)
 {
     for (int i = 0; names[i]; i++)

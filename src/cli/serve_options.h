@@ -156,7 +156,7 @@ void serve_options_defaults(struct serve_options *o);
 int serve_option_apply(struct serve_options *o, int id, const char *value, struct error *err);
 
 /* The rules between flags (--load-model needs explicit mode, --tls-cert
- * and --tls-key go together, ...). 0, or -1 with the message in err. Also
+ * and --tls-key go together, ...). 0, or ST_ERROR with the message in err. Also
  * points o->repo.load_models at o->load_models. */
 int serve_options_check(struct serve_options *o, struct error *err);
 

@@ -46,7 +46,7 @@ void cli_tensor_init(struct cli_tensor *t);
 void cli_tensor_free(struct cli_tensor *t);
 /* The product of the shape (1 for a scalar); -1 on overflow. */
 int64_t cli_tensor_count(const struct cli_tensor *t);
-/* Checks that raw holds exactly count elements of dtype: 0 or -1 with err. */
+/* Checks that raw holds exactly count elements of dtype: 0 or ST_ERROR with err. */
 int cli_tensor_check(const struct cli_tensor *t, struct error *err);
 
 int cli_tensor_from_json(struct cli_tensor *t, const struct json_value *data, bool shape_out,

@@ -117,7 +117,7 @@ struct discovery_config {
 struct discovery;
 
 /* Validates the config and starts the thread; does not wait for etcd.
- * Returns 0, or -1 with a message in err (bad endpoint URL, thread). */
+ * Returns 0, or ST_ERROR with a message in err (bad endpoint URL, thread). */
 int discovery_start(const struct discovery_config *cfg, struct discovery **out, struct error *err);
 /* Stops the watch (closing its connection) and joins the thread; snapshots
  * still referenced stay valid until released. NULL is a no-op. */

@@ -224,7 +224,7 @@ static int feed_more(struct etcd_client *c, uint64_t deadline_ms)
 }
 
 /* Receives into the reader until the head of the answer is read (or, with
- * whole, all of it). Returns 0, or -1 with c->err. */
+ * whole, all of it). Returns 0, or ST_ERROR with c->err. */
 static int receive(struct etcd_client *c, bool whole, uint64_t deadline_ms, bool *got_any)
 {
     while (c->resp.state != ETCD_RESP_DONE && (whole || c->resp.state == ETCD_RESP_HEAD)) {

@@ -56,7 +56,7 @@ struct etcd_client {
 };
 
 /* Parses "http://host:port[,http://host:port...]" (a missing scheme is
- * http; https is refused; port default 2379). Returns 0, or -1 with err
+ * http; https is refused; port default 2379). Returns 0, or ST_ERROR with err
  * (400-style message). No connection is made yet. */
 int etcd_client_init(struct etcd_client *c, const char *endpoints, uint32_t timeout_ms,
                      const atomic_bool *cancel, struct error *err);

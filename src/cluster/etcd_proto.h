@@ -73,10 +73,10 @@ int etcd_resp_feed(struct etcd_resp *r, const char *data, size_t n, size_t *used
 bool etcd_resp_take_line(struct etcd_resp *r, struct buf *line);
 
 /* An int64 member of an etcd message: a JSON string of digits or a number;
- * absent = 0. Returns 0, or -1 when present but not an integer. */
+ * absent = 0. Returns 0, or ST_ERROR when present but not an integer. */
 int etcd_json_i64(const struct json_value *obj, const char *key, int64_t *out);
 /* A base64 member decoded into the arena (NUL-terminated); absent = "".
- * Returns 0, or -1 when not a string of base64 or out of arena. */
+ * Returns 0, or ST_ERROR when not a string of base64 or out of arena. */
 int etcd_json_b64(struct arena *a, const struct json_value *obj, const char *key, const char **out,
                   size_t *len);
 
@@ -107,7 +107,7 @@ struct etcd_watch_msg {
     uint32_t n_events;
 };
 
-/* Parses one line of a watch stream. Returns 0, or -1 with *err a static
+/* Parses one line of a watch stream. Returns 0, or ST_ERROR with *err a static
  * or in-arena message (not JSON, an error answer, a malformed member). */
 int etcd_parse_watch(struct arena *a, const char *text, size_t len, struct etcd_watch_msg *out,
                      const char **err);

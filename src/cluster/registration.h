@@ -56,7 +56,7 @@ struct registration_config {
 struct registration;
 
 /* Checks the config (endpoints, id, prefix) and starts the thread; does
- * not wait for etcd. Returns 0, or -1 with err. */
+ * not wait for etcd. Returns 0, or ST_ERROR with err. */
 int registration_start(const struct registration_config *cfg, struct registration **out,
                        struct error *err);
 /* Deletes the key (see above); waits up to wait_ms. Returns true when the

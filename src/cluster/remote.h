@@ -69,7 +69,7 @@ struct remote_models *remote_models_new(void);
  * section is read at start only, so a reload (SIGHUP) with a different
  * section is logged and ignored. */
 void remote_models_apply(struct remote_models *r, struct remote_models_config *c);
-/* Starts the pools of the applied section (none: nothing to do). 0 or -1
+/* Starts the pools of the applied section (none: nothing to do). 0 or ST_ERROR
  * with err. */
 int remote_models_start(struct remote_models *r, struct error *err);
 /* After the repository closed (no version refers to a pool any more):

@@ -81,7 +81,7 @@ struct upstream_call {
     struct loop_task _task;
 };
 
-/* Starts a pool (its thread) over addrs ("host:port"). 0 or -1 with err. */
+/* Starts a pool (its thread) over addrs ("host:port"). 0 or ST_ERROR with err. */
 int upstream_pool_start(const struct upstream_pool_config *cfg, const char *const *addrs,
                         uint32_t naddrs, struct upstream_pool **out, struct error *err);
 /* Stops the thread: calls still outstanding fail; frees. */
@@ -91,7 +91,7 @@ void upstream_pool_set(struct upstream_pool *p, const char *const *addrs, uint32
 /* Sends c (any thread); done() is called once on the pool's thread. */
 void upstream_pool_call(struct upstream_pool *p, struct upstream_call *c);
 /* Sends a call and waits for it (not on the pool's thread): 0 with the
- * response in *resp (caller frees), or -1 with err naming the failure. */
+ * response in *resp (caller frees), or ST_ERROR with err naming the failure. */
 int upstream_pool_call_sync(struct upstream_pool *p, const char *path, const uint8_t *msg,
                             size_t len, uint64_t timeout_us, struct buf *resp, struct error *err);
 /* At least one upstream is eligible. Any thread. */

@@ -76,7 +76,7 @@ struct infer_request {
     bool many_responses;
 
     /* Filled by the worker before complete(). */
-    int rc;                /* 0 or -1 with err set */
+    int rc;                /* 0 or ST_ERROR with err set */
     struct error err;
     struct tensor *outputs; /* noutputs entries, valid until sched_release() */
     struct sched_batch *batch_ref; /* owner of the output memory */

@@ -48,7 +48,7 @@ int64_t shape_count(const int64_t *shape, uint32_t ndim, int64_t limit);
  * TENSOR_BYTES_PREFIX length and that many bytes, every byte claimed. The
  * element array comes from `arena` and points into p; fills t->data and
  * t->nbytes. `what` names the bytes in messages ("raw_input_contents").
- * Returns 0, or -1 with err 400 (or 413 when the arena is full). */
+ * Returns 0, or ST_ERROR with err 400 (or 413 when the arena is full). */
 int tensor_bytes_split(struct arena *arena, struct tensor *t, const char *p, size_t size,
                        int64_t count, const char *what, struct error *err);
 

@@ -126,7 +126,7 @@ struct gen_engine {
 };
 
 /* sequence.c */
-/* Checks req's inputs, tokenizes, builds *out. 0, or -1 with err (400). */
+/* Checks req's inputs, tokenizes, builds *out. 0, or ST_ERROR with err (400). */
 int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq **out,
                 struct error *err);
 void gen_seq_free(struct gen_engine *e, struct gen_seq *s);
@@ -148,7 +148,7 @@ bool gen_seq_respond(struct gen_engine *e, struct gen_seq *s, bool final, enum g
  * values and points *logits at the run's [n, t, vocab] logits, valid until
  * gen_run_release(). keep (decode steps): the run becomes e->prev, which
  * owns its outputs (*state is then NULL), and the next run with the same
- * rows takes its past from it. 0 or -1 with err. */
+ * rows takes its past from it. 0 or ST_ERROR with err. */
 int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t, bool keep,
             const float **logits, void **state, struct error *err);
 /* Frees e->prev's outputs (idle, on a failure, at the end). */

@@ -40,7 +40,7 @@ static const struct tensor *input(const struct infer_request *req, const char *n
     return NULL;
 }
 
-/* Reads the sampling inputs into s. 0 or -1 with err. */
+/* Reads the sampling inputs into s. 0 or ST_ERROR with err. */
 static int read_options(struct gen_engine *e, const struct infer_request *req, struct gen_seq *s,
                         struct error *err)
 {
@@ -126,7 +126,7 @@ static int map_outputs(struct gen_engine *e, const struct infer_request *req, st
 /* What submit and estimate both check (the same refusals, the same
  * messages): text_input tokenized into tokens (room for max_context) and
  * its count *nprompt; *max_new, max_tokens or the rest of the context.
- * 0, or -1 with err (400; 500 when out of memory). */
+ * 0, or ST_ERROR with err (400; 500 when out of memory). */
 static int read_prompt(struct gen_engine *e, const struct infer_request *req, int32_t *tokens,
                        uint32_t *nprompt, uint32_t *max_new, struct error *err)
 {

@@ -117,7 +117,7 @@ size_t h2_stream_peer(const struct h2_stream *st, char *out, size_t cap);
  * queue would grow over its limit or the stream is closed/finished), then
  * finish with trailers (END_STREAM). finish may be called without
  * respond_headers: a trailers-only response (see the top of this file).
- * Returns 0 or -1 (stream closed, called twice, too many headers). */
+ * Returns 0 or ST_ERROR (stream closed, called twice, too many headers). */
 int h2_stream_respond_headers(struct h2_stream *st, int status, const struct h2_header *h,
                               size_t n);
 int h2_stream_write(struct h2_stream *st, const void *data, size_t len);
@@ -153,11 +153,11 @@ struct h2_session_config {
 /* Creates a server session and queues its SETTINGS. Returns 0 or -ENOMEM. */
 int h2_session_new(const struct h2_session_config *cfg, struct h2_session **out);
 /* Processes received bytes (starting with the client connection preface).
- * Returns 0, or -1 when the connection is broken (protocol error, flood):
+ * Returns 0, or ST_ERROR when the connection is broken (protocol error, flood):
  * send what h2_session_send still produces (a GOAWAY), then close. */
 int h2_session_recv(struct h2_session *s, const uint8_t *data, size_t len);
 /* Appends frames to `out` until nothing is left to send or out->len reaches
- * `high_water`. Returns 0 or -1 (fatal; close the connection). */
+ * `high_water`. Returns 0 or ST_ERROR (fatal; close the connection). */
 int h2_session_send(struct h2_session *s, struct buf *out, size_t high_water);
 /* True when the session is finished (GOAWAY exchanged or fatal error, and
  * nothing left to send): the connection should be closed once the output

@@ -18,7 +18,7 @@
  *                                        their events (api/streams.h)
  *   sse_comment(txn, text)               ": <text>\n\n" (keep-alive)
  *   http_txn_stream_end(txn)             ends the stream
- * Each returns 0, or -1 when the client is gone or does not read (the
+ * Each returns 0, or ST_ERROR when the client is gone or does not read (the
  * response queue is over its limit): end the stream then. txn->body is
  * used as the scratch buffer of an event.
  */

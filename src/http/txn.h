@@ -105,9 +105,9 @@ void http_txn_respond(struct http_txn *txn, int status, const char *content_type
 /* Convenience: body {"error": msg} with the given status. */
 void http_txn_error(struct http_txn *txn, int status, const char *msg);
 
-/* Streamed response (see the top of this file). begin returns 0, or -1
+/* Streamed response (see the top of this file). begin returns 0, or ST_ERROR
  * when the txn is aborted (end it anyway). write copies data into the
- * transport's bounded output queue: 0, or -1 when the peer is gone or the
+ * transport's bounded output queue: 0, or ST_ERROR when the peer is gone or the
  * queue is over the response limit (the client does not read; end the
  * stream). */
 int http_txn_stream_begin(struct http_txn *txn, int status, const char *content_type);

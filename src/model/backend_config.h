@@ -33,7 +33,7 @@ struct model_backend_config {
  * Parses config.pbtxt text[0..len) (text NULL: no config) and, when its
  * `backend` is a plugin, requires it complete (model_config_require_complete)
  * and fills out->config. Returns 0 (free with model_backend_config_free,
- * also when out->config is NULL), or -1 with err: 400
+ * also when out->config is NULL), or ST_ERROR with err: 400
  * "config.pbtxt:<parse error>" or the completeness error, 500 out of
  * memory; *out is then empty.
  */

@@ -183,7 +183,7 @@ struct model_config {
  * the text does not set have Triton's defaults (version_policy latest 1,
  * no dynamic batching, no instance groups yet). Fields Triton knows but
  * inferd does not use are listed in cfg->ignored for the caller to log.
- * On error returns -1 with err->status 400 and err->msg
+ * On error returns ST_ERROR with err->status 400 and err->msg
  * "line:col: field.path: message" (syntax errors, unknown fields, values
  * of the wrong kind or range, duplicated singular fields, GPU instance
  * groups, inconsistent batching settings), or 500 if memory ran
@@ -267,7 +267,7 @@ int model_config_require_complete(const struct model_config *cfg, struct error *
 int model_config_from_onnx(const char *model_name, const struct model_info *onnx,
                            struct model_config *cfg);
 
-/* Index of the config input/output named `name`, or -1. */
+/* Index of the config input/output named `name`, or NOT_FOUND. */
 int model_config_input_index(const struct model_config *cfg, const char *name);
 int model_config_output_index(const struct model_config *cfg, const char *name);
 

@@ -39,7 +39,7 @@ struct model_labels {
 
 /* Reads the label files cfg names for the outputs of info (matched by
  * name) from model_dir. *out: info->noutputs entries (mem_alloc'd), or
- * NULL when no output has a label file. Returns 0, or -1 with err (400
+ * NULL when no output has a label file. Returns 0, or ST_ERROR with err (400
  * for a bad file or name, 500 out of memory). */
 int model_labels_load(const char *model_dir, const struct model_config *cfg,
                       const struct model_info *info, struct model_labels **out, struct error *err);

@@ -88,7 +88,7 @@ struct registry_options {
      * setting m->engine_ops and m->engine and replacing m->info and the
      * config's inputs and outputs by what clients send and receive. A
      * generative version is not warmed up by the model layer (its engine
-     * does it). Returns 0 (generative or not) or -1 with err: the version
+     * does it). Returns 0 (generative or not) or ST_ERROR with err: the version
      * fails to load (MODEL_FAIL_CONFIG). NULL: no version is generative. */
     int (*attach_engine)(struct model *m, const char *version_dir, struct error *err);
     /* Called right after attach_engine: gives the version the raw inputs
@@ -128,7 +128,7 @@ void model_entry_add_failure(struct model_entry *e, int64_t version, enum model_
  * receive, its configuration derived from it as from an ONNX file, every
  * input optional (the upstream checks which a call needs);
  * engine_ops/engine run its requests (model_submit). Its scheduler has no
- * instance (it holds the statistics only). 0, or -1 with err. */
+ * instance (it holds the statistics only). 0, or ST_ERROR with err. */
 int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,
                      const char *platform, struct model_info *info,
                      const struct model_engine_ops *ops, void *engine, struct model **out,
@@ -179,7 +179,7 @@ void model_unref(struct model *m);
 /* Stops the workers (their queues drain first) and unloads. */
 void model_free(struct model *m);
 
-/* Index of the model input/output named `name`, or -1. */
+/* Index of the model input/output named `name`, or NOT_FOUND. */
 int model_input_index(const struct model *m, const char *name);
 int model_output_index(const struct model *m, const char *name);
 /* Whether requests may leave out input i (m->info order): the options of
@@ -190,7 +190,7 @@ int model_output_index(const struct model *m, const char *name);
 bool model_input_optional(const struct model *m, uint32_t i);
 /* After a decoder stored input i of m at inputs[i] and set seen[i]: drops
  * the optional inputs the request left out, keeping the order, and sets *n.
- * 0, or -1 with a 400 naming the first required input missing. */
+ * 0, or ST_ERROR with a 400 naming the first required input missing. */
 int model_inputs_complete(const struct model *m, struct tensor *inputs, const bool *seen,
                           uint32_t *n, struct error *err);
 

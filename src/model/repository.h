@@ -110,7 +110,7 @@ const struct model_entry *snapshot_find(const struct model_snapshot *s, const ch
 /* Every model that should be loaded is ready (all its selected versions). */
 bool snapshot_all_ready(const struct model_snapshot *s);
 
-/* Queues a load/unload (any thread). Returns 0, or -1 with err when the
+/* Queues a load/unload (any thread). Returns 0, or ST_ERROR with err when the
  * control mode does not allow it (400) or the manager is stopping (503). */
 int repository_submit(struct repository *r, struct repo_cmd *cmd, struct error *err);
 

@@ -30,7 +30,7 @@
  * registry_options' attach_engine hook, which the model layer cannot see
  * past. */
 struct model_engine_ops {
-    /* As sched_submit: 0, or -1 with err and the request still the caller's. */
+    /* As sched_submit: 0, or ST_ERROR with err and the request still the caller's. */
     int (*submit)(void *engine, struct infer_request *req, struct error *err);
     /* Once no request can come any more (the last reference is gone):
      * finishes, frees the engine. */
@@ -38,7 +38,7 @@ struct model_engine_ops {
     /* Before submit (token budgets, policy/tokenquota.h), on any thread:
      * what req may use — *prompt_tokens, its text_input tokenized, and
      * *max_completion, the most it may generate (its max_tokens, or the
-     * rest of the context). 0, or -1 with err (400) when submit would
+     * rest of the context). 0, or ST_ERROR with err (400) when submit would
      * refuse the inputs for the same reason. */
     int (*estimate)(void *engine, const struct infer_request *req, uint32_t *prompt_tokens,
                     uint32_t *max_completion, struct error *err);

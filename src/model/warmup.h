@@ -65,7 +65,7 @@
  * loaded (backend, instances, info and the checked config); it is only
  * read. Call on the repository thread before the version is published: the
  * instances must not be executing anything else.
- * Returns 0, or -1 with err->status 500 and err->msg "warm-up '<name>'
+ * Returns 0, or ST_ERROR with err->status 500 and err->msg "warm-up '<name>'
  * failed: <detail>", where <name> is the entry's name (for the default
  * warm-up "default_batch_<n>", or "default" without a batch dimension) and
  * <detail> names the input, the file with expected vs actual size, or the

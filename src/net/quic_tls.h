@@ -41,7 +41,7 @@ struct quic_tls_session {
 
 /* Loads o's certificate and key (o's strings must stay valid: they are
  * read again on reload). Client certificates (o->client_ca_file) are not
- * supported over QUIC: -1 with err set. Returns 0 or -1 with err set. */
+ * supported over QUIC: ST_ERROR with err set. Returns 0 or ST_ERROR with err set. */
 int quic_tls_store_new(const struct tls_options *o, bool zero_rtt, struct quic_tls_store **out,
                        struct error *err);
 /* Main thread: reads the files again; on failure the old credentials stay

@@ -45,7 +45,7 @@ struct sdnotify {
 };
 
 /* Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID. Returns 0 (n->fd is
- * -1 when NOTIFY_SOCKET is unset or empty), or -1 with err when it is set
+ * -1 when NOTIFY_SOCKET is unset or empty), or ST_ERROR with err when it is set
  * but unusable (not an absolute path nor "@name", too long, a malformed
  * WATCHDOG_USEC, no socket). */
 int sdnotify_open(struct sdnotify *n, struct error *err);

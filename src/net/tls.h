@@ -43,7 +43,7 @@ enum tls_alpn {
 };
 
 /* Loads the files into a new store. The options' strings must stay valid
- * (they are read again on reload). Returns 0 or -1 with err set. */
+ * (they are read again on reload). Returns 0 or ST_ERROR with err set. */
 int tls_store_new(const struct tls_options *o, struct tls_store **out, struct error *err);
 /* Main thread: reads the files again and publishes the new context. On
  * failure the old context stays and -1 is returned with err set. */

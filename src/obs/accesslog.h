@@ -35,7 +35,7 @@ struct accesslog_config {
     size_t thread_buffer_bytes;  /* per producing thread (default 256 KiB) */
 };
 
-/* Opens the output and starts the writer. Returns 0 or -1 with err. */
+/* Opens the output and starts the writer. Returns 0 or ST_ERROR with err. */
 int accesslog_open(const struct accesslog_config *cfg, struct error *err);
 void accesslog_close(void);
 void accesslog_reopen(void);

@@ -418,7 +418,7 @@ static int read_response(int fd, uint64_t deadline_ms, bool *keep)
     }
 }
 
-/* POSTs e->body. Returns the HTTP status, or -1 when the exchange failed. */
+/* POSTs e->body. Returns the HTTP status, or ST_ERROR when the exchange failed. */
 static int post_body(struct exporter *e)
 {
     for (int attempt = 0; attempt < 2; attempt++) {

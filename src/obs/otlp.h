@@ -38,7 +38,7 @@ struct otlp_config {
     const char *service_name; /* resource attribute service.name (default "inferd") */
 };
 
-/* Parses the endpoint and starts the exporter. Returns 0, or -1 with a
+/* Parses the endpoint and starts the exporter. Returns 0, or ST_ERROR with a
  * message in err (bad URL, out of memory, thread). */
 int otlp_start(const struct otlp_config *cfg, struct error *err);
 void otlp_stop(void);
@@ -60,7 +60,7 @@ void otlp_encode(struct buf *out, const struct span_record *spans, size_t n,
                  const char *service_name);
 
 /* Splits "http://host[:port][/path]" (port default 80, path default
- * "/v1/traces"). Returns 0 or -1 (no https, bad port, too long). */
+ * "/v1/traces"). Returns 0 or ST_ERROR (no https, bad port, too long). */
 int otlp_parse_url(const char *url, char *host, size_t host_cap, int *port, char *path,
                    size_t path_cap);
 

@@ -49,7 +49,7 @@ struct setting {
 };
 
 /* The members of a JSON object as settings, allocated from arena a (which
- * also owns what they point to, with the JSON tree). Returns 0, or -1 with
+ * also owns what they point to, with the JSON tree). Returns 0, or ST_ERROR with
  * a 400 in err when obj is not an object or out of memory (413). */
 int settings_from_json(struct arena *a, const struct json_value *obj, struct setting **out,
                        uint32_t *n, struct error *err);

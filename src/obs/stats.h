@@ -232,7 +232,7 @@ void stats_foreach(void (*fn)(const struct stats_model *s, void *arg), void *arg
  *   model, version             that version.
  * model_len: bytes of model (not NUL-terminated). Versions that never
  * recorded anything are reported with zeros.
- * Returns 0 with *out filled (free with stats_report_free), or -1 with err:
+ * Returns 0 with *out filled (free with stats_report_free), or ST_ERROR with err:
  * 404 for an unknown or unavailable model or a version that is not loaded,
  * 503 when out of memory. */
 struct stats_report {

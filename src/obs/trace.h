@@ -38,7 +38,7 @@ struct trace_parent {
 /* Parses a traceparent header value (n bytes, not NUL-terminated). Version
  * 00 must be exactly 55 characters; a later version (not ff) at least 55,
  * with '-' after the flags if longer. Lower-case hex only, ids not all zero.
- * Returns 0, or -1 when invalid (*out unspecified). */
+ * Returns 0, or ST_ERROR when invalid (*out unspecified). */
 int trace_parse_traceparent(const char *s, size_t n, struct trace_parent *out);
 
 /* Writes "00-<trace>-<span>-<flags>" and a NUL: out needs
@@ -51,7 +51,7 @@ void trace_format_traceparent(char *out, const uint8_t trace_id[TRACE_ID_BYTES],
  * and optional white space around them allowed. On success writes the
  * members joined by ',' into out (cap bytes incl. NUL), truncated as W3C
  * says when longer than cap - 1: members over 128 bytes go first, then
- * members from the end. Returns the length written, or -1 when invalid
+ * members from the end. Returns the length written, or ST_ERROR when invalid
  * (the caller drops the tracestate). */
 int trace_parse_tracestate(const char *s, size_t n, char *out, size_t cap);
 

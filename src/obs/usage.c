@@ -458,7 +458,7 @@ static int write_file(const struct usage *u, const struct buf *text, struct erro
 }
 
 /* Writes every row (when dirty, or `always`); on failure the rows stay
- * dirty for the next attempt. 0 or -1 with err. */
+ * dirty for the next attempt. 0 or ST_ERROR with err. */
 static int flush(struct usage *u, bool always, struct error *err)
 {
     struct copy c;

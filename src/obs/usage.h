@@ -49,7 +49,7 @@ struct usage_options {
     uint32_t retention_days; /* 0: USAGE_DEFAULT_RETENTION_DAYS */
 };
 
-/* 0 and *out, or -1 with err naming the file (it exists but cannot be
+/* 0 and *out, or ST_ERROR with err naming the file (it exists but cannot be
  * read or parsed, or its directory is not writable). Starts the writer
  * thread when o->path is set. */
 int usage_open(const struct usage_options *o, struct usage **out, struct error *err);

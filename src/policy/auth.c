@@ -194,7 +194,7 @@ out:
     return found;
 }
 
-/* The key the request presents: *key NULL when none. 0, or -1 when the
+/* The key the request presents: *key NULL when none. 0, or ST_ERROR when the
  * two headers carry different keys. */
 static int presented_key(auth_header_fn header, const void *ctx, const char **key, size_t *len)
 {
@@ -281,7 +281,7 @@ static int refuse(struct auth *a, enum refusal why, struct error *err, int statu
 }
 
 /* The check under configuration c: 0 with *tenant (NULL: the endpoint is
- * open or nothing is enforced), or -1 with err (and *tenant on a 403). */
+ * open or nothing is enforced), or ST_ERROR with err (and *tenant on a 403). */
 static int authorize(struct auth *a, const struct auth_config *c, enum auth_class cls,
                      const char *model, auth_header_fn header, const void *ctx,
                      const struct auth_tenant **tenant, struct error *err)

@@ -67,7 +67,7 @@ struct auth_config {
 
 /* section: the value under `auth`, NULL (or a YAML null) when the file
  * has none: no tenant, [health, metrics] open. 0 with *out (free it with
- * auth_config_free, or hand it to auth_apply), or -1 with err (400) whose
+ * auth_config_free, or hand it to auth_apply), or ST_ERROR with err (400) whose
  * message names the path, e.g. "auth.tenants[1].scopes[0]: ..."; unknown
  * keys are refused by name; a key hash (or a key pasted in its place) is
  * never quoted. */

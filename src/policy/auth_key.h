@@ -60,7 +60,7 @@ bool auth_key_matches(const struct auth_key_hash *h, const char *key, size_t len
 
 /* The text form of h, NUL-terminated. */
 void auth_key_format(const struct auth_key_hash *h, char out[AUTH_HASH_LEN + 1]);
-/* Reads the text form (hex digits in either case). 0, or -1 when text is
+/* Reads the text form (hex digits in either case). 0, or ST_ERROR when text is
  * not one. */
 int auth_key_parse(const char *text, size_t len, struct auth_key_hash *out);
 

@@ -50,7 +50,7 @@ struct breaker_config;
 struct breaker;
 
 /* section: the value of `breakers`, or NULL or null (no breaker). 0 and *out
- * (breaker_config_free), or -1 with err (400 naming the path). */
+ * (breaker_config_free), or ST_ERROR with err (400 naming the path). */
 int breaker_config_parse(const struct json_value *section, struct breaker_config **out,
                          struct error *err);
 void breaker_config_free(struct breaker_config *c);

@@ -6,7 +6,7 @@
  *   "concurrency[1].min: expected an integer from 1 to 100000, got -3"
  *
  * `path` is the path of the object the member belongs to (e.g.
- * "breakers[0]"); every function returns 0, or -1 with err (status 400).
+ * "breakers[0]"); every function returns 0, or ST_ERROR with err (status 400).
  * Strings in messages are cut to a few dozen bytes; nothing here
  * allocates. Thread: any.
  */

@@ -53,7 +53,7 @@ struct limiter_config;
 struct limiter;
 
 /* section: the value of `concurrency`, or NULL or null (nothing limited). 0 and
- * *out (limiter_config_free), or -1 with err (400 naming the path). */
+ * *out (limiter_config_free), or ST_ERROR with err (400 naming the path). */
 int limiter_config_parse(const struct json_value *section, struct limiter_config **out,
                          struct error *err);
 void limiter_config_free(struct limiter_config *c);

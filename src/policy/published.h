@@ -61,7 +61,7 @@ struct published_rules {
 void published_rules_init(struct published_rules *p, const void *rules, size_t rule_size,
                           bool (*same)(const void *a, const void *b));
 /* Gives rule p->nrules a new state (payload_size bytes, and a table of
- * such payloads when per_tenant) and counts it. 0, or -1 out of memory
+ * such payloads when per_tenant) and counts it. 0, or ST_ERROR out of memory
  * (the caller unrefs p). At most PUBLISHED_MAX_RULES. */
 int published_add_state(struct published_rules *p, size_t payload_size, bool per_tenant);
 /* Drops a reference; the last one frees the configuration and the states

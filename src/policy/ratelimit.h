@@ -63,7 +63,7 @@ struct ratelimit_config;
 struct ratelimit;
 
 /* section: the value under `rate-limits` (NULL or null: no rules). 0 and
- * a new configuration, or -1 with err (400) naming the path, e.g.
+ * a new configuration, or ST_ERROR with err (400) naming the path, e.g.
  * "rate-limits[1].burst: expected an integer from 1 to 1000000, got -3";
  * unknown keys are refused by name. Allocates every bucket of the rules
  * (so that ratelimit_apply cannot fail). */
@@ -75,7 +75,7 @@ void ratelimit_config_free(struct ratelimit_config *c);
 /* Checks the tenants c's rules name against the tenants that exist
  * (known(ctx, name): the auth section's): a rule naming another tenant, or
  * a "*" rule when there are none (any_tenants false), is refused, 400
- * "rate-limits[i].tenant: ...". 0 or -1 with err. */
+ * "rate-limits[i].tenant: ...". 0 or ST_ERROR with err. */
 int ratelimit_config_check_tenants(const struct ratelimit_config *c,
                                    bool (*known)(const void *ctx, const char *name),
                                    const void *ctx, bool any_tenants, struct error *err);
@@ -88,7 +88,7 @@ void ratelimit_free(struct ratelimit *rl);
 void ratelimit_apply(struct ratelimit *rl, struct ratelimit_config *c);
 
 /* The admission of one call of `tenant` (NULL: none) to `model` at now_ns
- * (clock_now_ns()). 0: admitted; -1: refused, err = 429 with the rule
+ * (clock_now_ns()). 0: admitted; ST_ERROR: refused, err = 429 with the rule
  * ("rate limit of tenant team-a on model digits exceeded (100/s, burst
  * 200)": names, never a key) and retry_after_s. *info: the most
  * constrained matching bucket (the refusing one on -1); info->set false

@@ -51,7 +51,7 @@ struct ratelimit_rule {
 };
 
 /* Parses section into rules[0 .. *n) (room for RATELIMIT_MAX_RULES).
- * 0, or -1 with err (400) naming the path ("rate-limits[1].rate: ..."). */
+ * 0, or ST_ERROR with err (400) naming the path ("rate-limits[1].rate: ..."). */
 int ratelimit_rules_parse(const struct json_value *section, struct ratelimit_rule *rules,
                           uint32_t *n, struct error *err);
 
@@ -74,7 +74,7 @@ void ratelimit_scope_describe(enum ratelimit_tenant kind, const char *rule_tenan
  * ("rate-limits", "token-quotas") against the tenants that exist
  * (known(ctx, name): the auth section's): a rule naming another tenant,
  * or a "*" rule when there are none (any_tenants false), is refused, 400
- * "section[i].tenant: ...". 0 or -1 with err. */
+ * "section[i].tenant: ...". 0 or ST_ERROR with err. */
 int ratelimit_scope_check_tenant(const char *section, uint32_t i, enum ratelimit_tenant kind,
                                  const char *rule_tenant,
                                  bool (*known)(const void *ctx, const char *name), const void *ctx,

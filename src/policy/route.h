@@ -130,7 +130,7 @@ int route_parse(const char *text, size_t len, const struct route_table *prev,
 /* Checks t against what is loaded: every version it names is a loaded
  * version of entry e (the model's, maybe not published yet), and a shadow
  * model of snapshot s exists and has the same inputs (names, datatypes,
- * shapes). 0, or -1 with err (400, naming the field). */
+ * shapes). 0, or ST_ERROR with err (400, naming the field). */
 int route_check(const struct route_table *t, const struct model_entry *e,
                 const struct model_snapshot *s, struct error *err);
 

@@ -57,12 +57,12 @@ void routing_free(struct routing *rt);
 struct repository_hooks routing_repository_hooks(struct routing *rt);
 
 /* Writes model's table as JSON (route.h's form; `{}` with only model and
- * generation 0 when it has none). 0, or -1 with err (404 unknown model). */
+ * generation 0 when it has none). 0, or ST_ERROR with err (404 unknown model). */
 int routing_get(struct routing *rt, const char *model, struct json_writer *w,
                 struct error *err);
 /* Replaces model's table by the JSON text body (validated; `{}` removes
  * every rule), writes the file, publishes, and writes the new table as
- * routing_get does. 0, or -1 with err: 400 (naming the field), 404
+ * routing_get does. 0, or ST_ERROR with err: 400 (naming the field), 404
  * (unknown model), 409 (the body's generation is not the current one),
  * 500 (the file could not be written: nothing changed). Blocking (one
  * fsync); any thread. */

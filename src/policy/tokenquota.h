@@ -94,7 +94,7 @@ struct tokenquota_config;
 struct tokenquota;
 
 /* section: the value under `token-quotas` (NULL or null: no rules). 0 and
- * a new configuration, or -1 with err (400) naming the path, e.g.
+ * a new configuration, or ST_ERROR with err (400) naming the path, e.g.
  * "token-quotas[0].per-minute.total: expected an integer from 1 to
  * 1000000000, got 0"; unknown keys are refused by name; an entry with no
  * limit, and two entries alike in tenant and model, are refused.
@@ -121,7 +121,7 @@ void tokenquota_apply(struct tokenquota *tq, struct tokenquota_config *c);
  * inject the clock). tenant NULL: none. now_ns: clock_now_ns() for the
  * per-minute buckets; wall_s: the UTC wall clock in seconds for the
  * per-day counters. 0: reserved (res holds what to settle; *info set
- * when a rule matched); -1: refused, err = 429 with retry_after_s, *info
+ * when a rule matched); ST_ERROR: refused, err = 429 with retry_after_s, *info
  * the refusing counter (its refusal set). The caller settles a reserved
  * res exactly once. */
 struct tokenquota_reservation {

@@ -46,7 +46,7 @@ struct tokenquota_rule {
 };
 
 /* Parses section into rules[0 .. *n) (room for TOKENQUOTA_MAX_RULES).
- * 0, or -1 with err (400) naming the path
+ * 0, or ST_ERROR with err (400) naming the path
  * ("token-quotas[0].per-minute.total: expected an integer from 1 to
  * 1000000000, got 0"); unknown keys, an entry without a limit, and two
  * entries alike in tenant and model are refused. */

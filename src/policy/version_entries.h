@@ -42,7 +42,7 @@ struct version_entries {
 };
 
 /* section: the list, or NULL or null (no entry). 0 and *out (release with
- * version_entries_release), or -1 with err (400 naming the path; 500 when
+ * version_entries_release), or ST_ERROR with err (400 naming the path; 500 when
  * out of memory) and *out empty. */
 int version_entries_parse(const struct json_value *section, const struct version_entries_spec *spec,
                           struct version_entries *out, struct error *err);

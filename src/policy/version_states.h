@@ -56,7 +56,7 @@ struct version_states {
     bool full_logged;
 };
 
-/* 0, or -1 when out of memory. */
+/* 0, or ST_ERROR when out of memory. */
 int version_states_init(struct version_states *t, const struct version_states_ops *ops);
 /* Drops every state; returns the configuration for the module to free. */
 void *version_states_destroy(struct version_states *t);

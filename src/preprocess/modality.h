@@ -111,7 +111,7 @@ struct prep_modality {
      * (POST /v2/models/{m}/infer with that Content-Type), NULL-ended. */
     const char *const *content_types;
     /* Parses the modality's object of preprocess.json; model_dir is where
-     * files it names are read from (a tokenizer). 0 with *cfg, or -1 with
+     * files it names are read from (a tokenizer). 0 with *cfg, or ST_ERROR with
      * err (400; the message names the key: "image.resize.width must be an
      * integer from 1 to 16384"). Unknown keys are errors. */
     int (*parse)(const struct json_value *obj, const char *model_dir, void **cfg,
@@ -121,7 +121,7 @@ struct prep_modality {
     uint32_t (*outputs)(const void *cfg, struct prep_output *out);
     /* Turns one element (data, len bytes) into out[0..n) as outputs() said:
      * name, dtype, ndim and shape set (the real length for a variable
-     * dim), data from prep_mem_alloc, nbytes. 0, or -1 with err (see
+     * dim), data from prep_mem_alloc, nbytes. 0, or ST_ERROR with err (see
      * above). */
     int (*run)(const void *cfg, const uint8_t *data, size_t len, struct prep_mem *mem,
                struct tensor *out, struct prep_timings *tm, struct error *err);

@@ -40,7 +40,7 @@ static uint32_t slot_of(const struct tokenizer *t, uint64_t key)
     return (uint32_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - t->table_bits));
 }
 
-/* The rank of the merge of (a, b), or -1 when the pair is not a merge. */
+/* The rank of the merge of (a, b), or ST_ERROR when the pair is not a merge. */
 static int32_t merge_rank(const struct tokenizer *t, int32_t a, int32_t b)
 {
     uint64_t key = pair_key(a, b);

@@ -51,7 +51,7 @@
 
 struct tokenizer;
 
-/* Parses tokenizer.json text. 0, or -1 with err (status 400, message names the field). Limits:
+/* Parses tokenizer.json text. 0, or ST_ERROR with err (status 400, message names the field). Limits:
  * vocab <= 65536, file <= 8 MiB; merges must refer to ids below 256 + their own index. Out of
  * memory: -1 with status 500. */
 int tokenizer_parse(const char *json, size_t len, struct tokenizer **out, struct error *err);
@@ -61,7 +61,7 @@ void tokenizer_free(struct tokenizer *t); /* NULL: no-op */
 uint32_t tokenizer_vocab_size(const struct tokenizer *t);
 int32_t tokenizer_eos(const struct tokenizer *t);
 /* Encodes text[0..len) (any bytes). Writes at most max ids; returns the total number of tokens the
- * text has (which may exceed max: then only the first max were written), or -1 when out of memory.
+ * text has (which may exceed max: then only the first max were written), or ST_ERROR when out of memory.
  * Any thread. */
 int64_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, int32_t *ids,
                          size_t max);

@@ -57,7 +57,7 @@ int wav_parse(const uint8_t *p, size_t len, double max_seconds, struct wav_info 
               struct error *err);
 
 /* Decodes frames [0, n) of w (n <= w->frames) into out[0..n), averaged to
- * mono. Returns 0, or -1 with err 400 if a float sample is NaN or
+ * mono. Returns 0, or ST_ERROR with err 400 if a float sample is NaN or
  * infinite. */
 int wav_decode_mono(const struct wav_info *w, uint64_t n, float *out, struct error *err);
 

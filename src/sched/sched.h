@@ -205,7 +205,7 @@ void sched_local_free(struct sched_local *x);
 
 /* Queues req. `here`: the calling I/O thread's context (the batch may run
  * on it at the end of this loop pass), or NULL on any other thread (a pool
- * worker runs it). Returns 0, or -1 with err: 429 when the queue is full
+ * worker runs it). Returns 0, or ST_ERROR with err: 429 when the queue is full
  * (the caller adds Retry-After), 503 when the request's deadline cannot be
  * met (err->retry_after_s set) or the model is stopping, 400 for a batch
  * larger than allowed. On failure the request stays with the caller. */

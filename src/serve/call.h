@@ -111,7 +111,7 @@ struct serve_response {
 struct serve_frontend {
     const char *name;
     /* Fills call->req for model m: inputs (model order), requested outputs,
-     * id, parameters such as `timeout`. Returns 0 or -1 with err (4xx). */
+     * id, parameters such as `timeout`. Returns 0 or ST_ERROR with err (4xx). */
     int (*decode)(struct infer_call *call, const struct model *m, struct error *err);
     void (*emit)(struct infer_call *call, const struct serve_response *resp);
     /* The call failed (at any point); err->status is an HTTP status. */

@@ -86,7 +86,7 @@ static uint64_t int_at(enum dtype dt, const void *row, size_t i)
     }
 }
 
-/* Compares elements a and b of row by value: 1, 0 or -1; NaN is below
+/* Compares elements a and b of row by value: 1, 0 or ST_ERROR; NaN is below
  * every number and equal to NaN. */
 static int compare(enum dtype dt, const void *row, size_t a, size_t b)
 {

@@ -27,7 +27,7 @@
 
 typedef void (*serve_repo_done_fn)(void *ctx, int status, const char *msg);
 
-/* Returns 0 (done() follows), or -1 with err (400, 503; done() is never
+/* Returns 0 (done() follows), or ST_ERROR with err (400, 503; done() is never
  * called). config_json may be NULL. */
 int serve_repo_call(struct serve_thread *t, bool load, const char *name, size_t name_len,
                     const char *config_json, size_t config_len, serve_repo_done_fn done,

@@ -54,7 +54,7 @@ struct shm_registry *shm_registry_new(void);
 void shm_registry_free(struct shm_registry *reg);
 
 /* Registers region `name` as the window [offset, offset + byte_size) of the
- * shared-memory object `key` (shm_open's name). Returns 0, or -1 with err
+ * shared-memory object `key` (shm_open's name). Returns 0, or ST_ERROR with err
  * 400: empty or too long name or key, a name already registered, the
  * region limit reached, byte_size 0 or above SHM_REGION_MAX_BYTES, no such
  * object (or no permission), a window beyond the object's size. */
@@ -65,7 +65,7 @@ int shm_register(struct shm_registry *reg, const char *name, const char *key, ui
 int shm_register_fd(struct shm_registry *reg, const char *name, const char *key, int fd,
                     uint64_t offset, uint64_t byte_size, struct error *err);
 
-/* Unregisters `name` (NULL: every region). Returns 0, or -1 with a 400
+/* Unregisters `name` (NULL: every region). Returns 0, or ST_ERROR with a 400
  * naming an unknown region. */
 int shm_unregister(struct shm_registry *reg, const char *name, struct error *err);
 
@@ -76,7 +76,7 @@ struct shm_info {
     uint64_t offset, byte_size;
 };
 /* Copies the status of `name` (NULL: every region, in registration order)
- * into out[0..max); *n gets the number. Returns 0, or -1 with a 400 for an
+ * into out[0..max); *n gets the number. Returns 0, or ST_ERROR with a 400 for an
  * unknown name. With SHM_MAX_REGIONS entries out is always big enough. */
 int shm_status(struct shm_registry *reg, const char *name, struct shm_info *out, uint32_t max,
                uint32_t *n, struct error *err);
@@ -128,18 +128,18 @@ struct shm_request {
  * (tensor_bytes_split) pointing into the mapping. byte_size must be given
  * and equal the tensor's size (numeric), and the window [offset, offset +
  * byte_size) lie inside the region. Holds a reference until
- * shm_request_end(). Returns 0, or -1 with err 400 naming the tensor,
+ * shm_request_end(). Returns 0, or ST_ERROR with err 400 naming the tensor,
  * the region and the sizes (413 when the arena is full). */
 int shm_request_input(struct shm_request *sr, struct arena *arena, struct tensor *t,
                       const struct shm_params *p, struct error *err);
 /* Output number i of n (named `name`) goes into the region p names, at
- * offset, at most byte_size bytes (required). Returns 0 or -1 with err. */
+ * offset, at most byte_size bytes (required). Returns 0 or ST_ERROR with err. */
 int shm_request_output(struct shm_request *sr, struct arena *arena, uint32_t i, uint32_t n,
                        const char *name, const struct shm_params *p, struct error *err);
 /* Whether output i goes to shared memory (then sr->outputs[i] says where). */
 bool shm_request_has_output(const struct shm_request *sr, uint32_t i);
 /* Writes the outputs that go to shared memory into their regions (numeric
- * bytes as they are, BYTES length-prefixed). Returns 0, or -1 with a 400
+ * bytes as they are, BYTES length-prefixed). Returns 0, or ST_ERROR with a 400
  * naming the output when its bytes do not fit its byte_size. */
 int shm_request_write(struct shm_request *sr, const struct tensor *outputs, uint32_t n,
                       struct error *err);

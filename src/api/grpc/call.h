@@ -109,14 +109,14 @@ struct grpc_wire {
     const char *(*path)(const void *conn, size_t *len);
     size_t (*peer)(const void *conn, char *out, size_t cap);
     /* The initial metadata h[0..n) (content-type first), once, before the
-     * first message. 0 or -1. */
+     * first message. 0 or ST_ERROR. */
     int (*respond_headers)(void *conn, const struct h2_header *h, size_t n);
-    /* One framed message (prefix included). 0, or -1 when the client does
+    /* One framed message (prefix included). 0, or ST_ERROR when the client does
      * not read (the output queue is over its limit) or is gone. */
     int (*write)(void *conn, const void *data, size_t len);
     /* The trailers t[0..n), ending the call; without respond_headers
      * before, a trailers-only answer (t then starts with the initial
-     * metadata). 0 or -1. */
+     * metadata). 0 or ST_ERROR. */
     int (*finish)(void *conn, const struct h2_header *t, size_t n);
     /* finish failed: abort the exchange; NULL when finish always ends it. */
     void (*abort)(void *conn);

@@ -138,7 +138,7 @@ void grpc_api_free(struct grpc_api *api);
 /* Maps an inferd error status (HTTP) to a gRPC status code. */
 int grpc_status_from_http(int status);
 /* Parses a grpc-timeout value ("<1-8 digits><H|M|S|m|u|n>") into
- * nanoseconds (saturated). Returns 0, or -1 if malformed. */
+ * nanoseconds (saturated). Returns 0, or ST_ERROR if malformed. */
 int grpc_timeout_parse(const char *value, size_t len, uint64_t *out_ns);
 /* Percent-encodes msg for grpc-message into out (always NUL-terminated,
  * truncated to fit). */

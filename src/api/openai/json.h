@@ -97,7 +97,7 @@ struct openai_error {
     char message[ERROR_MSG_MAX];
 };
 
-/* Parses body[0..len) into *out. Returns 0, or -1 with *err filled (see
+/* Parses body[0..len) into *out. Returns 0, or ST_ERROR with *err filled (see
  * above). */
 int openai_request_parse(struct arena *a, enum openai_kind kind, const char *body, size_t len,
                          struct openai_request *out, struct openai_error *err);

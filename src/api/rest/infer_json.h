@@ -67,7 +67,7 @@ void infer_json_encode(const struct infer_request *req, const struct shm_request
 
 /* Parses the value of an Inference-Header-Content-Length header (`n` bytes,
  * not NUL-terminated): decimal digits only, no sign or spaces, not above
- * body_len. Returns 0 with *out set, or -1 with a 400 in err. */
+ * body_len. Returns 0 with *out set, or ST_ERROR with a 400 in err. */
 int infer_json_header_length(const char *value, size_t n, size_t body_len, int64_t *out,
                              struct error *err);
 
