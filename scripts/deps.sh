@@ -69,8 +69,9 @@ PACKAGES=(
     python3-sklearn
     # docs/quickstart.md and its test: exporting a model from PyTorch
     python3-torch
-    # make bench: the HTTP floor (nginx returning a fixed body)
-    nginx-light
+    # make bench: the HTTP floor (nginx returning a fixed body); instructions
+    # per request counted with callgrind (experiment 16)
+    nginx-light valgrind
     # HTTP/2, gRPC messages and TLS
     libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev openssl
     # HTTP/3 (--http3): QUIC (ngtcp2 with its GnuTLS crypto binding, GnuTLS),

@@ -1,6 +1,8 @@
 #include "net/loop.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/epoll.h>
@@ -180,13 +182,30 @@ static struct timespec wait_time(const struct loop *l)
                              .tv_nsec = (long)(wait_ns % 1000000000u)};
 }
 
+/* epoll_pwait2 (Linux 5.11) waits to the nanosecond, which deferred
+ * watchers due in microseconds need; where the kernel (or a tool such as
+ * valgrind) lacks it, epoll_wait with the timeout rounded up to a
+ * millisecond. */
+static int wait_events(int epfd, struct epoll_event *events, const struct timespec *timeout)
+{
+    static atomic_bool no_pwait2;
+    if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        int n = epoll_pwait2(epfd, events, LOOP_MAX_EVENTS, timeout, NULL);
+        if (n >= 0 || errno != ENOSYS)
+            return n;
+        atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+    }
+    long ms = (long)timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;
+    return epoll_wait(epfd, events, LOOP_MAX_EVENTS, (int)ms);
+}
+
 int loop_run(struct loop *l)
 {
     struct epoll_event events[LOOP_MAX_EVENTS];
     current = l;
     while (!l->stop) {
         struct timespec timeout = wait_time(l);
-        int n = epoll_pwait2(l->epfd, events, LOOP_MAX_EVENTS, &timeout, NULL);
+        int n = wait_events(l->epfd, events, &timeout);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
