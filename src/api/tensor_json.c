@@ -286,7 +286,14 @@ static inline int number_leaf(struct tj_parser *t, const char **pp)
             int64_t x;
             size_t size = dtype_size(t->dtype);
             int64_t hi = size == 8 ? INT64_MAX : (INT64_C(1) << (8 * size - 1)) - 1;
-            rc = numparse_i64(p, t->end, flags, &x, &next);
+            bool neg;
+            uint64_t mag;
+            if (numparse_small_integer(p, t->end, &neg, &mag, &next)) {
+                x = neg ? -(int64_t)mag : (int64_t)mag;
+                rc = 0;
+            } else {
+                rc = numparse_i64(p, t->end, flags, &x, &next);
+            }
             if (rc == 0 && (x > hi || x < -hi - 1))
                 rc = -ERANGE;
             if (rc == 0)
@@ -365,6 +372,49 @@ static int other_leaf(struct tj_parser *t, const char **pp, int depth)
     return ST_OK;
 }
 
+/*
+ * The common case of an integer tensor: one flat array of small integers
+ * without whitespace, "[0,1,-2]", exactly `count` of them, each in range.
+ * Decoded in one tight loop; returns false as soon as anything else shows
+ * (whitespace, nesting, another kind of value, a large or malformed number,
+ * a wrong count), and the general parser then starts over from the first
+ * byte, with its exact errors (what this stored is overwritten).
+ */
+static bool flat_small_integers(struct tj_parser *t)
+{
+    const char *p = t->text, *end = t->end;
+    size_t size = dtype_size(t->dtype);
+    bool is_signed = t->dtype == DT_INT8 || t->dtype == DT_INT16 || t->dtype == DT_INT32 ||
+                     t->dtype == DT_INT64;
+    if (!is_signed && t->dtype != DT_UINT8 && t->dtype != DT_UINT16 && t->dtype != DT_UINT32 &&
+        t->dtype != DT_UINT64)
+        return false;
+    int64_t hi = size == 8 ? INT64_MAX : (INT64_C(1) << (8 * size - 1 + !is_signed)) - 1;
+    int64_t lo = is_signed ? -hi - 1 : 0;
+    if (t->count <= 0 || p == end || *p++ != '[')
+        return false;
+    for (int64_t i = 0; i < t->count; i++) {
+        bool neg;
+        uint64_t mag;
+        if (!numparse_small_integer(p, end, &neg, &mag, &p))
+            return false;
+        int64_t x = neg ? -(int64_t)mag : (int64_t)mag;
+        if (x > hi || x < lo || (neg && !is_signed))
+            return false;
+        if (is_signed)
+            store_int(t->out + size * (size_t)i, size, x);
+        else
+            store_uint(t->out + size * (size_t)i, size, (uint64_t)x);
+        if (p == end || *p != (i + 1 < t->count ? ',' : ']'))
+            return false;
+        p++;
+    }
+    if (skip_ws(p, end) != end)
+        return false;
+    t->index = t->count;
+    return true;
+}
+
 enum status tensor_json_parse(const char *text, size_t len, enum dtype dtype,
                               const int64_t *shape, uint32_t ndim, int64_t count, void *out,
                               struct arena *arena, const char *input_name, struct error *err)
@@ -381,6 +431,8 @@ enum status tensor_json_parse(const char *text, size_t len, enum dtype dtype,
         .err = err,
         .bad_index = -1,
     };
+    if (flat_small_integers(&t))
+        return ST_OK;
     const char *p = skip_ws(text, t.end), *end = t.end;
     int depth = 0;
 
@@ -457,6 +509,22 @@ out_done:
 
 
 /* One numeric or BOOL element as text at o (NUMFMT_MAX bytes of room). */
+/* An integer element: one or two digits (the common case of class indices,
+ * token ids, counts) directly, anything else through numfmt. */
+static inline size_t format_int(char *o, int64_t x)
+{
+    if (x >= 0 && x < 10) {
+        o[0] = (char)('0' + x);
+        return 1;
+    }
+    if (x >= 10 && x < 100) {
+        o[0] = (char)('0' + x / 10);
+        o[1] = (char)('0' + x % 10);
+        return 2;
+    }
+    return numfmt_i64(o, x);
+}
+
 static size_t format_element(char *o, enum dtype dtype, const unsigned char *p, int64_t i)
 {
     size_t k = (size_t)i;
@@ -468,10 +536,10 @@ static size_t format_element(char *o, enum dtype dtype, const unsigned char *p, 
         }
         memcpy(o, "false", 5);
         return 5;
-    case DT_INT8: { int8_t x; memcpy(&x, p + k, 1); return numfmt_i64(o, x); }
-    case DT_INT16: { int16_t x; memcpy(&x, p + 2 * k, 2); return numfmt_i64(o, x); }
-    case DT_INT32: { int32_t x; memcpy(&x, p + 4 * k, 4); return numfmt_i64(o, x); }
-    case DT_INT64: { int64_t x; memcpy(&x, p + 8 * k, 8); return numfmt_i64(o, x); }
+    case DT_INT8: { int8_t x; memcpy(&x, p + k, 1); return format_int(o, x); }
+    case DT_INT16: { int16_t x; memcpy(&x, p + 2 * k, 2); return format_int(o, x); }
+    case DT_INT32: { int32_t x; memcpy(&x, p + 4 * k, 4); return format_int(o, x); }
+    case DT_INT64: { int64_t x; memcpy(&x, p + 8 * k, 8); return format_int(o, x); }
     case DT_UINT8: return numfmt_u64(o, p[k]);
     case DT_UINT16: { uint16_t x; memcpy(&x, p + 2 * k, 2); return numfmt_u64(o, x); }
     case DT_UINT32: { uint32_t x; memcpy(&x, p + 4 * k, 4); return numfmt_u64(o, x); }
@@ -534,11 +602,11 @@ void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_
 void tensor_json_write_head(struct json_writer *w, const char *name, enum dtype dtype,
                             const int64_t *shape, uint32_t ndim)
 {
-    json_w_key(w, "name");
+    json_w_key_lit(w, "name");
     json_w_cstr(w, name);
-    json_w_key(w, "datatype");
+    json_w_key_lit(w, "datatype");
     json_w_cstr(w, dtype_name(dtype));
-    json_w_key(w, "shape");
+    json_w_key_lit(w, "shape");
     json_w_arr_begin(w);
     for (uint32_t d = 0; d < ndim; d++)
         json_w_int(w, shape[d]);

@@ -33,7 +33,7 @@ static int fail(struct buf *b, int rc)
     return rc;
 }
 
-int buf_reserve(struct buf *b, size_t extra)
+int buf_grow(struct buf *b, size_t extra)
 {
     if (extra > b->max || b->len > b->max - extra)
         return fail(b, -E2BIG);
@@ -51,22 +51,6 @@ int buf_reserve(struct buf *b, size_t extra)
     b->data = p;
     b->cap = cap;
     return 0;
-}
-
-int buf_append(struct buf *b, const void *p, size_t n)
-{
-    int rc = buf_reserve(b, n);
-    if (rc)
-        return rc;
-    if (n)
-        memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-int buf_putc(struct buf *b, char c)
-{
-    return buf_append(b, &c, 1);
 }
 
 int buf_puts(struct buf *b, const char *s)

@@ -211,6 +211,11 @@ void json_w_obj_begin(struct json_writer *w);
 void json_w_obj_end(struct json_writer *w);
 void json_w_arr_begin(struct json_writer *w);
 void json_w_arr_end(struct json_writer *w);
+/* A key written as is: `quoted` is the key in quotes followed by ':' and
+ * needs no escaping. json_w_key_lit builds it from a string literal of
+ * plain ASCII at compile time (the hot encoders' fixed keys). */
+void json_w_key_raw(struct json_writer *w, const char *quoted, size_t n);
+#define json_w_key_lit(w, key) json_w_key_raw((w), "\"" key "\":", sizeof(key) + 2)
 void json_w_key(struct json_writer *w, const char *key); /* NUL-terminated */
 /* A key of n bytes, which may contain NUL (as parsed keys can). */
 void json_w_keyn(struct json_writer *w, const char *key, size_t n);

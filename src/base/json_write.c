@@ -139,6 +139,14 @@ void json_w_keyn(struct json_writer *w, const char *key, size_t n)
     w->after_key = true;
 }
 
+void json_w_key_raw(struct json_writer *w, const char *quoted, size_t n)
+{
+    if (!w_begin_value(w))
+        return;
+    buf_append(w->b, quoted, n);
+    w->after_key = true;
+}
+
 void json_w_key(struct json_writer *w, const char *key)
 {
     json_w_keyn(w, key, strlen(key));

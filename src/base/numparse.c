@@ -200,6 +200,12 @@ static int integer_magnitude(const struct token *t, uint64_t *mag)
 
 int numparse_i64(const char *p, const char *end, unsigned flags, int64_t *out, const char **next)
 {
+    bool neg;
+    uint64_t m;
+    if (numparse_small_integer(p, end, &neg, &m, next)) { /* 18 digits: never out of range */
+        *out = neg ? -(int64_t)m : (int64_t)m;
+        return 0;
+    }
     struct token t;
     uint64_t mag;
     int rc = scan(p, end, flags, &t, next);
@@ -222,6 +228,14 @@ int numparse_i64(const char *p, const char *end, unsigned flags, int64_t *out, c
 
 int numparse_u64(const char *p, const char *end, unsigned flags, uint64_t *out, const char **next)
 {
+    bool neg;
+    uint64_t m;
+    if (numparse_small_integer(p, end, &neg, &m, next)) {
+        if (neg && m != 0) /* "-0" is zero */
+            return -ERANGE;
+        *out = m;
+        return 0;
+    }
     struct token t;
     uint64_t mag;
     int rc = scan(p, end, flags, &t, next);

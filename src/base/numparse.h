@@ -30,6 +30,7 @@
 #ifndef INFERD_BASE_NUMPARSE_H
 #define INFERD_BASE_NUMPARSE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Flag: accept NaN, Infinity, -Infinity. */
@@ -45,5 +46,31 @@ int numparse_f32(const char *p, const char *end, unsigned flags, float *out,
                  const char **next);
 /* Only checks the grammar: 0 or -EILSEQ, *next as above. */
 int numparse_skip(const char *p, const char *end, unsigned flags, const char **next);
+
+/* The common case of an integer, "-?[1-9][0-9]{0,17}" or "-?0", not
+ * followed by a digit, fraction or exponent: its sign and magnitude (below
+ * 10^18: it fits any int64), without the general scanner. Inline so that a
+ * tensor decoder's loop over small integers stays in registers. Returns
+ * false for anything else; numparse_i64/_u64 then read it, with their exact
+ * errors. */
+static inline bool numparse_small_integer(const char *p, const char *end, bool *neg,
+                                          uint64_t *mag, const char **next)
+{
+    const char *q = p;
+    *neg = q < end && *q == '-';
+    q += *neg;
+    if (q == end || (unsigned char)(*q - '0') > 9)
+        return false;
+    const char *digits = q;
+    uint64_t m = (uint64_t)(*q++ - '0');
+    if (m != 0)
+        while (q < end && (unsigned char)(*q - '0') <= 9 && q - digits < 18)
+            m = m * 10 + (uint64_t)(*q++ - '0');
+    if (q < end && ((unsigned char)(*q - '0') <= 9 || *q == '.' || *q == 'e' || *q == 'E'))
+        return false;
+    *mag = m;
+    *next = q;
+    return true;
+}
 
 #endif

@@ -52,11 +52,18 @@ static bool is_digit(unsigned char c)
 
 /* tchar of RFC 9110 §5.6.2: the characters of methods, field names and
  * chunk extension names. */
+/* tchar (RFC 9110 §5.6.2): the characters of a token, such as a header
+ * name; a table, since every byte of every header name is looked up. */
+static const bool tchars[256] = {
+    ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true,
+    ['!'] = true, ['#'] = true, ['$'] = true, ['%'] = true, ['&'] = true, ['\''] = true,
+    ['*'] = true, ['+'] = true, ['-'] = true, ['.'] = true, ['^'] = true, ['_'] = true,
+    ['`'] = true, ['|'] = true, ['~'] = true,
+};
+
 static bool is_tchar(unsigned char c)
 {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c))
-        return true;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    return tchars[c];
 }
 
 static bool is_vchar(unsigned char c)

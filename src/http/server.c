@@ -18,6 +18,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/numfmt.h"
 #include "base/status.h"
 #include "net/sock.h"
 
@@ -65,6 +66,7 @@ struct http_conn {
     struct http_conn *prev, *next; /* server->conns */
     enum conn_state state;
     bool readable;      /* edge-triggered: data may be waiting */
+    bool peer_closed;   /* EPOLLRDHUP seen: the peer's FIN is in the socket */
     bool sent_continue; /* 100 Continue already sent for this request */
     bool close_after_write;
     bool linger_after_write; /* error response: drain input before closing */
@@ -191,49 +193,70 @@ static void conn_close(struct http_conn *c)
     maybe_drained(s);
 }
 
-static void format_date(char *out, size_t size)
+/* "HTTP/1.1 <status> <text>\r\nServer: inferd\r\nDate: <now>\r\n", built
+ * once per status and second and kept per thread: most responses of a
+ * second share it (a response head is on every request's path). */
+struct head_start {
+    time_t sec;
+    int status;
+    size_t len;
+    char text[128];
+};
+
+static const struct head_start *head_start(int status)
 {
-    static __thread time_t cached_sec;
-    static __thread char cached[40];
-    static __thread size_t cached_len;
+    static __thread struct head_start cache[2]; /* 200, and the last other status */
+    struct head_start *h = &cache[status == 200 ? 0 : 1];
     time_t now = time(NULL);
-    if (now != cached_sec) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        cached_len = strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        cached_sec = now;
-    }
-    size_t n = cached_len < size ? cached_len : size - 1;
-    memcpy(out, cached, n);
-    out[n] = '\0';
+    if (h->sec == now && h->status == status && h->len)
+        return h;
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char date[40];
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    int n = snprintf(h->text, sizeof h->text, "HTTP/1.1 %d %s\r\nServer: inferd\r\nDate: %s\r\n",
+                     status, http_status_text(status), date);
+    h->len = n > 0 && (size_t)n < sizeof h->text ? (size_t)n : 0;
+    h->sec = now;
+    h->status = status;
+    return h;
 }
+
+#define PUT_LITERAL(b, s) buf_append((b), (s), sizeof(s) - 1)
 
 /* Formats the response head into c->out_head: Content-Length of the body
  * already in c->out_body, or, for a streamed response (content_length < 0),
  * chunked transfer coding when the client speaks HTTP/1.1 (else the body
- * ends when the connection closes). */
+ * ends when the connection closes). No printf: only appends of known
+ * pieces. */
 static void format_head(struct http_conn *c, int status, const char *content_type,
                         const char *extra_headers, bool keep_alive, int version_minor,
                         int64_t content_length)
 {
-    char date[40];
-    format_date(date, sizeof date);
-    buf_reset(&c->out_head);
-    buf_printf(&c->out_head, "HTTP/1.1 %d %s\r\nServer: inferd\r\nDate: %s\r\n", status,
-               http_status_text(status), date);
-    if (content_length >= 0)
-        buf_printf(&c->out_head, "Content-Length: %lld\r\n", (long long)content_length);
-    else if (version_minor >= 1)
-        buf_puts(&c->out_head, "Transfer-Encoding: chunked\r\n");
-    if (content_type)
-        buf_printf(&c->out_head, "Content-Type: %s\r\n", content_type);
+    struct buf *b = &c->out_head;
+    const struct head_start *h = head_start(status);
+    buf_reset(b);
+    buf_append(b, h->text, h->len);
+    if (content_length >= 0) {
+        char num[NUMFMT_MAX];
+        PUT_LITERAL(b, "Content-Length: ");
+        buf_append(b, num, numfmt_i64(num, content_length));
+        PUT_LITERAL(b, "\r\n");
+    } else if (version_minor >= 1) {
+        PUT_LITERAL(b, "Transfer-Encoding: chunked\r\n");
+    }
+    if (content_type) {
+        PUT_LITERAL(b, "Content-Type: ");
+        buf_puts(b, content_type);
+        PUT_LITERAL(b, "\r\n");
+    }
     if (!keep_alive)
-        buf_puts(&c->out_head, "Connection: close\r\n");
+        PUT_LITERAL(b, "Connection: close\r\n");
     else if (version_minor == 0)
-        buf_puts(&c->out_head, "Connection: keep-alive\r\n");
+        PUT_LITERAL(b, "Connection: keep-alive\r\n");
     if (extra_headers)
-        buf_puts(&c->out_head, extra_headers);
-    buf_puts(&c->out_head, "\r\n");
+        buf_puts(b, extra_headers);
+    PUT_LITERAL(b, "\r\n");
     c->out_off = 0;
     c->close_after_write = !keep_alive;
 }
@@ -373,8 +396,16 @@ static ssize_t conn_recv(struct http_conn *c, void *p, size_t len)
     }
     for (;;) {
         ssize_t n = read(c->watch.fd, p, len);
-        if (n > 0)
+        if (n > 0) {
+            /* Edge-triggered: a read that did not fill the buffer emptied the
+             * socket, and bytes arriving later raise a new event, so asking
+             * again now would only cost a read that fails with EAGAIN (as
+             * nginx does). Unless the peer's FIN is waiting: no event would
+             * announce it again. */
+            if ((size_t)n < len && !c->peer_closed)
+                c->readable = false;
             return n;
+        }
         if (n == 0)
             return ST_ERROR;
         if (errno == EINTR)
@@ -771,6 +802,8 @@ static void conn_on_events(struct loop_watch *w, uint32_t events)
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
         c->readable = true;
+    if (events & (EPOLLRDHUP | EPOLLHUP))
+        c->peer_closed = true;
     /* While a handler owns the request (or streams its response) we do not
      * read further, but a peer
      * that hung up entirely (or, as nginx sees it, closed its side with

@@ -166,6 +166,9 @@ enum metrics_endpoint metrics_endpoint_of(const char *path, size_t len)
 {
     if (!path)
         return METRICS_EP_OTHER;
+    /* The hot path first: /v2/models/{m}[/versions/{v}]/infer. */
+    if (len > 17 && memcmp(path, "/v2/models/", 11) == 0 && memcmp(path + len - 6, "/infer", 6) == 0)
+        return METRICS_EP_INFER;
     if (segment_is(path, len, 0, "metrics"))
         return METRICS_EP_METRICS;
     if (segment_is(path, len, 0, "dashboard"))

@@ -331,7 +331,11 @@ static const struct prep_modality *modality_of(const char *ctype, size_t len)
 int prep_decode_raw(struct infer_request *req, const struct model *m, const char *ctype,
                     size_t ctype_len, const char *body, size_t len, struct error *err)
 {
-    const struct prep_modality *mod = ctype ? modality_of(ctype, ctype_len) : NULL;
+    /* A KServe JSON body, by far the most common, is not a raw input: no
+     * need to try every modality's media types. */
+    if (!ctype || (ctype_len >= 16 && strncasecmp(ctype, "application/json", 16) == 0))
+        return 0;
+    const struct prep_modality *mod = modality_of(ctype, ctype_len);
     if (!mod)
         return 0;
     const struct model_prep *mp = m->prep;

@@ -211,8 +211,12 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
     const struct json_value *params = json_get(in, "parameters");
     if (check_parameters(params, t->name, err) != 0)
         return ST_ERROR;
+    /* The errors' prefix, formatted only when there are parameters to
+     * complain about (this runs for every input of every request). */
     char where[ERROR_MSG_MAX];
-    snprintf(where, sizeof where, "input '%s'", t->name);
+    where[0] = '\0';
+    if (params)
+        snprintf(where, sizeof where, "input '%s'", t->name);
     struct shm_params sp;
     if (get_shm_params(params, where, &sp, err) != 0)
         return ST_ERROR;
@@ -308,7 +312,9 @@ static int decode_outputs(struct infer_request *req, struct shm_request *shm,
         if (check_parameters(params, name->u.str, err) != 0)
             return ST_ERROR;
         char where[ERROR_MSG_MAX];
-        snprintf(where, sizeof where, "output '%s'", name->u.str);
+        where[0] = '\0';
+        if (params)
+            snprintf(where, sizeof where, "output '%s'", name->u.str);
         flags[i] = binary_default;
         if (get_bool_param(params, "binary_data", where, &flags[i], err) != 0)
             return ST_ERROR;
@@ -635,15 +641,15 @@ void infer_json_encode(const struct infer_request *req, const struct shm_request
     struct json_writer w;
     json_w_init(&w, out);
     json_w_obj_begin(&w);
-    json_w_key(&w, "model_name");
+    json_w_key_lit(&w, "model_name");
     json_w_cstr(&w, m->name);
-    json_w_key(&w, "model_version");
+    json_w_key_lit(&w, "model_version");
     json_w_cstr(&w, m->version_str);
     if (req->id) {
-        json_w_key(&w, "id");
+        json_w_key_lit(&w, "id");
         json_w_str(&w, req->id, req->id_len);
     }
-    json_w_key(&w, "outputs");
+    json_w_key_lit(&w, "outputs");
     json_w_arr_begin(&w);
     for (uint32_t i = 0; i < req->noutputs; i++) {
         const struct tensor *t = &req->outputs[i];
@@ -654,13 +660,13 @@ void infer_json_encode(const struct infer_request *req, const struct shm_request
             write_shm_output(&w, &shm->outputs[i]);
         } else if (output_is_binary(req, shm, i)) {
             any_binary = true;
-            json_w_key(&w, "parameters");
+            json_w_key_lit(&w, "parameters");
             json_w_obj_begin(&w);
-            json_w_key(&w, "binary_data_size");
+            json_w_key_lit(&w, "binary_data_size");
             json_w_uint(&w, binary_size(t, count));
             json_w_obj_end(&w);
         } else {
-            json_w_key(&w, "data");
+            json_w_key_lit(&w, "data");
             struct buf *b = json_w_value_buf(&w);
             if (b)
                 tensor_json_write(b, t->dtype, t->data, count);
