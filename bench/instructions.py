@@ -21,6 +21,9 @@ one I/O thread, one worker, one ONNX Runtime thread):
   simple_grpc     ModelInfer of the same tensors over gRPC (grpcio client)
   digits_binary   POST /v2/models/digits/infer, binary tensor data:
                   pixels FP32 [1,64] (experiment 6's REST body)
+  simple_json_observed  the same with everything observable on: metrics,
+                  the access log (to a file) and 10% of requests traced and
+                  exported (OTLP/HTTP to a local sink)
   nginx           nginx (master_process off, one process) answering the
                   simple request with inferd's own response body: the
                   floor of the HTTP path
@@ -172,6 +175,30 @@ def grpc_driver(port, py_dir):
     return send, channel.close
 
 
+class OtlpSink:
+    """A local OTLP/HTTP endpoint that accepts every export (200)."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
 def inferd_argv(args, http_port, grpc_port, repo):
     return [args.inferd, "serve", "--model-repository", str(repo), "--host", "127.0.0.1",
             "--http-port", str(http_port), "--grpc-port", str(grpc_port),
@@ -237,8 +264,22 @@ def run_inferd_case(name, args, work, repo):
     http_port, grpc_port = free_port(), free_port()
     d = work / name
     d.mkdir()
-    server = Server(inferd_argv(args, http_port, grpc_port, repo), d, http_ready(http_port))
-    if name == "simple_json":
+    argv = inferd_argv(args, http_port, grpc_port, repo)
+    sink = None
+    if name == "simple_json_observed":
+        sink = OtlpSink()
+        argv += ["--access-log", str(d / "access.log"), "--trace-rate", "0.1",
+                 "--otlp-endpoint", "http://127.0.0.1:%d/v1/traces" % sink.port]
+    try:
+        server = Server(argv, d, http_ready(http_port))
+        return drive_inferd_case(name, args, d, server, http_port, grpc_port)
+    finally:
+        if sink:
+            sink.close()
+
+
+def drive_inferd_case(name, args, d, server, http_port, grpc_port):
+    if name in ("simple_json", "simple_json_observed"):
         send, close = http_driver(http_port, SIMPLE_PATH, SIMPLE_REQ,
                                   {"Content-Type": "application/json"},
                                   lambda b: b'"OUTPUT0"' in b)
@@ -311,7 +352,8 @@ def main():
     p.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--cases", default="simple_json,simple_grpc,digits_binary,nginx")
+    p.add_argument("--cases",
+                   default="simple_json,simple_json_observed,simple_grpc,digits_binary,nginx")
     p.add_argument("--keep", help="keep the callgrind files in this directory")
     args = p.parse_args()
     if not shutil.which("valgrind"):
@@ -326,7 +368,7 @@ def main():
             if name == "nginx":
                 body = simple_response(args, work, repo)
                 results["cases"][name] = run_nginx(args, work, body)
-            elif name in ("simple_json", "simple_grpc", "digits_binary"):
+            elif name in ("simple_json", "simple_json_observed", "simple_grpc", "digits_binary"):
                 results["cases"][name] = run_inferd_case(name, args, work, repo)
             else:
                 die("unknown case %r" % name)
@@ -334,6 +376,10 @@ def main():
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     c = results["cases"]
+    if "simple_json" in c and "simple_json_observed" in c:
+        results["observed_over_plain"] = round(
+            c["simple_json_observed"]["per_request"] / c["simple_json"]["per_request"], 3)
+        log("simple_json observed / plain: %.3f" % results["observed_over_plain"])
     if "simple_json" in c and "nginx" in c:
         results["simple_json_over_nginx"] = round(
             c["simple_json"]["per_request"] / c["nginx"]["per_request"], 2)

@@ -47,6 +47,8 @@ TARGETS = {
                        lambda v: v >= 0.90),
     "token_ttft": ("short-prompt tenant's TTFT p99 with the long-prompt tenant ÷ alone",
                    "<= 2", lambda v: v <= 2.0),
+    "instructions": ("user-space instructions per simple JSON request ÷ the first "
+                     "measurement (callgrind)", "<= 0.60 (40 % fewer)", lambda v: v <= 0.60),
     "prep_speedup": ("inferd images/s ÷ Pillow + numpy in one process, JPEG decode + resize "
                      "+ normalize", ">= 3x", lambda v: v >= 3.0),
 }
@@ -340,6 +342,31 @@ def assemble_json_decode(run_dir):
         speedup = fig["cjson_us"] / fig["inferd_us"]
     return {"figures": fig, "speedup": speedup, "output": d.get("output"),
             "error": None if speedup is not None else "no cjson/inferd figures in its output"}
+
+
+# Experiment 16's reference: the first count of simple over JSON, at commit
+# bacb2c4 (2026-12-06), before the hot path was steered by it.
+FIRST_SIMPLE_JSON_INSTRUCTIONS = 79813
+
+
+def assemble_instructions(run_dir):
+    for kind in ("skipped", "failed"):
+        p = os.path.join(run_dir, "instructions." + kind)
+        if os.path.exists(p):
+            return {kind: open(p).read().strip()}
+    p = os.path.join(run_dir, "instructions.json")
+    if not os.path.exists(p):
+        return {"error": "experiment 16 did not run"}
+    d = load(p)
+    cases = d.get("cases", {})
+    simple = (cases.get("simple_json") or {}).get("per_request")
+    return {
+        "cases": cases,
+        "over_nginx": d.get("simple_json_over_nginx"),
+        "observed_over_plain": d.get("observed_over_plain"),
+        "first_simple_json": FIRST_SIMPLE_JSON_INSTRUCTIONS,
+        "ratio_to_first": (simple / FIRST_SIMPLE_JSON_INSTRUCTIONS) if simple else None,
+    }
 
 
 def assemble_memory(run_dir):
@@ -856,6 +883,7 @@ def cmd_assemble(args):
         "preprocessing": assemble_prep(run_dir),
         "http3": assemble_http3(run_dir),
         "token_fairness": assemble_token_fairness(run_dir),
+        "instructions": assemble_instructions(run_dir),
     }
     ov = exps["overload"]
     ov_lim, ov_ten = ov.get("limiter") or {}, ov.get("tenants") or {}
@@ -885,6 +913,7 @@ def cmd_assemble(args):
         target("prep_speedup", (exps["preprocessing"].get("plain") or {}).get("ratio")),
         target("token_fairness", exps["token_fairness"].get("fairness")),
         target("token_ttft", exps["token_fairness"].get("ttft_ratio")),
+        target("instructions", exps["instructions"].get("ratio_to_first")),
     ]
     doc = {
         "schema": 1,

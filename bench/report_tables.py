@@ -227,6 +227,8 @@ def md_run(doc):
         v = t["value"]
         if t["name"] in ("http_floor", "compute_floor", "obs_overhead"):
             s = fmt(v, "%.3f")
+        elif t["name"] == "instructions":
+            s = fmt(v, "%.3f")
         elif t["name"] in ("latency_p99", "overload_refusal_p99"):
             s = fmt(v, "%.0f µs")
         elif t["name"] in ("json_decode", "node_ratio", "gen_batching", "prep_speedup"):
@@ -486,6 +488,64 @@ def md_run(doc):
     out += md_http3(e.get("http3") or {"error": "no HTTP/3 row in this results file"})
     out += md_token_fairness(e.get("token_fairness") or
                              {"error": "no token fairness row in this results file"})
+    out += md_instructions(e.get("instructions") or
+                           {"error": "no instruction counts in this results file"})
+    return out
+
+
+INSTRUCTION_CASES = (
+    ("simple_json", "`simple` over JSON"),
+    ("simple_json_observed", "`simple` over JSON, metrics + access log + 10 % traces"),
+    ("simple_grpc", "`simple` over gRPC (ModelInfer)"),
+    ("digits_binary", "`digits`, binary tensor data"),
+    ("nginx", "nginx `return 200` of `simple`'s response"),
+)
+
+
+def md_instructions(ins):
+    out = []
+    w = out.append
+    w("### 16. Instructions per request: callgrind, the figure the noise cannot move")
+    w("")
+    if not ins.get("cases"):
+        w("Not measured: %s" % (ins.get("skipped") or ins.get("failed") or ins.get("error")))
+        w("")
+        return out
+    c = ins["cases"]
+    w("User-space instructions the server executed per request (every thread: parsing, "
+      "routing, the model run, encoding, metrics; not the kernel's TCP work), requests one "
+      "after the other on one keep-alive connection, counted by `valgrind --tool=callgrind` "
+      "(bench/instructions.py). inferd with one I/O thread, one worker, one ONNX Runtime "
+      "thread; nginx with one process.")
+    w("")
+    w("| case | instructions per request | ÷ nginx |")
+    w("|---|---|---|")
+    ng = (c.get("nginx") or {}).get("per_request")
+    for key, name in INSTRUCTION_CASES:
+        if key in c:
+            n = c[key]["per_request"]
+            w("| %s | %s | %s |" % (name, fmt(n, "%d"), fmt(n / ng if ng else None, "%.2f")))
+    w("")
+    w("**`simple` over JSON ÷ its first measurement (%s, commit bacb2c4) = %s** (target ≤ "
+      "0.60). Observability on ÷ off: %s." % (
+          fmt(ins["first_simple_json"], "%d"), fmt(ins.get("ratio_to_first"), "%.3f"),
+          fmt(ins.get("observed_over_plain"), "%.3f")))
+    w("")
+    for key, name in INSTRUCTION_CASES:
+        top = (c.get(key) or {}).get("top")
+        if not top:
+            continue
+        w("<details><summary>%s: the 15 functions with the most instructions of their own"
+          "</summary>" % name)
+        w("")
+        w("| function | object | per request | share |")
+        w("|---|---|---|---|")
+        for f in top:
+            w("| `%s` | %s | %s | %s |" % (f["function"].replace("|", "\\|"), f["object"],
+                                          fmt(f["per_request"], "%d"), pct(f["share"])))
+        w("")
+        w("</details>")
+        w("")
     return out
 
 

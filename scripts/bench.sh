@@ -63,6 +63,14 @@
 #                     cores, plain and draft (DCT-scaled) decoding; figure
 #                     inferd images/s / Pillow images/s, plain (target >= 3)
 #                     and draft (informative), with per-stage means.
+#   16. instructions  user-space instructions per request counted with
+#                     valgrind's callgrind (bench/instructions.py): simple over
+#                     JSON (plain, and with metrics + access log + 10% traces)
+#                     and gRPC, digits with binary tensors, nginx's return 200
+#                     of the same body; figures inferd ÷ nginx and the simple
+#                     JSON count ÷ its first measurement (target <= 0.6), with
+#                     the 15 functions of each that cost the most. Repeatable:
+#                     the machine's noise does not move it.
 #   14. HTTP/3: the simple request over HTTP/3 (--http3) and over HTTP/2 with
 #                     TLS, same server, same client (headless Chromium,
 #                     bench/h3_chromium.py: QUIC forced for the origin, or
@@ -1349,6 +1357,32 @@ if want 14; then
         log "${line%;}"
     done
     stop_pid "$SERVER_PID"
+fi
+
+# --- 16. instructions per request: callgrind, not the clock ---------------------------------
+# Each case runs alone under valgrind (50x slower, so the count, not the
+# rate, is the figure): INSTR_REQUESTS requests one after the other on one
+# connection after INSTR_WARMUP of warm-up, instrumentation on only around
+# them (bench/instructions.py's header says what is counted).
+if want 16; then
+    log "16. instructions per request: callgrind (bench/instructions.py)"
+    if ! command -v valgrind >/dev/null 2>&1 || ! command -v callgrind_control >/dev/null 2>&1; then
+        echo "valgrind is missing (scripts/deps.sh installs it)" >"$RUN/instructions.skipped"
+        log "  skipped: $(cat "$RUN/instructions.skipped")"
+    else
+        mkdir -p "$RUN/repo_instructions"
+        ln -sfn "$root/models/simple" "$RUN/repo_instructions/simple"
+        ln -sfn "$root/models/digits" "$RUN/repo_instructions/digits"
+        if [ "$MODE" = quick ]; then INSTR_REQUESTS=200 INSTR_WARMUP=50; else INSTR_REQUESTS=1000 INSTR_WARMUP=200; fi
+        "$PY" "$root/bench/instructions.py" "$RUN/instructions.json" --inferd "$INFERD" \
+            --repo "$RUN/repo_instructions" --nginx "$NGINX" --requests "$INSTR_REQUESTS" \
+            --warmup "$INSTR_WARMUP" 2>"$RUN/instructions.log" || {
+            tail -5 "$RUN/instructions.log" >&2
+            echo "bench/instructions.py failed: $(tail -1 "$RUN/instructions.log")" >"$RUN/instructions.failed"
+            FAILED_STEPS+=("16. instructions: $(tail -1 "$RUN/instructions.log")")
+        }
+        sed 's/^instructions: /bench:   /' "$RUN/instructions.log" >&2
+    fi
 fi
 
 # --- 15. token fairness: two tenants with equal token quotas, 20- vs 200-token prompts ----------
