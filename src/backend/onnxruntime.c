@@ -27,20 +27,47 @@ static char ort_init_msg[ERROR_MSG_MAX];
 static pthread_mutex_t ort_env_level_lock = PTHREAD_MUTEX_INITIALIZER;
 static OrtLoggingLevel ort_env_level;
 
+/*
+ * Where an output's memory comes from. Run() allocates what it returns and
+ * its release frees it, about a fifth of a small model's run; an output
+ * whose shape is known before the run is instead created over memory of
+ * the batch's arena, which ORT fills in place. The plan is per instance
+ * (an instance runs on one thread at a time, so it changes without a lock).
+ */
+enum out_plan {
+    OUT_ORT,    /* ORT allocates it: BYTES, or a shape only the run knows */
+    OUT_STATIC, /* every dimension declared: preallocated */
+    OUT_GUESS,  /* declared but the first, maybe the batch: ORT allocates until
+                 * a run shows the first dimension is the first input's */
+    OUT_BATCH,  /* the first dimension is the first input's: preallocated */
+};
+
+struct ort_out {
+    enum out_plan plan;
+    enum dtype dtype;
+    uint32_t ndim;
+    int64_t dims[TENSOR_MAX_DIMS]; /* as the session declares them; -1 variable */
+};
+
 struct ort_instance {
     OrtSession *session;
     uint32_t ninputs, noutputs;
     char **input_names; /* session order, as Run() takes them */
     enum dtype *input_dtypes;
     char **output_names; /* session order */
+    struct ort_out *outs; /* session order */
+    /* Run options of a run with preallocated outputs: only fatal messages
+     * logged, so that a plan proved wrong (the run is then repeated with
+     * ORT's memory, which logs as usual) is not an error line. */
+    OrtRunOptions *quiet_run;
     /* Reusable states: execute() runs on a worker thread, release() may run
      * on an I/O thread, so the free list has its own lock. */
     pthread_mutex_t pool_lock;
     struct ort_state *free_states;
 };
 
-/* What one execute() hands to release(): the OrtValues ORT allocated for the
- * outputs. During the call it also holds the input OrtValues, so that every
+/* What one execute() hands to release(): the outputs' OrtValues (ORT's
+ * memory, or the arena's: enum out_plan). During the call it also holds the input OrtValues, so that every
  * error path frees everything through ort_state_free(). Sized per instance
  * (all inputs + all outputs), so it can later come from a per-instance pool. */
 #define ORT_STATES_PREALLOCATED 4
@@ -273,6 +300,9 @@ static void ort_instance_free(struct ort_instance *inst)
     mem_free(inst->input_names);
     mem_free(inst->input_dtypes);
     mem_free(inst->output_names);
+    mem_free(inst->outs);
+    if (inst->quiet_run)
+        ort->ReleaseRunOptions(inst->quiet_run);
     mem_free(inst);
 }
 
@@ -354,6 +384,25 @@ out:
     return rc;
 }
 
+/* The first plan of an output, from what the session declares. */
+static void plan_output(struct ort_out *o, const struct model_io *io)
+{
+    o->dtype = io->dtype;
+    o->ndim = io->ndim;
+    memcpy(o->dims, io->dims, sizeof o->dims);
+    uint32_t variable = 0;
+    for (uint32_t d = 0; d < io->ndim; d++)
+        variable += io->dims[d] < 0;
+    if (io->dtype == DT_BYTES || io->ndim > TENSOR_MAX_DIMS)
+        o->plan = OUT_ORT;
+    else if (variable == 0)
+        o->plan = OUT_STATIC;
+    else if (variable == 1 && io->dims[0] < 0)
+        o->plan = OUT_GUESS;
+    else
+        o->plan = OUT_ORT;
+}
+
 static int ort_load(const struct backend_load_args *args, void **instance, struct model_info *info,
                     struct error *err)
 {
@@ -391,6 +440,10 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
     if (!st)
         st = ort->CreateSession(ort_env, path, options, &inst->session);
     if (!st)
+        st = ort->CreateRunOptions(&inst->quiet_run);
+    if (!st)
+        st = ort->RunOptionsSetRunLogSeverityLevel(inst->quiet_run, ORT_LOGGING_LEVEL_FATAL);
+    if (!st)
         st = ort->SessionGetInputCount(inst->session, &nin);
     if (!st)
         st = ort->SessionGetOutputCount(inst->session, &nout);
@@ -403,10 +456,11 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
     inst->input_names = mem_calloc(nin, sizeof *inst->input_names);
     inst->input_dtypes = mem_calloc(nin, sizeof *inst->input_dtypes);
     inst->output_names = mem_calloc(nout, sizeof *inst->output_names);
+    inst->outs = mem_calloc(nout ? nout : 1, sizeof *inst->outs);
     mi.inputs = mem_calloc(nin, sizeof *mi.inputs);
     mi.outputs = mem_calloc(nout, sizeof *mi.outputs);
-    if (!inst->input_names || !inst->input_dtypes || !inst->output_names || !mi.inputs ||
-        !mi.outputs) {
+    if (!inst->input_names || !inst->input_dtypes || !inst->output_names || !inst->outs ||
+        !mi.inputs || !mi.outputs) {
         error_set(err, 500, "failed to load model '%s': out of memory", path);
         goto out;
     }
@@ -418,9 +472,11 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
             goto out;
         inst->input_dtypes[i] = mi.inputs[i].dtype;
     }
-    for (uint32_t i = 0; i < inst->noutputs; i++)
+    for (uint32_t i = 0; i < inst->noutputs; i++) {
         if (describe_io(inst->session, 0, i, path, &mi.outputs[i], &inst->output_names[i], err))
             goto out;
+        plan_output(&inst->outs[i], &mi.outputs[i]);
+    }
     /* A few run states up front: results of one batch are still being
      * encoded while the next runs, and the pool should not have to grow
      * while serving. */
@@ -640,6 +696,45 @@ out:
     return rc;
 }
 
+/* The output's OrtValue over 64-byte aligned memory of the arena when its
+ * plan says the shape before the run (else *value stays NULL: ORT
+ * allocates). 0, or ST_ERROR with err. */
+static int preallocate(const struct ort_out *o, int64_t batch, struct arena *arena,
+                       OrtValue **value, struct error *err)
+{
+    if (!arena || (o->plan != OUT_STATIC && (o->plan != OUT_BATCH || batch < 0)))
+        return 0;
+    int64_t shape[TENSOR_MAX_DIMS];
+    size_t bytes = dtype_size(o->dtype);
+    for (uint32_t d = 0; d < o->ndim; d++) {
+        shape[d] = d == 0 && o->plan == OUT_BATCH ? batch : o->dims[d];
+        if (shape[d] != 0 && bytes > SIZE_MAX / 2 / (size_t)shape[d])
+            return 0; /* absurd: let ORT say what it makes of it */
+        bytes *= (size_t)shape[d];
+    }
+    if (bytes == 0)
+        return 0;
+    char *p = arena_alloc(arena, bytes + 63);
+    if (!p)
+        return error_set(err, 500, "out of memory for the outputs");
+    void *data = (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+    OrtStatus *st = ort->CreateTensorWithDataAsOrtValue(ort_cpu_memory, data, bytes, shape,
+                                                        o->ndim, dtype_to_onnx(o->dtype), value);
+    return st ? execute_error(err, st) : 0;
+}
+
+/* After a run ORT allocated an OUT_GUESS output for: its first dimension
+ * was the first input's (and the rest as declared), or it never is. */
+static void learn_plan(struct ort_out *o, int64_t batch, const struct tensor *t)
+{
+    if (o->plan != OUT_GUESS || batch < 0)
+        return;
+    bool same = t->ndim == o->ndim && t->shape[0] == batch;
+    for (uint32_t d = 1; same && d < o->ndim; d++)
+        same = t->shape[d] == o->dims[d];
+    o->plan = same ? OUT_BATCH : OUT_ORT;
+}
+
 static int ort_execute(void *instance, struct arena *arena, const struct tensor *inputs,
                        uint32_t nin, const char *const *output_names, uint32_t nout,
                        struct tensor *out, void **state_out, uint32_t flags,
@@ -686,18 +781,53 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
         }
     }
 
-    st =
-        ort->Run(inst->session, NULL, (const char *const *)inst->input_names,
-                 (const OrtValue *const *)in_values, inst->ninputs, output_names, nout, out_values);
+    int64_t batch = nin > 0 && inputs[0].ndim > 0 ? inputs[0].shape[0] : -1;
+    bool preallocated = false;
+    for (uint32_t i = 0; i < nout; i++) {
+        struct ort_out *o = &inst->outs[find_name(inst->output_names, inst->noutputs,
+                                                  output_names[i])];
+        if (preallocate(o, batch, arena, &out_values[i], err))
+            goto out;
+        preallocated |= out_values[i] != NULL;
+    }
+    st = ort->Run(inst->session, preallocated ? inst->quiet_run : NULL,
+                  (const char *const *)inst->input_names, (const OrtValue *const *)in_values,
+                  inst->ninputs, output_names, nout, out_values);
+    if (st && preallocated) {
+        /* Perhaps an output's shape was not the one planned (a first
+         * dimension that is not the batch for these inputs, or a model whose
+         * declared shape its kernels do not keep): once more with ORT's
+         * memory; if that works, ORT allocates every output of this
+         * instance from now on. */
+        OrtStatus *first = st;
+        for (uint32_t i = 0; i < nout; i++) {
+            ort->ReleaseValue(out_values[i]);
+            out_values[i] = NULL;
+        }
+        st = ort->Run(inst->session, NULL, (const char *const *)inst->input_names,
+                      (const OrtValue *const *)in_values, inst->ninputs, output_names, nout,
+                      out_values);
+        if (st) {
+            ort->ReleaseStatus(st);
+            st = first;
+        } else {
+            ort->ReleaseStatus(first);
+            for (uint32_t k = 0; k < inst->noutputs; k++)
+                inst->outs[k].plan = OUT_ORT;
+        }
+    }
     if (st)
         goto out;
     for (uint32_t k = 0; k < inst->ninputs; k++) {
         ort->ReleaseValue(in_values[k]);
         in_values[k] = NULL;
     }
-    for (uint32_t i = 0; i < nout; i++)
+    for (uint32_t i = 0; i < nout; i++) {
         if (read_output(out_values[i], output_names[i], arena, &out[i], err))
             goto out;
+        learn_plan(&inst->outs[find_name(inst->output_names, inst->noutputs, output_names[i])],
+                   batch, &out[i]);
+    }
     *state_out = state;
     state = NULL;
     rc = 0;

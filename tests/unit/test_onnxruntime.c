@@ -180,6 +180,95 @@ static void test_simple_batch3(void **state)
     check_simple_batch(*state, 3);
 }
 
+/* Outputs whose shape the backend can tell before the run are created over
+ * the arena's memory (enum out_plan): simple's OUTPUT0/1 are declared
+ * [-1, 16]; the first run shows the -1 is the batch, later runs write into
+ * the arena. */
+static void test_outputs_preallocated_in_the_arena(void **state)
+{
+    struct model *m = *state;
+    int32_t a[3 * 16], b[3 * 16];
+    const char *outs[] = {"OUTPUT0", "OUTPUT1"};
+    struct tensor out[2];
+    void *st;
+    struct error err;
+    struct arena arena;
+
+    fill_simple(a, b, 3 * 16);
+    arena_init(&arena, ARENA_CHUNK, ARENA_MAX);
+    for (int64_t batch = 2; batch <= 3; batch++) {
+        int64_t shape[] = {batch, 16};
+        size_t n = (size_t)batch * 16;
+        struct tensor in[] = {
+            make_tensor("INPUT0", DT_INT32, 2, shape, a, n * sizeof a[0]),
+            make_tensor("INPUT1", DT_INT32, 2, shape, b, n * sizeof b[0]),
+        };
+        size_t used = arena.used;
+        assert_int_equal(execute(m, &arena, in, 2, outs, 2, out, &st, &err), 0);
+        if (batch == 2)
+            assert_int_equal(arena.used, used); /* not known yet: ORT's memory */
+        else
+            assert_true(arena.used - used >= 2 * n * sizeof(int32_t));
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(out[k].shape[0], batch);
+            if (batch == 3)
+                assert_int_equal((uintptr_t)out[k].data % 64, 0);
+        }
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(((const int32_t *)out[0].data)[i], a[i] + b[i]);
+            assert_int_equal(((const int32_t *)out[1].data)[i], a[i] - b[i]);
+        }
+        backend_onnxruntime.release(m->inst, st);
+    }
+    arena_free(&arena);
+}
+
+/* first3: Y = X[0:3], declared [-1, 4]. Batches 2 and 3 make the backend
+ * take Y's first dimension for the batch; a batch of 5 proves it wrong:
+ * the run still succeeds (once more with ORT's memory) with 3 rows, and
+ * the backend no longer preallocates. */
+static void test_a_first_dimension_that_is_not_the_batch(void **state)
+{
+    struct model *m = *state;
+    int32_t x[5 * 4];
+    const char *outs[] = {"Y"};
+    struct tensor out[1];
+    void *st;
+    struct error err;
+    struct arena arena;
+
+    for (int i = 0; i < 5 * 4; i++)
+        x[i] = 100 + i;
+    arena_init(&arena, ARENA_CHUNK, ARENA_MAX);
+    const int64_t batches[] = {2, 3, 5, 2};
+    for (size_t r = 0; r < sizeof batches / sizeof batches[0]; r++) {
+        int64_t shape[] = {batches[r], 4};
+        struct tensor in[] = {make_tensor("X", DT_INT32, 2, shape, x,
+                                          (size_t)batches[r] * 4 * sizeof x[0])};
+        size_t used = arena.used;
+        assert_int_equal(execute(m, &arena, in, 1, outs, 1, out, &st, &err), 0);
+        int64_t rows = batches[r] < 3 ? batches[r] : 3;
+        assert_int_equal(out[0].shape[0], rows);
+        assert_int_equal(out[0].shape[1], 4);
+        for (int i = 0; i < rows * 4; i++)
+            assert_int_equal(((const int32_t *)out[0].data)[i], 100 + i);
+        if (r == 1) /* learnt from the first run: preallocated */
+            assert_true(arena.used > used);
+        if (r == 3) /* after the batch of 5: ORT's memory again */
+            assert_int_equal(arena.used, used);
+        backend_onnxruntime.release(m->inst, st);
+    }
+    arena_free(&arena);
+}
+
+static int setup_first3(void **state)
+{
+    struct model *m = calloc(1, sizeof *m);
+    load_model("tests/models/first3/1/model.onnx", m);
+    *state = m;
+    return 0;
+}
+
 static void test_simple_one_output(void **state)
 {
     struct model *m = *state;
@@ -926,6 +1015,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_simple_batch1, setup_simple, teardown_model),
         cmocka_unit_test_setup_teardown(test_simple_batch3, setup_simple, teardown_model),
         cmocka_unit_test_setup_teardown(test_simple_one_output, setup_simple, teardown_model),
+        cmocka_unit_test_setup_teardown(test_outputs_preallocated_in_the_arena, setup_simple,
+                                        teardown_model),
+        cmocka_unit_test_setup_teardown(test_a_first_dimension_that_is_not_the_batch,
+                                        setup_first3, teardown_model),
         cmocka_unit_test_setup_teardown(test_simple_empty_batch, setup_simple, teardown_model),
         cmocka_unit_test_setup_teardown(test_error_missing_input, setup_simple, teardown_model),
         cmocka_unit_test_setup_teardown(test_error_unknown_input, setup_simple, teardown_model),
