@@ -40,11 +40,6 @@ bool http_path_split(const char *path, size_t len, struct http_path *p)
     return true;
 }
 
-bool http_path_is(const struct http_path *p, int i, const char *s)
-{
-    return i < p->n && p->seg[i].len == strlen(s) && memcmp(p->seg[i].text, s, p->seg[i].len) == 0;
-}
-
 bool http_method_is(const struct http_txn *txn, const char *m)
 {
     return txn->req.method_len == strlen(m) && memcmp(txn->req.method, m, txn->req.method_len) == 0;

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "http/txn.h"
 
@@ -33,8 +34,13 @@ struct http_path {
  * HTTP_SEGMENT_MAX bytes or more, or a bad percent escape (the caller
  * answers 404). */
 bool http_path_split(const char *path, size_t len, struct http_path *p);
-/* Whether segment i exists and equals s. */
-bool http_path_is(const struct http_path *p, int i, const char *s);
+/* Whether segment i exists and equals s. Inline: the length of a literal
+ * is known at compile time, and routing compares many. */
+static inline bool http_path_is(const struct http_path *p, int i, const char *s)
+{
+    size_t n = strlen(s);
+    return i < p->n && p->seg[i].len == n && memcmp(p->seg[i].text, s, n) == 0;
+}
 
 /* Whether the request's method is m (case-sensitive, as RFC 9110 says). */
 bool http_method_is(const struct http_txn *txn, const char *m);

@@ -60,6 +60,7 @@ struct ort_instance {
      * logged, so that a plan proved wrong (the run is then repeated with
      * ORT's memory, which logs as usual) is not an error line. */
     OrtRunOptions *quiet_run;
+    OrtRunOptions *run; /* the others' (made once: Run would make one per call) */
     /* Reusable states: execute() runs on a worker thread, release() may run
      * on an I/O thread, so the free list has its own lock. */
     pthread_mutex_t pool_lock;
@@ -303,6 +304,8 @@ static void ort_instance_free(struct ort_instance *inst)
     mem_free(inst->outs);
     if (inst->quiet_run)
         ort->ReleaseRunOptions(inst->quiet_run);
+    if (inst->run)
+        ort->ReleaseRunOptions(inst->run);
     mem_free(inst);
 }
 
@@ -439,6 +442,8 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
         st = ort->SetSessionExecutionMode(options, ORT_SEQUENTIAL);
     if (!st)
         st = ort->CreateSession(ort_env, path, options, &inst->session);
+    if (!st)
+        st = ort->CreateRunOptions(&inst->run);
     if (!st)
         st = ort->CreateRunOptions(&inst->quiet_run);
     if (!st)
@@ -790,7 +795,7 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
             goto out;
         preallocated |= out_values[i] != NULL;
     }
-    st = ort->Run(inst->session, preallocated ? inst->quiet_run : NULL,
+    st = ort->Run(inst->session, preallocated ? inst->quiet_run : inst->run,
                   (const char *const *)inst->input_names, (const OrtValue *const *)in_values,
                   inst->ninputs, output_names, nout, out_values);
     if (st && preallocated) {
@@ -804,7 +809,7 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
             ort->ReleaseValue(out_values[i]);
             out_values[i] = NULL;
         }
-        st = ort->Run(inst->session, NULL, (const char *const *)inst->input_names,
+        st = ort->Run(inst->session, inst->run, (const char *const *)inst->input_names,
                       (const OrtValue *const *)in_values, inst->ninputs, output_names, nout,
                       out_values);
         if (st) {

@@ -726,11 +726,10 @@ out_free_stacks:
     return rc;
 }
 
-const struct json_value *json_get(const struct json_value *v, const char *key)
+const struct json_value *json_getn(const struct json_value *v, const char *key, size_t n)
 {
     if (!v || v->type != JSON_OBJECT)
         return NULL;
-    size_t n = strlen(key);
     for (uint32_t i = 0; i < v->len; i++) {
         const struct json_member *m = &v->u.members[i];
         if (m->key_len == n && memcmp(m->key, key, n) == 0)

@@ -49,6 +49,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <stdint.h>
 
 #include "base/arena.h"
@@ -103,7 +104,12 @@ enum status json_parse(struct arena *arena, const char *text, size_t len,
                        const char **err_msg, size_t *err_off);
 
 /* First member named key in an OBJECT; NULL if absent or v is not an object. */
-const struct json_value *json_get(const struct json_value *v, const char *key);
+const struct json_value *json_getn(const struct json_value *v, const char *key, size_t n);
+/* Inline so that the length of a literal key is known at compile time. */
+static inline const struct json_value *json_get(const struct json_value *v, const char *key)
+{
+    return json_getn(v, key, strlen(key));
+}
 
 /* What v is, the way an error message names it: "null", "a boolean",
  * "a number", "a string", "an array" (RAW too), "an object". */
