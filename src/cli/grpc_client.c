@@ -5,10 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "base/status.h"
 #include "grpc_service.pb-c.h"
 
-#define GRPC_PATH "/inference.GRPCInferenceService/ModelInfer"
+#define SERVICE "/inference.GRPCInferenceService/"
 #define MAX_RESPONSE ((size_t)256 << 20)
 
 void cli_infer_result_free(struct cli_infer_result *r)
@@ -122,6 +123,46 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *out, size_t le
     return (ssize_t)n;
 }
 
+/* The message of a framed response body, or NULL (printed why unless prog
+ * is NULL). */
+static const uint8_t *unframe(const struct buf *body, size_t *len, const char *prog)
+{
+    const uint8_t *b = (const uint8_t *)body->data;
+    if (body->len < 5 || b[0] != 0) {
+        if (prog)
+            fprintf(stderr, "%s: gRPC: %s response message\n", prog,
+                    body->len < 5 ? "no" : "a compressed");
+        return NULL;
+    }
+    size_t n = (size_t)b[1] << 24 | (size_t)b[2] << 16 | (size_t)b[3] << 8 | b[4];
+    if (n > body->len - 5) {
+        if (prog)
+            fprintf(stderr, "%s: gRPC: truncated response message\n", prog);
+        return NULL;
+    }
+    *len = n;
+    return b + 5;
+}
+
+/* A message packed with its 5-byte gRPC prefix, in a malloc'd block. */
+static uint8_t *frame(const ProtobufCMessage *m, size_t *len)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    if (n > UINT32_MAX)
+        return NULL;
+    uint8_t *p = malloc(n + 5);
+    if (!p)
+        return NULL;
+    p[0] = 0;
+    p[1] = (uint8_t)(n >> 24);
+    p[2] = (uint8_t)(n >> 16);
+    p[3] = (uint8_t)(n >> 8);
+    p[4] = (uint8_t)n;
+    protobuf_c_message_pack(m, p + 5);
+    *len = n + 5;
+    return p;
+}
+
 /* The framed ModelInferRequest (5-byte gRPC prefix + message), in a
  * malloc'd block. */
 static uint8_t *pack_request(const struct cli_infer_request *rq, size_t *len)
@@ -162,36 +203,17 @@ static uint8_t *pack_request(const struct cli_infer_request *rq, size_t *len)
     }
     m.n_outputs = (size_t)rq->noutputs;
     m.outputs = outp;
-    size_t n = inference__model_infer_request__get_packed_size(&m);
-    if (n > UINT32_MAX)
-        return NULL;
-    uint8_t *p = malloc(n + 5);
-    if (!p)
-        return NULL;
-    p[0] = 0;
-    p[1] = (uint8_t)(n >> 24);
-    p[2] = (uint8_t)(n >> 16);
-    p[3] = (uint8_t)(n >> 8);
-    p[4] = (uint8_t)n;
-    inference__model_infer_request__pack(&m, p + 5);
-    *len = n + 5;
-    return p;
+    return frame(&m.base, len);
 }
 
-static int unpack_response(struct call *c, struct cli_infer_result *res, const char *prog)
+static int unpack_response(const struct buf *body, struct cli_infer_result *res,
+                           const char *prog)
 {
-    const uint8_t *b = (const uint8_t *)c->body.data;
-    if (c->body.len < 5 || b[0] != 0) {
-        fprintf(stderr, "%s: gRPC: %s response message\n", prog,
-                c->body.len < 5 ? "no" : "a compressed");
+    size_t n;
+    const uint8_t *b = unframe(body, &n, prog);
+    if (!b)
         return CLI_EXIT_FAILED;
-    }
-    size_t n = (size_t)b[1] << 24 | (size_t)b[2] << 16 | (size_t)b[3] << 8 | b[4];
-    if (n > c->body.len - 5) {
-        fprintf(stderr, "%s: gRPC: truncated response message\n", prog);
-        return CLI_EXIT_FAILED;
-    }
-    Inference__ModelInferResponse *m = inference__model_infer_response__unpack(NULL, n, b + 5);
+    Inference__ModelInferResponse *m = inference__model_infer_response__unpack(NULL, n, b);
     if (!m) {
         fprintf(stderr, "%s: gRPC: malformed ModelInferResponse\n", prog);
         return CLI_EXIT_FAILED;
@@ -266,34 +288,41 @@ static int exchange(nghttp2_session *s, struct call *c)
     }
 }
 
-int cli_grpc_infer(const struct cli_target *t, int port, const struct cli_infer_request *rq,
-                   struct cli_infer_result *res, const char *prog)
+/* "host:port" (IPv6 literal in brackets) of the gRPC port on t's host. */
+static void grpc_authority(const struct cli_target *t, int port, char *out, size_t size)
+{
+    bool v6 = strchr(t->u.host, ':') != NULL;
+    snprintf(out, size, "%s%s%s:%d", v6 ? "[" : "", t->u.host, v6 ? "]" : "", port);
+}
+
+/* One unary call: the framed message req[0..len) to `path` on t's host at
+ * `port`; the framed response message into *body. Prints why it failed,
+ * naming the address it dialed, unless prog is NULL (quiet). Returns 0 or
+ * an exit code of cli/client.h. */
+static int unary_call(const struct cli_target *t, int port, const char *path, const uint8_t *req,
+                      size_t len, struct buf *body, const char *prog)
 {
     struct cli_target gt = *t;
+    char authority[sizeof gt.u.authority];
+    grpc_authority(t, port, authority, sizeof authority);
     snprintf(gt.u.port, sizeof gt.u.port, "%d", port);
-    char authority[300];
-    bool v6 = strchr(gt.u.host, ':') != NULL;
-    snprintf(authority, sizeof authority, "%s%s%s:%d", v6 ? "[" : "", gt.u.host, v6 ? "]" : "",
-             port);
+    memcpy(gt.u.authority, authority, sizeof authority); /* named in its messages */
     struct call *c = calloc(1, sizeof *c);
     if (!c) {
-        fprintf(stderr, "%s: out of memory\n", prog);
+        if (prog)
+            fprintf(stderr, "%s: out of memory\n", prog);
         return CLI_EXIT_FAILED;
     }
     c->grpc_status = -1;
+    c->req = req;
+    c->req_len = len;
     buf_init(&c->body, MAX_RESPONSE);
     int rc = CLI_EXIT_CONNECT;
-    uint8_t *req = pack_request(rq, &c->req_len);
     nghttp2_session *s = NULL;
     nghttp2_session_callbacks *cb = NULL;
-    if (!req) {
-        fprintf(stderr, "%s: the request is too large\n", prog);
-        rc = CLI_EXIT_USAGE;
-        goto out;
-    }
-    c->req = req;
     if (cli_conn_open(&c->conn, &gt, "\x02h2", 3, c->err, sizeof c->err) != 0) {
-        fprintf(stderr, "%s: %s\n", prog, c->err);
+        if (prog)
+            fprintf(stderr, "%s: gRPC: %s\n", prog, c->err);
         goto out;
     }
     if (nghttp2_session_callbacks_new(&cb) != 0)
@@ -313,7 +342,7 @@ int cli_grpc_infer(const struct cli_target *t, int port, const struct cli_infer_
     size_t nh = 0;
     hdrs[nh++] = nv(":method", "POST");
     hdrs[nh++] = nv(":scheme", t->tls ? "https" : "http");
-    hdrs[nh++] = nv(":path", GRPC_PATH);
+    hdrs[nh++] = nv(":path", path);
     hdrs[nh++] = nv(":authority", authority);
     hdrs[nh++] = nv("content-type", "application/grpc");
     hdrs[nh++] = nv("te", "trailers");
@@ -327,25 +356,31 @@ int cli_grpc_infer(const struct cli_target *t, int port, const struct cli_infer_
     c->stream_id = nghttp2_submit_request(s, NULL, hdrs, nh, &dp, c);
     if (c->stream_id < 0) {
         snprintf(c->err, sizeof c->err, "HTTP/2: %s", nghttp2_strerror(c->stream_id));
-        fprintf(stderr, "%s: gRPC %s: %s\n", prog, authority, c->err);
+        if (prog)
+            fprintf(stderr, "%s: gRPC %s: %s\n", prog, authority, c->err);
         goto out_close;
     }
     if (exchange(s, c) != 0) {
-        fprintf(stderr, "%s: gRPC %s: %s\n", prog, authority, c->err);
+        if (prog)
+            fprintf(stderr, "%s: gRPC %s: %s\n", prog, authority, c->err);
         goto out_close;
     }
+    rc = CLI_EXIT_FAILED;
     if (c->http_status != 200) {
-        fprintf(stderr, "%s: gRPC %s: HTTP status %d\n", prog, authority, c->http_status);
-        rc = CLI_EXIT_FAILED;
-    } else if (c->grpc_status != 0) {
-        if (c->grpc_status < 0)
+        if (prog)
+            fprintf(stderr, "%s: gRPC %s: HTTP status %d\n", prog, authority, c->http_status);
+    } else if (c->grpc_status < 0) {
+        if (prog)
             fprintf(stderr, "%s: gRPC %s: the stream ended without a grpc-status (error %u)\n",
                     prog, authority, c->error);
-        else
+    } else if (c->grpc_status != 0) {
+        if (prog)
             fprintf(stderr, "%s: gRPC status %d: %s\n", prog, c->grpc_status, c->grpc_message);
-        rc = CLI_EXIT_FAILED;
+    } else if (buf_append(body, c->body.data, c->body.len) != 0) {
+        if (prog)
+            fprintf(stderr, "%s: gRPC %s: the response is too large\n", prog, authority);
     } else {
-        rc = unpack_response(c, res, prog);
+        rc = 0;
     }
 out_close:
     if (s)
@@ -354,8 +389,88 @@ out_close:
         nghttp2_session_callbacks_del(cb);
     cli_conn_close(&c->conn);
 out:
-    free(req);
     buf_free(&c->body);
     free(c);
+    return rc;
+}
+
+int cli_grpc_infer(const struct cli_target *t, int port, const struct cli_infer_request *rq,
+                   struct cli_infer_result *res, const char *prog)
+{
+    size_t len;
+    uint8_t *req = pack_request(rq, &len);
+    if (!req) {
+        fprintf(stderr, "%s: the request is too large\n", prog);
+        return CLI_EXIT_USAGE;
+    }
+    struct buf body;
+    buf_init(&body, MAX_RESPONSE);
+    int rc = unary_call(t, port, SERVICE "ModelInfer", req, len, &body, prog);
+    if (rc == 0)
+        rc = unpack_response(&body, res, prog);
+    buf_free(&body);
+    free(req);
+    return rc;
+}
+
+static void write_ios(struct json_writer *w,
+                      Inference__ModelMetadataResponse__TensorMetadata *const *ios, size_t n)
+{
+    json_w_arr_begin(w);
+    for (size_t i = 0; i < n; i++) {
+        json_w_obj_begin(w);
+        json_w_key(w, "name");
+        json_w_cstr(w, ios[i]->name);
+        json_w_key(w, "datatype");
+        json_w_cstr(w, ios[i]->datatype);
+        json_w_key(w, "shape");
+        json_w_arr_begin(w);
+        for (size_t d = 0; d < ios[i]->n_shape; d++)
+            json_w_int(w, ios[i]->shape[d]);
+        json_w_arr_end(w);
+        json_w_obj_end(w);
+    }
+    json_w_arr_end(w);
+}
+
+int cli_grpc_metadata(const struct cli_target *t, int port, const char *model,
+                      const char *version, struct buf *json, const char *prog)
+{
+    Inference__ModelMetadataRequest m = INFERENCE__MODEL_METADATA_REQUEST__INIT;
+    m.name = (char *)model;
+    m.version = (char *)(version ? version : "");
+    size_t len;
+    uint8_t *req = frame(&m.base, &len);
+    if (!req)
+        return CLI_EXIT_USAGE;
+    struct buf body;
+    buf_init(&body, MAX_RESPONSE);
+    int rc = unary_call(t, port, SERVICE "ModelMetadata", req, len, &body, prog);
+    free(req);
+    size_t n;
+    const uint8_t *msg = rc == 0 ? unframe(&body, &n, prog) : NULL;
+    Inference__ModelMetadataResponse *r =
+        msg ? inference__model_metadata_response__unpack(NULL, n, msg) : NULL;
+    if (rc == 0 && !r) {
+        if (prog && msg)
+            fprintf(stderr, "%s: gRPC: malformed ModelMetadataResponse\n", prog);
+        rc = CLI_EXIT_FAILED;
+    }
+    if (r) {
+        struct json_writer w;
+        json_w_init(&w, json);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "name");
+        json_w_cstr(&w, r->name);
+        json_w_key(&w, "inputs");
+        write_ios(&w, r->inputs, r->n_inputs);
+        json_w_key(&w, "outputs");
+        write_ios(&w, r->outputs, r->n_outputs);
+        json_w_obj_end(&w);
+        if (json->err)
+            rc = CLI_EXIT_FAILED;
+        inference__model_metadata_response__free_unpacked(r, NULL);
+    }
+    buf_free(&body);
     return rc;
 }

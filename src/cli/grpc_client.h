@@ -9,7 +9,8 @@
  * (authorization metadata) are the target's; the port is `port`. Returns
  * an exit code of cli/client.h after printing why it failed: 1 for a
  * non-OK grpc-status (with its grpc-message), 3 for connection, TLS,
- * HTTP/2 or timeout failures. Thread: the caller's.
+ * HTTP/2 or timeout failures, naming the address it dialed (the gRPC port,
+ * not the REST one). Thread: the caller's.
  */
 #ifndef INFERD_CLI_GRPC_CLIENT_H
 #define INFERD_CLI_GRPC_CLIENT_H
@@ -39,5 +40,12 @@ void cli_infer_result_free(struct cli_infer_result *r);
 
 int cli_grpc_infer(const struct cli_target *t, int port, const struct cli_infer_request *rq,
                    struct cli_infer_result *res, const char *prog);
+
+/* ModelMetadata of model (version NULL: the default) over gRPC, appended
+ * to *json as the REST form's {"name", "inputs", "outputs"} (each tensor
+ * {"name", "datatype", "shape"}), so that the callers read one form. prog
+ * NULL: nothing is printed on failure. Returns 0 or an exit code. */
+int cli_grpc_metadata(const struct cli_target *t, int port, const char *model,
+                      const char *version, struct buf *json, const char *prog);
 
 #endif

@@ -184,6 +184,20 @@ static int fetch_metadata(const struct infer_opts *o, struct infer_state *s, boo
 {
     if (s->metadata)
         return 0;
+    if (o->grpc) {
+        /* The protocol of the call: the REST port may not be reachable. */
+        struct buf json;
+        buf_init(&json, (size_t)1 << 20);
+        int rc = cli_grpc_metadata(&o->t, o->grpc_port, o->model, o->version, &json,
+                                   quiet ? NULL : PROG);
+        if (rc == 0 && json_parse(&s->arena, json.data, json.len, NULL, &s->metadata, NULL,
+                                  NULL) != ST_OK) {
+            s->metadata = NULL;
+            rc = CLI_EXIT_FAILED;
+        }
+        buf_free(&json);
+        return rc;
+    }
     struct buf path;
     buf_init(&path, 4096);
     buf_puts(&path, "/v2/models/");

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/nearest.h"
+
 /* Longest model name or version string quoted in a message. */
 #define QUOTE_MAX 200
 
@@ -10,10 +12,19 @@ const struct model_entry *model_lookup_entry(const struct model_snapshot *s, con
                                              size_t name_len, struct error *err)
 {
     const struct model_entry *e = snapshot_find(s, name, name_len);
-    if (!e)
-        error_set(err, 404, "Request for unknown model: '%.*s' is not found",
-                  (int)(name_len > QUOTE_MAX ? QUOTE_MAX : name_len), name);
-    return e;
+    if (e)
+        return e;
+    /* Triton's words, then the served name it most likely meant. */
+    struct nearest near;
+    nearest_init(&near, name, name_len);
+    for (uint32_t i = 0; i < s->count; i++)
+        if (s->entries[i].nversions)
+            nearest_offer(&near, s->entries[i].name);
+    error_set(err, 404, "Request for unknown model: '%.*s' is not found%s%s%s",
+              (int)(name_len > QUOTE_MAX ? QUOTE_MAX : name_len), name,
+              near.best ? "; did you mean '" : "", near.best ? near.best : "",
+              near.best ? "'?" : "");
+    return NULL;
 }
 
 /* A version string is a non-negative decimal number without sign or

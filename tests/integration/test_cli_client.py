@@ -179,6 +179,26 @@ def test_infer_raw_png_rest_and_grpc_equal_direct(srv, pbs):
         assert int(np.argmax(got["probabilities"]["data"])) == 7
 
 
+def test_infer_raw_png_over_grpc_without_the_rest_port(srv):
+    """The README's line with --grpc, the REST address unreachable: the
+    input's shape comes from gRPC ModelMetadata, not from REST."""
+    from conftest import free_port
+    dead = free_port()
+    out = json.loads(ok(cli("infer", "digits", "--url", "http://127.0.0.1:%d" % dead, "--grpc",
+                            "--grpc-port", srv.grpc_port, "--input", "image=@%s" % SEVEN,
+                            "--json-output")))
+    got = {o["name"]: o for o in out["outputs"]}
+    assert got["label"]["data"] == [7]
+
+
+def test_unknown_model_suggests_the_nearest_over_both_protocols(srv):
+    for extra in ([], ["--grpc", "--grpc-port", srv.grpc_port]):
+        p = cli("infer", "simpel", "--url", srv.url, "--input", "INPUT0=%s" % SIMPLE_IN0,
+                "--input", "INPUT1=%s" % SIMPLE_IN1, *extra)
+        assert p.returncode == 1, p.stderr
+        assert "'simpel' is not found; did you mean 'simple'?" in p.stderr, (extra, p.stderr)
+
+
 def test_infer_output_selection_and_version(srv):
     out = json.loads(ok(cli("infer", "simple", "--version", "1", "--url", srv.url, "--input",
                             "INPUT0=%s" % SIMPLE_IN0, "--input", "INPUT1=%s" % SIMPLE_IN1,
@@ -219,6 +239,8 @@ def test_exit_codes(srv, tmp_path):
     p = cli("infer", "simple", "--url", srv.url, "--grpc", "--grpc-port", dead, "--input",
             "INPUT0={\"datatype\":\"INT32\",\"shape\":[1,16],\"data\":%s}" % SIMPLE_IN0)
     assert p.returncode == 3 and "cannot connect" in p.stderr
+    # the address it names is the one it dialed: the gRPC port, not the REST one
+    assert "127.0.0.1:%d" % dead in p.stderr and ":%d" % srv.port not in p.stderr, p.stderr
     # help documents the codes
     for cmd in ("infer", "models", "health"):
         h = ok(cli(cmd, "--help"))

@@ -243,6 +243,18 @@ def test_regress_lookup_errors_use_tritons_wording(base_url, path, status, messa
     assert r.json()["error"] == message
 
 
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/v2/models/simpel"), ("GET", "/v2/models/simpel/ready"),
+    ("GET", "/v2/models/simpel/config"), ("POST", "/v2/models/simpel/infer"),
+])
+def test_unknown_model_suggests_the_nearest_served_name(base_url, method, path):
+    """Triton's wording, then the served name the client most likely meant."""
+    r = requests.request(method, base_url + path, json={"inputs": GOOD}, timeout=10)
+    assert_error_response(r, 404)
+    assert r.json()["error"] == \
+        "Request for unknown model: 'simpel' is not found; did you mean 'simple'?"
+
+
 def test_regress_lookup_errors_use_tritons_wording_on_infer(infer):
     r = infer("nosuchmodel", good_inputs())
     assert r.json()["error"] == "Request for unknown model: 'nosuchmodel' is not found"

@@ -95,6 +95,21 @@ def test_model_metadata_matches_rest(client, server):
         "Request for unknown model: 'simple' version 9 is not found (loaded versions: 1)"
 
 
+def test_unknown_model_suggests_the_nearest_served_name(client, pbs):
+    """ModelMetadata, ModelReady and ModelInfer: NOT_FOUND in Triton's words
+    and the nearest served name."""
+    want = "Request for unknown model: 'simpel' is not found; did you mean 'simple'?"
+    for method in ("ModelMetadata", "ModelConfig"):
+        e = rpc_error(client.call, method, name="simpel")
+        assert e.code() == grpc.StatusCode.NOT_FOUND and e.details() == want
+    req = pbs[0].ModelInferRequest(model_name="simpel")
+    for name, values in (("INPUT0", range(16)), ("INPUT1", [1] * 16)):
+        t = req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        t.contents.int_contents.extend(values)
+    e = rpc_error(client.infer, req)
+    assert e.code() == grpc.StatusCode.NOT_FOUND and e.details() == want
+
+
 def test_model_config_matches_rest(client, server, pbs):
     from google.protobuf import json_format
     rest = ok_json(requests.get(server.url + "/v2/models/digits/config", timeout=30))

@@ -288,6 +288,11 @@ def test_request_errors_have_openai_shape(srv):
         e = assert_openai_error(post(srv, "/v1/completions", dict(LONG, model=model)), 404,
                                 "invalid_request_error", "model_not_found")
         assert model in e["message"]
+    # A near miss names the generative model it most likely meant.
+    for path, send in (("/v1/completions", lambda p: post(srv, p, dict(LONG, model="kvj"))),
+                       ("/v1/models/kvj", lambda p: requests.get(srv.url + p, timeout=WAIT))):
+        e = assert_openai_error(send(path), 404, "invalid_request_error", "model_not_found")
+        assert e["message"].endswith("did you mean 'kjv'?"), e["message"]
     # The engine's own refusal (a prompt past the context) keeps the shape too.
     r = post(srv, "/v1/completions", dict(LONG, prompt="word " * 400))
     assert_openai_error(r, 400, "invalid_request_error")

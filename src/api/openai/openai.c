@@ -8,6 +8,7 @@
 #include "api/openai/call.h"
 #include "base/clock.h"
 #include "base/json.h"
+#include "base/nearest.h"
 #include "base/status.h"
 #include "obs/request.h"
 
@@ -99,12 +100,16 @@ static void handle_models(struct openai_api *api, struct http_txn *txn, const ch
         json_w_key(&w, "data");
         json_w_arr_begin(&w);
     }
+    struct nearest near;
+    nearest_init(&near, id, id_len);
     for (uint32_t i = 0; i < s->count; i++) {
         const struct model *m = s->entries[i].model;
         if (!m || !m->engine)
             continue;
-        if (id && (strlen(m->name) != id_len || memcmp(m->name, id, id_len) != 0))
+        if (id && (strlen(m->name) != id_len || memcmp(m->name, id, id_len) != 0)) {
+            nearest_offer(&near, m->name);
             continue;
+        }
         write_model(&w, m, api->created_s);
         found = true;
     }
@@ -112,14 +117,17 @@ static void handle_models(struct openai_api *api, struct http_txn *txn, const ch
         json_w_arr_end(&w);
         json_w_obj_end(&w);
     }
-    repository_release(repo, s);
     if (id && !found) {
         buf_reset(&txn->body);
         answer_error(txn, 404, "model_not_found",
-                     "The model '%.*s' does not exist or is not a generative model",
-                     (int)(id_len > 200 ? 200 : id_len), id);
-        return;
+                     "The model '%.*s' does not exist or is not a generative model%s%s%s",
+                     (int)(id_len > 200 ? 200 : id_len), id,
+                     near.best ? "; did you mean '" : "", near.best ? near.best : "",
+                     near.best ? "'?" : "");
     }
+    repository_release(repo, s); /* after the message: near.best is the snapshot's */
+    if (id && !found)
+        return;
     http_txn_respond(txn, 200, "application/json");
 }
 
