@@ -25,6 +25,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_layers import find_cycles  # noqa: E402  (Tarjan's algorithm, shared)
+
 
 def source_name(obj):
     """src/api/grpc/admin.c for .../src/api/grpc/admin.c.o; generated
@@ -52,51 +55,6 @@ def symbols(obj):
     return defined, used
 
 
-def strongly_connected(nodes, edges):
-    """Tarjan's algorithm, iterative; the components of two or more nodes."""
-    index, low, on_stack, stack, found = {}, {}, set(), [], []
-    counter = 0
-    for root in sorted(nodes):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, it = work[-1]
-            advanced = False
-            for nxt in it:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(edges.get(nxt, ())))))
-                    advanced = True
-                    break
-                if nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == node:
-                        break
-                if len(comp) > 1:
-                    found.append(sorted(comp))
-    return found
-
-
 def main(objects):
     if not objects:
         print(__doc__.strip().splitlines()[2].strip())
@@ -114,7 +72,7 @@ def main(objects):
             other = owner.get(sym)
             if other and other != name:
                 edges[name].setdefault(other, sym)
-    cycles = strongly_connected(uses.keys(), edges)
+    cycles = find_cycles(set(uses.keys()), edges)
     for comp in cycles:
         members = set(comp)
         print(f"call cycle among {len(comp)} files:")
