@@ -87,8 +87,9 @@ PACKAGES=(
     # languages (the language identifier)
     python3-pil espeak-ng wamerican wngerman wfrench wspanish
     # gRPC tests: protoc --python_out, Debian's grpcio as an independent
-    # client; h2load/nghttp for HTTP/2 tests and make bench
-    protobuf-compiler python3-protobuf python3-grpcio nghttp2-client
+    # client; h2load/nghttp for HTTP/2 tests and make bench; HPACK to read
+    # the response headers of the raw HTTP/2 client (test_head_refusal.py)
+    protobuf-compiler python3-protobuf python3-grpcio nghttp2-client python3-hpack
     # observability tests: promtool and a real Prometheus server; headless
     # Chromium for the dashboard
     prometheus chromium

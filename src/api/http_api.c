@@ -49,6 +49,25 @@ static enum auth_class route_class(const struct http_path *p)
     return AUTH_READ;
 }
 
+bool http_api_early(void *app, const struct http_txn *txn)
+{
+    struct http_api *api = app;
+    struct http_path p;
+    if (!http_method_is(txn, "POST") || (grpc_web_request(txn) != GRPC_WEB_NONE && api->grpc) ||
+        !http_path_split(txn->req.path, txn->req.path_len, &p))
+        return false;
+    /* The inference routes: the ones whose checks the pipeline makes. */
+    if (http_path_is(&p, 0, "v2"))
+        return rest_route_class(&p) == AUTH_IN_PIPELINE;
+    if (http_path_is(&p, 0, "v1")) {
+        struct openai_path v1;
+        v1_path(&p, &v1);
+        return openai_route_class(&v1) == AUTH_IN_PIPELINE &&
+               !http1_header(&txn->req, "Last-Event-ID"); /* a resume hashes the body */
+    }
+    return false;
+}
+
 void http_api_handle(void *app, struct http_txn *txn)
 {
     struct http_api *api = app;

@@ -25,6 +25,7 @@
 #ifndef INFERD_API_HTTP_API_H
 #define INFERD_API_HTTP_API_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "api/cors.h"
@@ -53,6 +54,15 @@ void http_api_init(struct http_api *api, struct serve_thread *serve, const struc
                    uint64_t sse_keepalive_ms);
 /* The http_handler_fn of the HTTP server; `app` is a struct http_api. */
 void http_api_handle(void *app, struct http_txn *txn);
+/* The http_early_fn of the HTTP server (http/txn.h, "Request bodies"):
+ * the inference routes (POST /v2/models/{m}[/versions/{v}]/infer,
+ * generate, generate_stream; POST /v1/completions and
+ * /v1/chat/completions without Last-Event-ID) are handed over on their
+ * head, so that their key, rate limits, breaker, concurrency limit and
+ * queue refuse them before the body is read (the REST front ends start
+ * their call there; OpenAI's checks the key, then waits for the body,
+ * which names the model). Every other request is read whole first. */
+bool http_api_early(void *app, const struct http_txn *txn);
 /* About once a second on the loop thread (SSE keep-alive comments, the
  * OpenAI streams' grace period). */
 void http_api_tick(struct http_api *api, uint64_t now_ms);

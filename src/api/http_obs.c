@@ -17,6 +17,14 @@ static const char *header(const struct http_txn *txn, const char *name, size_t *
     return h->value;
 }
 
+/* The request body's size: a request answered on its head (txn.h,
+ * "Request bodies") did not have its body read, and is logged and counted
+ * with the size its Content-Length announced (0 for a chunked one). */
+static uint64_t bytes_in(const struct http_txn *txn)
+{
+    return txn->body_pending ? txn->req.content_length : txn->req.body_len;
+}
+
 static size_t txn_peer(const void *ctx, char *out, size_t cap)
 {
     return http_txn_peer(ctx, out, cap);
@@ -62,7 +70,7 @@ void http_obs_begin(struct http_txn *txn)
         .endpoint_len = txn->req.path_len,
         .request_id = id,
         .request_id_len = id_len,
-        .bytes_in = txn->req.body_len,
+        .bytes_in = bytes_in(txn),
         .start_ns = txn->start_ns,
         .peer = txn_peer,
         .peer_ctx = txn,
@@ -78,6 +86,8 @@ void http_obs_begin(struct http_txn *txn)
 void http_obs_infer_begin(struct http_txn *txn, struct infer_request *req, const struct model *m)
 {
     obsreq_attach(txn->obs, req, m->name, m->version_str, m->sha256);
+    /* Decode has the whole body, also when the call began on the head. */
+    obsreq_set_bytes_in(txn->obs, txn->req.body_len);
 }
 
 void http_obs_infer_done(struct http_txn *txn, const struct infer_request *req)
@@ -90,6 +100,6 @@ void http_obs_on_response(const struct http_txn *txn, int status, size_t body_by
     if (!txn)
         metrics_http_response(NULL, 0, status, 0, body_bytes);
     else
-        metrics_http_response(txn->req.path, txn->req.path_len, status, txn->req.body_len,
+        metrics_http_response(txn->req.path, txn->req.path_len, status, bytes_in(txn),
                               body_bytes);
 }

@@ -12,7 +12,10 @@
  *                                      txn->on_head/on_end/obs, which log
  *                                      and record spans when the response
  *                                      is sent
- *   http_obs_infer_begin(txn, req, m)  an inference: before decode/submit
+ *   http_obs_infer_begin(txn, req, m)  an inference: before decode/submit,
+ *                                      with the body complete (its size
+ *                                      replaces the 0 of a request handed
+ *                                      over on its head)
  *   http_obs_infer_done(txn, req)      an inference: when the completed
  *                                      request is back, before
  *                                      sched_release/model_unref

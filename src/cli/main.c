@@ -355,6 +355,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         http.grpc = &t->grpc.app;
         http.on_tick = io_tick;
         http.tick_arg = t;
+        http.early = http_api_early; /* the inference routes decide on their head */
         t->drain_task.run = io_drain;
         t->stop_task.run = io_stop;
         if (http_server_start(&t->loop, &http, http_api_handle, &t->api, &t->server) != 0)

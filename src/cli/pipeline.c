@@ -8,6 +8,8 @@ void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts
         {"resolve", serve_stage_resolve, NULL, NULL},
         {"route", routing_stage_route, parts->routing, routing_route_done},
         {"breaker", breaker_stage, parts->breaker, breaker_done},
+        {"limiter-head", limiter_head_stage, parts->limiter, NULL},
+        {"queue", serve_stage_queue, NULL, NULL},
         {"decode", serve_stage_decode, NULL, NULL},
         {"tokens", tokens_stage, &parts->tokens, tokens_done},
         {"limiter", limiter_stage, parts->limiter, limiter_done},

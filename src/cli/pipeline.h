@@ -7,7 +7,10 @@
  *            → ratelimit (token buckets; 429)
  *            → resolve (the model from the registry snapshot)
  *            → route (pin, A/B, canary; decides the shadow copy)
- *            → breaker (may switch to the fallback version) → decode
+ *            → breaker (may switch to the fallback version)
+ *            → limiter-head (refuses what the limiter surely would; no slot)
+ *            → queue (refuses when the version's queue is full)
+ *            → decode (waits for the body of a call started on its head)
  *            → tokens (generative models: reserve prompt + max_tokens
  *              against the token budgets; 429; settled and metered at
  *              the end)
@@ -21,6 +24,14 @@
  * concurrency limiter runs after decode, not before it as the design
  * first placed it: the call's priority level and `timeout` come with the
  * request body (REST parameters), and the limiter needs both.
+ * Everything before decode needs only the request's head, so a call that
+ * an HTTP front end starts on the head (serve/call.h) is refused by any of
+ * them before its body is read: the key, the rate limits, the breaker,
+ * and, as hints, the limiter and the queue as they stand when the head
+ * arrives (limiter-head and queue refuse only what limiter and submit
+ * would refuse whatever the body says; both decide again later). Taking
+ * the limiter's slot on the head instead would let a client slow to send
+ * its body hold a slot it is not using.
  * The token budgets come right after decode (the prompt and max_tokens
  * are in the request body) and before the limiter, so that a call over
  * its tenant's budget never holds a concurrency slot.

@@ -73,6 +73,11 @@ struct h2_stream {
     bool deferred;     /* the data provider waits for output */
     bool closed;       /* nghttp2 closed the stream */
     bool reset_sent;   /* RST_STREAM submitted by us */
+    bool offered;      /* REST: its head was offered to the config's `early` */
+    bool early;        /* REST: handed to the handler on its head (txn.h) */
+    bool body_failed;  /* early: the body broke a limit; the rest is dropped */
+    bool has_content_length;
+    uint64_t content_length; /* REST: the content-length header's value */
     size_t discarded;  /* request bytes dropped after an early answer */
     struct buf body;   /* REST request body */
     /* Response output queue: bytes [out_off, out.len) are not yet sent. */
@@ -118,6 +123,7 @@ struct h2_session {
     struct buf *out; /* target of the send callbacks during h2_session_send */
     size_t high_water;
     bool failed;
+    bool heads_waiting; /* a REST head completed in this h2_session_recv */
     nghttp2_mem mem;
     struct block_cache blocks; /* nghttp2's freed small blocks, for reuse */
 };
@@ -350,8 +356,10 @@ static void stream_gone(struct h2_session *s, struct h2_stream *st, uint32_t err
     if (st->kind == STREAM_APP && st->head_done && st->app && st->app->on_close)
         st->app->on_close(st->app->app, st, error_code);
     if (st->kind == STREAM_REST && st->txn_active) {
-        http_txn_abort(&st->txn);
+        /* Detached first: the abort may make the handler answer (and so
+         * free the stream) before it returns. */
         st->sess = NULL;
+        http_txn_abort(&st->txn);
         return;
     }
     stream_release(s, st);
@@ -485,6 +493,19 @@ static void stream_fail(struct h2_stream *st, int status, const char *msg)
     rest_submit(st, status, "application/json", NULL, false, false);
 }
 
+/* The request body broke a limit as it arrived: the transport answers,
+ * or, when the handler took the request on its head, the handler does
+ * (http_txn_body_done) and what else arrives is dropped. */
+static void body_fail(struct h2_stream *st, int status, const char *msg)
+{
+    if (!st->txn_active) {
+        stream_fail(st, status, msg);
+        return;
+    }
+    st->body_failed = true;
+    http_txn_body_done(&st->txn, status, msg);
+}
+
 /* ---- the HTTP/2 side of struct http_txn (txn.h) ---- */
 
 static bool stream_usable(const struct h2_stream *st);
@@ -578,23 +599,57 @@ static void head_fix(struct h2_stream *st)
     st->head_done = true;
 }
 
-static void rest_dispatch(struct h2_stream *st)
+/* The stream's request line, headers and body so far into its txn. */
+static void rest_fill(struct h2_stream *st)
 {
-    struct h2_session *s = st->sess;
-    struct http_txn *t = &st->txn;
-    struct http1_request *r = &t->req;
-    http_txn_set_request(t, hstr(st, st->method_off), st->method_len, hstr(st, st->path_off),
-                         st->path_len, &st->body);
+    struct http1_request *r = &st->txn.req;
+    http_txn_set_request(&st->txn, hstr(st, st->method_off), st->method_len,
+                         hstr(st, st->path_off), st->path_len, &st->body);
     r->nheaders = st->nhdrs;
     for (uint32_t i = 0; i < st->nhdrs; i++)
         r->headers[i] = (struct http_header){st->hdrs[i].name, (uint32_t)st->hdrs[i].name_len,
                                              st->hdrs[i].value, (uint32_t)st->hdrs[i].value_len};
+}
+
+/* Calls the handler with the request filled in (rest_fill): whole, or
+ * only its head (`early`, txn.h: the body follows through
+ * http_txn_body_done). */
+static void rest_dispatch(struct h2_stream *st, bool early)
+{
+    struct h2_session *s = st->sess;
+    struct http_txn *t = &st->txn;
     http_txn_reset(t, &h2_txn_ops, st, HTTP_VERSION_2, s->cfg.on_response);
     t->start_ns = clock_now_ns();
+    if (early) {
+        st->early = true;
+        t->body_pending = true;
+        t->req.has_content_length = st->has_content_length;
+        t->req.content_length = st->content_length;
+    }
     if (s->cfg.alt_svc)
         http_txn_add_header(t, "Alt-Svc", s->cfg.alt_svc);
     st->txn_active = true;
     s->cfg.handler(s->cfg.handler_app, t);
+}
+
+/* After a batch of received bytes: the REST streams whose head came and
+ * whose body is still on its way go to the handler now if the server
+ * takes them on their head (config `early`). Deciding after the batch, not
+ * at the HEADERS frame, keeps a request whose DATA came with its HEADERS
+ * on the ordinary path. */
+static void dispatch_heads(struct h2_session *s)
+{
+    s->heads_waiting = false;
+    for (struct h2_stream *st = s->streams, *next; st; st = next) {
+        next = st->next;
+        if (st->kind != STREAM_REST || !st->head_done || st->request_done || st->responded ||
+            st->offered)
+            continue;
+        st->offered = true;
+        rest_fill(st);
+        if (s->cfg.early(s->cfg.handler_app, &st->txn))
+            rest_dispatch(st, true);
+    }
 }
 
 static bool is_grpc(const struct h2_stream *st)
@@ -651,7 +706,10 @@ static void head_complete(struct h2_stream *st)
             stream_fail(st, 413, http_body_too_large(msg, v, false, st->sess->limits.max_body));
             return;
         }
+        st->has_content_length = true;
+        st->content_length = v;
     }
+    st->sess->heads_waiting = st->sess->cfg.early != NULL;
 }
 
 static void request_end(struct h2_stream *st)
@@ -662,8 +720,22 @@ static void request_end(struct h2_stream *st)
             st->app->on_end(st->app->app, st);
         return;
     }
-    if (!st->responded)
-        rest_dispatch(st);
+    if (st->early) {
+        /* The handler has the txn since the head: its body is complete. */
+        if (st->txn_active && st->txn.body_pending && !st->body_failed) {
+            struct http1_request *r = &st->txn.req;
+            r->body = st->body.len ? st->body.data : NULL;
+            r->body_len = st->body.len;
+            r->has_content_length = true;
+            r->content_length = st->body.len;
+            http_txn_body_done(&st->txn, 0, NULL);
+        }
+        return;
+    }
+    if (!st->responded) {
+        rest_fill(st);
+        rest_dispatch(st, false);
+    }
 }
 
 /* ---- nghttp2 callbacks ---- */
@@ -783,13 +855,15 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         if (st->kind == STREAM_APP) {
             if (st->app && st->app->on_data)
                 st->app->on_data(st->app->app, st, data, len);
-        } else if (!st->responded) {
+        } else if (!st->responded && !st->body_failed) {
             if (st->body.len + len > s->limits.max_body) {
                 char msg[HTTP_BODY_TOO_LARGE_MAX];
-                stream_fail(st, 413,
-                            http_body_too_large(msg, st->body.len + len, true, s->limits.max_body));
+                body_fail(st, 413,
+                          http_body_too_large(msg, st->body.len + len, true, s->limits.max_body));
             } else if (buf_append(&st->body, data, len) != 0)
-                stream_fail(st, 503, "out of memory for the request body");
+                body_fail(st, 503, "out of memory for the request body");
+        } else if (!st->responded) {
+            /* The body failed: dropped until the handler has answered. */
         } else if ((st->discarded += len) > H2_DISCARD_MAX && !st->reset_sent) {
             st->reset_sent = true;
             nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
@@ -809,8 +883,14 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
     struct h2_stream *st = stream_find(s, frame->hd.stream_id);
     /* An app (gRPC) finished before the request was complete: stop the
      * client sending (RFC 9113 section 8.1). REST streams read on (see
-     * H2_DISCARD_MAX). */
-    if (st && st->kind == STREAM_APP && !st->request_done && !st->closed && !st->reset_sent) {
+     * H2_DISCARD_MAX), unless the body they announced has more than that
+     * left to come (a request refused on its head): then it is not waited
+     * for either. (Some clients, curl 7.88 among them, take a reset after a
+     * complete response for an error: a small rest is read instead.) */
+    bool big_rest = st && st->early && st->has_content_length &&
+                    st->content_length - st->body.len > H2_DISCARD_MAX;
+    if (st && (st->kind == STREAM_APP || big_rest) && !st->request_done && !st->closed &&
+        !st->reset_sent) {
         st->reset_sent = true;
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
     }
@@ -900,6 +980,8 @@ int h2_session_recv(struct h2_session *s, const uint8_t *data, size_t len)
         s->failed = true;
         return ST_ERROR;
     }
+    if (s->heads_waiting)
+        dispatch_heads(s);
     return 0;
 }
 

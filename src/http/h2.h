@@ -29,7 +29,11 @@
  *     the stream's struct http_txn (txn->stream points back at it) and
  *     calls the server's http_handler_fn, which answers through the txn
  *     (txn.h): a whole response, or a streamed one whose writes become
- *     DATA frames as they come.
+ *     DATA frames as they come. A stream the config's `early` function
+ *     picks goes to the handler on its head instead, while its body
+ *     arrives (txn.h, "Request bodies"); if the handler answers before the
+ *     body is complete, RST_STREAM(NO_ERROR) follows the response so the
+ *     client stops sending, and the connection stays.
  *
  * Lifetime. A stream belongs to its session. When the stream closes (peer
  * RST_STREAM, response complete) or the connection goes away:
@@ -136,6 +140,11 @@ struct h2_session_config {
     const struct h2_stream_app *grpc;  /* NULL: no gRPC */
     http_handler_fn handler;             /* REST streams */
     void *handler_app;
+    /* REST streams the handler takes on their head (txn.h, "Request
+     * bodies"), called with handler_app; NULL: every body is read whole
+     * first. A stream is offered at the end of the h2_session_recv() in
+     * which its head completed, if its body is not complete by then. */
+    http_early_fn early;
     struct loop *loop; /* for h2_stream_loop(); may be NULL */
     /* Output became available outside h2_session_recv/send (an asynchronous
      * respond or write): the owner should call h2_session_send soon. */

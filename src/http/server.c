@@ -43,6 +43,7 @@ enum conn_state {
     CONN_HANDSHAKE, /* TLS handshake */
     CONN_READING, /* reading/parsing a request */
     CONN_WAITING, /* the handler owns the request */
+    CONN_BODY,    /* the handler took the request on its head; its body is being read */
     CONN_WRITING, /* sending a response */
     CONN_STREAMING, /* the handler streams its response: chunks are sent as they come */
     CONN_LINGER,  /* response sent, write side shut; discarding input before close */
@@ -71,6 +72,10 @@ struct http_conn {
     bool close_after_write;
     bool linger_after_write; /* error response: drain input before closing */
     bool txn_active;
+    /* The request went to the handler on its head and its body was not
+     * read whole (still arriving, or it failed): its answer closes the
+     * connection, since the stream cannot be resynchronised. */
+    bool body_open;
     bool chunked; /* the streamed response uses Transfer-Encoding: chunked */
     uint8_t peer_len; /* http_txn_peer() cache; 0 = not looked up yet */
     char peer[56];
@@ -360,12 +365,15 @@ static void start_request(struct http_conn *c)
 {
     http1_parser_init(&c->parser, &c->server->cfg.limits);
     c->sent_continue = false;
+    c->body_open = false;
     c->out_head.len = c->out_body.len = 0;
     c->out_off = 0;
     set_deadline(c, c->in.len ? c->server->cfg.header_timeout_ms : c->server->cfg.idle_timeout_ms);
 }
 
-static void dispatch(struct http_conn *c)
+/* Hands the parsed request to the handler: a whole one (CONN_WAITING), or
+ * only its head (CONN_BODY: the body is read while the handler works). */
+static void dispatch(struct http_conn *c, enum conn_state state)
 {
     struct http_txn *t = &c->txn;
     http_txn_reset(t, &h1_ops, c, t->req.version_minor == 0 ? HTTP_VERSION_1_0 : HTTP_VERSION_1_1,
@@ -374,9 +382,26 @@ static void dispatch(struct http_conn *c)
     if (c->tls && c->server->cfg.alt_svc)
         http_txn_add_header(t, "Alt-Svc", c->server->cfg.alt_svc);
     c->txn_active = true;
+    c->state = state;
+    if (state == CONN_BODY) {
+        c->body_open = true;
+        t->body_pending = true;
+    } else {
+        c->deadline_ms = 0; /* a body still arriving keeps its idle timeout */
+    }
+    c->server->handler(c->server->app, t);
+}
+
+/* The body of a request handed over on its head is complete (status 0)
+ * or cannot be (status, msg): the handler hears of it (txn.h) and answers
+ * now or later. */
+static void body_done(struct http_conn *c, int status, const char *msg)
+{
     c->state = CONN_WAITING;
     c->deadline_ms = 0;
-    c->server->handler(c->server->app, t);
+    if (status == 0)
+        c->body_open = false;
+    http_txn_body_done(&c->txn, status, msg);
 }
 
 /* Reads up to len bytes from the socket or through TLS. Returns the count
@@ -485,6 +510,7 @@ static void conn_start_h2(struct http_conn *c)
         .grpc = s->cfg.grpc,
         .handler = s->handler,
         .handler_app = s->app,
+        .early = s->cfg.early,
         .loop = s->loop,
         .want_write = h2_want_write,
         .arg = c,
@@ -520,6 +546,19 @@ static int detect_preface(const struct http_conn *c)
     return n == H2_PREFACE_LEN ? 1 : -1;
 }
 
+/* Sends what is left of an interim 100 Continue before more of the request
+ * is looked at. Returns false when the caller must stop: the socket is
+ * full (EPOLLOUT resumes) or the connection failed (closed). */
+static bool flush_interim(struct http_conn *c)
+{
+    if (c->out_off >= c->out_head.len)
+        return true;
+    int rc = conn_flush(c);
+    if (rc < 0)
+        conn_close(c);
+    return rc == 0;
+}
+
 /* One step of the READING state. Returns true to continue processing. */
 static bool step_reading(struct http_conn *c)
 {
@@ -538,21 +577,14 @@ static bool step_reading(struct http_conn *c)
             }
         }
     }
-    if (c->out_off < c->out_head.len) { /* an interim 100 Continue is pending */
-        int rc = conn_flush(c);
-        if (rc < 0) {
-            conn_close(c);
-            return false;
-        }
-        if (rc > 0)
-            return false;
-    }
+    if (!flush_interim(c))
+        return false;
     size_t before = c->in.len;
     if (before > 0) {
         bool head_was_done = c->parser.head_done;
         int rc = http1_parse(&c->parser, c->in.data, c->in.len, &c->txn.req);
         if (rc == ST_DONE) {
-            dispatch(c);
+            dispatch(c, CONN_WAITING);
             return c->state != CONN_WAITING;
         }
         if (rc == ST_ERROR) {
@@ -561,6 +593,13 @@ static bool step_reading(struct http_conn *c)
         }
         if (c->parser.head_done && !head_was_done) {
             set_deadline(c, s->cfg.idle_timeout_ms);
+            if (s->cfg.early && s->cfg.early(s->app, &c->txn)) {
+                dispatch(c, CONN_BODY);
+                /* Not answered on its head: the client may send the body. */
+                if (c->state == CONN_BODY && c->txn.req.expect_continue && !s->draining)
+                    send_continue(c);
+                return true;
+            }
             if (c->txn.req.expect_continue && !c->sent_continue && !s->draining) {
                 send_continue(c);
                 return true;
@@ -584,6 +623,40 @@ static bool step_reading(struct http_conn *c)
         return true;
     }
     conn_close(c); /* EOF: a partial request is abandoned */
+    return false;
+}
+
+/* One step of the BODY state: the handler took the request on its head
+ * (dispatch) and the rest of its body is read and parsed in place, as in
+ * READING; the txn's pointers follow the buffer, which may move as it
+ * grows, because every read is parsed before anything else runs. Returns
+ * true to continue processing. */
+static bool step_body(struct http_conn *c)
+{
+    if (!flush_interim(c))
+        return false;
+    int rc = http1_parse(&c->parser, c->in.data, c->in.len, &c->txn.req);
+    if (rc == ST_DONE || rc == ST_ERROR) {
+        if (rc == ST_DONE)
+            body_done(c, 0, NULL);
+        else
+            body_done(c, c->parser.err_status, c->parser.err_msg);
+        return c->state != CONN_WAITING;
+    }
+    if (!c->readable)
+        return false;
+    rc = conn_read(c);
+    if (rc == 1) {
+        set_deadline(c, c->server->cfg.idle_timeout_ms);
+        return true;
+    }
+    if (rc == 0)
+        return false;
+    if (rc == -2) {
+        body_done(c, 413, "request too large for the receive buffer");
+        return c->state != CONN_WAITING;
+    }
+    conn_close(c); /* EOF mid-body: the handler hears 499 (http_txn_abort) */
     return false;
 }
 
@@ -684,6 +757,15 @@ static bool step_h2(struct http_conn *c)
     return false;
 }
 
+/* While the server drains, a request begun gets DRAIN_GRACE_MS to
+ * arrive (then 408). */
+static void drain_grace(struct http_conn *c)
+{
+    uint64_t grace = clock_now_ms() + DRAIN_GRACE_MS;
+    if (!c->deadline_ms || c->deadline_ms > grace)
+        c->deadline_ms = grace;
+}
+
 /* A connection between requests while the server drains: closed if idle,
  * else given DRAIN_GRACE_MS to finish the request it has begun. Returns
  * false when it closed. */
@@ -693,9 +775,7 @@ static bool drain_reading(struct http_conn *c)
         conn_close(c);
         return false;
     }
-    uint64_t grace = clock_now_ms() + DRAIN_GRACE_MS;
-    if (!c->deadline_ms || c->deadline_ms > grace)
-        c->deadline_ms = grace;
+    drain_grace(c);
     return true;
 }
 
@@ -772,6 +852,7 @@ static void conn_process(struct http_conn *c)
         case CONN_HANDSHAKE: more = step_handshake(c); break;
         case CONN_H2: more = step_h2(c); break;
         case CONN_READING: more = step_reading(c); break;
+        case CONN_BODY: more = step_body(c); break;
         case CONN_WRITING: more = step_writing(c); break;
         case CONN_STREAMING: more = step_streaming(c); break;
         case CONN_LINGER: more = step_linger(c); break;
@@ -895,6 +976,8 @@ static void on_tick(struct loop *l, void *arg)
             if (c->state == CONN_READING && c->in.len > 0) {
                 conn_fail(c, 408, "request not received in time");
                 conn_process(c);
+            } else if (c->state == CONN_BODY) {
+                body_done(c, 408, "request not received in time"); /* the handler answers */
             } else {
                 conn_close(c);
             }
@@ -1031,6 +1114,8 @@ void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), voi
             conn_close(c);
         } else if (c->state == CONN_READING) {
             drain_reading(c);
+        } else if (c->state == CONN_BODY) {
+            drain_grace(c); /* a body still arriving: as a request begun */
         }
         c = next;
     }
@@ -1066,6 +1151,24 @@ static void bury(struct http_conn *c)
     loop_defer(c->server->loop, &c->server->reaper);
 }
 
+/* The handler answers a request whose body was not read whole
+ * (body_open): the answer closes the connection, and what the client still
+ * sends is read and dropped for a short linger so that it sees the answer,
+ * not a reset. An interim 100 Continue cut by a full socket cannot be
+ * followed by anything: the connection is closed then (the client does not
+ * read). Returns false when it was. */
+static bool body_answerable(struct http_conn *c)
+{
+    if (!c->body_open)
+        return true;
+    if (c->out_off > 0 && c->out_off < c->out_head.len) {
+        conn_close(c); /* aborts the txn if the handler still holds it */
+        return false;
+    }
+    c->linger_after_write = true;
+    return true;
+}
+
 static void h1_respond(struct http_txn *txn, int status, const char *content_type)
 {
     struct http_conn *c = txn_conn(txn);
@@ -1074,12 +1177,14 @@ static void h1_respond(struct http_txn *txn, int status, const char *content_typ
         return;
     }
     c->txn_active = false;
+    if (!body_answerable(c))
+        return;
     /* Hand the body over without copying; the txn keeps the old buffer. */
     struct buf tmp = c->out_body;
     c->out_body = txn->body;
     txn->body = tmp;
     buf_reset(&txn->body);
-    bool keep = txn->req.keep_alive && !c->server->draining;
+    bool keep = txn->req.keep_alive && !c->server->draining && !c->body_open;
     queue_response(c, status, content_type, txn->extra_headers, txn->head_only, keep,
                    txn->req.version_minor);
     loop_defer(c->server->loop, &c->watch);
@@ -1088,9 +1193,11 @@ static void h1_respond(struct http_txn *txn, int status, const char *content_typ
 static int h1_stream_begin(struct http_txn *txn, int status, const char *content_type)
 {
     struct http_conn *c = txn_conn(txn);
+    if (!body_answerable(c))
+        return ST_ERROR; /* the txn is aborted: the handler ends it */
     c->chunked = txn->req.version_minor >= 1;
     /* Without chunked coding the body ends with the connection. */
-    bool keep = c->chunked && txn->req.keep_alive && !c->server->draining;
+    bool keep = c->chunked && txn->req.keep_alive && !c->server->draining && !c->body_open;
     buf_reset(&c->out_body);
     format_head(c, status, content_type, txn->extra_headers, keep, txn->req.version_minor, -1);
     c->state = CONN_STREAMING;

@@ -8,6 +8,16 @@
  *   the handler (now or later, e.g. when an inference completes) calls
  *   http_txn_respond() → WRITING until the response is sent → READING the
  *   next (possibly already pipelined) request, or closed.
+ *   A request the config's `early` function picks goes to the handler as
+ *   soon as its head is parsed, when its body is not complete yet (txn.h,
+ *   "Request bodies"): BODY while the body is read and parsed in place
+ *   (the handler may already answer: then `Connection: close`, the
+ *   response, a linger that drops what the client still sends, close), then
+ *   WAITING once the body is complete (http_txn_body_done tells the
+ *   handler) → WRITING → READING as above. A body that fails on the way
+ *   (timeout 408, framing 400, limit 413) is the handler's to answer, and
+ *   the connection closes after that answer. `Expect: 100-continue` is
+ *   answered 100 only once the handler returned without answering.
  *   A connection is freed only once no transaction refers to it: if the peer
  *   goes away while a handler is working, the transaction is marked aborted
  *   and the connection is freed when the handler responds.
@@ -68,6 +78,10 @@ struct http_server_config {
      * at each request: may be filled after the server starts, before its
      * loop runs. */
     const char *alt_svc;
+    /* Which requests go to the handler on their head, before their body is
+     * read (http_early_fn, txn.h; also for HTTP/2 streams); NULL: none,
+     * every request is read whole first. Called with the handler's app. */
+    http_early_fn early;
     /* Observer (metrics), called on the loop thread for every response
      * before it is sent: a handler's (txn) or the server's own error answer
      * (txn NULL), with its status and body size. NULL = none. */

@@ -1,6 +1,7 @@
 #include "http/txn.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -82,6 +83,11 @@ void http_txn_reset(struct http_txn *txn, const struct http_txn_ops *ops, void *
     txn->cancel = NULL;
     txn->on_abort = NULL;
     txn->abort_ctx = NULL;
+    txn->body_pending = false;
+    txn->body_status = 0;
+    txn->body_error[0] = '\0';
+    txn->on_body = NULL;
+    txn->body_ctx = NULL;
     txn->on_head = NULL;
     txn->on_end = NULL;
     txn->obs = NULL;
@@ -112,6 +118,7 @@ void http_txn_respond(struct http_txn *txn, int status, const char *content_type
         content_type = "application/json";
     }
     int seen = txn->aborted ? 0 : status;
+    txn->on_body = NULL; /* answered: the body no longer concerns the handler */
     if (seen && txn->on_head)
         txn->on_head(txn, status);
     http_txn_notify_end(txn, seen, txn->head_only ? 0 : txn->body.len);
@@ -129,6 +136,7 @@ int http_txn_stream_begin(struct http_txn *txn, int status, const char *content_
 {
     txn->streaming = true;
     txn->stream_status = status;
+    txn->on_body = NULL;
     if (txn->aborted)
         return ST_ERROR;
     if (txn->on_head)
@@ -188,4 +196,18 @@ void http_txn_abort(struct http_txn *txn)
     txn->on_abort = NULL;
     if (on_abort)
         on_abort(txn, txn->abort_ctx);
+    http_txn_body_done(txn, 499, "the client went away before the request body was complete");
+}
+
+void http_txn_body_done(struct http_txn *txn, int status, const char *msg)
+{
+    if (!txn->body_pending)
+        return;
+    txn->body_pending = false;
+    txn->body_status = status;
+    snprintf(txn->body_error, sizeof txn->body_error, "%s", status && msg ? msg : "");
+    void (*on_body)(struct http_txn *, void *) = txn->on_body;
+    txn->on_body = NULL;
+    if (on_body)
+        on_body(txn, txn->body_ctx);
 }

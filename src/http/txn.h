@@ -21,6 +21,25 @@
  * stream_end() then only free it); stream_write() on an aborted txn
  * returns -1 without sending.
  *
+ * Request bodies. A transport normally calls the handler once the whole
+ * request is in: txn->req.body holds its body. For a request its server's
+ * `early` function (http_early_fn) picks, it calls the handler as soon as
+ * the head is complete instead, with body_pending true: req.body is NULL
+ * and req.body_len 0 while the body arrives. The handler may answer at
+ * once (a refusal) without the body: the transport then stops reading it
+ * (HTTP/1.1: `Connection: close`, the unread rest is drained for a short
+ * linger, then the connection closes; HTTP/2: RST_STREAM(NO_ERROR) after
+ * the response, the connection stays). Otherwise the transport reads on
+ * (HTTP/1.1 sends the 100 Continue of `Expect: 100-continue` only once the
+ * handler returned without answering) and, exactly once, when the body is
+ * complete or cannot be, clears body_pending, sets body_status (0: the
+ * body is in req.body; else the status to answer: 400 malformed framing,
+ * 408 not received in time, 413 over the limit, 499 the peer is gone) and
+ * body_error, and calls on_body if the handler set it. on_body runs where
+ * the handler would have been called (it may answer the txn there); it is
+ * never called after the handler answered. HTTP/3 always reads the whole
+ * body first.
+ *
  * Observers: on_head runs before the response head is formatted (it may
  * still add headers); on_end once the exchange is over, with the status
  * (0 = the peer is gone) and the body bytes sent. Both are reset for every
@@ -95,9 +114,22 @@ struct http_txn {
      * http_txn_abort(), with abort_ctx. Reset to NULL for every request. */
     void (*on_abort)(struct http_txn *txn, void *abort_ctx);
     void *abort_ctx;
+    /* The body of a request handed over on its head (see "Request bodies"
+     * at the top): set by the transport; on_body and body_ctx by the
+     * handler. Reset for every request. */
+    bool body_pending;
+    int body_status;
+    char body_error[HTTP_BODY_TOO_LARGE_MAX];
+    void (*on_body)(struct http_txn *txn, void *body_ctx);
+    void *body_ctx;
 };
 
 typedef void (*http_handler_fn)(void *app, struct http_txn *txn);
+/* Whether the request whose head is in txn->req (method, path, headers;
+ * no body) should go to the handler now, before its body is read (see
+ * "Request bodies" at the top). Called at most once per request, only
+ * when the body is not complete yet; must not keep pointers into txn. */
+typedef bool (*http_early_fn)(void *app, const struct http_txn *txn);
 
 /* Sends the whole response: status, Content-Type (may be NULL when the
  * body is empty) and txn->body. */
@@ -122,8 +154,14 @@ size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap);
  * fit is dropped whole, with a warning (never sent cut). */
 void http_txn_add_header(struct http_txn *txn, const char *name, const char *value);
 /* For the transports: the peer is gone while the handler owns txn — mark
- * it aborted and raise its cancel flag. */
+ * it aborted and raise its cancel flag; a body still pending ends with
+ * status 499 (http_txn_body_done). */
 void http_txn_abort(struct http_txn *txn);
+/* For the transports: the body of a txn handed over on its head is
+ * complete (status 0: req.body and req.body_len are set) or cannot be
+ * (status 400, 408, 413, 499 and msg): see "Request bodies" at the top.
+ * Does nothing when no body is pending. */
+void http_txn_body_done(struct http_txn *txn, int status, const char *msg);
 /* For the transports: a new request on txn; clears the per-request state. */
 void http_txn_reset(struct http_txn *txn, const struct http_txn_ops *ops, void *transport,
                     enum http_version version, http_response_fn on_response);

@@ -174,6 +174,12 @@ uint64_t model_dir_fingerprint(const struct registry_options *opts, const char *
 int model_submit(struct model *m, struct infer_request *req, struct sched_local *here,
                  struct error *err);
 
+/* Whether version m's scheduler would refuse even a request of its
+ * highest priority level because its queue is full (sched_queue_full): a
+ * hint for refusing on a request's head; model_submit decides. Always
+ * false for a generative or remote version. */
+bool model_queue_full(const struct model *m);
+
 struct model *model_ref(struct model *m);
 void model_unref(struct model *m);
 /* Stops the workers (their queues drain first) and unloads. */

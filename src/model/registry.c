@@ -435,6 +435,11 @@ int model_submit(struct model *m, struct infer_request *req, struct sched_local 
     return sched_submit(m->sched, req, here, err);
 }
 
+bool model_queue_full(const struct model *m)
+{
+    return !m->engine && m->sched && sched_queue_full(m->sched);
+}
+
 struct model *model_ref(struct model *m)
 {
     atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);

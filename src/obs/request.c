@@ -239,6 +239,12 @@ void obsreq_set_model(struct obsreq *o, const char *name, const char *version,
     }
 }
 
+void obsreq_set_bytes_in(struct obsreq *o, uint64_t bytes_in)
+{
+    if (o)
+        o->bytes_in = bytes_in;
+}
+
 void obsreq_set_route(struct obsreq *o, enum route_kind route)
 {
     if (o)

@@ -102,6 +102,9 @@ void obsreq_set_model(struct obsreq *o, const char *name, const char *version,
 /* set_model + copies the trace context into req->trace (before submit). */
 void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name,
                    const char *version, const char *sha256);
+/* The request body's size, once known: a request handed over on its
+ * head (http/txn.h) began with 0. */
+void obsreq_set_bytes_in(struct obsreq *o, uint64_t bytes_in);
 /* The rule that chose the model version (access log `route`, span
  * attribute inferd.route); infer requests only. */
 void obsreq_set_route(struct obsreq *o, enum route_kind route);

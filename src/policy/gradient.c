@@ -215,6 +215,21 @@ enum gradient_verdict gradient_admit(struct gradient *g, struct gradient_waiter 
     return mine;
 }
 
+bool gradient_refuses(struct gradient *g, enum gradient_refusal *why)
+{
+    uint32_t limit = atomic_load_explicit(&g->limit, memory_order_relaxed);
+    if (atomic_load_explicit(&g->in_flight, memory_order_relaxed) < limit)
+        return false;
+    if (!g->p.queue)
+        *why = GRADIENT_REFUSED_LIMIT;
+    else if (atomic_load_explicit(&g->nwaiting, memory_order_relaxed) >= GRADIENT_QUEUE_MAX)
+        *why = GRADIENT_REFUSED_QUEUE_FULL;
+    else
+        return false;
+    atomic_fetch_add_explicit(&g->refused[*why], 1, memory_order_relaxed);
+    return true;
+}
+
 void gradient_complete(struct gradient *g, const struct gradient_waiter *w, bool success,
                        uint64_t now_ns)
 {

@@ -117,6 +117,15 @@ void gradient_destroy(struct gradient *g); /* no waiter left */
 enum gradient_verdict gradient_admit(struct gradient *g, struct gradient_waiter *w, uint64_t now_ns,
                                      enum gradient_refusal *why);
 
+/* Whether gradient_admit would refuse a call now whatever its priority
+ * level and deadline turn out to be (so also one of the highest level
+ * with all the time it wants): the limit is reached and the call could
+ * not wait (params.queue off, or GRADIENT_QUEUE_MAX waiting). Then *why
+ * and the refusal is counted, as gradient_admit counts it. Takes no slot:
+ * for refusing a call before its body (which holds its priority and
+ * deadline) is read; gradient_admit decides for the others. */
+bool gradient_refuses(struct gradient *g, enum gradient_refusal *why);
+
 /* An admitted call ended; success: it answered without error (its latency
  * is a sample). Wakes the waiters it lets go. */
 void gradient_complete(struct gradient *g, const struct gradient_waiter *w, bool success,

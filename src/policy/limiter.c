@@ -256,12 +256,19 @@ static void wake(struct gradient_waiter *w)
     serve_call_resume(h->call);
 }
 
+/* The limiter of the call's version, with a reference; NULL when it has
+ * none (state_for). */
+static struct lim_state *limiter_of(struct limiter *l, const struct infer_call *call)
+{
+    if (!version_states_any(&l->t) || !call->req.model)
+        return NULL;
+    return state_for(l, call->req.model);
+}
+
 enum stage_result limiter_stage(struct infer_call *call, const void *cfg)
 {
     struct limiter *l = (struct limiter *)cfg;
-    if (!version_states_any(&l->t) || !call->req.model)
-        return STAGE_CONTINUE;
-    struct lim_state *st = state_for(l, call->req.model);
+    struct lim_state *st = limiter_of(l, call);
     if (!st)
         return STAGE_CONTINUE;
     struct lim_hold *h = arena_calloc(&call->req.arena, 1, sizeof *h);
@@ -287,6 +294,19 @@ enum stage_result limiter_stage(struct infer_call *call, const void *cfg)
         break;
     }
     return refuse(call, st, why);
+}
+
+enum stage_result limiter_head_stage(struct infer_call *call, const void *cfg)
+{
+    struct limiter *l = (struct limiter *)cfg;
+    struct lim_state *st = limiter_of(l, call);
+    enum gradient_refusal why;
+    enum stage_result r = STAGE_CONTINUE;
+    if (st && gradient_refuses(&st->g, &why))
+        r = refuse(call, st, why);
+    if (st)
+        state_unref(l, st);
+    return r;
 }
 
 void limiter_done(struct infer_call *call, const void *cfg)

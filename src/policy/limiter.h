@@ -71,4 +71,13 @@ void limiter_write_metrics(struct limiter *l, struct buf *out);
 enum stage_result limiter_stage(struct infer_call *call, const void *cfg);
 void limiter_done(struct infer_call *call, const void *cfg);
 
+/* Stage (cfg = the struct limiter) before decode, so on a request's head
+ * when the front end starts calls there (serve/call.h): refuses, with the
+ * answer limiter_stage would give, a call that limiter_stage would refuse
+ * whatever its body says (gradient_refuses: the limit is reached and it
+ * could not wait). It takes no slot: a slot is held only from
+ * limiter_stage on, after decode, so a client slow to send its body never
+ * holds one. */
+enum stage_result limiter_head_stage(struct infer_call *call, const void *cfg);
+
 #endif

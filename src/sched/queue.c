@@ -69,6 +69,15 @@ static bool goes_before(const struct infer_request *a, const struct infer_reques
     return !b->_deadline_ns || a->_deadline_ns < b->_deadline_ns;
 }
 
+/* The queue's length changed (lock held): sched_queue_full's answer. The
+ * queue is in level order, so its tail is of its lowest level: a request
+ * of the highest level (0) could shed it unless it is of level 0 too. */
+static void note_full(struct sched *s)
+{
+    bool full = s->queued >= s->cfg.max_queue_size && (!s->tail || s->tail->_level == 0);
+    atomic_store_explicit(&s->full, full, memory_order_relaxed);
+}
+
 /* Inserts r at its place (lock held), searching from the tail: in the
  * common case (one level, one timeout or none) that is the tail. Returns
  * how many queued requests go before it. */
@@ -98,6 +107,7 @@ static uint32_t insert(struct sched *s, struct infer_request *r)
     if (r->_level == BACKGROUND_LEVEL)
         atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
                               memory_order_relaxed);
+    note_full(s);
     return s->queued - 1 - behind;
 }
 
@@ -115,6 +125,7 @@ static void unlink_req(struct sched *s, struct infer_request *prev, struct infer
     if (r->_level == BACKGROUND_LEVEL)
         atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
                               memory_order_relaxed);
+    note_full(s);
 }
 
 /* The last queued request when its level is lower than `level` (a
@@ -654,6 +665,11 @@ bool sched_background_full(const struct sched *s)
 {
     return atomic_load_explicit(&s->background_waiting, memory_order_relaxed) >=
            SCHED_BACKGROUND_MAX;
+}
+
+bool sched_queue_full(const struct sched *s)
+{
+    return atomic_load_explicit(&s->full, memory_order_relaxed);
 }
 
 uint32_t sched_queue_depth(struct sched *s)

@@ -222,6 +222,13 @@ bool sched_background_full(const struct sched *s);
 /* Requests queued and not yet taken by a thread. */
 uint32_t sched_queue_depth(struct sched *s);
 
+/* Whether sched_submit would refuse a request of the highest priority
+ * level now because the queue is full: max_queue_size requests wait and
+ * none of a lower level that it could shed. A hint, read without the lock
+ * (the queue changes meanwhile), for refusing a request before its body
+ * is read; sched_submit decides. */
+bool sched_queue_full(const struct sched *s);
+
 /* The observer given to sched_start (never NULL; may be all zero). */
 const struct sched_observer *sched_get_observer(const struct sched *s);
 

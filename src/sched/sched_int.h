@@ -56,6 +56,7 @@ struct sched {
     uint32_t queued;
     uint32_t level_queued[SCHED_MAX_LEVELS + 1]; /* the last: background requests */
     atomic_uint background_waiting; /* level_queued's last, for readers without the lock */
+    atomic_bool full;               /* sched_queue_full's answer, for readers without the lock */
     uint64_t seq; /* arrival counter */
     struct slot *slots, *free_slots;
     uint32_t nslots, nfree;

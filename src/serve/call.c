@@ -69,12 +69,18 @@ void serve_thread_free(struct serve_thread *t)
     t->sched = NULL;
 }
 
+/* The decode memory ceiling of a request whose body is body_len bytes. */
+static size_t arena_max_for(size_t body_len)
+{
+    if (body_len < CALL_ARENA_MAX_BYTES / CALL_ARENA_MAX_FACTOR)
+        return body_len * CALL_ARENA_MAX_FACTOR + CALL_ARENA_CHUNK * 16;
+    return CALL_ARENA_MAX_BYTES;
+}
+
 struct infer_call *serve_call_new(struct serve_thread *t, const struct serve_frontend *fe,
                                   void *fe_ctx, size_t body_len)
 {
-    size_t arena_max = CALL_ARENA_MAX_BYTES;
-    if (body_len < CALL_ARENA_MAX_BYTES / CALL_ARENA_MAX_FACTOR)
-        arena_max = body_len * CALL_ARENA_MAX_FACTOR + CALL_ARENA_CHUNK * 16;
+    size_t arena_max = arena_max_for(body_len);
     struct infer_call *call = t->free_calls;
     if (call) {
         t->free_calls = call->_next_free;
@@ -418,6 +424,17 @@ enum stage_result serve_stage_decode(struct infer_call *call, const void *cfg)
                                 "model '%s' is decoupled (many responses per request): use gRPC "
                                 "ModelStreamInfer or POST /v2/models/%s/generate_stream",
                                 m->name, m->name);
+    if (call->frontend->body) {
+        size_t body_len;
+        int rc = call->frontend->body(call, &body_len, &err);
+        if (rc == ST_AGAIN) {
+            call->_next_stage--; /* resumed: decode runs again */
+            return STAGE_DEFER;
+        }
+        if (rc != ST_OK)
+            return serve_call_error(call, err.status ? err.status : 400, "%s", err.msg);
+        call->req.arena.max = arena_max_for(body_len); /* as if the body had come whole */
+    }
     if (call->frontend->decode(call, m, &err) != 0)
         return serve_call_error(call, err.status ? err.status : 400, "%s", err.msg);
     if (classify_check(&call->req, &call->shm, &err) != 0)
@@ -428,6 +445,18 @@ enum stage_result serve_stage_decode(struct infer_call *call, const void *cfg)
                                 "shared memory",
                                 m->name);
     return STAGE_CONTINUE;
+}
+
+enum stage_result serve_stage_queue(struct infer_call *call, const void *cfg)
+{
+    (void)cfg;
+    const struct model *m = call->req.model;
+    if (!m || !model_queue_full(m))
+        return STAGE_CONTINUE;
+    /* sched_submit's refusal, word for word (the front end adds
+     * Retry-After: 1). */
+    return serve_call_error(call, 429, "model '%s' queue is full (%u requests waiting)", m->name,
+                            m->sched_cfg.max_queue_size);
 }
 
 enum stage_result serve_stage_submit(struct infer_call *call, const void *cfg)

@@ -12,9 +12,14 @@
  *     resolve                         model (and version) from the registry
  *                                     snapshot; holds a model reference
  *     (policy stages)                 auth, rate limits, routing (which may
- *                                     change the version), ...
- *     decode                          front end's decode() against the model
- *     (after decode)                  preprocessing, shadow copy
+ *                                     change the version), breaker, the
+ *                                     limiter's and the queue's refusals
+ *     decode                          waits for the request body if the
+ *                                     front end started the call on the
+ *                                     head (its body()), then the front
+ *                                     end's decode() against the model
+ *     (after decode)                  token quotas, concurrency slot,
+ *                                     preprocessing, shadow copy
  *     submit                          the model's scheduler
  *   completion events                 on the call's I/O loop: emit() for
  *                                     each response (final flag on the
@@ -41,6 +46,18 @@
  *                         but a second response fails the call (400,
  *                         "use the streaming endpoint": Triton's generate)
  *   SERVE_MANY_RESPONSES  any number (ModelStreamInfer, generate_stream)
+ *
+ * Calls started on the head. An HTTP front end may start a call as soon
+ * as the request's head is in (http/txn.h, "Request bodies"), so that
+ * every stage before decode (auth, rate limits, resolve, route, breaker,
+ * the head-time refusals of the limiter and the queue) answers before the
+ * body is read. Its body() says whether the body is there: decode defers
+ * (and is run again on serve_call_resume(), which the front end calls
+ * once the body is complete or failed) until it is. Those stages must not
+ * keep pointers into the request beyond their run (the receive buffer may
+ * move while the body arrives); what they take must not be held by the
+ * time a slow client spends uploading: the limiter's slot is taken after
+ * decode for that reason.
  *
  * Cancellation. A front end whose client went away stores true in
  * call->req.cancelled: queued work is dropped (499) and a decoupled model
@@ -113,6 +130,14 @@ struct serve_frontend {
     /* Fills call->req for model m: inputs (model order), requested outputs,
      * id, parameters such as `timeout`. Returns 0 or ST_ERROR with err (4xx). */
     int (*decode)(struct infer_call *call, const struct model *m, struct error *err);
+    /* NULL: the request body is always there when the call starts. Else
+     * asked by decode first (see "Calls started on the head" above):
+     * ST_OK, the body is complete (*body_len its size, for the decode
+     * memory ceiling); ST_AGAIN, not yet: the front end calls
+     * serve_call_resume() once it is complete or cannot be, and decode
+     * asks again; ST_ERROR, it cannot be read (err: 400, 408, 413, or 499
+     * when the client went away). */
+    int (*body)(struct infer_call *call, size_t *body_len, struct error *err);
     void (*emit)(struct infer_call *call, const struct serve_response *resp);
     /* The call failed (at any point); err->status is an HTTP status. */
     void (*fail)(struct infer_call *call, const struct error *err);
@@ -253,7 +278,9 @@ void serve_thread_stopped(struct serve_thread *t);
 void serve_thread_free(struct serve_thread *t);
 
 /* A new call for a request of `body_len` bytes (its decode memory ceiling
- * follows from it), or NULL when out of memory. Loop thread. */
+ * follows from it; a call started on the head passes what it knows, and
+ * decode sets the ceiling again from the front end's body()), or NULL when
+ * out of memory. Loop thread. */
 struct infer_call *serve_call_new(struct serve_thread *t, const struct serve_frontend *fe,
                                   void *fe_ctx, size_t body_len);
 /* Returns a call that was never started to the pool (the front end could
@@ -278,6 +305,11 @@ enum stage_result serve_call_error(struct infer_call *call, int status, const ch
 /* Stage functions of the default pipeline, for tests that build their own
  * pipelines around them. */
 enum stage_result serve_stage_resolve(struct infer_call *call, const void *cfg);
+/* Before decode: refuses a call (429, as submit would) when the version's
+ * queue is full even for a request of its highest priority level
+ * (model_queue_full), so that a full queue refuses on the request's head;
+ * submit still decides for the calls this lets through. */
+enum stage_result serve_stage_queue(struct infer_call *call, const void *cfg);
 enum stage_result serve_stage_decode(struct infer_call *call, const void *cfg);
 enum stage_result serve_stage_submit(struct infer_call *call, const void *cfg);
 

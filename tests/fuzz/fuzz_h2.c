@@ -11,7 +11,11 @@
  *           (the detached, aborted txn path)
  *   bits 4-7 chunk size: the input is fed in pieces of 1 << (bits + 2) bytes
  * The REST handler answers each request with a JSON body naming its path
- * (odd-length paths: a streamed response of two writes);
+ * (odd-length paths: a streamed response of two writes). Requests whose
+ * path starts with "/e" are taken on their head (h2_session_config.early,
+ * http/txn.h): a path length divisible by 3 is answered without its body
+ * (a refusal), the others when the transport reports the body done
+ * (complete, failed, or the stream gone);
  * the gRPC app echoes every DATA chunk and finishes with trailers when the
  * client half-closes (a trailers-only answer for empty requests).
  *
@@ -68,17 +72,43 @@ static void answer(struct fuzz_state *fs, struct http_txn *txn)
     fs->answered++;
 }
 
+static void answer_or_keep(struct fuzz_state *fs, struct http_txn *txn)
+{
+    if (fs->answer_later && fs->npending < MAX_PENDING) {
+        fs->pending[fs->npending++] = txn;
+        return;
+    }
+    answer(fs, txn);
+}
+
+static bool early(void *app, const struct http_txn *txn)
+{
+    (void)app;
+    return txn->req.path_len >= 2 && memcmp(txn->req.path, "/e", 2) == 0;
+}
+
+/* The body of a request taken on its head is done (txn.h): exactly once,
+ * before any answer. */
+static void on_body(struct http_txn *txn, void *ctx)
+{
+    CHECK(!txn->body_pending);
+    CHECK(txn->body_status || txn->req.body_len == 0 || txn->req.body != NULL);
+    answer_or_keep(ctx, txn);
+}
+
 static void rest_handler(void *app, struct http_txn *txn)
 {
     struct fuzz_state *fs = app;
     fs->handled++;
     CHECK(txn->version == HTTP_VERSION_2 && txn->transport != NULL && txn->req.method &&
           txn->req.path);
-    if (fs->answer_later && fs->npending < MAX_PENDING) {
-        fs->pending[fs->npending++] = txn;
+    if (txn->body_pending && txn->req.path_len % 3) {
+        CHECK(early(app, txn) && !txn->req.body);
+        txn->on_body = on_body;
+        txn->body_ctx = fs;
         return;
     }
-    answer(fs, txn);
+    answer_or_keep(fs, txn);
 }
 
 static void answer_pending(struct fuzz_state *fs, int keep)
@@ -155,6 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .grpc = &grpc_app,
         .handler = rest_handler,
         .handler_app = &fs,
+        .early = early,
     };
     struct h2_session *s;
     if (h2_session_new(&cfg, &s) != 0)

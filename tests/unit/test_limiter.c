@@ -318,6 +318,52 @@ static void test_queue_is_bounded(void **state)
     gradient_destroy(&g);
 }
 
+/* The head-time refusal: only what gradient_admit would refuse whatever
+ * the call's priority and deadline; nothing is taken, refusals counted. */
+static void test_refuses_on_the_head_only_what_admit_surely_would(void **state)
+{
+    (void)state;
+    struct gradient g;
+    struct gradient_params p = params(1, 1, 1);
+    gradient_init(&g, &p, wake, 0);
+    enum gradient_refusal why;
+    assert_false(gradient_refuses(&g, &why)); /* below the limit */
+    struct gradient_waiter running = {0};
+    assert_int_equal(gradient_admit(&g, &running, 0, &why), GRADIENT_ADMITTED);
+    /* At the limit, but a call with time to spare may wait: not sure. */
+    assert_false(gradient_refuses(&g, &why));
+    assert_int_equal(atomic_load(&g.in_flight), 1);
+    static struct gradient_waiter waiters[GRADIENT_QUEUE_MAX];
+    for (int i = 0; i < GRADIENT_QUEUE_MAX; i++) {
+        waiters[i].deadline_ns = 10 * SEC;
+        assert_int_equal(gradient_admit(&g, &waiters[i], 0, &why), GRADIENT_WAITING);
+    }
+    assert_true(gradient_refuses(&g, &why)); /* the waiting line is full */
+    assert_int_equal(why, GRADIENT_REFUSED_QUEUE_FULL);
+    assert_int_equal(atomic_load(&g.refused[GRADIENT_REFUSED_QUEUE_FULL]), 1);
+    /* Each completion admits the next waiter, which completes in turn. */
+    nwoken = 0;
+    gradient_complete(&g, &running, true, MS);
+    for (int i = 0; i < GRADIENT_QUEUE_MAX; i++) {
+        assert_int_equal(waiters[i].verdict, GRADIENT_ADMITTED);
+        nwoken = 0; /* wake() records into a short array */
+        gradient_complete(&g, &waiters[i], true, MS);
+    }
+    assert_int_equal(atomic_load(&g.nwaiting), 0);
+    gradient_destroy(&g);
+
+    /* Without queueing, the limit itself refuses. */
+    p.queue = false;
+    gradient_init(&g, &p, wake, 0);
+    assert_int_equal(gradient_admit(&g, &running, 0, &why), GRADIENT_ADMITTED);
+    assert_true(gradient_refuses(&g, &why));
+    assert_int_equal(why, GRADIENT_REFUSED_LIMIT);
+    assert_int_equal(atomic_load(&g.in_flight), 1);
+    gradient_complete(&g, &running, true, MS);
+    assert_false(gradient_refuses(&g, &why));
+    gradient_destroy(&g);
+}
+
 /* ---- threads --------------------------------------------------------------------------- */
 
 struct stress_waiter {
@@ -397,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_lower_priority_uses_a_share),
         cmocka_unit_test(test_waiters_are_admitted_in_order_and_expire),
         cmocka_unit_test(test_queue_is_bounded),
+        cmocka_unit_test(test_refuses_on_the_head_only_what_admit_surely_would),
         cmocka_unit_test(test_threads_never_exceed_the_limit_nor_strand_a_waiter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

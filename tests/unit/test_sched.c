@@ -992,6 +992,42 @@ static void test_full_queue_sheds_lower_levels_first(void **state)
     harness_finish(h);
 }
 
+/* sched_queue_full, the hint a request's head is refused on: full only
+ * when even a request of the highest level would be refused, i.e. the
+ * queue is at its limit with nothing of a lower level to shed. */
+static void test_queue_full_hint_follows_the_highest_level(void **state)
+{
+    (void)state;
+    /* Level 1 by default; level 2 asked for by priority. */
+    struct sched_config cfg = {.max_queue_size = 2, .nlevels = 2, .default_level = 0};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *q = h->reqs;
+    treq_init(&q[0], h, 10, 1, 4);
+    submit_ok(h, &q[0]); /* runs: holds the only instance */
+    wait_calls(h, 1);
+    treq_init(&q[1], h, 11, 1, 4);
+    q[1].req.priority = 2;
+    submit_ok(h, &q[1]);
+    assert_false(sched_queue_full(h->sched));
+    treq_init(&q[2], h, 12, 1, 4);
+    submit_ok(h, &q[2]);
+    /* At the limit, but a level-1 request would shed the level-2 one. */
+    assert_int_equal(sched_queue_depth(h->sched), 2);
+    assert_false(sched_queue_full(h->sched));
+    treq_init(&q[3], h, 13, 1, 4);
+    submit_ok(h, &q[3]); /* sheds request 11 */
+    wait_completed(h, 1);
+    check_answer(h, &q[1], 429);
+    assert_true(sched_queue_full(h->sched)); /* two of level 1: nothing to shed */
+    allow(h, ALL);
+    wait_completed(h, 4);
+    assert_false(sched_queue_full(h->sched));
+    check_answer(h, &q[0], 200);
+    check_answer(h, &q[2], 200);
+    check_answer(h, &q[3], 200);
+    harness_finish(h);
+}
+
 /* ---- variable-length batching --------------------------------------------- */
 
 /* With a 20 % padding budget, widths 4, 3 and 4 share a batch padded to
@@ -1050,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_incompatible_shapes_not_batched),
         cmocka_unit_test(test_higher_priority_level_runs_first),
         cmocka_unit_test(test_full_queue_sheds_lower_levels_first),
+        cmocka_unit_test(test_queue_full_hint_follows_the_highest_level),
         cmocka_unit_test(test_earliest_deadline_first_within_a_level),
         cmocka_unit_test(test_padding_within_budget_and_outputs_cut_back),
         cmocka_unit_test(test_background_requests_run_last_in_their_own_batch),

@@ -234,6 +234,47 @@ static void handle_stream(struct openai_api *api, struct http_txn *txn, const st
     resume(api, txn, &r);
 }
 
+/* ---- completions on their head ---------------------------------------------------- */
+
+/* The body of a completion taken on its head is complete, or is not
+ * coming (txn.h): the call starts as if the request had come whole. */
+static void completion_body(struct http_txn *txn, struct openai_front *front, enum openai_kind kind)
+{
+    if (txn->aborted)
+        return http_txn_respond(txn, 0, NULL); /* the client left: nothing to answer */
+    if (txn->body_status) {
+        struct error err;
+        error_set(&err, txn->body_status, "%s", txn->body_error);
+        return openai_http_error(txn, &err, NULL);
+    }
+    openai_call_start(front, txn, kind);
+}
+
+static void on_completions_body(struct http_txn *txn, void *front)
+{
+    completion_body(txn, front, OPENAI_COMPLETIONS);
+}
+
+static void on_chat_body(struct http_txn *txn, void *front)
+{
+    completion_body(txn, front, OPENAI_CHAT);
+}
+
+/* POST /v1/(chat/)completions handed over on its head (api/http_api.h):
+ * the model is named in the body, so what the pipeline decides for a model
+ * waits for it; a missing or invalid key does not depend on the model and
+ * is refused now, as the pipeline's auth stage would refuse it (401). */
+static void completion_head(struct openai_api *api, struct auth *auth, struct http_txn *txn,
+                            enum openai_kind kind)
+{
+    struct auth_result res;
+    struct error err;
+    if (auth_check(auth, AUTH_ANY_KEY, NULL, auth_header, txn, &res, &err) != 0)
+        return openai_http_error(txn, &err, NULL);
+    txn->on_body = kind == OPENAI_CHAT ? on_chat_body : on_completions_body;
+    txn->body_ctx = &api->front;
+}
+
 /* ---- the router ---------------------------------------------------------------- */
 
 void openai_handle(struct openai_api *api, struct auth *auth, struct http_txn *txn,
@@ -263,6 +304,8 @@ void openai_handle(struct openai_api *api, struct auth *auth, struct http_txn *t
             return method_not_allowed(txn, "POST");
         if (resuming)
             return resume_post(api, txn, kind, tenant);
+        if (txn->body_pending)
+            return completion_head(api, auth, txn, kind);
         return openai_call_start(&api->front, txn, kind);
     }
     if ((p->n == 1 || p->n == 2) && seg_is(p, 0, "models")) {

@@ -29,6 +29,33 @@ static const char *body_of(const struct http_txn *txn)
 
 /* ---- decoding ------------------------------------------------------------------ */
 
+/* The body of a call started on the request's head (serve_frontend.body):
+ * call->fe.flag says decode waits for it, so that on_body resumes it. */
+static int rest_body(struct infer_call *call, size_t *body_len, struct error *err)
+{
+    struct http_txn *txn = call_txn(call);
+    if (txn->body_pending) {
+        call->fe.flag = true;
+        return ST_AGAIN;
+    }
+    if (txn->body_status)
+        return error_set(err, txn->body_status, "%s", txn->body_error);
+    *body_len = (size_t)txn->req.body_len;
+    return ST_OK;
+}
+
+/* The transport is done with the body (complete, failed, or the client
+ * left): decode, if it waits, goes on. */
+static void on_body(struct http_txn *txn, void *ctx)
+{
+    (void)txn;
+    struct infer_call *call = ctx;
+    if (call->fe.flag) {
+        call->fe.flag = false;
+        serve_call_resume(call);
+    }
+}
+
 /* Triton's binary tensor data extension: the length of the JSON part, or
  * -1 without the header. Several copies of the header would be ambiguous. */
 static int header_length(const struct http_txn *txn, int64_t *out, struct error *err)
@@ -286,6 +313,7 @@ static void rest_end(struct infer_call *call)
 static const struct serve_frontend fe_infer = {
     .name = "rest-infer",
     .decode = infer_decode,
+    .body = rest_body,
     .emit = infer_emit,
     .fail = rest_fail,
     .end = rest_end,
@@ -294,6 +322,7 @@ static const struct serve_frontend fe_infer = {
 static const struct serve_frontend fe_generate = {
     .name = "rest-generate",
     .decode = generate_decode,
+    .body = rest_body,
     .emit = generate_emit,
     .fail = rest_fail,
     .end = rest_end,
@@ -302,6 +331,7 @@ static const struct serve_frontend fe_generate = {
 static const struct serve_frontend fe_generate_stream = {
     .name = "rest-generate-stream",
     .decode = generate_decode,
+    .body = rest_body,
     .emit = stream_emit,
     .fail = rest_fail,
     .end = rest_end,
@@ -331,11 +361,29 @@ void rest_infer_start(struct rest_infer_api *api, struct http_txn *txn, enum res
         [REST_GENERATE] = SERVE_SINGLE_DECOUPLED,
         [REST_GENERATE_STREAM] = SERVE_MANY_RESPONSES,
     };
-    struct infer_call *call = serve_call_new(api->serve, fes[kind], txn, (size_t)txn->req.body_len);
+    /* On the head (txn->body_pending) the body's length is what the client
+     * announced, if it did; decode sets the ceiling again. */
+    size_t body_len = (size_t)(txn->body_pending ? txn->req.content_length : txn->req.body_len);
+    struct infer_call *call = serve_call_new(api->serve, fes[kind], txn, body_len);
     if (!call) {
         http_txn_add_header(txn, "Retry-After", "1");
         http_txn_error(txn, 503, "out of memory");
         return;
+    }
+    if (txn->body_pending) {
+        /* name and version are the caller's (its stack): a call that
+         * waits for its body outlives them. */
+        const char *v = version;
+        name = arena_strndup(&call->req.arena, name, strlen(name));
+        version = v ? arena_strndup(&call->req.arena, v, strlen(v)) : NULL;
+        if (!name || (v && !version)) {
+            serve_call_abandon(call);
+            http_txn_add_header(txn, "Retry-After", "1");
+            http_txn_error(txn, 503, "out of memory");
+            return;
+        }
+        txn->on_body = on_body;
+        txn->body_ctx = call;
     }
     call->fe.owner = api;
     call->model_name = name;
