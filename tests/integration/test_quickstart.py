@@ -6,7 +6,8 @@ the fence:
   <!-- quickstart: run -->          a shell block, run with bash in the
                                     work directory; its stdout is kept
   <!-- quickstart: output -->       what the previous run block printed
-                                    ("..." matches any text)
+                                    ("..." matches any text, blanks any
+                                    blanks: docblocks.output_matches)
   <!-- quickstart: file NAME -->    the block is saved as NAME
   <!-- quickstart: serve -->        an `inferd serve ...` line, started in
                                     the background (a server already
@@ -33,12 +34,12 @@ from pathlib import Path
 import pytest
 import requests
 
+import docblocks
 from conftest import INFERD_BIN, MAIN_MODELS, REPO_ROOT, SANITIZER_MARKERS, \
     free_port, make_repository
 
 DOC = REPO_ROOT / "docs" / "quickstart.md"
-MARK = re.compile(r"<!-- quickstart: (run|output|file|serve)(?: (\S+))? -->\n"
-                  r"```[^\n]*\n(.*?)```", re.S)
+MARK = re.compile(r"quickstart: (run|output|file|serve)(?: (\S+))?")
 DEPS_STAMP = "third_party/.deps-done"  # the Makefile's; never remade here
 
 
@@ -109,11 +110,23 @@ class Background:
             assert marker not in out, out
 
 
+def marked_steps():
+    """(kind, argument, body) of each marked block of the page, in order,
+    and the unmarked blocks."""
+    steps, unmarked = [], []
+    for block in docblocks.blocks(DOC):
+        m = MARK.fullmatch(block.marker or "")
+        if m:
+            steps.append((m.group(1), m.group(2) or "", block.body))
+        else:
+            unmarked.append(block)
+    return steps, unmarked
+
+
 def expect(expected, got, step):
-    """got matches expected, line endings and trailing blanks aside; "..."
-    in expected matches any text."""
-    pattern = ".*?".join(re.escape(part) for part in expected.rstrip().split("..."))
-    if not re.fullmatch(pattern, got.rstrip(), re.S):
+    """got matches expected (docblocks.output_matches: "..." matches any
+    text, blanks any blanks)."""
+    if not docblocks.output_matches(expected, got):
         pytest.fail("step %d printed:\n%s\nexpected (docs/quickstart.md):\n%s"
                     % (step, got, expected))
 
@@ -122,13 +135,12 @@ def test_doc_blocks_are_marked():
     """Every block that talks to the server or is Python carries a mark, so
     that none is silently left out of the run below. (Unmarked: the build
     and install commands, the repository sketch, the log excerpt.)"""
-    text = DOC.read_text()
-    steps = MARK.findall(text)
+    steps, unmarked = marked_steps()
     kinds = {k for k, _, _ in steps}
     assert kinds == {"run", "output", "file", "serve"}, kinds
-    unmarked = MARK.sub("", text)
-    for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", unmarked, re.S | re.M):
-        assert lang != "python" and "localhost" not in body and "inferd serve" not in body, body
+    for b in unmarked:
+        assert b.lang != "python" and "localhost" not in b.body and "inferd serve" not in b.body, \
+            b.where()
 
 
 def test_quickstart_runs_as_written(tmp_path):
@@ -152,7 +164,7 @@ def test_quickstart_runs_as_written(tmp_path):
     server = None
     stdout = None
     try:
-        for i, (kind, arg, body) in enumerate(MARK.findall(DOC.read_text()), 1):
+        for i, (kind, arg, body) in enumerate(marked_steps()[0], 1):
             if kind == "file":
                 (work / arg).write_text(adapt(body))
             elif kind == "run":
