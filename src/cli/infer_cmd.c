@@ -42,7 +42,8 @@ static const char infer_usage_text[] =
     "  --binary               REST: the binary tensor extension for inputs and outputs\n"
     "                         (chosen anyway for FP16/BF16 and non-UTF-8 bytes)\n"
     "  --grpc                 KServe v2 gRPC instead of REST\n"
-    "  --grpc-port N          the gRPC port on the --url host (default 8001)\n"
+    "  --grpc-port N          the gRPC port on the --url host (default: $INFERD_GRPC_PORT,\n"
+    "                         else 8001)\n"
     "\n"
     "outputs:\n"
     "  (default)              a table: per output its name, datatype and shape, then\n"
@@ -55,8 +56,9 @@ static const char infer_usage_text[] =
     "%s"
     "  -h, --help             this text\n"
     "\n"
-    "Environment: INFERD_URL (the default --url); INFERD_API_KEY, when set, is sent as\n"
-    "`Authorization: Bearer` (REST) or `authorization` metadata (gRPC).\n"
+    "Environment: INFERD_URL (the default --url); INFERD_GRPC_PORT (the default\n"
+    "--grpc-port); INFERD_API_KEY, when set, is sent as `Authorization: Bearer` (REST)\n"
+    "or `authorization` metadata (gRPC).\n"
     "\n"
     "Exit status: 0 success; 1 the server refused the request (its message on stderr,\n"
     "e.g. 401 without a valid API key, 404 unknown model, 400 bad input); 2 usage\n"
@@ -687,12 +689,27 @@ static void print_table(const struct cli_infer_result *res)
 
 /* ---- main --------------------------------------------------------------------- */
 
+/* A TCP port, 1 to 65535: 0 and *out, or ST_ERROR. */
+static int parse_port(const char *text, int *out)
+{
+    char *end;
+    long p = strtol(text, &end, 10);
+    if (!*text || *end || p < 1 || p > 65535)
+        return ST_ERROR;
+    *out = (int)p;
+    return ST_OK;
+}
+
 static int parse_args(int argc, char **argv, struct infer_opts *o)
 {
     int rc = cli_target_init(&o->t, PROG);
     if (rc)
         return rc;
     o->grpc_port = DEFAULT_GRPC_PORT;
+    const char *env_port = getenv("INFERD_GRPC_PORT");
+    if (env_port && parse_port(env_port, &o->grpc_port) != 0)
+        return cli_usage_error(PROG, "INFERD_GRPC_PORT: a port from 1 to 65535, got '%s'",
+                               env_port);
     optind = 1;
     opterr = 0;
     int c, idx;
@@ -728,15 +745,11 @@ static int parse_args(int argc, char **argv, struct infer_opts *o)
         case OPT_GRPC:
             o->grpc = true;
             break;
-        case OPT_GRPC_PORT: {
-            char *end;
-            long p = strtol(optarg, &end, 10);
-            if (!*optarg || *end || p < 1 || p > 65535)
+        case OPT_GRPC_PORT:
+            if (parse_port(optarg, &o->grpc_port) != 0)
                 return cli_usage_error(PROG, "--grpc-port: a port from 1 to 65535, got '%s'",
                                        optarg);
-            o->grpc_port = (int)p;
             break;
-        }
         case OPT_BINARY:
             o->binary = true;
             break;

@@ -35,6 +35,7 @@ def cli(*args, env=None, timeout=60):
     e = dict(os.environ)
     e.pop("INFERD_API_KEY", None)
     e.pop("INFERD_URL", None)
+    e.pop("INFERD_GRPC_PORT", None)
     e.update(env or {})
     p = subprocess.run([str(INFERD_BIN)] + [str(a) for a in args], capture_output=True, text=True,
                        timeout=timeout, stdin=subprocess.DEVNULL, env=e)
@@ -189,6 +190,14 @@ def test_infer_raw_png_over_grpc_without_the_rest_port(srv):
                             "--json-output")))
     got = {o["name"]: o for o in out["outputs"]}
     assert got["label"]["data"] == [7]
+    # the gRPC port from the environment, as INFERD_URL gives the REST one
+    env = {"INFERD_GRPC_PORT": str(srv.grpc_port)}
+    out = json.loads(ok(cli("infer", "digits", "--url", "http://127.0.0.1:%d" % dead, "--grpc",
+                            "--input", "image=@%s" % SEVEN, "--json-output", env=env)))
+    assert {o["name"]: o for o in out["outputs"]}["label"]["data"] == [7]
+    p = cli("infer", "digits", "--grpc", "--input", "image=@%s" % SEVEN,
+            env={"INFERD_GRPC_PORT": "80000"})
+    assert p.returncode == 2 and "INFERD_GRPC_PORT" in p.stderr
 
 
 def test_unknown_model_suggests_the_nearest_over_both_protocols(srv):

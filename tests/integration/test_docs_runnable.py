@@ -46,10 +46,9 @@ the test's directory) plus what the page assumes (SETUPS). In the blocks:
 - localhost:8000, 127.0.0.1:8000 (8001 gRPC, 8002 metrics) become the
   server's ports, ./build/inferd the binary under test (INFERD_BIN), /tmp/
   a directory of the test's own;
-- `inferd` on the PATH is the binary under test, and INFERD_URL names the
-  server, as the client's default (127.0.0.1:8000) would; a command
-  `inferd infer ... --grpc` without --grpc-port gets the server's gRPC port
-  (the client's default is 8001);
+- `inferd` on the PATH is the binary under test, and INFERD_URL and
+  INFERD_GRPC_PORT name the server, as the client's defaults
+  (127.0.0.1:8000, gRPC 8001) would;
 - curl answers an HTTP error with exit status 22 (it runs with
   --fail-with-body): a request that a page shows must succeed;
 - $KEY, $ADMIN_KEY and $EXISTING_KEY hold an API key (`inferd keys new`)
@@ -280,7 +279,8 @@ class Workplace:
         self.server = self.factory.start(*flags)
         self.env = {"PATH": "%s:/usr/bin:/bin" % bindir, "HOME": str(self.tmp / "home"),
                     "LANG": "C.UTF-8", "TMPDIR": str(self.tmpdir),
-                    "INFERD_URL": self.server.url, "KEY": key, "ADMIN_KEY": key,
+                    "INFERD_URL": self.server.url,
+                    "INFERD_GRPC_PORT": str(self.server.grpc_port), "KEY": key, "ADMIN_KEY": key,
                     "EXISTING_KEY": key, "PYTHONDONTWRITEBYTECODE": "1"}
         for name in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"):
             if name in os.environ:
@@ -292,14 +292,6 @@ class Workplace:
                  "8002": self.server.metrics_port}
         text = re.sub(r"\b(localhost|127\.0\.0\.1):(800[012])\b",
                       lambda m: "%s:%d" % (m.group(1), ports[m.group(2)]), text)
-        lines = []
-        for line in text.split("\n"):
-            if (re.search(r"(^|[\s;|&(])(\./build/)?inferd\s+infer\b", line)
-                    and "--grpc-port" not in line):
-                line = re.sub(r"(?<=\s)--grpc(?=\s|$)",
-                              "--grpc --grpc-port %d" % self.server.grpc_port, line)
-            lines.append(line)
-        text = "\n".join(lines)
         text = re.sub(r"(?<![\w./])\./build/inferd\b", str(INFERD_BIN), text)
         return text.replace("/tmp/", "%s/" % self.tmpdir)
 
