@@ -79,6 +79,9 @@ PACKAGES=(
     libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev
     # the --config file (YAML)
     libyaml-dev
+    # USDT probes (src/base/probe.h) and the tools that attach to them
+    # (tools/bpf/, tests/integration/test_probes.py)
+    systemtap-sdt-dev bpftrace
     # preprocessing (src/preprocess/): JPEG and PNG decoding, resampling,
     # FFT for log-mel features
     libjpeg62-turbo-dev libpng-dev libsamplerate0-dev libfftw3-dev

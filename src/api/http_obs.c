@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "base/probe.h"
 #include "obs/metrics.h"
 #include "obs/request.h"
 #include "obs/trace.h"
@@ -58,6 +59,8 @@ void http_obs_begin(struct http_txn *txn)
     http_txn_add_header(txn, "x-request-id", id);
     _Static_assert(REQUEST_ID_MAX == HTTP_REQUEST_ID_MAX, "a txn keeps whole request ids");
     memcpy(txn->request_id, id, id_len + 1);
+    uint64_t in = bytes_in(txn); /* announced: the body may still be on its way */
+    INFERD_PROBE_4(request_begin, txn->request_id, txn->req.path, txn->req.path_len, in);
 
     struct obsreq_start s = {
         .proto = txn->version == HTTP_VERSION_3     ? OBS_PROTO_H3
@@ -70,7 +73,7 @@ void http_obs_begin(struct http_txn *txn)
         .endpoint_len = txn->req.path_len,
         .request_id = id,
         .request_id_len = id_len,
-        .bytes_in = bytes_in(txn),
+        .bytes_in = in,
         .start_ns = txn->start_ns,
         .peer = txn_peer,
         .peer_ctx = txn,

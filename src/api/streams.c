@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/hex.h"
 #include "base/mem.h"
+#include "base/probe.h"
 #include "base/status.h"
 #include "http/sse.h"
 #include "obs/request.h"
@@ -529,6 +530,7 @@ int streams_resume(struct stream_thread *t, struct http_txn *txn, const struct s
         sub->stream = s;
         sub->next_event = r->has_last ? (uint32_t)r->last_seq + 1 : 0;
         reg.resumes++;
+        INFERD_PROBE_3(stream_resumed, s->id, sub->next_event, s->nevents);
     }
     unlock();
     if (!s) {

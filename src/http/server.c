@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/numfmt.h"
+#include "base/probe.h"
 #include "base/status.h"
 #include "net/sock.h"
 
@@ -961,6 +962,7 @@ static void accept_all(struct loop_watch *w, uint32_t events)
             s->conns->prev = c;
         s->conns = c;
         s->nconns++;
+        INFERD_PROBE_2(conn_accepted, fd, l->port);
     }
 }
 

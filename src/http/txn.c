@@ -6,6 +6,7 @@
 
 #include "base/json.h"
 #include "base/log.h"
+#include "base/probe.h"
 #include "base/status.h"
 
 const char *http_status_text(int status)
@@ -103,6 +104,7 @@ void http_txn_notify_end(struct http_txn *txn, int status, uint64_t body_bytes)
     void (*on_end)(struct http_txn *, int, uint64_t) = txn->on_end;
     txn->on_end = NULL;
     txn->on_head = NULL;
+    INFERD_PROBE_3(response_written, txn->request_id, status, body_bytes);
     if (on_end)
         on_end(txn, status, body_bytes);
     if (status && txn->on_response)

@@ -18,6 +18,7 @@
 #include "base/cpus.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/probe.h"
 #include "base/path.h"
 #include "sched/sched.h"
 
@@ -493,6 +494,7 @@ static uint32_t select_versions(const char *model, const struct model_version_po
 
 static void log_loaded(const struct model *m)
 {
+    INFERD_PROBE_4(model_version_loaded, m->name, m->version_str, m->load_ms, m->warmup_us);
     const char *warmup = m->warmup_failed ? "warm-up failed after" : "warmed up in";
     if (m->sched_cfg.dynamic_batching)
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/probe.h"
 #include "base/status.h"
 
 /* What a poll saw of a directory of the repository. */
@@ -241,6 +242,7 @@ static void unload_dead(struct repository *r, struct model *dead)
         struct model *next = dead->next_dead;
         log_info("model %s version %s sha256 %.12s unloaded", dead->name, dead->version_str,
                  dead->sha256);
+        INFERD_PROBE_2(model_unloaded, dead->name, dead->version_str);
         model_free(dead);
         dead = next;
     }
@@ -309,6 +311,7 @@ static int load_model(struct repository *r, const char *name, const char *config
     if (e.state != MODEL_READY && old && old->state == MODEL_READY) {
         error_set(err, 400, "failed to load '%s' (the previous versions keep serving): %s", name,
                   e.reason);
+        INFERD_PROBE_3(model_load, name, 0, 1);
         log_warn("%s", err->msg);
         if (publish_failed_reload(r, name, old, &e) != 0)
             log_error("model %s: out of memory recording the failed reload", name);
@@ -318,6 +321,7 @@ static int load_model(struct repository *r, const char *name, const char *config
     bool failed = e.state != MODEL_READY || e.failed_versions;
     if (failed)
         error_set(err, 400, "failed to load '%s': %s", name, e.reason);
+    INFERD_PROBE_3(model_load, name, !failed, old != NULL); /* old: a reload */
     int rc = publish(r, name, &e);
     if (rc) {
         model_entry_clear(&e);

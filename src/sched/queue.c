@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/probe.h"
 #include "base/status.h"
 #include "sched/pool.h"
 
@@ -639,6 +640,7 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
         }
     }
     bool slot_free = s->free_slots != NULL;
+    INFERD_PROBE_4(queued, s->model.name, s->model.version, ahead, req->_level);
     pthread_mutex_unlock(&s->lock);
     if (shed)
         fail_request(shed, 429, "the queue is full and a request of a higher priority level "

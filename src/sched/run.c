@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/probe.h"
 #include "base/status.h"
 #include "sched/sched_int.h"
 
@@ -417,13 +418,16 @@ void run_batch(struct sched *s, struct slot *sl, bool inline_run)
         for (uint32_t i = 0; i < members[0]->ninputs; i++)
             g.elements += tensor_count(&members[0]->inputs[i], INT64_MAX);
     uint64_t infer_start = 0, infer_end = 0;
+    INFERD_PROBE_5(batch_formed, m->name, m->version, n, g.total, g.padding);
     if (!err.status) {
         uint32_t nout = union_outputs(s, sl, n);
         infer_start = clock_now_ns();
+        INFERD_PROBE_3(exec_start, m->name, m->version, g.total);
         int rc = m->backend->execute(sl->instance, &b->arena, inputs, members[0]->ninputs,
                                      sl->names, nout, sl->outs, &b->backend_state,
                                      members[0]->background ? BACKEND_EXEC_SHADOW : 0, &err);
         infer_end = clock_now_ns();
+        INFERD_PROBE_5(exec_end, m->name, m->version, g.total, infer_end - infer_start, rc);
         if (rc != 0)
             b->backend_state = NULL;
         else

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/probe.h"
 #include "base/status.h"
 #include "model/lookup.h"
 #include "obs/stats.h"
@@ -165,6 +166,9 @@ static void call_end(struct infer_call *call)
 /* Answers a call that never reached the scheduler. */
 static void call_refuse(struct infer_call *call, const struct error *err)
 {
+    const struct serve_pipeline *p = call->thread->pipeline;
+    INFERD_PROBE_4(refused, call->request_id, call->model_name, err->status,
+                   p->stages[call->_next_stage ? call->_next_stage - 1 : 0].name);
     stats_record_refused(call_stats(call), err->status, call->received_ns, clock_now_ns());
     call->frontend->fail(call, err);
     call_end(call);
@@ -211,6 +215,9 @@ static void run_stages(struct infer_call *call)
     }
     /* Past the last stage: the scheduler has it (submit), and completion
      * arrives through the posted task. */
+    if (call->submitted)
+        INFERD_PROBE_3(admitted, call->request_id, call->req.model->name,
+                       call->req.model->version_str);
     if (!call->submitted) {
         struct error err;
         error_set(&err, 500, "the pipeline ended without submitting the request");
@@ -263,6 +270,7 @@ static void chunk_on_loop(struct loop_task *task)
     struct chunk *k = container_of(task, struct chunk, task);
     struct infer_call *call = k->call;
     uint32_t index = call->_responses++;
+    INFERD_PROBE_3(stream_token, call->request_id, index, k->final);
     enum stats_response_outcome outcome = STATS_RESPONSE_FAIL;
     if (index > 0 && call->mode == SERVE_SINGLE_DECOUPLED) {
         if (!call->_stream_err.status)
@@ -342,7 +350,11 @@ static void complete_on_loop(struct loop_task *task)
     struct infer_call *call = container_of(task, struct infer_call, _task);
     struct infer_request *req = &call->req;
     bool cancelled = atomic_load_explicit(&req->cancelled, memory_order_relaxed);
-    stats_record_completion(call_stats(call), req, cancelled, call->received_ns, clock_now_ns());
+    uint64_t now = clock_now_ns();
+    INFERD_PROBE_6(request_done, call->request_id, req->model->name, req->model->version_str,
+                   elapsed(req->enqueue_ns, req->exec_start_ns),
+                   elapsed(req->exec_start_ns, req->exec_end_ns), elapsed(call->received_ns, now));
+    stats_record_completion(call_stats(call), req, cancelled, call->received_ns, now);
     if (req->model->sched_cfg.decoupled)
         record_stream_end(call, cancelled);
     if (req->rc == 0 && call->_out_of_memory)

@@ -7,6 +7,7 @@
 #include "api/grpc/infer_pb.h"
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/probe.h"
 #include "base/status.h"
 
 /* Call objects kept per I/O thread for reuse. */
@@ -257,6 +258,7 @@ static void call_obs_begin(struct grpc_call *call)
 
 void grpc_call_obs_end(struct grpc_call *call, int http_status)
 {
+    INFERD_PROBE_3(response_written, call->request_id, http_status, call->bytes_out);
     obsreq_end(call->obs, http_status, call->bytes_out);
     call->obs = NULL;
 }
@@ -489,6 +491,7 @@ struct grpc_call *grpc_call_open(struct grpc_api *api, const struct grpc_wire *w
     const char *path = wire->path(conn, &plen);
     const char *method = wire->method(conn, &mlen);
     call->method = path ? find_method(api, path, plen) : NULL;
+    INFERD_PROBE_4(request_begin, call->request_id, path, plen, (uint64_t)0);
     const char *timeout;
     size_t tlen = 0;
     if (!authorized(call)) {
