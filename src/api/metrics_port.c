@@ -31,6 +31,7 @@ struct version_row {
     struct stats_version v;
     const struct model *loaded; /* in the current snapshot, or NULL */
     uint64_t queue_depth;       /* read once, so that every gauge of a scrape agrees */
+    uint64_t queue_budget_ns;   /* in force now; 0: none (yet) */
 };
 
 struct collected {
@@ -57,6 +58,7 @@ static void collect_one(const struct stats_model *s, void *arg)
     struct version_row *r = &c->rows[c->count];
     r->loaded = NULL;
     r->queue_depth = 0;
+    r->queue_budget_ns = 0;
     if (stats_version_read(s, &r->v) != 0) {
         c->failed = true;
         return;
@@ -81,6 +83,7 @@ static void match_loaded(struct collected *c, const struct model_snapshot *s)
         if (e && e->state == MODEL_READY)
             r->loaded = registry_version(e, r->v.version);
         r->queue_depth = r->loaded ? sched_queue_depth(r->loaded->sched) : 0;
+        r->queue_budget_ns = r->loaded ? sched_queue_budget_ns(r->loaded->sched) : 0;
     }
 }
 
@@ -249,6 +252,27 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
         if (r->loaded)
             metrics_write_u64(b, "inferd_queue_capacity", labels, 2,
                               r->loaded->sched_cfg.max_queue_size);
+    }
+    metrics_write_header(b, "inferd_queue_budget_seconds", "gauge",
+                         "Longest estimated wait the model version's queue admits for a "
+                         "request without a timeout of its own (--queue-budget-ms)");
+    for (uint32_t i = 0; i < c->count; i++) {
+        const struct version_row *r = &c->rows[i];
+        const char *labels[] = {"model", r->v.name, "version", r->v.version};
+        if (r->queue_budget_ns)
+            metrics_write_f64(b, "inferd_queue_budget_seconds", labels, 2,
+                              (double)r->queue_budget_ns / 1e9);
+    }
+    metrics_write_header(b, "inferd_queue_refusals_total", "counter",
+                         "Requests the model version's queue refused at once, by reason");
+    for (uint32_t i = 0; i < c->count; i++) {
+        const struct stats_version *v = &c->rows[i].v;
+        for (int k = 0; k < STATS_QUEUE_REFUSALS; k++) {
+            const char *labels[] = {"model", v->name, "version", v->version, "reason",
+                                    stats_queue_refusal_name(k)};
+            metrics_write_u64(b, "inferd_queue_refusals_total", labels, 3,
+                              v->queue_refusals[k]);
+        }
     }
     /* Ready: every loaded version (1) and every model of the repository
      * that has none (0, without a version label). */

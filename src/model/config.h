@@ -89,6 +89,9 @@ struct model_dynamic_batching {
     uint64_t priority_levels;        /* 0 = no priorities */
     uint64_t default_priority_level; /* 1 .. priority_levels, or 0 without levels */
     struct model_queue_policy default_queue_policy;
+    /* The text has default_queue_policy or priority_queue_policy: the
+     * model has a queue policy of its own (no server queue budget). */
+    bool _queue_policy_set;
     uint32_t npriority_policies;
     struct model_priority_policy *priority_queue_policy; /* distinct levels */
 };

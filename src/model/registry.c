@@ -232,6 +232,10 @@ static void sched_config_from(struct model *m, const struct registry_options *op
     sc->decoupled = c->decoupled;
     if (sc->decoupled)
         sc->dynamic_batching = false;
+    /* The server's queue budget bounds the wait of a model that says
+     * nothing about it; a config with a queue policy has chosen (even "no
+     * timeout"), and a decoupled request's run is its whole stream. */
+    sc->queue_budget_us = db->_queue_policy_set || sc->decoupled ? 0 : opts->queue_budget_us;
 }
 
 static uint32_t instance_count(const struct model_config *c)

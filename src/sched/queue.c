@@ -69,20 +69,29 @@ static bool goes_before(const struct infer_request *a, const struct infer_reques
     return !b->_deadline_ns || a->_deadline_ns < b->_deadline_ns;
 }
 
+/* Where a request was queued: what goes before it. */
+struct place {
+    uint32_t requests;
+    int64_t samples;
+};
+
 /* Inserts r at its place (lock held), searching from the tail: in the
  * common case (one level, one timeout or none) that is the tail. Returns
- * how many queued requests go before it. */
-static uint32_t insert(struct sched *s, struct infer_request *r)
+ * what queued requests go before it. */
+static struct place insert(struct sched *s, struct infer_request *r)
 {
     struct infer_request *prev = NULL;
     uint32_t behind = 0;
+    int64_t behind_samples = 0;
     if (s->tail && goes_before(r, s->tail)) {
         /* A singly linked list: walk from the head to the last request
          * that stays before r. */
         for (struct infer_request *q = s->head; q && !goes_before(r, q); q = q->next)
             prev = q;
-        for (struct infer_request *q = prev ? prev->next : s->head; q; q = q->next)
+        for (struct infer_request *q = prev ? prev->next : s->head; q; q = q->next) {
             behind++;
+            behind_samples += q->batch;
+        }
     } else {
         prev = s->tail;
     }
@@ -94,11 +103,13 @@ static uint32_t insert(struct sched *s, struct infer_request *r)
     if (!r->next)
         s->tail = r;
     s->queued++;
+    s->queued_samples += r->batch;
     s->level_queued[r->_level]++;
     if (r->_level == BACKGROUND_LEVEL)
         atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
                               memory_order_relaxed);
-    return s->queued - 1 - behind;
+    return (struct place){.requests = s->queued - 1 - behind,
+                          .samples = s->queued_samples - r->batch - behind_samples};
 }
 
 static void unlink_req(struct sched *s, struct infer_request *prev, struct infer_request *r)
@@ -111,6 +122,7 @@ static void unlink_req(struct sched *s, struct infer_request *prev, struct infer
         s->tail = prev;
     r->next = NULL;
     s->queued--;
+    s->queued_samples -= r->batch;
     s->level_queued[r->_level]--;
     if (r->_level == BACKGROUND_LEVEL)
         atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
@@ -461,6 +473,7 @@ static void work(struct sched *s, struct sched_local *here, bool background)
         if (more && !here)
             post_head(s);
         sl->started_ns = now;
+        sl->samples = samples;
         pthread_mutex_unlock(&s->lock);
         answer_late(late, now);
         if (s->cfg.decoupled)
@@ -539,26 +552,71 @@ static uint64_t queue_timeout_us(const struct sched_queue_policy *p, uint64_t re
     return p->default_timeout_us;
 }
 
-/* The estimated time r would wait with `ahead` requests before it (lock
- * held; s->est_ns known): the batches ahead take the free instances, then
- * each further round of batches waits for one run. */
-static uint64_t estimated_wait_ns(const struct sched *s, uint32_t ahead, uint64_t now)
+/* Samples of the batches the batcher forms from a deep queue: the largest
+ * preferred size (config.pbtxt's), else max_batch_size. */
+static int64_t deep_batch_samples(const struct sched_config *c)
 {
-    uint32_t cap = batch_capacity(&s->cfg);
-    uint64_t batches = (ahead + cap - 1) / cap;
+    uint32_t best = 0;
+    for (uint32_t i = 0; i < c->npreferred; i++)
+        if (c->preferred_batch_sizes[i] > best)
+            best = c->preferred_batch_sizes[i];
+    return best ? best : c->max_batch_size;
+}
+
+/* The estimated run of one batch of a deep queue (lock held; s->est_ns
+ * known): one round of the queue on an instance. */
+static uint64_t round_ns(const struct sched *s)
+{
+    return batch_capacity(&s->cfg) > 1 ? predict_ns(s, deep_batch_samples(&s->cfg)) : s->est_ns;
+}
+
+/* The estimated time until a request queued behind `ahead` starts (lock
+ * held; s->est_ns known): the batches running now finish (each after its
+ * own estimated run), then the batches formed from the requests ahead of
+ * it take the instances round by round; it rides in the batch after them.
+ * With batching those are full batches (`ahead` is deep enough to fill
+ * them: the newcomer is behind), without it one per request. */
+static uint64_t estimated_wait_ns(const struct sched *s, struct place ahead, uint64_t now)
+{
+    uint64_t batches = batch_capacity(&s->cfg) > 1
+                           ? (uint64_t)(ahead.samples / deep_batch_samples(&s->cfg))
+                           : ahead.requests;
     if (batches < s->nfree)
         return 0;
-    uint64_t first_free = s->est_ns;
+    uint64_t round = round_ns(s), first_free = round;
     for (uint32_t i = 0; i < s->nslots; i++) {
         const struct slot *sl = &s->slots[i];
         if (!sl->leased)
             continue;
-        uint64_t elapsed = now - sl->started_ns;
-        uint64_t left = elapsed < s->est_ns ? s->est_ns - elapsed : 0;
+        uint64_t elapsed = now - sl->started_ns, run = predict_ns(s, sl->samples);
+        uint64_t left = elapsed < run ? run - elapsed : 0;
         if (left < first_free)
             first_free = left;
     }
-    return first_free + (batches - s->nfree) / s->nslots * s->est_ns;
+    return first_free + (batches - s->nfree) / s->nslots * round;
+}
+
+/* The queue budget in force (lock held): the configured one, or the
+ * automatic one from the estimated run time of the batches a deep queue
+ * forms; 0 = none (yet). */
+static uint64_t queue_budget_ns(const struct sched *s)
+{
+    uint64_t b = s->cfg.queue_budget_us;
+    if (b != SCHED_QUEUE_BUDGET_AUTO)
+        return b * 1000u;
+    if (!s->est_ns)
+        return 0;
+    uint64_t round = round_ns(s), floor = (uint64_t)SCHED_QUEUE_BUDGET_FLOOR_US * 1000u;
+    return round > floor / SCHED_QUEUE_BUDGET_BATCHES ? round * SCHED_QUEUE_BUDGET_BATCHES : floor;
+}
+
+/* A refusal of sched_submit (err set, lock released): told to the
+ * observer. */
+static int refused(struct sched *s, enum sched_refusal why)
+{
+    if (s->cfg.observer.on_refuse)
+        s->cfg.observer.on_refuse(s->cfg.observer.ctx, &s->model, why);
+    return ST_ERROR;
 }
 
 int sched_submit(struct sched *s, struct infer_request *req, struct sched_local *here,
@@ -595,37 +653,56 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
     }
     if (p->max_queue_size && s->level_queued[req->_level] >= p->max_queue_size) {
         pthread_mutex_unlock(&s->lock);
-        return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
-                         s->model.name, p->max_queue_size);
+        error_set(err, 429, "model '%s' queue is full (%u requests waiting)", s->model.name,
+                  p->max_queue_size);
+        return refused(s, SCHED_REFUSED_FULL);
     }
     /* A full queue sheds its last request when that one is of a lower
      * level (background included) than the newcomer. */
     struct infer_request *shed = NULL;
     if (s->queued >= c->max_queue_size && !(shed = take_lower_tail(s, req->_level))) {
         pthread_mutex_unlock(&s->lock);
-        return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
-                         s->model.name, c->max_queue_size);
+        error_set(err, 429, "model '%s' queue is full (%u requests waiting)", s->model.name,
+                  c->max_queue_size);
+        return refused(s, SCHED_REFUSED_FULL);
     }
-    uint32_t ahead = insert(s, req);
-    if (req->_deadline_ns && !p->delay && s->est_ns) {
-        uint64_t wait = estimated_wait_ns(s, ahead, req->enqueue_ns);
-        if (wait > req->timeout_us * 1000u) {
-            /* Take it out again: it was the last change to the queue. */
-            struct infer_request *prev = NULL;
-            for (struct infer_request *q = s->head; q != req; q = q->next)
-                prev = q;
-            unlink_req(s, prev, req);
-            if (shed)
-                insert(s, shed); /* shed for nothing: it keeps its place */
-            pthread_mutex_unlock(&s->lock);
+    struct place ahead = insert(s, req);
+    /* Admission: the request's own deadline (REJECT), or the queue budget
+     * of a request without one; DELAY requests and background requests
+     * wait whatever it takes. */
+    uint64_t limit_ns = 0;
+    enum sched_refusal why = SCHED_REFUSED_DEADLINE;
+    if (req->_deadline_ns && !p->delay) {
+        limit_ns = req->timeout_us * 1000u;
+    } else if (!req->_deadline_ns && !background) {
+        limit_ns = queue_budget_ns(s);
+        why = SCHED_REFUSED_BUDGET;
+    }
+    uint64_t wait = limit_ns && s->est_ns ? estimated_wait_ns(s, ahead, req->enqueue_ns) : 0;
+    if (wait > limit_ns) {
+        /* Take it out again: it was the last change to the queue. */
+        struct infer_request *prev = NULL;
+        for (struct infer_request *q = s->head; q != req; q = q->next)
+            prev = q;
+        unlink_req(s, prev, req);
+        if (shed)
+            insert(s, shed); /* shed for nothing: it keeps its place */
+        pthread_mutex_unlock(&s->lock);
+        if (why == SCHED_REFUSED_BUDGET)
+            error_set(err, 503,
+                      "model '%s' is overloaded: about %llu us of work is queued ahead of this "
+                      "request, more than its queue budget of %llu us (a request's own timeout "
+                      "replaces the budget)",
+                      s->model.name, (unsigned long long)(wait / 1000u),
+                      (unsigned long long)(limit_ns / 1000u));
+        else
             error_set(err, 503,
                       "model '%s': the request's deadline of %llu us cannot be met (about %llu "
                       "us of work is queued ahead of it)",
                       s->model.name, (unsigned long long)req->timeout_us,
                       (unsigned long long)(wait / 1000u));
-            err->retry_after_s = (unsigned)((wait + 999999999u) / 1000000000u);
-            return ST_ERROR;
-        }
+        err->retry_after_s = (unsigned)((wait + 999999999u) / 1000000000u);
+        return refused(s, why);
     }
     bool slot_free = s->free_slots != NULL;
     pthread_mutex_unlock(&s->lock);
@@ -662,6 +739,14 @@ uint32_t sched_queue_depth(struct sched *s)
     uint32_t n = s->queued;
     pthread_mutex_unlock(&s->lock);
     return n;
+}
+
+uint64_t sched_queue_budget_ns(struct sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t b = queue_budget_ns(s);
+    pthread_mutex_unlock(&s->lock);
+    return b;
 }
 
 int sched_start(const struct sched_model *m, const struct sched_config *cfg, struct sched **out)

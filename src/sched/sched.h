@@ -61,9 +61,27 @@
  * allows it (or when the level has none). When it passes while the
  * request waits, the request is answered 504 (REJECT) and never runs, or
  * moves behind its level (DELAY). Deadline-aware admission: under REJECT,
- * a request whose timeout is shorter than the estimated wait (batches
- * queued ahead of it, at the model's estimated run time, over its
- * instances) is refused at once with 503 and err->retry_after_s.
+ * a request whose timeout is shorter than the estimated wait is refused at
+ * once with 503 and err->retry_after_s. The estimated wait: the batches
+ * running now finish (each at the estimated run time of its samples), then
+ * the requests queued ahead of it run as batches of the size a deep queue
+ * forms (the largest preferred size, else max_batch_size samples; one
+ * request each without batching), one round of them per instance at a
+ * time; it rides in the batch after them.
+ *
+ * Queue budget (cfg->queue_budget_us): a time bound for the requests that
+ * have no timeout at all (none at their level, none of their own), so
+ * that an overloaded model refuses at once instead of letting its queue
+ * grow to max_queue_size. A request whose estimated wait exceeds the
+ * budget is refused with 503 and err->retry_after_s (the estimated wait,
+ * rounded up to whole seconds). SCHED_QUEUE_BUDGET_AUTO derives it from
+ * the model's estimated run time: SCHED_QUEUE_BUDGET_BATCHES runs of the
+ * batch a deep queue forms (at least one full batch runs while the next
+ * one waits, so refusing beyond that costs no throughput), and at least
+ * SCHED_QUEUE_BUDGET_FLOOR_US (so that a fast model's bursts are not
+ * refused for the noise of a shared machine). Neither kind of admission
+ * refuses before the model's first run (nothing is estimated yet), nor
+ * DELAY requests, nor background requests.
  * Cancelled requests are answered 499 and never run. The queue is bounded
  * by max_queue_size requests (and each level by its own max_queue_size):
  * beyond it submit fails with 429 — unless the last queued request is of a
@@ -134,6 +152,14 @@ struct sched_batch_report {
     const struct error *err;  /* status 0: the run succeeded */
 };
 
+/* Why sched_submit refused a request it could have queued. */
+enum sched_refusal {
+    SCHED_REFUSED_FULL,     /* 429: the queue (or the request's level) is full */
+    SCHED_REFUSED_DEADLINE, /* 503: the request's own timeout cannot be met */
+    SCHED_REFUSED_BUDGET,   /* 503: the wait would exceed the queue budget */
+    SCHED_REFUSALS
+};
+
 /* Set by the layer above (e.g. obs/batch_obs.h) to learn about every
  * backend run. All members optional; a zeroed struct observes nothing. */
 struct sched_observer {
@@ -141,6 +167,10 @@ struct sched_observer {
      * after each backend run (success or failure), before the members'
      * complete() callbacks. Must not block. */
     void (*on_batch)(void *ctx, const struct sched_model *m, const struct sched_batch_report *b);
+    /* The submitting thread, when sched_submit refuses a request for one
+     * of these reasons (after the queue's lock is released). Must not
+     * block. */
+    void (*on_refuse)(void *ctx, const struct sched_model *m, enum sched_refusal why);
     /* Once, when the scheduler is stopped (sched_stop once its queue is
      * empty and every instance is back, or a failed sched_start): nothing
      * reports to ctx any more. */
@@ -183,8 +213,20 @@ struct sched_config {
      * and may get many responses through req->on_response before
      * complete(); a cancelled request stops at its next response. */
     bool decoupled;
+    /* The queue budget of requests that have no queue timeout (none at
+     * their level, none of their own): a request whose estimated wait is
+     * longer is refused at once (503). 0 = none; SCHED_QUEUE_BUDGET_AUTO =
+     * derived from the model's measured run time (see the top). The model
+     * layer sets it only for versions whose config has no queue policy. */
+    uint64_t queue_budget_us;
     struct sched_observer observer; /* zero = none */
 };
+
+#define SCHED_QUEUE_BUDGET_AUTO UINT64_MAX
+/* The automatic budget: the time of this many batches of the size a deep
+ * queue forms, at the model's estimated run time, and at least the floor. */
+#define SCHED_QUEUE_BUDGET_BATCHES 2
+#define SCHED_QUEUE_BUDGET_FLOOR_US 5000
 
 /* Takes the instances of m (m->instances) and, without m->pool, starts a
  * pool of its own. Takes over cfg->observer: its on_stop runs exactly
@@ -221,6 +263,10 @@ bool sched_background_full(const struct sched *s);
 
 /* Requests queued and not yet taken by a thread. */
 uint32_t sched_queue_depth(struct sched *s);
+
+/* The queue budget in force now, in ns: 0 without one, or while an
+ * automatic budget has no run time to derive it from yet. */
+uint64_t sched_queue_budget_ns(struct sched *s);
 
 /* The observer given to sched_start (never NULL; may be all zero). */
 const struct sched_observer *sched_get_observer(const struct sched *s);

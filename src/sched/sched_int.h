@@ -39,6 +39,7 @@ struct slot {
     uint32_t n;           /* members of the batch formed on it */
     bool leased;          /* held by a thread (not on the free list) */
     uint64_t started_ns;  /* while leased: when its batch started */
+    int64_t samples;      /* while leased: its batch's samples */
     struct slot *next_free;
 };
 
@@ -54,6 +55,7 @@ struct sched {
     pthread_cond_t drained; /* signalled when an instance comes back while stopping */
     struct infer_request *head, *tail; /* the queue, in its order */
     uint32_t queued;
+    int64_t queued_samples; /* of the queued requests (sum of req->batch) */
     uint32_t level_queued[SCHED_MAX_LEVELS + 1]; /* the last: background requests */
     atomic_uint background_waiting; /* level_queued's last, for readers without the lock */
     uint64_t seq; /* arrival counter */
