@@ -84,6 +84,9 @@ struct model_dynamic_batching {
     bool enabled;
     uint32_t npreferred;
     int32_t *preferred_batch_size; /* each 1 .. max_batch_size */
+    /* The text gave none: the check filled in max_batch_size, as Triton's
+     * autocomplete does (the scheduler learns its own then). */
+    bool _preferred_autocompleted;
     uint64_t max_queue_delay_us;
     bool preserve_ordering;
     uint64_t priority_levels;        /* 0 = no priorities */

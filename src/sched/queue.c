@@ -325,12 +325,27 @@ static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint6
             preferred_n = n;
     }
     full = full || samples == c->max_batch_size || n == sl->capacity;
+    /* Without configured preferred sizes, the learned one (or a size class
+     * being explored) caps the batch; a batch that reaches it goes at once,
+     * with the longest run of candidates within it. */
+    uint32_t capped = 0;
+    sl->exploring = false;
+    if (s->prefer_learned) {
+        uint32_t cap = learn_cap(&s->learn, first->batch, full, &sl->exploring);
+        if (cap && samples >= cap) {
+            uint64_t within = 0;
+            while (capped < n && within + (uint64_t)sl->members[capped]->batch <= cap)
+                within += (uint64_t)sl->members[capped++]->batch;
+            if (!capped) /* the first request alone is larger */
+                capped = 1;
+        }
+    }
     uint64_t deadline = first->enqueue_ns + c->max_queue_delay_us * 1000u;
-    if (!preferred_n && !full && now < deadline && !s->stopping) {
+    if (!preferred_n && !capped && !full && now < deadline && !s->stopping) {
         *wait_until_ns = deadline;
         return 0;
     }
-    uint32_t take = preferred_n ? preferred_n : n;
+    uint32_t take = capped ? capped : preferred_n ? preferred_n : n;
     if (pad && take < n) {
         /* The padded dims were grown by members left out: recompute. */
         for (uint32_t i = 0; i < first->ninputs; i++)
@@ -350,6 +365,8 @@ static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint6
 /* Takes the planned batch's members out of the queue (lock held). */
 static void take_batch(struct sched *s, struct slot *sl)
 {
+    if (sl->exploring) /* planned by another thread too, perhaps: counted once it runs */
+        learn_explored(&s->learn);
     for (uint32_t j = 0; j < sl->n; j++)
         sl->members[j]->_picked = true;
     uint32_t left = sl->n;
@@ -369,12 +386,16 @@ static void take_batch(struct sched *s, struct slot *sl)
 
 /* ---- running -------------------------------------------------------------- */
 
-/* The estimated run time of a batch of `samples`: the moving estimate,
- * scaled up for a batch larger than the recent ones. */
+/* The estimated run time of a batch of `samples`: its size class's
+ * typical time per sample once learned, else the moving estimate, scaled
+ * up for a batch larger than the recent ones. */
 static uint64_t predict_ns(const struct sched *s, int64_t samples)
 {
     if (!s->est_ns)
         return UINT64_MAX;
+    uint64_t learned = s->learning ? learn_predict_ns(&s->learn, samples) : 0;
+    if (learned)
+        return learned;
     double typical = (double)s->est_samples_x256 / 256.0;
     if (typical <= 0 || (double)samples <= typical)
         return s->est_ns;
@@ -553,13 +574,17 @@ static uint64_t queue_timeout_us(const struct sched_queue_policy *p, uint64_t re
 }
 
 /* Samples of the batches the batcher forms from a deep queue: the largest
- * preferred size (config.pbtxt's), else max_batch_size. */
-static int64_t deep_batch_samples(const struct sched_config *c)
+ * preferred size (config.pbtxt's, else the learned one), else
+ * max_batch_size. */
+static int64_t deep_batch_samples(const struct sched *s)
 {
+    const struct sched_config *c = &s->cfg;
     uint32_t best = 0;
     for (uint32_t i = 0; i < c->npreferred; i++)
         if (c->preferred_batch_sizes[i] > best)
             best = c->preferred_batch_sizes[i];
+    if (!best && s->prefer_learned)
+        best = s->learn.preferred;
     return best ? best : c->max_batch_size;
 }
 
@@ -567,7 +592,7 @@ static int64_t deep_batch_samples(const struct sched_config *c)
  * known): one round of the queue on an instance. */
 static uint64_t round_ns(const struct sched *s)
 {
-    return batch_capacity(&s->cfg) > 1 ? predict_ns(s, deep_batch_samples(&s->cfg)) : s->est_ns;
+    return batch_capacity(&s->cfg) > 1 ? predict_ns(s, deep_batch_samples(s)) : s->est_ns;
 }
 
 /* The estimated time until a request queued behind `ahead` starts (lock
@@ -579,7 +604,7 @@ static uint64_t round_ns(const struct sched *s)
 static uint64_t estimated_wait_ns(const struct sched *s, struct place ahead, uint64_t now)
 {
     uint64_t batches = batch_capacity(&s->cfg) > 1
-                           ? (uint64_t)(ahead.samples / deep_batch_samples(&s->cfg))
+                           ? (uint64_t)(ahead.samples / deep_batch_samples(s))
                            : ahead.requests;
     if (batches < s->nfree)
         return 0;
@@ -741,6 +766,16 @@ uint32_t sched_queue_depth(struct sched *s)
     return n;
 }
 
+bool sched_preferred_batch_size(struct sched *s, uint32_t *size)
+{
+    if (!s->prefer_learned)
+        return false;
+    pthread_mutex_lock(&s->lock);
+    *size = s->learn.preferred;
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
 uint64_t sched_queue_budget_ns(struct sched *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -766,6 +801,10 @@ int sched_start(const struct sched_model *m, const struct sched_config *cfg, str
         s->cfg.nlevels = SCHED_MAX_LEVELS;
     if (s->cfg.default_level >= s->cfg.nlevels)
         s->cfg.default_level = 0;
+    s->learning = cfg->max_batch_size > 1 && cfg->dynamic_batching && !cfg->decoupled;
+    s->prefer_learned = s->learning && cfg->learn_batch_sizes && !cfg->npreferred;
+    if (s->learning)
+        learn_init(&s->learn, cfg->max_batch_size);
     atomic_init(&s->refs, 1);
     s->job = (struct pool_job){
         .run = job_run, .run_local = job_run_local, .hold = job_hold, .drop = job_drop};

@@ -44,6 +44,21 @@
  *   - preferred sizes, as Triton's dynamic batcher: when a run of the
  *     candidates from the first one makes a preferred batch size, the
  *     longest such run is dispatched at once;
+ *   - learned sizes, when the config has no preferred size: the scheduler
+ *     keeps, per size class of its batches ((2^(i-1), 2^i] samples, up to
+ *     max_batch_size), the time per sample of its successful runs
+ *     (sched/learn.h), and prefers the largest class that runs within
+ *     1/8 of the fastest per sample, once a larger class was measured to
+ *     be slower: when the candidates reach that size, the longest run of
+ *     them within it is dispatched at once (a batch that does not reach
+ *     it waits as below: never longer than max_queue_delay). To measure
+ *     the classes a full batch never lands in, a batch whose candidates
+ *     fill max_batch_size is now and then capped at such a class instead
+ *     (at most every other batch while a class has fewer than 4 runs, or
+ *     none in 256 batches): exploring never makes a batch wait. The same
+ *     statistics, kept for every model that batches (preferred sizes in
+ *     the config or not), give the estimated run time of a batch once its
+ *     size class has run (the inline budget's test, the estimated wait);
  *   - when none does, all the candidates are dispatched once the batch is
  *     full or its first request has waited max_queue_delay_us (or the
  *     scheduler stops); until then the batch waits (the thread that found
@@ -219,6 +234,10 @@ struct sched_config {
      * derived from the model's measured run time (see the top). The model
      * layer sets it only for versions whose config has no queue policy. */
     uint64_t queue_budget_us;
+    /* Prefer the batch sizes learned to run fastest per sample (see the
+     * top); the model layer sets it for dynamic batching without
+     * preferred_batch_size (with preferred sizes it has no effect). */
+    bool learn_batch_sizes;
     struct sched_observer observer; /* zero = none */
 };
 
@@ -267,6 +286,12 @@ uint32_t sched_queue_depth(struct sched *s);
 /* The queue budget in force now, in ns: 0 without one, or while an
  * automatic budget has no run time to derive it from yet. */
 uint64_t sched_queue_budget_ns(struct sched *s);
+
+/* The batch size the batcher learned to prefer (see the top) in *size, 0
+ * while none (batches as large as the queue allows). false: the version
+ * does not learn one (no dynamic batching, or preferred sizes in its
+ * config). */
+bool sched_preferred_batch_size(struct sched *s, uint32_t *size);
 
 /* The observer given to sched_start (never NULL; may be all zero). */
 const struct sched_observer *sched_get_observer(const struct sched *s);
