@@ -292,6 +292,7 @@ static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint6
     struct infer_request *first = s->head;
     const struct sched_config *c = &s->cfg;
     sl->n = 0;
+    sl->exploring = false;
     /* Background requests queue last: a background head means nothing
      * else waits. Each kind of worker starts only its own kind of batch. */
     if (!first || first->background != background)
@@ -329,7 +330,6 @@ static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint6
      * being explored) caps the batch; a batch that reaches it goes at once,
      * with the longest run of candidates within it. */
     uint32_t capped = 0;
-    sl->exploring = false;
     if (s->prefer_learned) {
         uint32_t cap = learn_cap(&s->learn, first->batch, full, &sl->exploring);
         if (cap && samples >= cap) {
