@@ -4,7 +4,10 @@
  *   queue.c   the queue (order, admission, time limits), batch formation,
  *             leasing instances, start and stop
  *   run.c     running one formed batch on a leased instance: gather (and
- *             pad) inputs, execute, hand the outputs back (and cut them)
+ *             pad) inputs, execute, hand the outputs back (and cut them),
+ *             note the run in the estimates
+ *   learn.c   the time per sample by batch size, and the size to prefer
+ *             (learn.h: it knows nothing of the scheduler)
  *   pool.c    the worker pool: threads that run what no I/O thread runs
  *   local.c   the I/O thread's side of run to completion
  *
