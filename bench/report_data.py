@@ -36,6 +36,9 @@ TARGETS = {
     "overload_p99": ("admitted p99 at 3x capacity ÷ p99 at 10% load", "<= 2", lambda v: v <= 2.0),
     "overload_refusal_p99": ("p99 of the refusals at 3x capacity", "< 1 ms",
                              lambda v: v < 1000.0),
+    "overload_default_p99": ("admitted p99 at 3x capacity ÷ p99 at 10% load, no configuration "
+                             "(the server's defaults: queue budget)", "<= 5",
+                             lambda v: v <= 5.0),
     "tenant_fairness": ("calls admitted for two tenants with equal rate limits, lower ÷ "
                         "higher (one offers 3x its limit)", ">= 0.90 (within 10 %)", lambda v: v >= 0.90),
     "gen_single_stream": ("server tokens/s ÷ in-process generation loop, 1 stream (kjv, greedy)",
@@ -534,13 +537,14 @@ def part_state(run_dir, part):
     return None
 
 
-def concurrency_metrics(text, model="mlp"):
-    """inferd_concurrency_* series of `model` (Prometheus text): name → value,
-    with the labels other than model in the name."""
+def model_metrics(text, prefixes, model="mlp"):
+    """The series of `model` whose names start with one of `prefixes`
+    (Prometheus text): name → value, with the labels other than model in the
+    name."""
     out = {}
     for line in text.splitlines():
         m = PROM_RE.match(line.strip())
-        if not m or line.startswith("#") or not m.group(1).startswith("inferd_concurrency_"):
+        if not m or line.startswith("#") or not m.group(1).startswith(prefixes):
             continue
         labels = dict(PROM_LABEL_RE.findall(m.group(2) or ""))
         if labels.pop("model", None) != model:
@@ -554,9 +558,37 @@ def concurrency_metrics(text, model="mlp"):
     return out
 
 
+def open_loop_pair(run_dir, name, capacity):
+    """Rounds of 10% (NAME_unloaded) and 3x capacity (NAME_3x), open loop:
+    medians over rounds, the best admitted rate; None if not measured."""
+    un, ov = (admission_rounds(run_dir, name + "_unloaded"), admission_rounds(run_dir, name + "_3x"))
+    if not un or not ov:
+        return None
+    pair = {
+        "unloaded": {"rounds": un,
+                     "p50_us": median((r["latency_us_ok"] or {}).get("p50") for r in un),
+                     "p99_us": median((r["latency_us_ok"] or {}).get("p99") for r in un)},
+        "overload": {"rounds": ov,
+                     "rps_ok": max(r["rps_ok"] or 0 for r in ov),
+                     "p50_us": median((r["latency_us_ok"] or {}).get("p50") for r in ov),
+                     "p99_us": median((r["latency_us_ok"] or {}).get("p99") for r in ov),
+                     "refused_p99_us": median((r["latency_us_refused"] or {}).get("p99")
+                                              for r in ov),
+                     "refused_share": median(r["refused_share"] for r in ov)},
+    }
+    pair["throughput_ratio"] = ratio(pair["overload"]["rps_ok"], capacity)
+    pair["p99_ratio"] = ratio(pair["overload"]["p99_us"], pair["unloaded"]["p99_us"])
+    return pair
+
+
+def metrics_after(run_dir, name, prefixes):
+    p = os.path.join(run_dir, name)
+    return model_metrics(open(p, errors="replace").read(), prefixes) if os.path.exists(p) else None
+
+
 def assemble_overload(run_dir):
-    """Experiment 11: capacity, the concurrency limiter at 10% and 3x
-    capacity, two tenants with equal rate limits."""
+    """Experiment 11: capacity, the server's defaults and the concurrency
+    limiter at 10% and 3x capacity, two tenants with equal rate limits."""
     cap_rounds = admission_rounds(run_dir, "overload_capacity")
     if not cap_rounds:
         state = part_state(run_dir, "limiter")
@@ -565,30 +597,21 @@ def assemble_overload(run_dir):
     doc = {"setup": load_opt(os.path.join(run_dir, "overload_setup.json")),
            "capacity": {"rps": capacity, "rounds": cap_rounds}}
 
+    dflt = part_state(run_dir, "default")
+    if dflt is None:
+        dflt = open_loop_pair(run_dir, "overload_default", capacity) or {"error": "not measured"}
+        if not dflt.get("error"):
+            dflt["metrics_after"] = metrics_after(
+                run_dir, "overload_default_metrics.txt",
+                ("inferd_queue_budget_seconds", "inferd_queue_refusals_total"))
+    doc["defaults"] = dflt
+
     lim = part_state(run_dir, "limiter")
     if lim is None:
-        un, ov = (admission_rounds(run_dir, "overload_unloaded"),
-                  admission_rounds(run_dir, "overload_3x"))
-        if not un or not ov:
-            lim = {"error": "not measured"}
-        else:
-            lim = {
-                "unloaded": {"rounds": un,
-                             "p50_us": median((r["latency_us_ok"] or {}).get("p50") for r in un),
-                             "p99_us": median((r["latency_us_ok"] or {}).get("p99") for r in un)},
-                "overload": {"rounds": ov,
-                             "rps_ok": max(r["rps_ok"] or 0 for r in ov),
-                             "p50_us": median((r["latency_us_ok"] or {}).get("p50") for r in ov),
-                             "p99_us": median((r["latency_us_ok"] or {}).get("p99") for r in ov),
-                             "refused_p99_us": median((r["latency_us_refused"] or {}).get("p99")
-                                                      for r in ov),
-                             "refused_share": median(r["refused_share"] for r in ov)},
-            }
-            lim["throughput_ratio"] = ratio(lim["overload"]["rps_ok"], capacity)
-            lim["p99_ratio"] = ratio(lim["overload"]["p99_us"], lim["unloaded"]["p99_us"])
-            mp = os.path.join(run_dir, "overload_limiter_metrics.txt")
-            lim["metrics_after"] = (concurrency_metrics(open(mp, errors="replace").read())
-                                    if os.path.exists(mp) else None)
+        lim = open_loop_pair(run_dir, "overload", capacity) or {"error": "not measured"}
+        if not lim.get("error"):
+            lim["metrics_after"] = metrics_after(run_dir, "overload_limiter_metrics.txt",
+                                                 ("inferd_concurrency_",))
             lim["config"] = (open(os.path.join(run_dir, "overload.yaml")).read()
                              if os.path.exists(os.path.join(run_dir, "overload.yaml")) else None)
     doc["limiter"] = lim
@@ -907,6 +930,7 @@ def cmd_assemble(args):
         target("overload_throughput", ov_lim.get("throughput_ratio")),
         target("overload_p99", ov_lim.get("p99_ratio")),
         target("overload_refusal_p99", (ov_lim.get("overload") or {}).get("refused_p99_us")),
+        target("overload_default_p99", (ov.get("defaults") or {}).get("p99_ratio")),
         target("tenant_fairness", ov_ten.get("fairness")),
         target("gen_single_stream", exps["generation"].get("single_stream_ratio")),
         target("gen_batching", exps["generation"].get("batching_ratio")),

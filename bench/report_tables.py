@@ -160,6 +160,19 @@ def target_notes(doc):
                                          "p50 %s µs" % fmt(median(
                                              (r["latency_us_refused"] or {}).get("p50")
                                              for r in o["rounds"])))
+    dflt = ov.get("defaults") or {}
+    if dflt.get("skipped") or dflt.get("error"):
+        notes["overload_default_p99"] = "%s: %s" % (
+            "skipped" if dflt.get("skipped") else "not measured",
+            dflt.get("skipped") or dflt.get("error"))
+    elif dflt.get("overload"):
+        o, u = dflt["overload"], dflt["unloaded"]
+        notes["overload_default_p99"] = (
+            "p99 %s µs at 3x vs %s µs at 10%% load; admitted %s req/s (%s of capacity), %s "
+            "refused, refusal p99 %s µs" % (
+                fmt(o["p99_us"]), fmt(u["p99_us"]), fmt(o["rps_ok"]),
+                fmt(dflt.get("throughput_ratio"), "%.3f"), pct(o["refused_share"]),
+                fmt(o["refused_p99_us"])))
     if ten.get("skipped") or ten.get("error"):
         notes["tenant_fairness"] = "%s: %s" % ("skipped" if ten.get("skipped") else
                                                "not measured", ten.get("skipped") or ten["error"])
@@ -234,6 +247,7 @@ def md_run(doc):
         elif t["name"] in ("json_decode", "node_ratio", "gen_batching", "prep_speedup"):
             s = fmt(v, "%.2f×")
         elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
+                           "overload_default_p99",
                            "tenant_fairness", "gen_single_stream", "token_fairness",
                            "token_ttft"):
             s = fmt(v, "%.3f")
@@ -682,11 +696,38 @@ ADMISSION_HEAD = ("| run | offered req/s | admitted req/s | admitted p50 / p99 �
                   "|---|---|---|---|---|---|---|---|")
 
 
+def md_open_loop_pair(w, part, whose, p99_target="≤ 5", throughput_target=None,
+                      refusal_target=None):
+    """The rounds of an experiment 11 part at 10% and 3x capacity and its
+    figures (assemble's open_loop_pair), or why it is missing."""
+    if part.get("skipped") or part.get("error"):
+        w("%s: %s" % ("Skipped" if part.get("skipped") else "Not measured",
+                      part.get("skipped") or part.get("error")))
+        return
+    w(ADMISSION_HEAD)
+    for i, r in enumerate(part["unloaded"]["rounds"]):
+        w(md_admission_row("10%%, round %d" % (i + 1), r))
+    for i, r in enumerate(part["overload"]["rounds"]):
+        w(md_admission_row("3x, round %d" % (i + 1), r))
+    w("")
+    o, u = part["overload"], part["unloaded"]
+
+    def goal(t):
+        return "; target %s" % t if t else ""
+
+    w("**admitted ÷ capacity = %s** (best round%s); **admitted p99 at 3x ÷ p99 at 10%% = %s** "
+      "(medians over rounds, %s vs %s µs%s); **refusal p99 %s µs** (%s 503s and 429s, median%s); "
+      "%s of the offered requests refused." % (
+          fmt(part["throughput_ratio"], "%.3f"), goal(throughput_target),
+          fmt(part["p99_ratio"], "%.2f"), fmt(o["p99_us"]), fmt(u["p99_us"]), goal(p99_target),
+          fmt(o["refused_p99_us"]), whose, goal(refusal_target), pct(o["refused_share"])))
+
+
 def md_overload(ov):
     out = []
     w = out.append
-    w("### 11. Overload: `mlp` at 3x its capacity, concurrency limiter; two tenants with equal "
-      "rate limits")
+    w("### 11. Overload: `mlp` at 3x its capacity, the server's defaults and the concurrency "
+      "limiter; two tenants with equal rate limits")
     w("")
     if ov.get("skipped") or ov.get("error"):
         w("%s: %s" % ("Skipped" if ov.get("skipped") else "Not measured",
@@ -704,32 +745,27 @@ def md_overload(ov):
           fmt(cap["rps"]), ", ".join(fmt(r["rps_ok"]) for r in cap["rounds"]),
           st.get("connections", "?")))
     w("")
+    dflt = ov.get("defaults") or {}
+    w("**No configuration** (the server's defaults: the queue budget, `--queue-budget-ms "
+      "auto`), on the capacity run's server, alternating rounds at 10% of capacity and at 3x:")
+    w("")
+    md_open_loop_pair(w, dflt, "the budget's")
+    if dflt.get("metrics_after"):
+        w("")
+        w("Queue metrics after the last run: %s." % ", ".join(
+            "`%s` %s" % (k, fmt(v, "%g")) for k, v in sorted(dflt["metrics_after"].items())))
+    w("")
     lim = ov.get("limiter") or {}
     w("**Concurrency limiter** (`--config`: `concurrency: [{model: mlp, min: %s, max: %s, "
       "queue: false}]`), one server, alternating rounds at 10%% of capacity and at 3x:" % (
           st.get("floor", "?"), st.get("ceiling", "?")))
     w("")
-    if lim.get("skipped") or lim.get("error"):
-        w("%s: %s" % ("Skipped" if lim.get("skipped") else "Not measured",
-                      lim.get("skipped") or lim.get("error")))
-    else:
-        w(ADMISSION_HEAD)
-        for i, r in enumerate(lim["unloaded"]["rounds"]):
-            w(md_admission_row("10%%, round %d" % (i + 1), r))
-        for i, r in enumerate(lim["overload"]["rounds"]):
-            w(md_admission_row("3x, round %d" % (i + 1), r))
+    md_open_loop_pair(w, lim, "the limiter's", p99_target="≤ 2", throughput_target="≥ 0.90",
+                      refusal_target="< 1 ms")
+    if lim.get("metrics_after"):
         w("")
-        o, u = lim["overload"], lim["unloaded"]
-        w("**admitted ÷ capacity = %s** (best round; target ≥ 0.90); **admitted p99 at 3x ÷ p99 "
-          "at 10%% = %s** (medians over rounds, %s vs %s µs; target ≤ 2); **refusal p99 %s µs** "
-          "(median; target < 1 ms); %s of the offered requests refused." % (
-              fmt(lim["throughput_ratio"], "%.3f"), fmt(lim["p99_ratio"], "%.2f"),
-              fmt(o["p99_us"]), fmt(u["p99_us"]), fmt(o["refused_p99_us"]),
-              pct(o["refused_share"])))
-        if lim.get("metrics_after"):
-            w("")
-            w("Limiter metrics after the last run: %s." % ", ".join(
-                "`%s` %s" % (k, fmt(v, "%g")) for k, v in sorted(lim["metrics_after"].items())))
+        w("Limiter metrics after the last run: %s." % ", ".join(
+            "`%s` %s" % (k, fmt(v, "%g")) for k, v in sorted(lim["metrics_after"].items())))
     w("")
     ten = ov.get("tenants") or {}
     w("**Two tenants** (`auth` with one key each; `rate-limits: [{tenant: \"*\", rate: %s, "
@@ -1033,7 +1069,8 @@ def md_history(results_dir):
         shadow_cell = fmt(shadow.get("ratio"), "%.3f")
         overload_cell = " / ".join((
             v("overload_throughput", "%.2f"), v("overload_p99", "%.2f"),
-            v("overload_refusal_p99", "%.0f µs"), v("tenant_fairness", "%.2f")))
+            v("overload_refusal_p99", "%.0f µs"), v("tenant_fairness", "%.2f"),
+            v("overload_default_p99", "%.2f")))
         if not any(name in t for name in ("overload_throughput", "tenant_fairness")):
             overload_cell = "—"  # results from before experiment 11
         gen_cell = " / ".join((v("gen_single_stream", "%.3f"), v("gen_batching", "%.2f×")))
@@ -1062,7 +1099,7 @@ def md_history(results_dir):
            "| results | mode | commit | HTTP floor | compute floor | p99 @50% | JSON ×cJSON | "
            "allocs/req | RSS change | gRPC ÷ REST | obs on ÷ off | shm ÷ binary | "
            "×Node.js | p99 ÷ Node.js | shadow p99 ÷ none | overload: admitted ÷ capacity / "
-           "p99 ÷ unloaded / refusal p99 / tenants | generation: 1 stream ÷ in process / "
+           "p99 ÷ unloaded / refusal p99 / tenants / defaults: p99 ÷ unloaded | generation: 1 stream ÷ in process / "
            "32 ÷ 1 streams | preprocessing ×Pillow: plain / draft | token quotas: lower ÷ "
            "higher tenant / TTFT p99 ÷ alone |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -39,10 +39,12 @@
 #                     Skipped (with the reason) when a model file is missing or
 #                     the server has no routing API.
 #  11. overload      admission control: mlp's capacity (closed loop), then open
-#                     loop at 10% and at 3x capacity with the adaptive
-#                     concurrency limiter (--config); figures admitted req/s /
-#                     capacity (target >= 0.90), admitted p99 / unloaded p99
-#                     (target <= 2), refusal p99 (target < 1 ms); and two
+#                     loop at 10% and at 3x capacity with no configuration (the
+#                     server's defaults: its queue budget; figure admitted p99 /
+#                     unloaded p99, target <= 5, with the refusal p99) and with
+#                     the adaptive concurrency limiter (--config); figures
+#                     admitted req/s / capacity (target >= 0.90), admitted p99 /
+#                     unloaded p99 (target <= 2), refusal p99 (target < 1 ms); and two
 #                     tenants (API keys) with equal rate limits, one offering 3x
 #                     its limit: lower / higher admitted rate (target >= 0.90).
 #                     Skipped (with the reason) when the server has no --config
@@ -909,6 +911,11 @@ fi
 #      short of its limit lost capacity to the other, not to the model). Two
 #      load generators at once, ROUNDS times: tenant A offers 3x its limit,
 #      tenant B exactly its limit.
+#  (e) no configuration at all, the server's defaults (since the queue budget,
+#      --queue-budget-ms auto: a request that would wait longer than about two
+#      full batches is refused with 503 at once), on (a)'s server after its
+#      capacity rounds: alternating ROUNDS times, open loop, 10% and 3x
+#      capacity, as (b) and (c). What an operator who configured nothing gets.
 # Skipped, with the reason, when this inferd has no --config or
 # --check-config refuses a section it does not know; (d) alone without
 # `inferd keys`. Anything else that fails is a failed step.
@@ -932,11 +939,11 @@ if want 11; then
     else
         OVERLOAD_DURATION=$DURATION OVERLOAD_WARMUP=$WARMUP
     fi
-    log "11. overload: mlp, capacity, then 10% and 3x capacity with the concurrency limiter," \
-        "then two tenants with equal rate limits"
-    overload_skip() { # PART(limiter|tenants|all) REASON
+    log "11. overload: mlp, capacity, 10% and 3x capacity with the server's defaults, then" \
+        "with the concurrency limiter, then two tenants with equal rate limits"
+    overload_skip() { # PART(limiter|tenants|default|all) REASON
         local p
-        for p in limiter tenants; do
+        for p in limiter tenants default; do
             [ "$1" != all ] && [ "$1" != "$p" ] || printf '%s\n' "$2" >"$RUN/overload_$p.skipped"
         done
         log "  skipped ($1): $2"
@@ -990,10 +997,30 @@ print(round(max(json.load(open(p))["rps_ok"] for p in sys.argv[1:]), 1))' "$@"
             log "  round $r: capacity (closed loop, $OVERLOAD_CONCURRENCY in flight):" \
                 "$(get "$RUN/overload_capacity_r$r.json" rps_ok) req/s"
         done
-        stop_pid "$SERVER_PID"
         OVERLOAD_CAPACITY="$(ok_rps "$RUN"/overload_capacity_r*.json)"
         UNLOADED_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.1)))' "$OVERLOAD_CAPACITY")"
         OVERLOAD_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 3)))' "$OVERLOAD_CAPACITY")"
+
+        # (e) the same server, no configuration: its defaults at 10% and 3x capacity
+        # open_loop_rounds PREFIX METRICS: ROUNDS alternating runs at 10% and 3x
+        # capacity on the server running (PREFIX_unloaded_rN.json,
+        # PREFIX_3x_rN.json), then its metrics into METRICS.
+        open_loop_rounds() {
+            local r un ov
+            for r in $(seq 1 "$ROUNDS"); do
+                un="$RUN/${1}_unloaded_r$r.json" ov="$RUN/${1}_3x_r$r.json"
+                overload_load "$un" --connections "$OVERLOAD_CONNECTIONS" --rate "$UNLOADED_RATE"
+                overload_load "$ov" --connections "$OVERLOAD_CONNECTIONS" --rate "$OVERLOAD_RATE"
+                log "  round $r: 10%: p99 $(get "$un" latency_us_ok.p99) us;" \
+                    "3x: admitted $(get "$ov" rps_ok) req/s, p99 $(get "$ov" latency_us_ok.p99) us;" \
+                    "refused $(get "$ov" requests_refused), p99 $(get "$ov" latency_us_refused.p99) us"
+            done
+            curl -sf -o "$2" "$SERVER_METRICS_URL" || rm -f "$2"
+        }
+        log "  defaults (no configuration): $ROUNDS round(s) of $UNLOADED_RATE req/s (10%) /" \
+            "$OVERLOAD_RATE req/s (3x), open loop"
+        open_loop_rounds overload_default "$RUN/overload_default_metrics.txt"
+        stop_pid "$SERVER_PID"
 
         # (b), (c) the concurrency limiter at 10% and at 3x capacity
         OVERLOAD_CONFIG="$RUN/overload.yaml"
@@ -1010,19 +1037,7 @@ EOF
             LOAD_SERVER_PID=$SERVER_PID
             log "  limiter (floor $OVERLOAD_FLOOR, ceiling $OVERLOAD_CEILING): $ROUNDS round(s) of" \
                 "$UNLOADED_RATE req/s (10%) / $OVERLOAD_RATE req/s (3x), open loop"
-            for r in $(seq 1 "$ROUNDS"); do
-                overload_load "$RUN/overload_unloaded_r$r.json" --connections "$OVERLOAD_CONNECTIONS" \
-                    --rate "$UNLOADED_RATE"
-                overload_load "$RUN/overload_3x_r$r.json" --connections "$OVERLOAD_CONNECTIONS" \
-                    --rate "$OVERLOAD_RATE"
-                log "  round $r: 10%: p99 $(get "$RUN/overload_unloaded_r$r.json" latency_us_ok.p99) us;" \
-                    "3x: admitted $(get "$RUN/overload_3x_r$r.json" rps_ok) req/s," \
-                    "p99 $(get "$RUN/overload_3x_r$r.json" latency_us_ok.p99) us;" \
-                    "refused $(get "$RUN/overload_3x_r$r.json" requests_refused)," \
-                    "p99 $(get "$RUN/overload_3x_r$r.json" latency_us_refused.p99) us"
-            done
-            curl -sf -o "$RUN/overload_limiter_metrics.txt" "$SERVER_METRICS_URL" ||
-                rm -f "$RUN/overload_limiter_metrics.txt"
+            open_loop_rounds overload "$RUN/overload_limiter_metrics.txt"
             stop_pid "$SERVER_PID"
         fi
 

@@ -31,6 +31,9 @@ struct version_row {
     struct stats_version v;
     const struct model *loaded; /* in the current snapshot, or NULL */
     uint64_t queue_depth;       /* read once, so that every gauge of a scrape agrees */
+    uint64_t queue_budget_ns;   /* in force now; 0: none (yet) */
+    bool learns_batch_size;     /* sched_preferred_batch_size */
+    uint32_t preferred_batch;   /* learned; 0: none yet */
 };
 
 struct collected {
@@ -57,6 +60,9 @@ static void collect_one(const struct stats_model *s, void *arg)
     struct version_row *r = &c->rows[c->count];
     r->loaded = NULL;
     r->queue_depth = 0;
+    r->queue_budget_ns = 0;
+    r->learns_batch_size = false;
+    r->preferred_batch = 0;
     if (stats_version_read(s, &r->v) != 0) {
         c->failed = true;
         return;
@@ -81,6 +87,9 @@ static void match_loaded(struct collected *c, const struct model_snapshot *s)
         if (e && e->state == MODEL_READY)
             r->loaded = registry_version(e, r->v.version);
         r->queue_depth = r->loaded ? sched_queue_depth(r->loaded->sched) : 0;
+        r->queue_budget_ns = r->loaded ? sched_queue_budget_ns(r->loaded->sched) : 0;
+        r->learns_batch_size =
+            r->loaded && sched_preferred_batch_size(r->loaded->sched, &r->preferred_batch);
     }
 }
 
@@ -145,6 +154,41 @@ static void write_model_hist(struct buf *b, const struct collected *c, const cha
                                                                   : &v->batch_hist;
         const char *labels[] = {"model", v->name, "version", v->version};
         metrics_write_hist(b, name, labels, 2, spec, h);
+    }
+}
+
+/* The gauges of a version row that describe its scheduler now. */
+enum row_gauge { RG_QUEUE_DEPTH, RG_QUEUE_CAPACITY, RG_BATCH_PREFERRED, RG_QUEUE_BUDGET };
+
+/* Whether row r has gauge k (a loaded version, one that learns a batch
+ * size, one with a queue budget), and its value. */
+static bool row_gauge(const struct version_row *r, enum row_gauge k, uint64_t *v)
+{
+    switch (k) {
+    case RG_QUEUE_DEPTH: *v = r->queue_depth; return r->loaded != NULL;
+    case RG_QUEUE_CAPACITY:
+        *v = r->loaded ? r->loaded->sched_cfg.max_queue_size : 0;
+        return r->loaded != NULL;
+    case RG_BATCH_PREFERRED: *v = r->preferred_batch; return r->learns_batch_size;
+    case RG_QUEUE_BUDGET: *v = r->queue_budget_ns; return r->queue_budget_ns != 0;
+    }
+    return false;
+}
+
+static void write_row_gauge(struct buf *b, const struct collected *c, const char *name,
+                            const char *help, enum row_gauge k)
+{
+    metrics_write_header(b, name, "gauge", help);
+    for (uint32_t i = 0; i < c->count; i++) {
+        const struct version_row *r = &c->rows[i];
+        const char *labels[] = {"model", r->v.name, "version", r->v.version};
+        uint64_t v;
+        if (!row_gauge(r, k, &v))
+            continue;
+        if (k == RG_QUEUE_BUDGET) /* ns, exposed in seconds */
+            metrics_write_f64(b, name, labels, 2, (double)v / 1e9);
+        else
+            metrics_write_u64(b, name, labels, 2, v);
     }
 }
 
@@ -233,22 +277,29 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
                      RH_COMPUTE);
     write_model_hist(b, c, "inferd_batch_size", "Samples per model execution", RH_BATCH);
 
-    metrics_write_header(b, "inferd_queue_depth", "gauge",
-                         "Requests waiting in the model version's queue");
+    write_row_gauge(b, c, "inferd_queue_depth", "Requests waiting in the model version's queue",
+                    RG_QUEUE_DEPTH);
+    write_row_gauge(b, c, "inferd_queue_capacity",
+                    "Requests the model version's queue holds before answering 429",
+                    RG_QUEUE_CAPACITY);
+    write_row_gauge(b, c, "inferd_batch_size_preferred",
+                    "Batch size the model version's batcher learned to prefer (fastest per "
+                    "sample); 0: none, batches as large as the queue allows",
+                    RG_BATCH_PREFERRED);
+    write_row_gauge(b, c, "inferd_queue_budget_seconds",
+                    "Longest estimated wait the model version's queue admits for a request "
+                    "without a timeout of its own (--queue-budget-ms)",
+                    RG_QUEUE_BUDGET);
+    metrics_write_header(b, "inferd_queue_refusals_total", "counter",
+                         "Requests the model version's queue refused at once, by reason");
     for (uint32_t i = 0; i < c->count; i++) {
-        const struct version_row *r = &c->rows[i];
-        const char *labels[] = {"model", r->v.name, "version", r->v.version};
-        if (r->loaded)
-            metrics_write_u64(b, "inferd_queue_depth", labels, 2, r->queue_depth);
-    }
-    metrics_write_header(b, "inferd_queue_capacity", "gauge",
-                         "Requests the model version's queue holds before answering 429");
-    for (uint32_t i = 0; i < c->count; i++) {
-        const struct version_row *r = &c->rows[i];
-        const char *labels[] = {"model", r->v.name, "version", r->v.version};
-        if (r->loaded)
-            metrics_write_u64(b, "inferd_queue_capacity", labels, 2,
-                              r->loaded->sched_cfg.max_queue_size);
+        const struct stats_version *v = &c->rows[i].v;
+        for (int k = 0; k < STATS_QUEUE_REFUSALS; k++) {
+            const char *labels[] = {"model", v->name, "version", v->version, "reason",
+                                    stats_queue_refusal_name(k)};
+            metrics_write_u64(b, "inferd_queue_refusals_total", labels, 3,
+                              v->queue_refusals[k]);
+        }
     }
     /* Ready: every loaded version (1) and every model of the repository
      * that has none (0, without a version label). */

@@ -45,6 +45,11 @@ const char serve_usage_text[] =
     "  --backend-directory DIR    where backend plugins libinferd_<name>.so are looked for\n"
     "                             after the model's own directory\n"
     "  --queue-limit N            requests waiting per model, more get 429 (default: 1024)\n"
+    "  --queue-budget-ms N|auto|off  longest estimated wait in a model's queue for a request\n"
+    "                             without its own timeout, when the model's config has no\n"
+    "                             queue policy: a request that would wait longer gets 503\n"
+    "                             with Retry-After at once (default: auto = 2 runs of a full\n"
+    "                             batch of the model, at least 5 ms; off or 0 = none)\n"
     "  --inline-budget-us N       an I/O thread runs a model's batch itself when the model's\n"
     "                             recent run time is at most N us and an instance is free\n"
     "                             (run to completion, no thread hand-off); slower models run\n"
@@ -167,6 +172,7 @@ static const struct option getopt_table[] = {
     {"header-timeout-secs", required_argument, NULL, SERVE_OPT_HEADER_TIMEOUT},
     {"idle-timeout-secs", required_argument, NULL, SERVE_OPT_IDLE_TIMEOUT},
     {"queue-limit", required_argument, NULL, SERVE_OPT_QUEUE_LIMIT},
+    {"queue-budget-ms", required_argument, NULL, SERVE_OPT_QUEUE_BUDGET},
     {"kv-cache-bytes", required_argument, NULL, SERVE_OPT_KV_CACHE_BYTES},
     {"max-running-sequences", required_argument, NULL, SERVE_OPT_MAX_RUNNING_SEQUENCES},
     {"prefill-chunk", required_argument, NULL, SERVE_OPT_PREFILL_CHUNK},
@@ -243,7 +249,8 @@ void serve_options_defaults(struct serve_options *o)
         .repo = {.load = {.repository = "models",
                           .intra_op_threads = 1,
                           .inter_op_threads = 1,
-                          .queue_limit = 1024},
+                          .queue_limit = 1024,
+                          .queue_budget_us = SCHED_QUEUE_BUDGET_AUTO},
                  .mode = CONTROL_NONE,
                  .poll_secs = 15},
         .http = {.host = "0.0.0.0",
@@ -452,6 +459,18 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
         return parse_ratio(value, &o->access_log.sample, err);
     case SERVE_OPT_TRACE_RATE:
         return parse_ratio(value, &o->trace.rate, err);
+    case SERVE_OPT_QUEUE_BUDGET: {
+        static const char *const words[] = {"auto", "off", NULL};
+        unsigned long long ms = 0;
+        if ((w = parse_word(value, words, "", err)) >= 0)
+            o->repo.load.queue_budget_us = w == 0 ? SCHED_QUEUE_BUDGET_AUTO : 0;
+        else if (parse_num(value, 0, 3600000, &ms, err) == 0)
+            o->repo.load.queue_budget_us = ms * 1000u;
+        else
+            return error_set(err, 400, "expected auto, off or a number of ms from 0 to 3600000, "
+                                       "got '%s'", value);
+        return 0;
+    }
     case SERVE_OPT_LOAD_MODEL:
         if (o->repo.nload_models == MAX_LOAD_MODELS)
             return error_set(err, 400, "at most %d models", MAX_LOAD_MODELS);

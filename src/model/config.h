@@ -84,11 +84,17 @@ struct model_dynamic_batching {
     bool enabled;
     uint32_t npreferred;
     int32_t *preferred_batch_size; /* each 1 .. max_batch_size */
+    /* The text gave none: the check filled in max_batch_size, as Triton's
+     * autocomplete does (the scheduler learns its own then). */
+    bool _preferred_autocompleted;
     uint64_t max_queue_delay_us;
     bool preserve_ordering;
     uint64_t priority_levels;        /* 0 = no priorities */
     uint64_t default_priority_level; /* 1 .. priority_levels, or 0 without levels */
     struct model_queue_policy default_queue_policy;
+    /* The text has default_queue_policy or priority_queue_policy: the
+     * model has a queue policy of its own (no server queue budget). */
+    bool _queue_policy_set;
     uint32_t npriority_policies;
     struct model_priority_policy *priority_queue_policy; /* distinct levels */
 };

@@ -161,8 +161,10 @@ int config_parse_dynamic_batching(struct ctx *c, const struct pbtxt_field *f)
         } else if (!strcmp(e->name, "default_queue_policy")) {
             rc = config_once(c, e, &seen, DB_POLICY) ||
                  parse_queue_policy(c, e, &db->default_queue_policy);
+            db->_queue_policy_set = true;
         } else if (!strcmp(e->name, "priority_queue_policy")) {
             rc = parse_priority_policy(c, e, db, db->npriority_policies);
+            db->_queue_policy_set = true;
         } else {
             rc = config_unknown(c, e, "ModelDynamicBatching");
         }

@@ -444,6 +444,7 @@ int model_config_check(struct model_config *cfg, const char *model_name,
             return ST_ERROR;
         db->preferred_batch_size[0] = cfg->max_batch_size;
         db->npreferred = 1;
+        db->_preferred_autocompleted = true;
     }
     if (db->priority_levels > SCHED_MAX_LEVELS)
         return error_set(err, 400,

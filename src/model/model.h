@@ -71,6 +71,10 @@ struct registry_options {
     int intra_op_threads;
     int inter_op_threads;
     uint32_t queue_limit; /* requests waiting per model (a config may ask for fewer) */
+    /* The queue budget of versions whose config has no queue policy
+     * (sched.h: sched_config.queue_budget_us): SCHED_QUEUE_BUDGET_AUTO,
+     * a fixed number of us, or 0 = none. */
+    uint64_t queue_budget_us;
     const char *backend_directory; /* plugin libraries not in the model directory; or NULL */
     /* The worker pool every version's scheduler shares (sched/pool.h);
      * NULL: each scheduler starts its own. */

@@ -201,7 +201,10 @@ static void sched_config_from(struct model *m, const struct registry_options *op
     memset(sc, 0, sizeof *sc);
     sc->max_batch_size = c->max_batch_size > 0 ? (uint32_t)c->max_batch_size : 0;
     sc->dynamic_batching = db->enabled && sc->max_batch_size > 0;
-    for (uint32_t i = 0; i < db->npreferred && sc->npreferred < SCHED_MAX_PREFERRED; i++)
+    /* An autocompleted [max_batch_size] prefers nothing: full batches go at
+     * once anyway, and the scheduler may learn a better size. */
+    uint32_t npreferred = db->_preferred_autocompleted ? 0 : db->npreferred;
+    for (uint32_t i = 0; i < npreferred && sc->npreferred < SCHED_MAX_PREFERRED; i++)
         sc->preferred_batch_sizes[sc->npreferred++] = (uint32_t)db->preferred_batch_size[i];
     if (db->npreferred > SCHED_MAX_PREFERRED)
         log_warn("model %s: only the first %d preferred_batch_size values are used", m->name,
@@ -233,6 +236,13 @@ static void sched_config_from(struct model *m, const struct registry_options *op
     sc->decoupled = c->decoupled;
     if (sc->decoupled)
         sc->dynamic_batching = false;
+    /* The server's queue budget bounds the wait of a model that says
+     * nothing about it; a config with a queue policy has chosen (even "no
+     * timeout"), and a decoupled request's run is its whole stream. */
+    sc->queue_budget_us = db->_queue_policy_set || sc->decoupled ? 0 : opts->queue_budget_us;
+    /* Preferred sizes written in the config are the user's choice; without
+     * them the scheduler learns which sizes run fastest. */
+    sc->learn_batch_sizes = sc->dynamic_batching && sc->npreferred == 0;
 }
 
 static uint32_t instance_count(const struct model_config *c)

@@ -15,6 +15,15 @@ static void on_batch(void *ctx, const struct sched_model *m, const struct sched_
                      b->err);
 }
 
+static void on_refuse(void *ctx, const struct sched_model *m, enum sched_refusal why)
+{
+    (void)m;
+    _Static_assert((int)SCHED_REFUSALS == (int)STATS_QUEUE_REFUSALS, "one reason for each");
+    stats_record_queue_refusal(ctx, why == SCHED_REFUSED_FULL       ? STATS_QUEUE_FULL
+                                    : why == SCHED_REFUSED_DEADLINE ? STATS_QUEUE_DEADLINE
+                                                                    : STATS_QUEUE_BUDGET);
+}
+
 static void on_stop(void *ctx)
 {
     stats_model_put(ctx);
@@ -25,6 +34,7 @@ void batch_obs_attach(const char *name, int64_t version, struct sched_observer *
     /* Without memory for the statistics (NULL), batch spans are still
      * recorded: every stats_* function accepts NULL. */
     out->on_batch = on_batch;
+    out->on_refuse = on_refuse;
     out->on_stop = on_stop;
     out->ctx = stats_model_get(name, version);
 }

@@ -7,7 +7,8 @@
  * an observer before it starts a version's scheduler, and the program
  * (src/cli/main.c) answers with batch_obs_attach. Per backend run the
  * observer records the execution into the version's statistics (stats.h,
- * on success) and the batch span (trace.h, when a member is sampled).
+ * on success) and the batch span (trace.h, when a member is sampled); per
+ * request the scheduler refuses, the reason (stats_record_queue_refusal).
  */
 #ifndef INFERD_OBS_BATCH_OBS_H
 #define INFERD_OBS_BATCH_OBS_H

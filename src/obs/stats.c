@@ -34,6 +34,12 @@ const char *stats_fail_reason_name(enum stats_fail_reason r)
     return (unsigned)r < STATS_FAIL_REASONS ? names[r] : "OTHER";
 }
 
+const char *stats_queue_refusal_name(enum stats_queue_refusal r)
+{
+    static const char *const names[STATS_QUEUE_REFUSALS] = {"full", "deadline", "budget"};
+    return (unsigned)r < STATS_QUEUE_REFUSALS ? names[r] : "full";
+}
+
 /* Counters indexed by a small number (a batch size, a response index), in
  * entries of `width` words. A slot's array is replaced by a larger one when
  * a larger index appears; the old one stays in the chain (a writer may
@@ -62,6 +68,7 @@ struct stats_slot {
     _Atomic uint64_t inference_count, execution_count, last_inference_ms;
     _Atomic uint64_t inline_executions, input_elements, padding_elements;
     _Atomic uint64_t routed[ROUTE_KINDS];
+    _Atomic uint64_t queue_refusals[STATS_QUEUE_REFUSALS];
     _Atomic uint64_t fail_count[STATS_FAIL_REASONS], fail_ns[STATS_FAIL_REASONS];
     struct metrics_hist request_hist, queue_hist, compute_hist, batch_hist;
     _Atomic(struct index_array *) batches;   /* entry i: batch size i + 1 */
@@ -286,6 +293,14 @@ void stats_record_route(struct stats_model *s, enum route_kind route)
         metrics_add(&slot->routed[route], 1, shard);
 }
 
+void stats_record_queue_refusal(struct stats_model *s, enum stats_queue_refusal why)
+{
+    int shard;
+    struct stats_slot *slot = s ? slot_get(s, &shard) : NULL;
+    if (slot && (unsigned)why < STATS_QUEUE_REFUSALS)
+        metrics_add(&slot->queue_refusals[why], 1, shard);
+}
+
 void stats_record_response(struct stats_model *s, uint32_t index,
                            enum stats_response_outcome outcome, uint64_t infer_ns,
                            uint64_t output_ns)
@@ -464,6 +479,8 @@ int stats_version_read(const struct stats_model *s, struct stats_version *out)
         out->padding_elements += metrics_load(&slot->padding_elements);
         for (int k = 0; k < ROUTE_KINDS; k++)
             out->routed[k] += metrics_load(&slot->routed[k]);
+        for (int k = 0; k < STATS_QUEUE_REFUSALS; k++)
+            out->queue_refusals[k] += metrics_load(&slot->queue_refusals[k]);
         uint64_t last = metrics_load(&slot->last_inference_ms);
         if (last > out->last_inference_ms)
             out->last_inference_ms = last;

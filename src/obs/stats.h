@@ -66,6 +66,17 @@ enum stats_fail_reason {
 /* "REJECTED", "CANCELED", "BACKEND", "OTHER". */
 const char *stats_fail_reason_name(enum stats_fail_reason r);
 
+/* Why a model version's scheduler refused a request it could have queued
+ * (sched.h's enum sched_refusal, as obs/ counts it). */
+enum stats_queue_refusal {
+    STATS_QUEUE_FULL,     /* 429: the queue was full */
+    STATS_QUEUE_DEADLINE, /* 503: the request's own timeout could not be met */
+    STATS_QUEUE_BUDGET,   /* 503: the wait would exceed the queue budget */
+    STATS_QUEUE_REFUSALS
+};
+/* "full", "deadline", "budget". */
+const char *stats_queue_refusal_name(enum stats_queue_refusal r);
+
 /* Batch sizes above this are counted in every total but get no
  * batch_stats entry (only oversize requests of config-less models reach
  * them). */
@@ -135,6 +146,10 @@ void stats_record_completion(struct stats_model *s, const struct infer_request *
 void stats_record_refused(struct stats_model *s, int status, uint64_t received_ns,
                           uint64_t now_ns);
 
+/* The submitting thread, when the version's scheduler refused a request
+ * (also counted by stats_record_refused, as REJECTED). */
+void stats_record_queue_refusal(struct stats_model *s, enum stats_queue_refusal why);
+
 /* I/O thread, once per infer request that resolved to this version
  * (answered or refused): the rule that chose the version (route_kind.h). */
 void stats_record_route(struct stats_model *s, enum route_kind route);
@@ -197,6 +212,7 @@ struct stats_version {
     uint64_t input_elements;    /* their input elements, padding included */
     uint64_t padding_elements;  /* zeros added by variable-length batching */
     uint64_t routed[ROUTE_KINDS]; /* requests by the rule that chose this version */
+    uint64_t queue_refusals[STATS_QUEUE_REFUSALS]; /* refused by the scheduler, by reason */
     /* Triton's inference_stats: success (request duration of successful
      * requests), fail (of failed ones), queue, compute_* (successful
      * requests only; a request's compute times are its batch's). */

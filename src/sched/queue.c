@@ -79,20 +79,29 @@ static void note_full(struct sched *s)
     atomic_store_explicit(&s->full, full, memory_order_relaxed);
 }
 
+/* Where a request was queued: what goes before it. */
+struct place {
+    uint32_t requests;
+    int64_t samples;
+};
+
 /* Inserts r at its place (lock held), searching from the tail: in the
  * common case (one level, one timeout or none) that is the tail. Returns
- * how many queued requests go before it. */
-static uint32_t insert(struct sched *s, struct infer_request *r)
+ * what queued requests go before it. */
+static struct place insert(struct sched *s, struct infer_request *r)
 {
     struct infer_request *prev = NULL;
     uint32_t behind = 0;
+    int64_t behind_samples = 0;
     if (s->tail && goes_before(r, s->tail)) {
         /* A singly linked list: walk from the head to the last request
          * that stays before r. */
         for (struct infer_request *q = s->head; q && !goes_before(r, q); q = q->next)
             prev = q;
-        for (struct infer_request *q = prev ? prev->next : s->head; q; q = q->next)
+        for (struct infer_request *q = prev ? prev->next : s->head; q; q = q->next) {
             behind++;
+            behind_samples += q->batch;
+        }
     } else {
         prev = s->tail;
     }
@@ -104,12 +113,14 @@ static uint32_t insert(struct sched *s, struct infer_request *r)
     if (!r->next)
         s->tail = r;
     s->queued++;
+    s->queued_samples += r->batch;
     s->level_queued[r->_level]++;
     if (r->_level == BACKGROUND_LEVEL)
         atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
                               memory_order_relaxed);
     note_full(s);
-    return s->queued - 1 - behind;
+    return (struct place){.requests = s->queued - 1 - behind,
+                          .samples = s->queued_samples - r->batch - behind_samples};
 }
 
 static void unlink_req(struct sched *s, struct infer_request *prev, struct infer_request *r)
@@ -122,6 +133,7 @@ static void unlink_req(struct sched *s, struct infer_request *prev, struct infer
         s->tail = prev;
     r->next = NULL;
     s->queued--;
+    s->queued_samples -= r->batch;
     s->level_queued[r->_level]--;
     if (r->_level == BACKGROUND_LEVEL)
         atomic_store_explicit(&s->background_waiting, s->level_queued[BACKGROUND_LEVEL],
@@ -292,6 +304,7 @@ static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint6
     struct infer_request *first = s->head;
     const struct sched_config *c = &s->cfg;
     sl->n = 0;
+    sl->exploring = false;
     /* Background requests queue last: a background head means nothing
      * else waits. Each kind of worker starts only its own kind of batch. */
     if (!first || first->background != background)
@@ -325,12 +338,26 @@ static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint6
             preferred_n = n;
     }
     full = full || samples == c->max_batch_size || n == sl->capacity;
+    /* Without configured preferred sizes, the learned one (or a size class
+     * being explored) caps the batch; a batch that reaches it goes at once,
+     * with the longest run of candidates within it. */
+    uint32_t capped = 0;
+    if (s->prefer_learned) {
+        uint32_t cap = learn_cap(&s->learn, first->batch, full, &sl->exploring);
+        if (cap && samples >= cap) {
+            uint64_t within = 0;
+            while (capped < n && within + (uint64_t)sl->members[capped]->batch <= cap)
+                within += (uint64_t)sl->members[capped++]->batch;
+            if (!capped) /* the first request alone is larger */
+                capped = 1;
+        }
+    }
     uint64_t deadline = first->enqueue_ns + c->max_queue_delay_us * 1000u;
-    if (!preferred_n && !full && now < deadline && !s->stopping) {
+    if (!preferred_n && !capped && !full && now < deadline && !s->stopping) {
         *wait_until_ns = deadline;
         return 0;
     }
-    uint32_t take = preferred_n ? preferred_n : n;
+    uint32_t take = capped ? capped : preferred_n ? preferred_n : n;
     if (pad && take < n) {
         /* The padded dims were grown by members left out: recompute. */
         for (uint32_t i = 0; i < first->ninputs; i++)
@@ -350,6 +377,8 @@ static uint32_t plan_batch(struct sched *s, struct slot *sl, uint64_t now, uint6
 /* Takes the planned batch's members out of the queue (lock held). */
 static void take_batch(struct sched *s, struct slot *sl)
 {
+    if (sl->exploring) /* planned by another thread too, perhaps: counted once it runs */
+        learn_explored(&s->learn);
     for (uint32_t j = 0; j < sl->n; j++)
         sl->members[j]->_picked = true;
     uint32_t left = sl->n;
@@ -369,12 +398,16 @@ static void take_batch(struct sched *s, struct slot *sl)
 
 /* ---- running -------------------------------------------------------------- */
 
-/* The estimated run time of a batch of `samples`: the moving estimate,
- * scaled up for a batch larger than the recent ones. */
+/* The estimated run time of a batch of `samples`: its size class's
+ * typical time per sample once learned, else the moving estimate, scaled
+ * up for a batch larger than the recent ones. */
 static uint64_t predict_ns(const struct sched *s, int64_t samples)
 {
     if (!s->est_ns)
         return UINT64_MAX;
+    uint64_t learned = s->learning ? learn_predict_ns(&s->learn, samples) : 0;
+    if (learned)
+        return learned;
     double typical = (double)s->est_samples_x256 / 256.0;
     if (typical <= 0 || (double)samples <= typical)
         return s->est_ns;
@@ -473,6 +506,7 @@ static void work(struct sched *s, struct sched_local *here, bool background)
         if (more && !here)
             post_head(s);
         sl->started_ns = now;
+        sl->samples = samples;
         pthread_mutex_unlock(&s->lock);
         answer_late(late, now);
         if (s->cfg.decoupled)
@@ -551,26 +585,75 @@ static uint64_t queue_timeout_us(const struct sched_queue_policy *p, uint64_t re
     return p->default_timeout_us;
 }
 
-/* The estimated time r would wait with `ahead` requests before it (lock
- * held; s->est_ns known): the batches ahead take the free instances, then
- * each further round of batches waits for one run. */
-static uint64_t estimated_wait_ns(const struct sched *s, uint32_t ahead, uint64_t now)
+/* Samples of the batches the batcher forms from a deep queue: the largest
+ * preferred size (config.pbtxt's, else the learned one), else
+ * max_batch_size. */
+static int64_t deep_batch_samples(const struct sched *s)
 {
-    uint32_t cap = batch_capacity(&s->cfg);
-    uint64_t batches = (ahead + cap - 1) / cap;
+    const struct sched_config *c = &s->cfg;
+    uint32_t best = 0;
+    for (uint32_t i = 0; i < c->npreferred; i++)
+        if (c->preferred_batch_sizes[i] > best)
+            best = c->preferred_batch_sizes[i];
+    if (!best && s->prefer_learned)
+        best = s->learn.preferred;
+    return best ? best : c->max_batch_size;
+}
+
+/* The estimated run of one batch of a deep queue (lock held; s->est_ns
+ * known): one round of the queue on an instance. */
+static uint64_t round_ns(const struct sched *s)
+{
+    return batch_capacity(&s->cfg) > 1 ? predict_ns(s, deep_batch_samples(s)) : s->est_ns;
+}
+
+/* The estimated time until a request queued behind `ahead` starts (lock
+ * held; s->est_ns known): the batches running now finish (each after its
+ * own estimated run), then the batches formed from the requests ahead of
+ * it take the instances round by round; it rides in the batch after them.
+ * With batching those are full batches (`ahead` is deep enough to fill
+ * them: the newcomer is behind), without it one per request. */
+static uint64_t estimated_wait_ns(const struct sched *s, struct place ahead, uint64_t now)
+{
+    uint64_t batches = batch_capacity(&s->cfg) > 1
+                           ? (uint64_t)(ahead.samples / deep_batch_samples(s))
+                           : ahead.requests;
     if (batches < s->nfree)
         return 0;
-    uint64_t first_free = s->est_ns;
+    uint64_t round = round_ns(s), first_free = round;
     for (uint32_t i = 0; i < s->nslots; i++) {
         const struct slot *sl = &s->slots[i];
         if (!sl->leased)
             continue;
-        uint64_t elapsed = now - sl->started_ns;
-        uint64_t left = elapsed < s->est_ns ? s->est_ns - elapsed : 0;
+        uint64_t elapsed = now - sl->started_ns, run = predict_ns(s, sl->samples);
+        uint64_t left = elapsed < run ? run - elapsed : 0;
         if (left < first_free)
             first_free = left;
     }
-    return first_free + (batches - s->nfree) / s->nslots * s->est_ns;
+    return first_free + (batches - s->nfree) / s->nslots * round;
+}
+
+/* The queue budget in force (lock held): the configured one, or the
+ * automatic one from the estimated run time of the batches a deep queue
+ * forms; 0 = none (yet). */
+static uint64_t queue_budget_ns(const struct sched *s)
+{
+    uint64_t b = s->cfg.queue_budget_us;
+    if (b != SCHED_QUEUE_BUDGET_AUTO)
+        return b * 1000u;
+    if (!s->est_ns)
+        return 0;
+    uint64_t round = round_ns(s), floor = (uint64_t)SCHED_QUEUE_BUDGET_FLOOR_US * 1000u;
+    return round > floor / SCHED_QUEUE_BUDGET_BATCHES ? round * SCHED_QUEUE_BUDGET_BATCHES : floor;
+}
+
+/* A refusal of sched_submit (err set, lock released): told to the
+ * observer. */
+static int refused(struct sched *s, enum sched_refusal why)
+{
+    if (s->cfg.observer.on_refuse)
+        s->cfg.observer.on_refuse(s->cfg.observer.ctx, &s->model, why);
+    return ST_ERROR;
 }
 
 int sched_submit(struct sched *s, struct infer_request *req, struct sched_local *here,
@@ -607,40 +690,59 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
     }
     if (p->max_queue_size && s->level_queued[req->_level] >= p->max_queue_size) {
         pthread_mutex_unlock(&s->lock);
-        return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
-                         s->model.name, p->max_queue_size);
+        error_set(err, 429, "model '%s' queue is full (%u requests waiting)", s->model.name,
+                  p->max_queue_size);
+        return refused(s, SCHED_REFUSED_FULL);
     }
     /* A full queue sheds its last request when that one is of a lower
      * level (background included) than the newcomer. */
     struct infer_request *shed = NULL;
     if (s->queued >= c->max_queue_size && !(shed = take_lower_tail(s, req->_level))) {
         pthread_mutex_unlock(&s->lock);
-        return error_set(err, 429, "model '%s' queue is full (%u requests waiting)",
-                         s->model.name, c->max_queue_size);
+        error_set(err, 429, "model '%s' queue is full (%u requests waiting)", s->model.name,
+                  c->max_queue_size);
+        return refused(s, SCHED_REFUSED_FULL);
     }
-    uint32_t ahead = insert(s, req);
-    if (req->_deadline_ns && !p->delay && s->est_ns) {
-        uint64_t wait = estimated_wait_ns(s, ahead, req->enqueue_ns);
-        if (wait > req->timeout_us * 1000u) {
-            /* Take it out again: it was the last change to the queue. */
-            struct infer_request *prev = NULL;
-            for (struct infer_request *q = s->head; q != req; q = q->next)
-                prev = q;
-            unlink_req(s, prev, req);
-            if (shed)
-                insert(s, shed); /* shed for nothing: it keeps its place */
-            pthread_mutex_unlock(&s->lock);
+    struct place ahead = insert(s, req);
+    /* Admission: the request's own deadline (REJECT), or the queue budget
+     * of a request without one; DELAY requests and background requests
+     * wait whatever it takes. */
+    uint64_t limit_ns = 0;
+    enum sched_refusal why = SCHED_REFUSED_DEADLINE;
+    if (req->_deadline_ns && !p->delay) {
+        limit_ns = req->timeout_us * 1000u;
+    } else if (!req->_deadline_ns && !background) {
+        limit_ns = queue_budget_ns(s);
+        why = SCHED_REFUSED_BUDGET;
+    }
+    uint64_t wait = limit_ns && s->est_ns ? estimated_wait_ns(s, ahead, req->enqueue_ns) : 0;
+    if (wait > limit_ns) {
+        /* Take it out again: it was the last change to the queue. */
+        struct infer_request *prev = NULL;
+        for (struct infer_request *q = s->head; q != req; q = q->next)
+            prev = q;
+        unlink_req(s, prev, req);
+        if (shed)
+            insert(s, shed); /* shed for nothing: it keeps its place */
+        pthread_mutex_unlock(&s->lock);
+        if (why == SCHED_REFUSED_BUDGET)
+            error_set(err, 503,
+                      "model '%s' is overloaded: about %llu us of work is queued ahead of this "
+                      "request, more than its queue budget of %llu us (a request's own timeout "
+                      "replaces the budget)",
+                      s->model.name, (unsigned long long)(wait / 1000u),
+                      (unsigned long long)(limit_ns / 1000u));
+        else
             error_set(err, 503,
                       "model '%s': the request's deadline of %llu us cannot be met (about %llu "
                       "us of work is queued ahead of it)",
                       s->model.name, (unsigned long long)req->timeout_us,
                       (unsigned long long)(wait / 1000u));
-            err->retry_after_s = (unsigned)((wait + 999999999u) / 1000000000u);
-            return ST_ERROR;
-        }
+        err->retry_after_s = (unsigned)((wait + 999999999u) / 1000000000u);
+        return refused(s, why);
     }
     bool slot_free = s->free_slots != NULL;
-    INFERD_PROBE_4(queued, s->model.name, s->model.version, ahead, req->_level);
+    INFERD_PROBE_4(queued, s->model.name, s->model.version, ahead.requests, req->_level);
     pthread_mutex_unlock(&s->lock);
     if (shed)
         fail_request(shed, 429, "the queue is full and a request of a higher priority level "
@@ -682,6 +784,24 @@ uint32_t sched_queue_depth(struct sched *s)
     return n;
 }
 
+bool sched_preferred_batch_size(struct sched *s, uint32_t *size)
+{
+    if (!s->prefer_learned)
+        return false;
+    pthread_mutex_lock(&s->lock);
+    *size = s->learn.preferred;
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
+uint64_t sched_queue_budget_ns(struct sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t b = queue_budget_ns(s);
+    pthread_mutex_unlock(&s->lock);
+    return b;
+}
+
 int sched_start(const struct sched_model *m, const struct sched_config *cfg, struct sched **out)
 {
     struct sched *s = mem_calloc(1, sizeof *s);
@@ -699,6 +819,10 @@ int sched_start(const struct sched_model *m, const struct sched_config *cfg, str
         s->cfg.nlevels = SCHED_MAX_LEVELS;
     if (s->cfg.default_level >= s->cfg.nlevels)
         s->cfg.default_level = 0;
+    s->learning = cfg->max_batch_size > 1 && cfg->dynamic_batching && !cfg->decoupled;
+    s->prefer_learned = s->learning && cfg->learn_batch_sizes && !cfg->npreferred;
+    if (s->learning)
+        learn_init(&s->learn, cfg->max_batch_size);
     atomic_init(&s->refs, 1);
     s->job = (struct pool_job){
         .run = job_run, .run_local = job_run_local, .hold = job_hold, .drop = job_drop};

@@ -377,6 +377,41 @@ static int assign_outputs(const struct sched *s, struct slot *sl, uint32_t nout,
     return 0;
 }
 
+void sched_note_run(struct sched *s, uint64_t ran_ns, int64_t samples, bool ok)
+{
+    if (!ran_ns || s->cfg.decoupled)
+        return;
+    pthread_mutex_lock(&s->lock);
+    learn_ewma(&s->est_ns, ran_ns, SCHED_EST_SHIFT);
+    learn_ewma(&s->est_samples_x256, (uint64_t)(samples > 0 ? samples : 1) * 256u,
+               SCHED_EST_SHIFT);
+    bool changed = ok && s->learning && learn_note(&s->learn, samples, ran_ns);
+    const struct learn *l = &s->learn;
+    uint32_t preferred = l->preferred, max = l->max_batch, above = 0;
+    uint64_t at = 0, at_above = 0;
+    if (changed && preferred) {
+        /* The evidence: the next larger size class measured. */
+        uint32_t i = learn_bucket_of(preferred);
+        at = l->b[i].low_x64;
+        while (++i < l->nbuckets && l->b[i].runs < LEARN_MIN_RUNS)
+            ;
+        above = i < l->nbuckets ? learn_bound(l, i) : 0;
+        at_above = i < l->nbuckets ? l->b[i].low_x64 : 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!changed || !s->prefer_learned) /* a configured preferred size is what counts */
+        return;
+    if (preferred)
+        log_info("model %s version %s: batches of up to %u samples run fastest per sample "
+                 "(%.1f us, %.1f us in batches of up to %u): preferring them",
+                 s->model.name, s->model.version, preferred, (double)at / 64e3,
+                 (double)at_above / 64e3, above);
+    else
+        log_info("model %s version %s: no batch size below %u runs faster per sample: batches "
+                 "as large as the queue allows",
+                 s->model.name, s->model.version, max);
+}
+
 static void report(struct sched *s, struct slot *sl, const struct gathered *g, uint64_t start,
                    uint64_t infer_start, uint64_t infer_end, uint64_t end, bool inline_run,
                    const struct error *err)
@@ -444,7 +479,7 @@ void run_batch(struct sched *s, struct slot *sl, bool inline_run)
     }
     if (b)
         atomic_store(&b->refs, n);
-    sched_note_run(s, end - start, g.total);
+    sched_note_run(s, end - start, g.total, !err.status);
     for (uint32_t j = 0; j < n; j++) {
         struct infer_request *r = members[j];
         r->exec_end_ns = end;

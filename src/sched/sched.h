@@ -44,6 +44,21 @@
  *   - preferred sizes, as Triton's dynamic batcher: when a run of the
  *     candidates from the first one makes a preferred batch size, the
  *     longest such run is dispatched at once;
+ *   - learned sizes, when the config has no preferred size: the scheduler
+ *     keeps, per size class of its batches ((2^(i-1), 2^i] samples, up to
+ *     max_batch_size), the time per sample of its successful runs
+ *     (sched/learn.h), and prefers the largest class that runs within
+ *     1/8 of the fastest per sample, once a larger class was measured to
+ *     be slower: when the candidates reach that size, the longest run of
+ *     them within it is dispatched at once (a batch that does not reach
+ *     it waits as below: never longer than max_queue_delay). To measure
+ *     the classes a full batch never lands in, a batch whose candidates
+ *     fill max_batch_size is now and then capped at such a class instead
+ *     (at most every other batch while a class has fewer than 4 runs, or
+ *     none in 256 batches): exploring never makes a batch wait. The same
+ *     statistics, kept for every model that batches (preferred sizes in
+ *     the config or not), give the estimated run time of a batch once its
+ *     size class has run (the inline budget's test, the estimated wait);
  *   - when none does, all the candidates are dispatched once the batch is
  *     full or its first request has waited max_queue_delay_us (or the
  *     scheduler stops); until then the batch waits (the thread that found
@@ -61,9 +76,27 @@
  * allows it (or when the level has none). When it passes while the
  * request waits, the request is answered 504 (REJECT) and never runs, or
  * moves behind its level (DELAY). Deadline-aware admission: under REJECT,
- * a request whose timeout is shorter than the estimated wait (batches
- * queued ahead of it, at the model's estimated run time, over its
- * instances) is refused at once with 503 and err->retry_after_s.
+ * a request whose timeout is shorter than the estimated wait is refused at
+ * once with 503 and err->retry_after_s. The estimated wait: the batches
+ * running now finish (each at the estimated run time of its samples), then
+ * the requests queued ahead of it run as batches of the size a deep queue
+ * forms (the largest preferred size, else max_batch_size samples; one
+ * request each without batching), one round of them per instance at a
+ * time; it rides in the batch after them.
+ *
+ * Queue budget (cfg->queue_budget_us): a time bound for the requests that
+ * have no timeout at all (none at their level, none of their own), so
+ * that an overloaded model refuses at once instead of letting its queue
+ * grow to max_queue_size. A request whose estimated wait exceeds the
+ * budget is refused with 503 and err->retry_after_s (the estimated wait,
+ * rounded up to whole seconds). SCHED_QUEUE_BUDGET_AUTO derives it from
+ * the model's estimated run time: SCHED_QUEUE_BUDGET_BATCHES runs of the
+ * batch a deep queue forms (at least one full batch runs while the next
+ * one waits, so refusing beyond that costs no throughput), and at least
+ * SCHED_QUEUE_BUDGET_FLOOR_US (so that a fast model's bursts are not
+ * refused for the noise of a shared machine). Neither kind of admission
+ * refuses before the model's first run (nothing is estimated yet), nor
+ * DELAY requests, nor background requests.
  * Cancelled requests are answered 499 and never run. The queue is bounded
  * by max_queue_size requests (and each level by its own max_queue_size):
  * beyond it submit fails with 429 — unless the last queued request is of a
@@ -134,6 +167,14 @@ struct sched_batch_report {
     const struct error *err;  /* status 0: the run succeeded */
 };
 
+/* Why sched_submit refused a request it could have queued. */
+enum sched_refusal {
+    SCHED_REFUSED_FULL,     /* 429: the queue (or the request's level) is full */
+    SCHED_REFUSED_DEADLINE, /* 503: the request's own timeout cannot be met */
+    SCHED_REFUSED_BUDGET,   /* 503: the wait would exceed the queue budget */
+    SCHED_REFUSALS
+};
+
 /* Set by the layer above (e.g. obs/batch_obs.h) to learn about every
  * backend run. All members optional; a zeroed struct observes nothing. */
 struct sched_observer {
@@ -141,6 +182,10 @@ struct sched_observer {
      * after each backend run (success or failure), before the members'
      * complete() callbacks. Must not block. */
     void (*on_batch)(void *ctx, const struct sched_model *m, const struct sched_batch_report *b);
+    /* The submitting thread, when sched_submit refuses a request for one
+     * of these reasons (after the queue's lock is released). Must not
+     * block. */
+    void (*on_refuse)(void *ctx, const struct sched_model *m, enum sched_refusal why);
     /* Once, when the scheduler is stopped (sched_stop once its queue is
      * empty and every instance is back, or a failed sched_start): nothing
      * reports to ctx any more. */
@@ -183,8 +228,24 @@ struct sched_config {
      * and may get many responses through req->on_response before
      * complete(); a cancelled request stops at its next response. */
     bool decoupled;
+    /* The queue budget of requests that have no queue timeout (none at
+     * their level, none of their own): a request whose estimated wait is
+     * longer is refused at once (503). 0 = none; SCHED_QUEUE_BUDGET_AUTO =
+     * derived from the model's measured run time (see the top). The model
+     * layer sets it only for versions whose config has no queue policy. */
+    uint64_t queue_budget_us;
+    /* Prefer the batch sizes learned to run fastest per sample (see the
+     * top); the model layer sets it for dynamic batching without
+     * preferred_batch_size (with preferred sizes it has no effect). */
+    bool learn_batch_sizes;
     struct sched_observer observer; /* zero = none */
 };
+
+#define SCHED_QUEUE_BUDGET_AUTO UINT64_MAX
+/* The automatic budget: the time of this many batches of the size a deep
+ * queue forms, at the model's estimated run time, and at least the floor. */
+#define SCHED_QUEUE_BUDGET_BATCHES 2
+#define SCHED_QUEUE_BUDGET_FLOOR_US 5000
 
 /* Takes the instances of m (m->instances) and, without m->pool, starts a
  * pool of its own. Takes over cfg->observer: its on_stop runs exactly
@@ -228,6 +289,16 @@ uint32_t sched_queue_depth(struct sched *s);
  * (the queue changes meanwhile), for refusing a request before its body
  * is read; sched_submit decides. */
 bool sched_queue_full(const struct sched *s);
+
+/* The queue budget in force now, in ns: 0 without one, or while an
+ * automatic budget has no run time to derive it from yet. */
+uint64_t sched_queue_budget_ns(struct sched *s);
+
+/* The batch size the batcher learned to prefer (see the top) in *size, 0
+ * while none (batches as large as the queue allows). false: the version
+ * does not learn one (no dynamic batching, or preferred sizes in its
+ * config). */
+bool sched_preferred_batch_size(struct sched *s, uint32_t *size);
 
 /* The observer given to sched_start (never NULL; may be all zero). */
 const struct sched_observer *sched_get_observer(const struct sched *s);

@@ -4,7 +4,10 @@
  *   queue.c   the queue (order, admission, time limits), batch formation,
  *             leasing instances, start and stop
  *   run.c     running one formed batch on a leased instance: gather (and
- *             pad) inputs, execute, hand the outputs back (and cut them)
+ *             pad) inputs, execute, hand the outputs back (and cut them),
+ *             note the run in the estimates
+ *   learn.c   the time per sample by batch size, and the size to prefer
+ *             (learn.h: it knows nothing of the scheduler)
  *   pool.c    the worker pool: threads that run what no I/O thread runs
  *   local.c   the I/O thread's side of run to completion
  *
@@ -21,6 +24,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "sched/learn.h"
 #include "sched/pool.h"
 #include "sched/sched.h"
 
@@ -39,6 +43,8 @@ struct slot {
     uint32_t n;           /* members of the batch formed on it */
     bool leased;          /* held by a thread (not on the free list) */
     uint64_t started_ns;  /* while leased: when its batch started */
+    int64_t samples;      /* while leased: its batch's samples */
+    bool exploring;       /* its planned batch is capped to explore a size (learn.h) */
     struct slot *next_free;
 };
 
@@ -54,6 +60,7 @@ struct sched {
     pthread_cond_t drained; /* signalled when an instance comes back while stopping */
     struct infer_request *head, *tail; /* the queue, in its order */
     uint32_t queued;
+    int64_t queued_samples; /* of the queued requests (sum of req->batch) */
     uint32_t level_queued[SCHED_MAX_LEVELS + 1]; /* the last: background requests */
     atomic_uint background_waiting; /* level_queued's last, for readers without the lock */
     atomic_bool full;               /* sched_queue_full's answer, for readers without the lock */
@@ -62,6 +69,12 @@ struct sched {
     uint32_t nslots, nfree;
     uint64_t est_ns; /* moving estimate of a batch's run; 0 = no run yet */
     uint64_t est_samples_x256; /* moving estimate of a batch's samples, x256 */
+    /* Time per sample by batch size (learn.h), kept for a model that
+     * batches (predict_ns uses it), and, with prefer_learned
+     * (cfg.learn_batch_sizes, no configured preferred size), its learned
+     * preferred size and exploring caps apply. */
+    bool learning, prefer_learned;
+    struct learn learn;
     bool stopping;
 
     struct pool_job job; /* runs sched_work(s, NULL) on a pool worker */
@@ -74,33 +87,6 @@ struct sched {
 
 /* Weight of a new run in the moving estimates: 1/2^SCHED_EST_SHIFT. */
 #define SCHED_EST_SHIFT 3
-
-static inline void sched_ewma(uint64_t *est, uint64_t x)
-{
-    if (!*est)
-        *est = x;
-    else if (x >= *est)
-        *est += (x - *est) >> SCHED_EST_SHIFT;
-    else
-        *est -= (*est - x) >> SCHED_EST_SHIFT;
-    if (!*est)
-        *est = 1;
-}
-
-/* A finished run of `samples` samples that took ran_ns, into s's estimates
- * (takes s->lock; nothing for a decoupled model, whose runs last as long as
- * their streams). Called before the run's requests complete: a client that
- * has its answer may send its next request at once, and whether that one
- * runs inline or on the pool is decided by the estimate. */
-static inline void sched_note_run(struct sched *s, uint64_t ran_ns, int64_t samples)
-{
-    if (!ran_ns || s->cfg.decoupled)
-        return;
-    pthread_mutex_lock(&s->lock);
-    sched_ewma(&s->est_ns, ran_ns);
-    sched_ewma(&s->est_samples_x256, (uint64_t)(samples > 0 ? samples : 1) * 256u);
-    pthread_mutex_unlock(&s->lock);
-}
 
 /* Output memory of one backend run, shared by the requests of the batch. */
 struct sched_batch {
@@ -116,6 +102,13 @@ void sched_ref(struct sched *s);
 void sched_unref(struct sched *s);
 
 /* ---- run.c ---- */
+/* A finished run of `samples` samples that took ran_ns, into s's estimates
+ * (takes s->lock; nothing for a decoupled model, whose runs last as long as
+ * their streams), and, when it succeeded, into the learned batch sizes.
+ * Called before the run's requests complete: a client that has its answer
+ * may send its next request at once, and whether that one runs inline or
+ * on the pool is decided by the estimate. */
+void sched_note_run(struct sched *s, uint64_t ran_ns, int64_t samples, bool ok);
 int slot_init(struct slot *sl, const struct sched *s, void *instance);
 void slot_free(struct slot *sl, uint32_t ninputs);
 /* Runs the sl->n members on the slot's instance, notes the run in the

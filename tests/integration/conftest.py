@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -157,6 +158,33 @@ def make_repository(root, models):
     return root
 
 
+STALL_PLUGIN = INFERD_BIN.parent / "libinferd_identity_stall.so"
+
+
+def stall_config(max_batch_size=1, batching="", delay_us=300000, dtype="TYPE_INT32",
+                 dims="4", extra=""):
+    """identity_stall with one instance: IN -> OUT, each execute() sleeps delay_us."""
+    return ('backend: "identity_stall"\n'
+            'max_batch_size: %d\n'
+            'input [ { name: "IN" data_type: %s dims: [ %s ] } ]\n'
+            'output [ { name: "OUT" data_type: %s dims: [ %s ] } ]\n'
+            'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
+            '%s\n'
+            'parameters { key: "delay_us" value: { string_value: "%d" } }\n%s'
+            % (max_batch_size, dtype, dims, dtype, dims, batching, delay_us, extra))
+
+
+def add_stall_model(root, name, config):
+    """root/name: a model of the example plugin with config.pbtxt `config`."""
+    if not STALL_PLUGIN.exists():
+        pytest.fail("example plugin not built: %s" % STALL_PLUGIN)
+    mdir = root / name
+    (mdir / "1").mkdir(parents=True)
+    (mdir / "1" / "model.onnx").write_bytes(b"")  # a version; the plugin does not read it
+    (mdir / "config.pbtxt").write_text(config)
+    shutil.copy(STALL_PLUGIN, mdir / STALL_PLUGIN.name)
+
+
 def stall_repo(tmp_path, delay_us):
     """A repository with model `echo` (INT32 [4] in and out) served by the
     example plugin, which stalls each execution for delay_us. Each execution
@@ -196,6 +224,23 @@ def wait_stall_started(tmp_path, count, timeout=30):
             pytest.fail("%d executions started in %d s, expected %d"
                         % (stall_started(tmp_path), timeout, count))
         time.sleep(0.01)
+
+
+def burst(n, fn):
+    """Runs fn() in n threads released together; returns their results."""
+    gate = threading.Barrier(n)
+    out = [None] * n
+
+    def run(i):
+        gate.wait()
+        out[i] = fn()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
 
 
 def wait_queued(srv, model, count, timeout=30):

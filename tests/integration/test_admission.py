@@ -6,7 +6,6 @@ and executions that stall."""
 import json
 import shutil
 import signal
-import threading
 import time
 
 import grpc
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import INFERD_BIN, assert_error_response, ok_json
+from conftest import INFERD_BIN, assert_error_response, burst, ok_json
 from grpc_client import Client, generate
 from prom import scrape, wait_for
 
@@ -65,23 +64,6 @@ def executions(srv):
     r = requests.get(srv.url + "/v2/models/echo/stats", timeout=10)
     assert r.status_code == 200, r.text
     return sum(s["execution_count"] for s in r.json()["model_stats"])
-
-
-def burst(n, fn):
-    """Runs fn() in n threads released together; returns their results."""
-    gate = threading.Barrier(n)
-    out = [None] * n
-
-    def run(i):
-        gate.wait()
-        out[i] = fn()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
 
 
 @pytest.fixture(scope="module")

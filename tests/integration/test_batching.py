@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import INFERD_BIN, REPO_ROOT, MAIN_MODELS, IDENTITY_MODELS, stall_repo
+from conftest import (INFERD_BIN, REPO_ROOT, MAIN_MODELS, IDENTITY_MODELS, add_stall_model,
+                      stall_config, stall_repo)
+from prom import scrape, wait_for
 
 SLOW = REPO_ROOT / "tests" / "models" / "slow"
 
@@ -218,8 +220,10 @@ def test_preferred_batch_sizes_under_load(server_factory, tmp_path):
     single-sample requests run only in batches of 4 and 8 (Triton's rule:
     the largest preferred size that can be formed; never 9 or 16), and each
     client gets its own row back. Whatever the timing, every batch is a
-    preferred size, so all 32 complete without waiting for the delay."""
-    srv = server_factory.start(repository=preferred_repo(tmp_path))
+    preferred size, so all 32 complete without waiting for the delay. (32
+    at once are four 20 ms runs of 8: more than the default queue budget,
+    two runs, admits; it is off here.)"""
+    srv = server_factory.start("--queue-budget-ms", "off", repository=preferred_repo(tmp_path))
     before = batch_runs(srv.url)
 
     def one(i):
@@ -236,3 +240,92 @@ def test_preferred_batch_sizes_under_load(server_factory, tmp_path):
     assert set(runs) <= {4, 8}, runs
     assert sum(size * n for size, n in runs.items()) == 32, runs
 
+
+
+# Batches of up to 4 samples cost 1 ms a sample, larger ones 4 ms a sample
+# (the plugin's sample_delay_us): 4 is the fastest size per sample.
+LEARN_DELAYS = "4:1000,16:4000"
+
+
+def learning_repo(tmp_path):
+    """`learn`: the stall plugin, max_batch_size 16, no preferred size, one
+    instance, a cost per sample that is 4x higher above 4 samples. `fixed`:
+    the same with preferred_batch_size [16] (nothing to learn)."""
+    root = tmp_path / "models"
+    root.mkdir()
+    extra = 'parameters { key: "sample_delay_us" value: { string_value: "%s" } }\n' % LEARN_DELAYS
+    add_stall_model(root, "learn", stall_config(
+        16, "dynamic_batching { max_queue_delay_microseconds: 100000 }", delay_us=0, extra=extra))
+    add_stall_model(root, "fixed", stall_config(
+        16, "dynamic_batching { preferred_batch_size: [ 16 ] "
+        "max_queue_delay_microseconds: 100000 }", delay_us=0, extra=extra))
+    return root
+
+
+def model_batch_runs(url, model):
+    """{batch size: executions} from Triton's statistics API."""
+    r = requests.get("%s/v2/models/%s/stats" % (url, model), timeout=30)
+    assert r.status_code == 200, r.text
+    stat = r.json()["model_stats"][0]
+    return {b["batch_size"]: b["compute_infer"]["count"] for b in stat["batch_stats"]}
+
+
+def closed_loop(url, model, clients, until=None, per_client=None):
+    """`clients` threads each sending one-sample requests back to back,
+    until the event `until` is set or each has sent `per_client`."""
+    def client(c):
+        n = 0
+        while (until is None or not until.is_set()) and (per_client is None or n < per_client):
+            r = post_infer(url, model, [{"name": "IN", "shape": [1, 4], "datatype": "INT32",
+                                         "data": [c, n, c, n]}])
+            assert r.status_code == 200, r.text
+            assert r.json()["outputs"][0]["data"] == [c, n, c, n]
+            n += 1
+
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        for f in [pool.submit(client, c) for c in range(clients)]:
+            f.result()
+
+
+def test_batcher_learns_the_fastest_batch_size(server_factory, tmp_path):
+    """24 clients keep the queue deep, so batches start full (16 samples,
+    4 ms a sample). The batcher measures the smaller size classes by
+    capping some full batches, finds that batches of up to 4 samples run 4x
+    faster per sample, prefers 4 (inferd_batch_size_preferred, and the
+    log), and from then on runs batches of 4: Triton's batch_stats count
+    them. Sizes only, never durations. (The queue budget is off: 24 clients
+    queue more than two runs of work on purpose.)"""
+    srv = server_factory.start("--queue-budget-ms", "off", repository=learning_repo(tmp_path))
+    s = scrape(srv)
+    assert s.has("inferd_batch_size_preferred", model="learn", version="1")
+    assert s.get("inferd_batch_size_preferred", model="learn", version="1") == 0
+    assert not s.has("inferd_batch_size_preferred", model="fixed")
+
+    learned = threading.Event()
+    loop = threading.Thread(target=closed_loop, args=(srv.url, "learn", 24, learned))
+    loop.start()
+    try:
+        s = wait_for(srv, lambda s: s.get("inferd_batch_size_preferred", model="learn",
+                                          version="1") == 4, timeout=120)
+    finally:
+        learned.set()
+        loop.join()
+    assert s.get("inferd_batch_size_preferred", model="learn", version="1") == 4, \
+        model_batch_runs(srv.url, "learn")
+    assert "model learn version 1: batches of up to 4 samples run fastest per sample" \
+        in srv.stderr()
+    before = model_batch_runs(srv.url, "learn")
+    # Every size class was run on the way (the full batches of 16, and the
+    # smaller classes the batcher explored).
+    assert set(before) >= {1, 2, 4, 16}, before
+
+    closed_loop(srv.url, "learn", 24, per_client=10)
+    after = model_batch_runs(srv.url, "learn")
+    runs = {size: after.get(size, 0) - before.get(size, 0) for size in after}
+    runs = {size: n for size, n in runs.items() if n}
+    assert sum(size * n for size, n in runs.items()) == 240, runs
+    # Batches of 4, but for the last few requests (fewer left than 4) and a
+    # rare look at a size class not run for a while.
+    assert runs.get(4, 0) >= 0.8 * sum(runs.values()), runs
+    assert sum(n for size, n in runs.items() if size > 4) <= 2, runs
+    assert scrape(srv).get("inferd_batch_size_preferred", model="learn", version="1") == 4

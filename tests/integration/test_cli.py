@@ -15,7 +15,7 @@ from conftest import (INFERD_BIN, SANITIZER_MARKERS, MAIN_MODELS, IDENTITY_MODEL
 
 FLAGS = ["--model-repository", "--host", "--http-port", "--max-request-line",
          "--max-header-bytes", "--max-headers", "--max-body-bytes",
-         "--ort-intra-op-threads", "--ort-inter-op-threads"]
+         "--ort-intra-op-threads", "--ort-inter-op-threads", "--queue-budget-ms"]
 
 
 def run(*args, timeout=15, **kw):
@@ -53,7 +53,8 @@ def test_unknown_flag_exits_2(args, tmp_path):
 
 @pytest.mark.parametrize("flag,value", [("--http-port", "abc"), ("--http-port", "70000"),
                                         ("--max-body-bytes", "-1"), ("--max-headers", "x"),
-                                        ("--ort-intra-op-threads", "two")])
+                                        ("--ort-intra-op-threads", "two"),
+                                        ("--queue-budget-ms", "soon")])
 def test_invalid_flag_value_fails(flag, value, tmp_path):
     repo = make_repository(tmp_path / "models", {"simple": MAIN_MODELS["simple"]})
     args = ["serve", "--host", "127.0.0.1", "--model-repository", str(repo)]

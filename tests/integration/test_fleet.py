@@ -244,8 +244,11 @@ def test_fleet_kill_restart_drain(etcd, server_factory, tmp_path, grpc_pb):
         repo = stall_repo(tmp_path / name, ECHO_DELAY_US)
         for m in ("simple", "digits"):
             (repo / m).symlink_to(MAIN_MODELS[m].resolve())
-        ups.append(server_factory.start("--model-repository", str(repo),
-                                        *etcd_flags(etcd, name), wait=False))
+        # Six clients may all wait on echo (150 ms a run, one at a time), up
+        # to four on one upstream: more than its default queue budget (two
+        # runs) admits. This test is about kills and restarts, not overload.
+        ups.append(server_factory.start("--model-repository", str(repo), "--queue-budget-ms",
+                                        "off", *etcd_flags(etcd, name), wait=False))
     for u in ups:
         u.wait_ready()
     for name in names:

@@ -54,7 +54,10 @@ def grpc_burst(srv, tmp_path):
 def test_pool_shrinks_after_a_burst(server_factory, tmp_path, protocol):
     if sanitized_binary():
         pytest.skip("AddressSanitizer serves malloc: glibc's heap figures are meaningless")
-    srv = server_factory.start("--io-threads", "1", repository=stall_repo(tmp_path, 20000))
+    # The burst must be held at once (96 requests of 20 ms, one at a time):
+    # far more than the default queue budget (two runs) admits.
+    srv = server_factory.start("--io-threads", "1", "--queue-budget-ms", "off",
+                               repository=stall_repo(tmp_path, 20000))
     idle = heap_in_use(srv)
     if protocol == "rest":
         rest_burst(srv)

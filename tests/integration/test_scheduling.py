@@ -15,7 +15,6 @@ requests under test come first, so that those requests all wait for at
 least one whole run (300 ms) after the last of them is sent: an order is
 never decided by a few milliseconds of arrival.
 """
-import shutil
 import threading
 import time
 
@@ -24,40 +23,17 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import INFERD_BIN, assert_error_response, infer_request, ok_json
+from conftest import (add_stall_model, assert_error_response, infer_request, ok_json,
+                      stall_config)
 from grpc_client import Client, generate
 from prom import scrape, wait_for
 
-PLUGIN = INFERD_BIN.parent / "libinferd_identity_stall.so"
-STALL_US = 300000  # one run of a stall model
+STALL_US = 300000  # one run of a stall model (stall_config's default)
 GAP = 0.05         # seconds between sends meant to arrive in that order
 
 
 # --------------------------------------------------------------------------
 # model repositories
-
-
-def stall_config(max_batch_size=1, batching="", delay_us=STALL_US, dtype="TYPE_INT32",
-                 dims="4", extra=""):
-    """identity_stall with one instance: IN -> OUT, each execute() sleeps delay_us."""
-    return ('backend: "identity_stall"\n'
-            'max_batch_size: %d\n'
-            'input [ { name: "IN" data_type: %s dims: [ %s ] } ]\n'
-            'output [ { name: "OUT" data_type: %s dims: [ %s ] } ]\n'
-            'instance_group [ { count: 1 kind: KIND_CPU } ]\n'
-            '%s\n'
-            'parameters { key: "delay_us" value: { string_value: "%d" } }\n%s'
-            % (max_batch_size, dtype, dims, dtype, dims, batching, delay_us, extra))
-
-
-def add_stall_model(root, name, config):
-    if not PLUGIN.exists():
-        pytest.fail("example plugin not built: %s" % PLUGIN)
-    mdir = root / name
-    (mdir / "1").mkdir(parents=True)
-    (mdir / "1" / "model.onnx").write_bytes(b"")  # a version; the plugin does not read it
-    (mdir / "config.pbtxt").write_text(config)
-    shutil.copy(PLUGIN, mdir / PLUGIN.name)
 
 
 def write_vlen_onnx(path):
@@ -124,7 +100,9 @@ def srv(module_server_factory, tmp_path_factory):
     add_stall_model(root, "vlen_stall", stall_config(
         8, "dynamic_batching { max_queue_delay_microseconds: 500000 }", delay_us=0,
         dtype="TYPE_FP32", dims="-1", extra=PADDING_BUDGET))
-    return module_server_factory.start(repository=root)
+    # The tests queue several 300 ms runs on purpose, to watch their order:
+    # more than the default queue budget (two runs) admits.
+    return module_server_factory.start("--queue-budget-ms", "off", repository=root)
 
 
 @pytest.fixture(scope="module")
@@ -414,7 +392,8 @@ def test_full_queue_sheds_a_lower_priority_request(server_factory, tmp_path):
     root = tmp_path / "models"
     root.mkdir()
     add_stall_model(root, "prio", stall_config(0, PRIO))
-    srv = server_factory.start("--queue-limit", "2", repository=root)
+    srv = server_factory.start("--queue-limit", "2", "--queue-budget-ms", "off",
+                               repository=root)
     url = srv.url
     a = Arrivals()
     send_in_order(a, [

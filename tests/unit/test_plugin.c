@@ -399,13 +399,21 @@ static void test_load_errors(void **state)
               "parameters { key: 'fail_evry' value: { string_value: '2' } }\n",
               400,
               "backend 'identity_stall': unknown parameter 'fail_evry' (identity_stall takes "
-              "fail_every_n, fail_skip, delay_us, shadow_fail, fail_while_exists and started_log)");
+              "fail_every_n, fail_skip, delay_us, sample_delay_us, shadow_fail, fail_while_exists "
+              "and started_log)");
     load_fail(ops,
               "backend: 'identity_stall'\n"
               "input [{ name: 'IN' data_type: TYPE_FP32 dims: [1] }]\n"
               "output [{ name: 'OUT' data_type: TYPE_FP32 dims: [1] }]\n"
               "parameters { key: 'delay_us' value: { string_value: '-1' } }\n",
               400, "backend 'identity_stall': parameter delay_us: '-1' is not a number in range");
+    load_fail(ops,
+              "backend: 'identity_stall'\n"
+              "input [{ name: 'IN' data_type: TYPE_FP32 dims: [1] }]\n"
+              "output [{ name: 'OUT' data_type: TYPE_FP32 dims: [1] }]\n"
+              "parameters { key: 'sample_delay_us' value: { string_value: '16:1000,4:10' } }\n",
+              400, "backend 'identity_stall': parameter sample_delay_us: expected up to 8 rows:us "
+                   "pairs, rows ascending, separated by commas, got '16:1000,4:10'");
     load_fail(ops,
               "backend: 'identity_stall'\n"
               "input [{ name: 'IN' data_type: TYPE_FP32 dims: [1] }]\n"

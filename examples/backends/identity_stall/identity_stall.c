@@ -26,6 +26,14 @@
  *                 spares them;
  *   delay_us U    every execute() first sleeps U microseconds (0 to
  *                 3600000000; default 0), warm-up runs included;
+ *   sample_delay_us LIST  a cost per row that depends on the batch size,
+ *                 for tests of the batcher's learned batch sizes: LIST is
+ *                 up to 8 pairs `rows:us`, separated by commas, rows
+ *                 ascending; an execute() whose input has n rows (its
+ *                 first dimension) then sleeps n times the us of the first
+ *                 pair with rows >= n (the last pair's beyond it). With
+ *                 "4:1000,16:4000" batches of up to 4 rows cost 1 ms a row
+ *                 and larger ones 4 ms a row;
  *   shadow_fail B 1: an execution flagged INFERD_EXECUTE_SHADOW (a batch of
  *                 shadow copies, ABI 3) fails with status 500 and "shadow
  *                 execution refused (shadow_fail)", before any delay or
@@ -74,6 +82,7 @@
 #include <inferd/backend.h>
 
 #define DELAY_US_MAX 3600000000u
+#define SAMPLE_DELAYS_MAX 8
 #define PARAM_LINE_MAX 512
 #define FAIL_PATH_MAX 1024
 
@@ -83,6 +92,8 @@ struct instance {
     uint64_t fail_skip;
     uint64_t delay_us;
     uint64_t shadow_fail; /* 0 or 1 */
+    uint64_t sample_rows[SAMPLE_DELAYS_MAX], sample_us[SAMPLE_DELAYS_MAX]; /* sample_delay_us */
+    uint32_t nsample_delays;
     char fail_path[FAIL_PATH_MAX]; /* fail_while_exists; "" = none */
     char started_path[FAIL_PATH_MAX]; /* started_log; "" = none */
     atomic_uint_fast64_t executions;
@@ -123,6 +134,37 @@ static void instance_free(struct instance *in)
     free(in);
 }
 
+/* sample_delay_us: `rows:us` pairs, rows ascending. */
+static int parse_sample_delays(struct instance *self, const char *value)
+{
+    uint32_t n = 0;
+    const char *p = value;
+    while (*p) {
+        char pair[64];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof pair || n == SAMPLE_DELAYS_MAX)
+            return -1;
+        memcpy(pair, p, len);
+        pair[len] = '\0';
+        char *colon = strchr(pair, ':');
+        if (!colon)
+            return -1;
+        *colon = '\0';
+        if (parse_u64(pair, UINT32_MAX, &self->sample_rows[n]) != 0 ||
+            parse_u64(colon + 1, DELAY_US_MAX, &self->sample_us[n]) != 0 ||
+            (n && self->sample_rows[n] <= self->sample_rows[n - 1]))
+            return -1;
+        n++;
+        p += len;
+        if (*p == ',' && *++p == '\0')
+            return -1;
+    }
+    if (n == 0)
+        return -1;
+    self->nsample_delays = n;
+    return 0;
+}
+
 /* Sets one parameter; file (NULL for config.pbtxt) names where it came
  * from in the message. */
 static int set_parameter(struct instance *self, const char *key, const char *value,
@@ -137,6 +179,13 @@ static int set_parameter(struct instance *self, const char *key, const char *val
         rc = parse_u64(value, DELAY_US_MAX, &self->delay_us);
     else if (strcmp(key, "shadow_fail") == 0)
         rc = parse_u64(value, 1, &self->shadow_fail);
+    else if (strcmp(key, "sample_delay_us") == 0) {
+        if (parse_sample_delays(self, value) != 0)
+            return fail(err, 400, "%s%sparameter sample_delay_us: expected up to %d rows:us pairs, "
+                        "rows ascending, separated by commas, got '%s'", file ? file : "",
+                        file ? ": " : "", SAMPLE_DELAYS_MAX, value);
+        return 0;
+    }
     else if (strcmp(key, "fail_while_exists") == 0 || strcmp(key, "started_log") == 0) {
         char *dst = strcmp(key, "started_log") == 0 ? self->started_path : self->fail_path;
         size_t len = strlen(value);
@@ -147,10 +196,12 @@ static int set_parameter(struct instance *self, const char *key, const char *val
         return 0;
     } else if (file)
         return fail(err, 400, "%s: unknown parameter '%s' (identity_stall takes fail_every_n, "
-                    "fail_skip, delay_us, shadow_fail, fail_while_exists and started_log)", file, key);
+                    "fail_skip, delay_us, sample_delay_us, shadow_fail, fail_while_exists and "
+                    "started_log)", file, key);
     else
         return fail(err, 400, "unknown parameter '%s' (identity_stall takes fail_every_n, "
-                    "fail_skip, delay_us, shadow_fail, fail_while_exists and started_log)", key);
+                    "fail_skip, delay_us, sample_delay_us, shadow_fail, fail_while_exists and "
+                    "started_log)", key);
     if (rc && file)
         return fail(err, 400, "%s: parameter %s: '%s' is not a number in range", file, key,
                     value);
@@ -280,6 +331,13 @@ static int is_execute_flags(void *instance, const struct inferd_tensor *inputs, 
         return -1;
     if (self->delay_us)
         stall(self->delay_us);
+    if (self->nsample_delays && nin >= 1) {
+        uint64_t rows = inputs[0].ndim ? (uint64_t)inputs[0].shape[0] : 1;
+        uint32_t k = 0;
+        while (k + 1 < self->nsample_delays && self->sample_rows[k] < rows)
+            k++;
+        stall(rows * self->sample_us[k]);
+    }
     if (self->fail_every_n && n > self->fail_skip && (n - self->fail_skip) % self->fail_every_n == 0)
         return fail(err, 500, "injected failure");
     if (self->fail_path[0] && access(self->fail_path, F_OK) == 0)
