@@ -177,6 +177,14 @@ void gen_run_release(struct gen_engine *e, void *state)
 
 /* ---- ending a sequence ------------------------------------------------------------ */
 
+/* Frees s's cache blocks and budget reservation (idempotent). */
+static void release_cache(struct gen_engine *e, struct gen_seq *s)
+{
+    gen_kv_seq_release(&e->pool, &s->kv);
+    gen_kv_unreserve(s->reserved);
+    s->reserved = 0;
+}
+
 /* Frees s's cache and reservation and completes its request, with what
  * it used when it ran (s->id: it entered the running set; a sequence that
  * only waited used nothing). */
@@ -191,16 +199,19 @@ static void retire(struct gen_engine *e, struct gen_seq *s, const struct error *
     req->exec_end_ns = req->infer_end_ns = clock_now_ns();
     if (!req->infer_start_ns)
         req->infer_start_ns = req->exec_end_ns;
-    gen_kv_seq_release(&e->pool, &s->kv);
-    gen_kv_unreserve(s->reserved);
+    release_cache(e, s);
     gen_seq_free(e, s);
     req->complete(req);
 }
 
+/* The cache is given back and the end counted before the final response
+ * goes out, so a client that reads the metrics after its answer sees
+ * them settled. */
 static void finish(struct gen_engine *e, struct gen_seq *s, enum gen_finish why)
 {
-    gen_seq_respond(e, s, true, why);
+    release_cache(e, s);
     atomic_fetch_add_explicit(&e->stats.finished[why], 1, memory_order_relaxed);
+    gen_seq_respond(e, s, true, why);
     retire(e, s, NULL);
 }
 
