@@ -12,6 +12,7 @@
 #include "base/mem.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "http/h2_mem.h"
 #include "http/resp_head.h"
 #include "http/txn.h"
 
@@ -88,30 +89,6 @@ struct h2_stream {
     struct http_txn txn;
 };
 
-/* Freed nghttp2 blocks kept for reuse (see "memory" below). */
-#define H2_CACHE_MIN_SHIFT 5 /* 32 bytes */
-#define H2_CACHE_CLASSES 8   /* 32 .. 4096 bytes */
-#define H2_CACHE_MAX_BYTES ((size_t)1 << (H2_CACHE_MIN_SHIFT + H2_CACHE_CLASSES - 1))
-/* Blocks kept per class: as many as fit in 64 KiB (so a session keeps at
- * most 512 KiB, what its busiest moment needed anyway), at least 16. */
-#define H2_CACHE_CLASS_BYTES (64 * 1024)
-#define H2_CACHE_MIN_PER_CLASS 16
-
-struct block_head {
-    union {
-        struct {
-            int cls;     /* size class, or -1: not cached */
-            size_t size; /* usable bytes after the header */
-        } h;
-        _Alignas(16) char pad_[16];
-    } u;
-};
-
-struct block_cache {
-    struct block_head *free[H2_CACHE_CLASSES]; /* linked through the payload */
-    uint32_t nfree[H2_CACHE_CLASSES];
-};
-
 struct h2_session {
     nghttp2_session *ng;
     struct h2_session_config cfg;
@@ -124,124 +101,8 @@ struct h2_session {
     size_t high_water;
     bool failed;
     bool heads_waiting; /* a REST head completed in this h2_session_recv */
-    nghttp2_mem mem;
-    struct block_cache blocks; /* nghttp2's freed small blocks, for reuse */
+    struct h2_mem mem; /* nghttp2 allocates here (h2_mem.h) */
 };
-
-/* ---- memory: nghttp2 allocates through the inferd wrappers ----
- *
- * nghttp2 allocates and frees the same few small objects for every stream
- * (the stream, its outbound frame items, header blocks). Freed blocks of up
- * to H2_CACHE_MAX_BYTES are kept per session in power-of-two size classes
- * and handed out again, so a busy connection stops allocating once warm.
- * Every block carries a 16-byte header (keeps malloc's alignment) with its
- * class, or its size when it is too large to cache. nghttp2 calls these on
- * the session's loop thread only. */
-
-static int size_class(size_t size)
-{
-    for (int c = 0; c < H2_CACHE_CLASSES; c++)
-        if (size <= (size_t)1 << (H2_CACHE_MIN_SHIFT + c))
-            return c;
-    return ST_ERROR;
-}
-
-/* A cached block's payload holds the next free block of its class. */
-static struct block_head *next_free(const struct block_head *b)
-{
-    struct block_head *next;
-    memcpy(&next, (const void *)(b + 1), sizeof next);
-    return next;
-}
-
-static uint32_t class_limit(int c)
-{
-    uint32_t n = (uint32_t)(H2_CACHE_CLASS_BYTES >> (H2_CACHE_MIN_SHIFT + c));
-    return n > H2_CACHE_MIN_PER_CLASS ? n : H2_CACHE_MIN_PER_CLASS;
-}
-
-static void *cache_alloc(struct block_cache *bc, size_t size)
-{
-    int c = size_class(size);
-    struct block_head *b;
-    if (c >= 0 && bc->free[c]) {
-        b = bc->free[c];
-        bc->free[c] = next_free(b);
-        bc->nfree[c]--;
-        return b + 1;
-    }
-    size_t usable = c >= 0 ? (size_t)1 << (H2_CACHE_MIN_SHIFT + c) : size;
-    if (usable > SIZE_MAX - sizeof *b)
-        return NULL;
-    b = mem_alloc(sizeof *b + usable);
-    if (!b)
-        return NULL;
-    b->u.h.cls = c;
-    b->u.h.size = usable;
-    return b + 1;
-}
-
-static void cache_free(struct block_cache *bc, void *ptr)
-{
-    if (!ptr)
-        return;
-    struct block_head *b = (struct block_head *)ptr - 1;
-    int c = b->u.h.cls;
-    if (c < 0 || bc->nfree[c] >= class_limit(c)) {
-        mem_free(b);
-        return;
-    }
-    memcpy(ptr, &bc->free[c], sizeof bc->free[c]);
-    bc->free[c] = b;
-    bc->nfree[c]++;
-}
-
-static void cache_release(struct block_cache *bc)
-{
-    for (int c = 0; c < H2_CACHE_CLASSES; c++) {
-        while (bc->free[c]) {
-            struct block_head *b = bc->free[c];
-            bc->free[c] = next_free(b);
-            mem_free(b);
-        }
-        bc->nfree[c] = 0;
-    }
-}
-
-static void *ng_malloc(size_t size, void *ud)
-{
-    return cache_alloc(ud, size);
-}
-
-static void ng_free(void *ptr, void *ud)
-{
-    cache_free(ud, ptr);
-}
-
-static void *ng_calloc(size_t n, size_t size, void *ud)
-{
-    if (size && n > SIZE_MAX / size)
-        return NULL;
-    void *p = cache_alloc(ud, n * size);
-    if (p)
-        memset(p, 0, n * size);
-    return p;
-}
-
-static void *ng_realloc(void *ptr, size_t size, void *ud)
-{
-    if (!ptr)
-        return cache_alloc(ud, size);
-    struct block_head *b = (struct block_head *)ptr - 1;
-    if (size <= b->u.h.size)
-        return ptr;
-    void *p = cache_alloc(ud, size);
-    if (!p)
-        return NULL;
-    memcpy(p, ptr, b->u.h.size);
-    cache_free(ud, ptr);
-    return p;
-}
 
 /* ---- streams ---- */
 
@@ -923,7 +784,7 @@ int h2_session_new(const struct h2_session_config *cfg, struct h2_session **out)
     s->cfg.limits = &s->limits;
     if (s->limits.max_headers > HTTP1_MAX_HEADERS_CAP)
         s->limits.max_headers = HTTP1_MAX_HEADERS_CAP;
-    s->mem = (nghttp2_mem){&s->blocks, ng_malloc, ng_free, ng_calloc, ng_realloc};
+    h2_mem_init(&s->mem);
     if (nghttp2_session_callbacks_new(&cbs) != 0 || nghttp2_option_new(&opt) != 0)
         goto out;
     nghttp2_session_callbacks_set_send_callback(cbs, send_frames);
@@ -942,7 +803,7 @@ int h2_session_new(const struct h2_session_config *cfg, struct h2_session **out)
     nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESET_BURST, H2_RESET_RATE);
     nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
     nghttp2_option_set_no_closed_streams(opt, 1);
-    if (nghttp2_session_server_new3(&s->ng, cbs, s, opt, &s->mem) != 0) {
+    if (nghttp2_session_server_new3(&s->ng, cbs, s, opt, &s->mem.ng) != 0) {
         s->ng = NULL;
         goto out;
     }
@@ -964,7 +825,7 @@ out:
     if (rc) {
         if (s->ng)
             nghttp2_session_del(s->ng);
-        cache_release(&s->blocks);
+        h2_mem_release(&s->mem);
         mem_free(s);
     }
     return rc;
@@ -1039,7 +900,7 @@ void h2_session_free(struct h2_session *s)
         stream_free(st);
     }
     nghttp2_session_del(s->ng);
-    cache_release(&s->blocks);
+    h2_mem_release(&s->mem);
     mem_free(s);
 }
 

@@ -1,6 +1,6 @@
 /*
  * h2: HTTP/2 on inferd's own connections, with libnghttp2 doing the framing
- * and HPACK. The server (server.c) owns the socket and the buffers; an
+ * and HPACK. The server (tcp_conn.c) owns the socket and the buffers; an
  * h2_session is fed the received bytes (h2_session_recv) and asked for the
  * bytes to send (h2_session_send). Nothing here touches a file descriptor,
  * so the fuzz target drives exactly the code a real connection runs.
@@ -131,7 +131,7 @@ size_t h2_stream_pending(const struct h2_stream *st);
 /* Abort the stream with RST_STREAM(error_code); on_close follows. */
 void h2_stream_reset(struct h2_stream *st, uint32_t error_code);
 
-/* ---- The transport side (server.c and the fuzz target) ---- */
+/* ---- The transport side (tcp_conn.c and the fuzz target) ---- */
 
 struct h2_session_config {
     const struct http1_limits *limits; /* header and body limits, as HTTP/1 */

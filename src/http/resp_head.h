@@ -1,5 +1,9 @@
 /*
- * resp_head: the header fields of a REST response as HTTP/2 (h2.c) and
+ * resp_head: the head of a REST response as each protocol sends it.
+ *
+ * HTTP/1.1 (tcp_conn.c): the status line and header lines as text.
+ *
+ * HTTP/2 (h2.c) and
  * HTTP/3 (h3_stream.c) send them: :status, server, date, content-length (unless
  * the body is streamed), content-type (when given) and the handler's
  * extra header lines ("Name: value\r\n", txn.h), their names lowercased
@@ -15,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "http/txn.h"
 
 #define HTTP_RESP_HEAD_FIELDS 40
@@ -37,5 +42,19 @@ struct http_resp_head {
  * (unused when streamed). h is valid while content_type is. */
 void http_resp_head_build(struct http_resp_head *h, int status, const char *content_type,
                           const char *extra, bool streamed, uint64_t length);
+
+/* Formats an HTTP/1.1 response head into b (reset first): the status
+ * line, Server, Date, Content-Length (content_length >= 0), or for a
+ * streamed response (content_length < 0) chunked transfer coding when the
+ * client speaks HTTP/1.1 (version_minor 1; else the body ends when the
+ * connection closes), Content-Type when given, Connection (close unless
+ * keep_alive; keep-alive spelled out for HTTP/1.0), the handler's
+ * extra_headers lines, the blank line. No printf: appends of known
+ * pieces, the status line and Date cached per thread and second. An
+ * append that fails (b's ceiling, memory) is left out and recorded in
+ * b->err (buf.h). */
+void http_resp_head_h1(struct buf *b, int status, const char *content_type,
+                       const char *extra_headers, bool keep_alive, int version_minor,
+                       int64_t content_length);
 
 #endif

@@ -1,6 +1,8 @@
 /*
- * server: the HTTP/1.1 server on top of the event loop — listening socket,
- * connections, request framing (http1.c) and response writing.
+ * server: the HTTP/1.1 and HTTP/2 server on top of the event loop —
+ * listening sockets, connections, request framing (http1.c, h2.c) and
+ * response writing. Implemented by tcp_server.c (ports, accepting,
+ * drain) and tcp_conn.c (a connection), which share tcp_conn.h.
  *
  * Lifecycle of a connection (all on the loop thread):
  *   accepted → READING: bytes are read and parsed until a request is

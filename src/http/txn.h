@@ -1,6 +1,6 @@
 /*
  * txn: one HTTP request/response exchange, whatever the transport carries
- * it (HTTP/1.1 in server.c, HTTP/2 in h2.c, HTTP/3 in h3_stream.c). Handlers see only this
+ * it (HTTP/1.1 in tcp_conn.c, HTTP/2 in h2.c, HTTP/3 in h3_stream.c). Handlers see only this
  * header; each transport fills txn->ops with its own implementation, so
  * nothing here asks which transport it is.
  *

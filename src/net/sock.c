@@ -94,3 +94,32 @@ int sock_connect(const char *host, int port, int (*wait)(int fd, void *arg), voi
     }
     return fd;
 }
+
+size_t sock_addr_format(const struct sockaddr *sa, socklen_t len, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN], port[8];
+    if (cap == 0)
+        return 0;
+    out[0] = '\0';
+    if (getnameinfo(sa, len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return 0;
+    int n = snprintf(out, cap, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+    if (n <= 0 || (size_t)n >= cap) {
+        out[0] = '\0';
+        return 0;
+    }
+    return (size_t)n;
+}
+
+size_t sock_peer_format(int fd, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) {
+        if (cap)
+            out[0] = '\0';
+        return 0;
+    }
+    return sock_addr_format((const struct sockaddr *)&ss, len, out, cap);
+}

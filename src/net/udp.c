@@ -1,10 +1,8 @@
 #include "net/udp.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -117,14 +115,5 @@ int udp_send(int fd, const void *buf, size_t len, const struct udp_addr *remote,
 
 size_t udp_addr_format(const struct udp_addr *a, char *out, size_t cap)
 {
-    char host[INET6_ADDRSTRLEN], port[8];
-    if (cap == 0 || getnameinfo((const struct sockaddr *)&a->ss, a->len, host, sizeof host, port,
-                                sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-        return 0;
-    int n = snprintf(out, cap, a->ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
-    if (n <= 0 || (size_t)n >= cap) {
-        out[0] = '\0';
-        return 0;
-    }
-    return (size_t)n;
+    return sock_addr_format((const struct sockaddr *)&a->ss, a->len, out, cap);
 }

@@ -96,7 +96,7 @@ def test_every_layer_and_front_end_has_a_row():
 
 
 @pytest.mark.parametrize("broken, expect", [
-    ("`src/http/server.c:accept_all()`", "`src/http/server.c:accept_everything()`"),
+    ("`src/http/tcp_server.c:accept_all()`", "`src/http/tcp_server.c:accept_everything()`"),
     ("`src/api/http_path.c`", "`src/api/http_paths.c`"),
 ])
 def test_a_wrong_name_is_caught(broken, expect):

@@ -1,26 +1,22 @@
-#include "http/server.h"
+#include "http/tcp_conn.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
-#include "base/numfmt.h"
 #include "base/probe.h"
 #include "base/status.h"
+#include "http/resp_head.h"
+#include "http/tcp_io.h"
 #include "net/sock.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -55,12 +51,6 @@ enum conn_state {
 /* What an HTTP/2 connection's deadline is counting. */
 enum h2_wait { H2_WAIT_NONE, H2_WAIT_READ, H2_WAIT_WRITE };
 
-struct listener {
-    struct loop_watch watch;
-    struct http_server *server;
-    bool grpc; /* the gRPC port: HTTP/2 only */
-    int port;
-};
 
 struct http_conn {
     struct loop_watch watch;
@@ -95,22 +85,6 @@ struct http_conn {
     struct h2_session *h2;  /* in CONN_H2 */
 };
 
-struct http_server {
-    struct loop *loop;
-    struct http_server_config cfg;
-    http_handler_fn handler;
-    void *app;
-    struct listener listeners[2]; /* HTTP port, gRPC port (fd -1 if none) */
-    struct loop_watch reaper; /* frees closed connections at the end of an iteration */
-    struct http_conn *conns;     /* open connections */
-    struct http_conn *graveyard; /* closed, to be freed by the reaper */
-    uint32_t nconns;
-    atomic_uint own_connections; /* the counter when the config shares none */
-    atomic_uint *open_connections;
-    bool draining;
-    void (*on_drained)(void *arg);
-    void *drained_arg;
-};
 
 static void conn_process(struct http_conn *c);
 static void conn_close(struct http_conn *c);
@@ -199,70 +173,13 @@ static void conn_close(struct http_conn *c)
     maybe_drained(s);
 }
 
-/* "HTTP/1.1 <status> <text>\r\nServer: inferd\r\nDate: <now>\r\n", built
- * once per status and second and kept per thread: most responses of a
- * second share it (a response head is on every request's path). */
-struct head_start {
-    time_t sec;
-    int status;
-    size_t len;
-    char text[128];
-};
-
-static const struct head_start *head_start(int status)
-{
-    static __thread struct head_start cache[2]; /* 200, and the last other status */
-    struct head_start *h = &cache[status == 200 ? 0 : 1];
-    time_t now = time(NULL);
-    if (h->sec == now && h->status == status && h->len)
-        return h;
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    char date[40];
-    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    int n = snprintf(h->text, sizeof h->text, "HTTP/1.1 %d %s\r\nServer: inferd\r\nDate: %s\r\n",
-                     status, http_status_text(status), date);
-    h->len = n > 0 && (size_t)n < sizeof h->text ? (size_t)n : 0;
-    h->sec = now;
-    h->status = status;
-    return h;
-}
-
-#define PUT_LITERAL(b, s) buf_append((b), (s), sizeof(s) - 1)
-
-/* Formats the response head into c->out_head: Content-Length of the body
- * already in c->out_body, or, for a streamed response (content_length < 0),
- * chunked transfer coding when the client speaks HTTP/1.1 (else the body
- * ends when the connection closes). No printf: only appends of known
- * pieces. */
+/* Formats the response head into c->out_head (resp_head.h). */
 static void format_head(struct http_conn *c, int status, const char *content_type,
                         const char *extra_headers, bool keep_alive, int version_minor,
                         int64_t content_length)
 {
-    struct buf *b = &c->out_head;
-    const struct head_start *h = head_start(status);
-    buf_reset(b);
-    buf_append(b, h->text, h->len);
-    if (content_length >= 0) {
-        char num[NUMFMT_MAX];
-        PUT_LITERAL(b, "Content-Length: ");
-        buf_append(b, num, numfmt_i64(num, content_length));
-        PUT_LITERAL(b, "\r\n");
-    } else if (version_minor >= 1) {
-        PUT_LITERAL(b, "Transfer-Encoding: chunked\r\n");
-    }
-    if (content_type) {
-        PUT_LITERAL(b, "Content-Type: ");
-        buf_puts(b, content_type);
-        PUT_LITERAL(b, "\r\n");
-    }
-    if (!keep_alive)
-        PUT_LITERAL(b, "Connection: close\r\n");
-    else if (version_minor == 0)
-        PUT_LITERAL(b, "Connection: keep-alive\r\n");
-    if (extra_headers)
-        buf_puts(b, extra_headers);
-    PUT_LITERAL(b, "\r\n");
+    http_resp_head_h1(&c->out_head, status, content_type, extra_headers, keep_alive,
+                      version_minor, content_length);
     c->out_off = 0;
     c->close_after_write = !keep_alive;
 }
@@ -292,65 +209,16 @@ static void conn_fail(struct http_conn *c, int status, const char *msg)
     c->linger_after_write = true;
 }
 
-/* Sends pending output. Returns 0 when all is sent, 1 when the socket is
- * full (wait for EPOLLOUT), -1 when the connection failed. */
-static int conn_flush_tls(struct http_conn *c)
-{
-    for (;;) {
-        size_t head = c->out_head.len, body = c->out_body.len;
-        if (c->out_off >= head + body)
-            return 0;
-        const char *p;
-        size_t n;
-        if (c->out_off < head) {
-            p = c->out_head.data + c->out_off;
-            n = head - c->out_off;
-        } else {
-            p = c->out_body.data + (c->out_off - head);
-            n = head + body - c->out_off;
-        }
-        ssize_t w = tls_conn_write(c->tls, p, n);
-        if (w > 0) {
-            c->out_off += (size_t)w;
-            set_deadline(c, c->server->cfg.write_timeout_ms);
-            continue;
-        }
-        return w == ST_AGAIN ? 1 : -1;
-    }
-}
-
+/* Sends pending output (tcp_io.h); progress extends the write deadline.
+ * Returns 0 when all is sent, 1 when the socket is full (wait for
+ * EPOLLOUT), -1 when the connection failed. */
 static int conn_flush(struct http_conn *c)
 {
-    if (c->tls)
-        return conn_flush_tls(c);
-    for (;;) {
-        size_t head = c->out_head.len, body = c->out_body.len;
-        if (c->out_off >= head + body)
-            return 0;
-        struct iovec iov[2];
-        int n = 0;
-        if (c->out_off < head) {
-            iov[n].iov_base = c->out_head.data + c->out_off;
-            iov[n++].iov_len = head - c->out_off;
-        }
-        if (body) {
-            size_t boff = c->out_off > head ? c->out_off - head : 0;
-            iov[n].iov_base = c->out_body.data + boff;
-            iov[n++].iov_len = body - boff;
-        }
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(c->watch.fd, &msg, MSG_NOSIGNAL);
-        if (w > 0) {
-            c->out_off += (size_t)w;
-            set_deadline(c, c->server->cfg.write_timeout_ms);
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 1;
-        return ST_ERROR;
-    }
+    size_t before = c->out_off;
+    int rc = tcp_io_send(c->watch.fd, c->tls, &c->out_head, &c->out_body, &c->out_off);
+    if (c->out_off != before)
+        set_deadline(c, c->server->cfg.write_timeout_ms);
+    return rc == ST_AGAIN ? 1 : rc;
 }
 
 static void send_continue(struct http_conn *c)
@@ -405,43 +273,19 @@ static void body_done(struct http_conn *c, int status, const char *msg)
     http_txn_body_done(&c->txn, status, msg);
 }
 
-/* Reads up to len bytes from the socket or through TLS. Returns the count
- * (> 0), 0 when nothing is waiting (c->readable is cleared), -1 on EOF or
- * error. */
+/* Reads up to len bytes (tcp_io.h). Returns the count (> 0), 0 when
+ * nothing is waiting, -1 on EOF or error. c->readable is cleared when the
+ * socket is known empty: edge-triggered, bytes arriving later raise a new
+ * event, so asking again now would only cost a read that fails with
+ * EAGAIN (as nginx does). Unless the peer's FIN is waiting: no event would
+ * announce it again. */
 static ssize_t conn_recv(struct http_conn *c, void *p, size_t len)
 {
-    if (c->tls) {
-        ssize_t n = tls_conn_read(c->tls, p, len);
-        if (n > 0)
-            return n;
-        if (n == ST_AGAIN) {
-            c->readable = false;
-            return 0;
-        }
-        return ST_ERROR;
-    }
-    for (;;) {
-        ssize_t n = read(c->watch.fd, p, len);
-        if (n > 0) {
-            /* Edge-triggered: a read that did not fill the buffer emptied the
-             * socket, and bytes arriving later raise a new event, so asking
-             * again now would only cost a read that fails with EAGAIN (as
-             * nginx does). Unless the peer's FIN is waiting: no event would
-             * announce it again. */
-            if ((size_t)n < len && !c->peer_closed)
-                c->readable = false;
-            return n;
-        }
-        if (n == 0)
-            return ST_ERROR;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            c->readable = false;
-            return 0;
-        }
-        return ST_ERROR;
-    }
+    bool emptied;
+    ssize_t n = tcp_io_recv(c->watch.fd, c->tls, p, len, &emptied);
+    if (n == ST_AGAIN || (emptied && !c->peer_closed))
+        c->readable = false;
+    return n == ST_AGAIN ? 0 : n;
 }
 
 /* Reads what the socket has, up to one chunk. Returns 1 if bytes arrived,
@@ -468,20 +312,8 @@ static size_t conn_peer(struct http_conn *c, char *out, size_t cap)
 {
     if (cap == 0)
         return 0;
-    if (!c->peer_len) { /* once per connection */
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof ss;
-        char host[INET6_ADDRSTRLEN], port[8];
-        if (getpeername(c->watch.fd, (struct sockaddr *)&ss, &len) != 0 ||
-            getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
-                        NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-            return 0;
-        int n = snprintf(c->peer, sizeof c->peer, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
-                         host, port);
-        if (n <= 0 || (size_t)n >= sizeof c->peer)
-            return 0;
-        c->peer_len = (uint8_t)n;
-    }
+    if (!c->peer_len) /* once per connection */
+        c->peer_len = (uint8_t)sock_peer_format(c->watch.fd, c->peer, sizeof c->peer);
     size_t n = c->peer_len < cap ? c->peer_len : cap - 1;
     memcpy(out, c->peer, n);
     out[n] = '\0';
@@ -898,83 +730,65 @@ static void conn_on_events(struct loop_watch *w, uint32_t events)
     conn_process(c);
 }
 
-static void accept_all(struct loop_watch *w, uint32_t events)
+
+
+/* ---- the server's calls (tcp_conn.h) ---- */
+
+void tcp_conns_init(struct http_server *s)
 {
-    (void)events;
-    struct listener *l = container_of(w, struct listener, watch);
-    struct http_server *s = l->server;
-    /* A drain earlier in this loop pass closed the listener after epoll
-     * had reported it readable. */
-    if (w->fd < 0)
-        return;
-    for (;;) {
-        int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                log_warn("accept: %s", strerror(errno));
-            return;
-        }
-        if (atomic_fetch_add(s->open_connections, 1) >= s->cfg.max_connections) {
-            atomic_fetch_sub(s->open_connections, 1);
-            close(fd); /* over --max-connections: refuse at once */
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        struct http_conn *c = mem_calloc(1, sizeof *c);
-        if (!c) {
-            atomic_fetch_sub(s->open_connections, 1);
-            close(fd);
-            continue;
-        }
-        c->server = s;
-        c->watch.fd = fd;
-        c->watch.on_events = conn_on_events;
-        buf_init(&c->in, in_buffer_max(s));
-        buf_init(&c->out_head, 64 * 1024);
-        buf_init(&c->out_body, s->cfg.max_response_bytes);
-        buf_init(&c->txn.body, s->cfg.max_response_bytes);
-        c->grpc_port = l->grpc;
-        c->state = CONN_READING;
-        start_request(c);
-        if (s->cfg.tls) {
-            c->tls = tls_conn_new(s->cfg.tls, fd, l->grpc ? TLS_ALPN_H2_ONLY : TLS_ALPN_H2_HTTP1);
-            if (!c->tls) {
-                atomic_fetch_sub(s->open_connections, 1);
-                close(fd);
-                conn_free(c);
-                continue;
-            }
-            c->state = CONN_HANDSHAKE;
-            set_deadline(c, s->cfg.header_timeout_ms);
-        }
-        if (loop_add(s->loop, &c->watch, EPOLLIN | EPOLLOUT | EPOLLRDHUP) != 0) {
-            tls_conn_free(c->tls);
-            atomic_fetch_sub(s->open_connections, 1);
-            close(fd);
-            conn_free(c);
-            continue;
-        }
-        c->next = s->conns;
-        if (s->conns)
-            s->conns->prev = c;
-        s->conns = c;
-        s->nconns++;
-        INFERD_PROBE_2(conn_accepted, fd, l->port);
-    }
+    s->reaper.fd = -1;
+    s->reaper.on_events = reap;
 }
 
-static void on_tick(struct loop *l, void *arg)
+int tcp_conn_open(struct http_server *s, int fd, bool grpc_port, int port)
 {
-    (void)l;
-    struct http_server *s = arg;
-    uint64_t now = clock_now_ms();
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct http_conn *c = mem_calloc(1, sizeof *c);
+    if (!c)
+        goto fail;
+    c->server = s;
+    c->watch.fd = fd;
+    c->watch.on_events = conn_on_events;
+    buf_init(&c->in, in_buffer_max(s));
+    buf_init(&c->out_head, 64 * 1024);
+    buf_init(&c->out_body, s->cfg.max_response_bytes);
+    buf_init(&c->txn.body, s->cfg.max_response_bytes);
+    c->grpc_port = grpc_port;
+    c->state = CONN_READING;
+    start_request(c);
+    if (s->cfg.tls) {
+        c->tls = tls_conn_new(s->cfg.tls, fd, grpc_port ? TLS_ALPN_H2_ONLY : TLS_ALPN_H2_HTTP1);
+        if (!c->tls)
+            goto fail;
+        c->state = CONN_HANDSHAKE;
+        set_deadline(c, s->cfg.header_timeout_ms);
+    }
+    if (loop_add(s->loop, &c->watch, EPOLLIN | EPOLLOUT | EPOLLRDHUP) != 0) {
+        tls_conn_free(c->tls);
+        goto fail;
+    }
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    INFERD_PROBE_2(conn_accepted, fd, port);
+    return ST_OK;
+fail:
+    atomic_fetch_sub(s->open_connections, 1);
+    close(fd);
+    if (c)
+        conn_free(c);
+    return ST_ERROR;
+}
+
+void tcp_conns_expire(struct http_server *s, uint64_t now_ms)
+{
     struct http_conn *c = s->conns;
     while (c) {
         struct http_conn *next = c->next;
-        if (c->deadline_ms && now >= c->deadline_ms) {
+        if (c->deadline_ms && now_ms >= c->deadline_ms) {
             if (c->state == CONN_READING && c->in.len > 0) {
                 conn_fail(c, 408, "request not received in time");
                 conn_process(c);
@@ -986,120 +800,10 @@ static void on_tick(struct loop *l, void *arg)
         }
         c = next;
     }
-    if (s->cfg.on_tick)
-        s->cfg.on_tick(s->cfg.tick_arg, now);
 }
 
-static void listen_options(int fd, int family, void *arg)
+void tcp_conns_drain(struct http_server *s)
 {
-    (void)family;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (*(const bool *)arg)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-}
-
-static int listen_socket(const char *host, int port, bool reuseport, int *out_port)
-{
-    return sock_bind(host, port, SOCK_STREAM, listen_options, &reuseport, out_port);
-}
-
-/* Opens one port of the server; SO_REUSEPORT as configured. */
-static int listener_open(struct http_server *s, struct listener *l, int port, bool join,
-                         bool grpc)
-{
-    const struct http_server_config *cfg = &s->cfg;
-    int fd;
-    if (cfg->reuseport && !join) {
-        /* A plain bind fails if anyone holds the port, including another
-         * process's SO_REUSEPORT listeners, which would otherwise silently
-         * share our traffic. */
-        fd = listen_socket(cfg->host, port, false, &l->port);
-        if (fd >= 0) {
-            close(fd);
-            fd = listen_socket(cfg->host, l->port, true, &l->port);
-        }
-    } else {
-        fd = listen_socket(cfg->host, port, cfg->reuseport, &l->port);
-    }
-    if (fd < 0)
-        return fd;
-    l->watch.fd = fd;
-    l->watch.on_events = accept_all;
-    l->server = s;
-    l->grpc = grpc;
-    int rc = loop_add(s->loop, &l->watch, EPOLLIN);
-    if (rc) {
-        close(fd);
-        l->watch.fd = -1;
-    }
-    return rc;
-}
-
-static void listeners_close(struct http_server *s)
-{
-    for (int i = 0; i < 2; i++) {
-        struct listener *l = &s->listeners[i];
-        if (l->watch.fd >= 0) {
-            loop_del(s->loop, &l->watch);
-            close(l->watch.fd);
-            l->watch.fd = -1;
-        }
-    }
-}
-
-int http_server_start(struct loop *loop, const struct http_server_config *cfg,
-                      http_handler_fn handler, void *app, struct http_server **out)
-{
-    struct http_server *s = mem_calloc(1, sizeof *s);
-    if (!s)
-        return -ENOMEM;
-    s->loop = loop;
-    s->cfg = *cfg;
-    if (!s->cfg.h2_max_concurrent_streams)
-        s->cfg.h2_max_concurrent_streams = 128;
-    s->open_connections = cfg->open_connections ? cfg->open_connections : &s->own_connections;
-    s->handler = handler;
-    s->app = app;
-    s->listeners[0].watch.fd = s->listeners[1].watch.fd = -1;
-    s->listeners[1].port = -1;
-    s->reaper.fd = -1;
-    s->reaper.on_events = reap;
-    int rc = listener_open(s, &s->listeners[0], cfg->port, cfg->join_port, false);
-    if (rc == 0 && cfg->grpc_listen)
-        rc = listener_open(s, &s->listeners[1], cfg->grpc_port, cfg->grpc_join_port, true);
-    if (rc) {
-        listeners_close(s);
-        mem_free(s);
-        return rc;
-    }
-    loop->on_tick = on_tick;
-    loop->tick_arg = s;
-    *out = s;
-    return 0;
-}
-
-int http_server_port(const struct http_server *s)
-{
-    return s->listeners[0].port;
-}
-
-int http_server_grpc_port(const struct http_server *s)
-{
-    return s->listeners[1].port;
-}
-
-uint32_t http_server_connection_count(const struct http_server *s)
-{
-    return s->nconns;
-}
-
-void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), void *arg)
-{
-    s->draining = true;
-    s->on_drained = on_drained;
-    s->drained_arg = arg;
-    listeners_close(s);
     struct http_conn *c = s->conns;
     while (c) {
         struct http_conn *next = c->next;
@@ -1124,17 +828,12 @@ void http_server_drain(struct http_server *s, void (*on_drained)(void *arg), voi
     maybe_drained(s);
 }
 
-void http_server_free(struct http_server *s)
+void tcp_conns_close(struct http_server *s)
 {
-    if (!s)
-        return;
     while (s->conns)
         conn_close(s->conns);
     reap(&s->reaper, 0);
-    listeners_close(s);
-    mem_free(s);
 }
-
 
 /* ---- the HTTP/1 side of struct http_txn (txn.h) ---- */
 
