@@ -292,8 +292,9 @@ class Workplace:
                  "8002": self.server.metrics_port}
         text = re.sub(r"\b(localhost|127\.0\.0\.1):(800[012])\b",
                       lambda m: "%s:%d" % (m.group(1), ports[m.group(2)]), text)
-        text = re.sub(r"(?<![\w./])\./build/inferd\b", str(INFERD_BIN), text)
-        return text.replace("/tmp/", "%s/" % self.tmpdir)
+        # /tmp/ first: the binary itself may live under /tmp (a CI clone).
+        text = text.replace("/tmp/", "%s/" % self.tmpdir)
+        return re.sub(r"(?<![\w./])\./build/inferd\b", lambda m: str(INFERD_BIN), text)
 
     def bash(self, script):
         """(exit status or None after the timeout, what it printed)."""
