@@ -484,6 +484,10 @@ static void rest_dispatch(struct h2_stream *st, bool early)
     if (early) {
         st->early = true;
         t->body_pending = true;
+        /* DATA that came in the same batch as the head is the body so
+         * far, not the body: the handler sees it at request_end(). */
+        t->req.body = NULL;
+        t->req.body_len = 0;
         t->req.has_content_length = st->has_content_length;
         t->req.content_length = st->content_length;
     }
