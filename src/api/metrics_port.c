@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/procmem.h"
 #include "gen/engine.h"
 #include "obs/load_obs.h"
 #include "obs/metrics.h"
@@ -157,8 +158,9 @@ static void write_model_hist(struct buf *b, const struct collected *c, const cha
     }
 }
 
-/* The gauges of a version row that describe its scheduler now. */
-enum row_gauge { RG_QUEUE_DEPTH, RG_QUEUE_CAPACITY, RG_BATCH_PREFERRED, RG_QUEUE_BUDGET };
+/* The gauges of a version row that describe it now (its scheduler, its
+ * memory). */
+enum row_gauge { RG_QUEUE_DEPTH, RG_QUEUE_CAPACITY, RG_BATCH_PREFERRED, RG_QUEUE_BUDGET, RG_MEMORY };
 
 /* Whether row r has gauge k (a loaded version, one that learns a batch
  * size, one with a queue budget), and its value. */
@@ -171,6 +173,7 @@ static bool row_gauge(const struct version_row *r, enum row_gauge k, uint64_t *v
         return r->loaded != NULL;
     case RG_BATCH_PREFERRED: *v = r->preferred_batch; return r->learns_batch_size;
     case RG_QUEUE_BUDGET: *v = r->queue_budget_ns; return r->queue_budget_ns != 0;
+    case RG_MEMORY: *v = r->loaded ? r->loaded->memory_bytes : 0; return r->loaded != NULL;
     }
     return false;
 }
@@ -290,6 +293,10 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
                     "Longest estimated wait the model version's queue admits for a request "
                     "without a timeout of its own (--queue-budget-ms)",
                     RG_QUEUE_BUDGET);
+    write_row_gauge(b, c, "inferd_model_memory_bytes",
+                    "Host memory the loaded model version took when it loaded: resident size "
+                    "growth over its load and warm-up (docs/model-lifecycle.md)",
+                    RG_MEMORY);
     metrics_write_header(b, "inferd_queue_refusals_total", "counter",
                          "Requests the model version's queue refused at once, by reason");
     for (uint32_t i = 0; i < c->count; i++) {
@@ -376,7 +383,7 @@ static void write_server_metrics(struct buf *b, const struct obs_sources *src,
                       src->open_connections ? atomic_load(src->open_connections) : 0);
     metrics_write_header(b, "inferd_process_resident_memory_bytes", "gauge",
                          "Resident set size of the inferd process");
-    metrics_write_u64(b, "inferd_process_resident_memory_bytes", NULL, 0, sysinfo_rss_bytes());
+    metrics_write_u64(b, "inferd_process_resident_memory_bytes", NULL, 0, procmem_rss_bytes());
     metrics_write_header(b, "inferd_start_time_seconds", "gauge",
                          "Start time of the process since the Unix epoch in seconds");
     metrics_write_f64(b, "inferd_start_time_seconds", NULL, 0, (double)src->start_ms / 1000.0);

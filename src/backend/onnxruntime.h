@@ -2,9 +2,11 @@
  * onnxruntime: the built-in backend that runs ONNX models in-process through
  * the ONNX Runtime C API (the API version of the bundled headers).
  *
- * One OrtEnv and one CPU OrtMemoryInfo are created on the first load() and
- * live until the process exits; they are the only shared state and are
- * read-only afterwards. Everything else belongs to an instance.
+ * One OrtEnv and one CPU OrtMemoryInfo are created on the first load() (or
+ * onnxruntime_start()) and live until the process exits; they are the only
+ * shared state and are read-only afterwards. Everything else belongs to an
+ * instance. ORT's own process-wide state, built on its first session, is
+ * built then too, with a one-node session made and dropped.
  *
  * ORT's own log lines go to inferd's log (base/log.h), never straight to
  * stderr: "onnxruntime <log id>: <message> [<code location>]", where the log
@@ -43,5 +45,10 @@
 #include "backend/backend.h"
 
 extern const struct backend_ops backend_onnxruntime;
+
+/* Initializes what load() would on its first call (above), so that the
+ * first model's load time and measured memory are its own. Any thread,
+ * any number of times; a failure is reported by every load(). */
+void onnxruntime_start(void);
 
 #endif

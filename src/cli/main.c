@@ -26,10 +26,10 @@
 #include "base/cpus.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/procmem.h"
 #include "base/status.h"
 #include "bench/bench.h"
 #include "cli/admin_cmd.h"
-#include "cluster/remote.h"
 #include "cli/cluster_setup.h"
 #include "cli/config_file.h"
 #include "cli/infer_cmd.h"
@@ -37,6 +37,7 @@
 #include "cli/pipeline.h"
 #include "cli/routing_cmd.h"
 #include "cli/serve_options.h"
+#include "cluster/remote.h"
 #include "http/h3.h"
 #include "http/server.h"
 #include "model/model.h"
@@ -202,7 +203,7 @@ static void log_stats(struct io_thread *threads, int n)
     log_info("stats: infer_requests=%llu allocations=%llu rss_bytes=%llu heap_in_use_bytes=%llu "
              "heap_free_bytes=%llu",
              (unsigned long long)requests, (unsigned long long)mem_alloc_count(),
-             (unsigned long long)sysinfo_rss_bytes(), (unsigned long long)heap_in_use,
+             (unsigned long long)procmem_rss_bytes(), (unsigned long long)heap_in_use,
              (unsigned long long)heap_free);
 }
 

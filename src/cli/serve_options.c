@@ -50,6 +50,10 @@ const char serve_usage_text[] =
     "                             queue policy: a request that would wait longer gets 503\n"
     "                             with Retry-After at once (default: auto = 2 runs of a full\n"
     "                             batch of the model, at least 5 ms; off or 0 = none)\n"
+    "  --model-memory-budget N    host memory in bytes all loaded model versions may take\n"
+    "                             (each as measured when it loaded, in the statistics'\n"
+    "                             memory_usage): a load whose files do not fit in what is\n"
+    "                             left is refused before it starts (default: 0 = no budget)\n"
     "  --inline-budget-us N       an I/O thread runs a model's batch itself when the model's\n"
     "                             recent run time is at most N us and an instance is free\n"
     "                             (run to completion, no thread hand-off); slower models run\n"
@@ -172,6 +176,7 @@ static const struct option getopt_table[] = {
     {"header-timeout-secs", required_argument, NULL, SERVE_OPT_HEADER_TIMEOUT},
     {"idle-timeout-secs", required_argument, NULL, SERVE_OPT_IDLE_TIMEOUT},
     {"queue-limit", required_argument, NULL, SERVE_OPT_QUEUE_LIMIT},
+    {"model-memory-budget", required_argument, NULL, SERVE_OPT_MODEL_MEMORY_BUDGET},
     {"queue-budget-ms", required_argument, NULL, SERVE_OPT_QUEUE_BUDGET},
     {"kv-cache-bytes", required_argument, NULL, SERVE_OPT_KV_CACHE_BYTES},
     {"max-running-sequences", required_argument, NULL, SERVE_OPT_MAX_RUNNING_SEQUENCES},
@@ -355,6 +360,7 @@ static const struct num_option num_options[] = {
     NUM(SERVE_OPT_EXIT_TIMEOUT, 0, 86400, 1, exit_timeout_secs),
     NUM(SERVE_OPT_METRICS_PORT, 0, 65535, 1, metrics_port),
     NUM(SERVE_OPT_QUEUE_LIMIT, 1, 1000000, 1, repo.load.queue_limit),
+    NUM(SERVE_OPT_MODEL_MEMORY_BUDGET, 0, 1ull << 50, 1, repo.load.memory_budget),
     NUM(SERVE_OPT_GRPC_MAX_MESSAGE, 1024, 1ull << 31, 1, grpc_max_message_bytes),
     NUM(SERVE_OPT_SSE_KEEPALIVE, 100, 3600000, 1, sse_keepalive_ms),
     NUM(SERVE_OPT_STREAM_RESUME, 0, 86400, 1, stream_resume_secs),

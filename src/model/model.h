@@ -36,9 +36,10 @@ enum model_failure_kind {
     MODEL_FAIL_BACKEND, /* the backend (plugin) cannot be found or loaded */
     MODEL_FAIL_LOAD,    /* the backend refused the model file, or out of resources */
     MODEL_FAIL_WARMUP,  /* a model_warmup the config asks for failed */
+    MODEL_FAIL_MEMORY,  /* the version would not fit in the memory budget */
     MODEL_FAIL_KINDS
 };
-/* "config", "layout", "io", "backend", "load", "warmup". */
+/* "config", "layout", "io", "backend", "load", "warmup", "memory". */
 const char *model_failure_kind_name(enum model_failure_kind k);
 
 /* One thing of a model directory that failed to load or cannot be served. */
@@ -76,6 +77,9 @@ struct registry_options {
      * a fixed number of us, or 0 = none. */
     uint64_t queue_budget_us;
     const char *backend_directory; /* plugin libraries not in the model directory; or NULL */
+    /* Host memory all loaded versions may take (model/memory.h); a load
+     * that would not fit is refused (MODEL_FAIL_MEMORY). 0: no budget. */
+    uint64_t memory_budget;
     /* The worker pool every version's scheduler shares (sched/pool.h);
      * NULL: each scheduler starts its own. */
     struct sched_pool *pool;

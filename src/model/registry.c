@@ -13,6 +13,7 @@
 #include "model/backend_config.h"
 #include "model/config.h"
 #include "model/labels.h"
+#include "model/memory.h"
 #include "model/warmup.h"
 #include "base/clock.h"
 #include "base/cpus.h"
@@ -99,6 +100,7 @@ void model_free(struct model *m)
 {
     if (!m)
         return;
+    model_memory_release(m);
     if (m->engine)
         m->engine_ops->stop(m->engine);
     sched_stop(m->sched);
@@ -428,13 +430,25 @@ static int model_load(const struct registry_options *opts, const char *name, int
                       const char *cfg_text, size_t cfg_len, struct model **out,
                       struct error *err, enum model_failure_kind *kind)
 {
+    char version_dir[PATH_MAX_LEN], version_str[24];
+    snprintf(version_str, sizeof version_str, "%lld", (long long)version);
+    if (path_fmt(version_dir, sizeof version_dir, "%s/%s/%s", opts->repository, name,
+                 version_str) &&
+        model_memory_admit(name, version_str, version_dir, opts->memory_budget, err) != 0) {
+        *kind = MODEL_FAIL_MEMORY;
+        return ST_ERROR;
+    }
     struct model_backend_config bc;
     if (model_backend_config_prepare(cfg_text, cfg_len, &bc, err) != 0) {
         *kind = MODEL_FAIL_CONFIG;
         return ST_ERROR;
     }
+    onnxruntime_start(); /* its one-time state is not this version's */
+    uint64_t before = model_memory_sample();
     int rc = model_load_with(opts, name, version, cfg_text, cfg_len, bc.config, out, err, kind);
     model_backend_config_free(&bc);
+    if (rc == 0)
+        model_memory_account(*out, before);
     return rc;
 }
 
@@ -506,24 +520,27 @@ static void log_loaded(const struct model *m)
 {
     INFERD_PROBE_4(model_version_loaded, m->name, m->version_str, m->load_ms, m->warmup_us);
     const char *warmup = m->warmup_failed ? "warm-up failed after" : "warmed up in";
+    double mib = (double)m->memory_bytes / (1024.0 * 1024.0);
     if (m->sched_cfg.dynamic_batching)
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
-                 "(%u inputs, %u outputs, %u instances, batching up to %u after %llu us)",
+                 "(%u inputs, %u outputs, %u instances, %.1f MiB of memory, batching up to %u "
+                 "after %llu us)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,
                  (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
-                 m->ninstances, m->sched_cfg.max_batch_size,
+                 m->ninstances, mib, m->sched_cfg.max_batch_size,
                  (unsigned long long)m->sched_cfg.max_queue_delay_us);
     else
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
-                 "(%u inputs, %u outputs, %u instances)",
+                 "(%u inputs, %u outputs, %u instances, %.1f MiB of memory)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,
                  (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
-                 m->ninstances);
+                 m->ninstances, mib);
 }
 
 static const char *const failure_kind_names[MODEL_FAIL_KINDS] = {
     [MODEL_FAIL_CONFIG] = "config", [MODEL_FAIL_LAYOUT] = "layout", [MODEL_FAIL_IO] = "io",
     [MODEL_FAIL_BACKEND] = "backend", [MODEL_FAIL_LOAD] = "load", [MODEL_FAIL_WARMUP] = "warmup",
+    [MODEL_FAIL_MEMORY] = "memory",
 };
 
 const char *model_failure_kind_name(enum model_failure_kind k)

@@ -2,17 +2,18 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "backend/onnxruntime.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/probe.h"
+#include "base/procmem.h"
 #include "base/status.h"
 
 /* What a poll saw of a directory of the repository. */
@@ -249,7 +250,7 @@ static void unload_dead(struct repository *r, struct model *dead)
     /* A session's weights and arenas are large and freed all at once: give
      * the pages back now, or reload after reload leaves the heap holding
      * them (RSS creeping up with the number of reloads). */
-    malloc_trim(0);
+    procmem_trim();
 }
 
 /* ---- loading ------------------------------------------------------------- */
@@ -284,7 +285,9 @@ static int publish_failed_reload(struct repository *r, const char *name,
 }
 
 /* Loads (or reloads) `name`. A model that fails to load keeps its previous
- * versions serving, when it had any; the failure is returned. */
+ * versions serving, when it had any; the failure is returned, its message
+ * the reason alone (the repository API puts "failed to load 'name': "
+ * before it). */
 static int load_model(struct repository *r, const char *name, const char *config,
                       struct error *err)
 {
@@ -309,10 +312,9 @@ static int load_model(struct repository *r, const char *name, const char *config
     observe_load(r, name, e.failures, e.nfailures);
     const struct model_entry *old = snapshot_find(r->current, name, strlen(name));
     if (e.state != MODEL_READY && old && old->state == MODEL_READY) {
-        error_set(err, 400, "failed to load '%s' (the previous versions keep serving): %s", name,
-                  e.reason);
+        error_set(err, 400, "%s (the previous versions keep serving)", e.reason);
         INFERD_PROBE_3(model_load, name, 0, 1);
-        log_warn("%s", err->msg);
+        log_warn("failed to load '%s': %s", name, err->msg);
         if (publish_failed_reload(r, name, old, &e) != 0)
             log_error("model %s: out of memory recording the failed reload", name);
         model_entry_clear(&e);
@@ -320,7 +322,7 @@ static int load_model(struct repository *r, const char *name, const char *config
     }
     bool failed = e.state != MODEL_READY || e.failed_versions;
     if (failed)
-        error_set(err, 400, "failed to load '%s': %s", name, e.reason);
+        error_set(err, 400, "%s", e.reason);
     INFERD_PROBE_3(model_load, name, !failed, old != NULL); /* old: a reload */
     int rc = publish(r, name, &e);
     if (rc) {
@@ -736,6 +738,13 @@ int repository_open(const struct repository_options *opts, struct repository **o
     uint32_t n;
     struct repo_dir *dirs = scan_dirs(r, &n);
     struct error ignored;
+    /* ONNX Runtime's one-time state (model/memory.h) is built now, not in
+     * the first load, when the repository has a model of its own. */
+    for (uint32_t i = 0; i < n; i++)
+        if (dirs[i].kind == MODEL_DIR_MODEL) {
+            onnxruntime_start();
+            break;
+        }
     for (uint32_t i = 0; i < n; i++) {
         bool wanted = wanted_at_start(r, dirs[i].name);
         if (dirs[i].kind == MODEL_DIR_UNSERVABLE) {

@@ -69,6 +69,8 @@ struct model {
     struct model_labels *labels;
     char sha256[65];  /* of the model file, lower-case hex */
     uint64_t load_ms, warmup_us;
+    /* Host memory the version took when it loaded (model/memory.h). */
+    uint64_t memory_bytes;
     /* The default warm-up (no model_warmup in the config) failed; the
      * version serves anyway (logged as a warning). */
     bool warmup_failed;

@@ -570,6 +570,7 @@ static int report_entry(const struct model_entry *e, const char *version,
         struct stats_model *s = stats_model_find(m->name, m->version);
         if (!s || stats_version_read(s, &out->versions[out->count]) != 0)
             return error_set(err, 503, "out of memory reading statistics");
+        out->versions[out->count].memory_bytes = m->memory_bytes;
         out->count++;
     }
     return 0;

@@ -225,10 +225,13 @@ struct stats_version {
     struct stats_batch *batches; /* ascending batch_size; owned (stats_version_free) */
     uint32_t nbatches;
     /* Indexes with any count, ascending; owned (stats_version_free). Only
-     * decoupled models record them. Triton's memory_usage has no source
-     * here: inferd does not measure a model's memory (reported empty). */
+     * decoupled models record them. */
     struct stats_response *responses;
     uint32_t nresponses;
+    /* Host memory the version took when it loaded (model/memory.h), for
+     * Triton's memory_usage; filled by stats_report_build (0 from
+     * stats_version_read alone). */
+    uint64_t memory_bytes;
 };
 
 /* Sums s's slots into *out. Returns 0, or -ENOMEM (out is then empty). */

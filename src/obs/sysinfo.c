@@ -59,17 +59,6 @@ void sysinfo_memory(uint64_t *total_bytes, uint64_t *used_bytes)
     *used_bytes = total_kb > avail_kb ? (uint64_t)(total_kb - avail_kb) * 1024u : 0;
 }
 
-uint64_t sysinfo_rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return 0;
-    unsigned long long size = 0, resident = 0;
-    int n = fscanf(f, "%llu %llu", &size, &resident);
-    fclose(f);
-    return n == 2 ? resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
 void sysinfo_heap(uint64_t *in_use, uint64_t *free_bytes)
 {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))

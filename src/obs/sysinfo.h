@@ -1,7 +1,8 @@
 /*
  * sysinfo: host and process figures from /proc for the metrics (Linux).
  * Every function reads a small file; call them at scrape time, never on
- * the request path. Values a file cannot give are 0.
+ * the request path. Values a file cannot give are 0. (The process's
+ * resident size is base/procmem.h's.)
  */
 #ifndef INFERD_OBS_SYSINFO_H
 #define INFERD_OBS_SYSINFO_H
@@ -21,9 +22,6 @@ double sysinfo_cpu_utilization(struct sysinfo_cpu *prev);
 
 /* /proc/meminfo: MemTotal, and MemTotal - MemAvailable. */
 void sysinfo_memory(uint64_t *total_bytes, uint64_t *used_bytes);
-
-/* Resident set size of this process (/proc/self/statm). */
-uint64_t sysinfo_rss_bytes(void);
 
 /* The C heap (glibc malloc, every arena): bytes handed out and not freed
  * (in_use), and bytes malloc holds free (free_bytes; some of it may already

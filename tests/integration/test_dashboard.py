@@ -55,8 +55,12 @@ def test_data_shape(dsrv):
         assert v["version"] == "1" and len(v["sha256"]) == 64
         assert len(v["latency_buckets"]) == len(bounds) + 1
         for key in ("success", "fail", "inference_count", "execution_count", "queue_depth",
-                    "queue_capacity", "last_inference", "max_batch_size"):
+                    "queue_capacity", "last_inference", "max_batch_size", "memory_bytes"):
             assert isinstance(v[key], int), key
+    # The memory a version took is the statistics' (test_model_memory.py).
+    stats = ok_json(requests.get(dsrv.url + "/v2/models/stats"))["model_stats"]
+    assert {(m["name"], m["versions"][0]["memory_bytes"]) for m in doc["models"]} == \
+        {(s["name"], s["memory_usage"][0]["byte_size"]) for s in stats}
     meta = ok_json(requests.get(dsrv.url + "/v2/models/simple"))
     simple = [m for m in doc["models"] if m["name"] == "simple"][0]
     assert simple["versions"][0]["sha256"] == meta["parameters"]["sha256"]
@@ -109,6 +113,7 @@ def test_dashboard_renders_live_numbers(dsrv):
         assert simple["cells"]["rate"] != "0.00/s"
         assert re.match(r"^[0-9.]+ (µs|ms|s)$", simple["cells"]["p99"]), simple
         assert re.match(r"^[0-9.]+$", simple["cells"]["batch"]), simple
+        assert re.match(r"^[0-9.]+ (B|KiB|MiB|GiB)$", simple["cells"]["memory"]), simple
         assert browser.evaluate("document.getElementById('state').textContent") == "ready"
     finally:
         stop.set()

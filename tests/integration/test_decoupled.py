@@ -487,13 +487,14 @@ def test_response_stats_count_each_response_of_a_stream(fresh, pbs):
         assert counts(entry) == one_sent, (key, entry)
         # success is the sum of the compute_infer and compute_output times.
         assert entry["success"]["ns"] == entry["compute_infer"]["ns"] + entry["compute_output"]["ns"]
-    assert s["memory_usage"] == []
+    (mem,) = s["memory_usage"]
     assert sorted(grpc_stats.response_stats) == ["0", "1", "2"]
     for key in ("0", "1", "2"):
         g = grpc_stats.response_stats[key]
         assert {k: getattr(g, k).count for k in RESPONSE_KEYS} == one_sent
         assert g.success.ns == s["response_stats"][key]["success"]["ns"]
-    assert len(grpc_stats.memory_usage) == 0
+    (grpc_mem,) = grpc_stats.memory_usage
+    assert (grpc_mem.type, grpc_mem.id, grpc_mem.byte_size) == ("CPU", 0, mem["byte_size"])
 
 
 def test_response_stats_empty_final_response(fresh, pbs):

@@ -408,7 +408,7 @@ def test_regress_broken_version_in_poll_mode_is_visible(server_factory, tmp_path
     s = load_metrics(srv)
     assert s.types["inferd_model_load_failures_total"] == "counter"
     assert s.get("inferd_model_load_failures_total", model="addv", reason="load") == 1
-    for other in ("config", "layout", "io", "backend", "warmup"):
+    for other in ("config", "layout", "io", "backend", "warmup", "memory"):
         assert s.get("inferd_model_load_failures_total", model="addv", reason=other) == 0
     assert s.has("inferd_model_last_load_success", model="addv")
     assert s.get("inferd_model_last_load_success", model="addv") == 0

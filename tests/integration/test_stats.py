@@ -33,9 +33,12 @@ def check_shape(stat):
     sizes = [b["batch_size"] for b in stat["batch_stats"]]
     assert sizes == sorted(set(sizes))
     # Only decoupled models have response statistics (test_decoupled.py);
-    # inferd does not measure a model's memory.
+    # memory_usage is one host-memory entry (test_model_memory.py).
     assert stat["response_stats"] == {}
-    assert stat["memory_usage"] == []
+    (mem,) = stat["memory_usage"]
+    assert set(mem) == {"type", "id", "byte_size"}
+    assert mem["type"] == "CPU" and mem["id"] == 0
+    assert isinstance(mem["byte_size"], int) and mem["byte_size"] > 0
 
 
 @pytest.fixture(scope="module")

@@ -338,6 +338,13 @@ int model_pb_statistics(struct arena *a, const struct stats_version *v,
         if (!b->compute_input || !b->compute_infer || !b->compute_output)
             return -ENOMEM;
     }
-    /* memory_usage stays empty: inferd does not measure a model's memory. */
+    /* Triton's form: one entry per kind of memory; inferd's is host memory. */
+    o->memory_usage = MODEL_PB_ALLOC(a, 1, Inference__MemoryUsage, inference__memory_usage__init);
+    if (!o->memory_usage)
+        return -ENOMEM;
+    o->n_memory_usage = 1;
+    o->memory_usage[0]->type = "CPU";
+    o->memory_usage[0]->id = 0;
+    o->memory_usage[0]->byte_size = v->memory_bytes;
     return response_stats(a, v, o);
 }

@@ -4,10 +4,10 @@
 #include <time.h>
 
 #include "base/json.h"
+#include "base/procmem.h"
 #include "dashboard_html.h"
 #include "obs/metrics.h"
 #include "obs/stats.h"
-#include "obs/sysinfo.h"
 #include "sched/sched.h"
 
 void dashboard_page(struct http_txn *txn)
@@ -41,6 +41,8 @@ static void write_version(struct json_writer *w, const struct model *m,
     json_w_uint(w, sched_queue_depth(m->sched));
     json_w_key(w, "queue_capacity");
     json_w_uint(w, m->sched_cfg.max_queue_size);
+    json_w_key(w, "memory_bytes");
+    json_w_uint(w, m->memory_bytes);
     json_w_key(w, "success");
     json_w_uint(w, v->success.count);
     json_w_key(w, "fail");
@@ -87,7 +89,7 @@ void dashboard_data(const struct obs_sources *src, struct http_txn *txn)
     json_w_key(&w, "open_connections");
     json_w_uint(&w, src->open_connections ? atomic_load(src->open_connections) : 0);
     json_w_key(&w, "rss_bytes");
-    json_w_uint(&w, sysinfo_rss_bytes());
+    json_w_uint(&w, procmem_rss_bytes());
     json_w_obj_end(&w);
 
     /* Upper bounds of the latency buckets, in seconds (+Inf implied). */

@@ -72,8 +72,17 @@ static void write_model_stat(struct json_writer *w, const struct stats_version *
         json_w_obj_end(w);
     }
     json_w_arr_end(w);
-    json_w_key(w, "memory_usage"); /* not measured by inferd */
+    /* Triton's form: one entry per kind of memory; inferd's is host memory. */
+    json_w_key(w, "memory_usage");
     json_w_arr_begin(w);
+    json_w_obj_begin(w);
+    json_w_key(w, "type");
+    json_w_str(w, "CPU", 3);
+    json_w_key(w, "id");
+    json_w_uint(w, 0);
+    json_w_key(w, "byte_size");
+    json_w_uint(w, v->memory_bytes);
+    json_w_obj_end(w);
     json_w_arr_end(w);
     json_w_obj_end(w);
 }
