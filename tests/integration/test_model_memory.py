@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import INFERD_BIN, REPO_ROOT, assert_error_response, ok_json
+from conftest import INFERD_BIN, REPO_ROOT, assert_error_response, ok_json, sanitized_binary
 from grpc_client import Client, generate
 from prom import scrape
 
@@ -72,8 +72,13 @@ def test_memory_usage_is_the_resident_growth_of_each_load(server_factory, pbs):
     for model in BUNDLED_MODELS:
         got = reported(srv, model)
         assert got > 0, model
-        assert abs(got - grown[model]) <= max(RELATIVE * grown[model], PAGES), \
-            (model, got, grown[model])
+        # Under AddressSanitizer freed memory waits in its quarantine and
+        # every block has redzones: what the load request itself allocates
+        # after the version's window weighs too much to compare (the rest
+        # of the test holds there too).
+        if not sanitized_binary():
+            assert abs(got - grown[model]) <= max(RELATIVE * grown[model], PAGES), \
+                (model, got, grown[model])
     metrics = scrape(srv)
     c = Client(*pbs, "127.0.0.1:%d" % srv.grpc_port)
     try:
