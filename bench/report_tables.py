@@ -36,11 +36,24 @@ def fmt_bytes(b):
     return "—" if b is None else "%.1f MiB" % (b / 1048576.0)
 
 
+def why_missing(d):
+    """Why an experiment (or a part of one) has no figures: "skipped: <why>"
+    or "not measured: <error>"; None when it has them."""
+    if d.get("skipped"):
+        return "skipped: %s" % d["skipped"]
+    if d.get("error"):
+        return "not measured: %s" % d["error"]
+    return None
+
+
+def sentence(text):
+    """text with a capital first letter (a table's line of its own)."""
+    return text[:1].upper() + text[1:]
+
 def gen_notes(g, notes):
-    if g.get("skipped") or g.get("error"):
+    if (why := why_missing(g)):
         for name in ("gen_single_stream", "gen_batching"):
-            notes[name] = "%s: %s" % ("skipped" if g.get("skipped") else "not measured",
-                                      g.get("skipped") or g.get("error"))
+            notes[name] = why
         return
     s = g["server"]
     top = str(max(int(c) for c in s))
@@ -71,10 +84,9 @@ def prep_notes(pr, notes):
 
 
 def tq_notes(t, notes):
-    if t.get("skipped") or t.get("error"):
+    if (why := why_missing(t)):
         for name in ("token_fairness", "token_ttft"):
-            notes[name] = "%s: %s" % ("skipped" if t.get("skipped") else "not measured",
-                                      t.get("skipped") or t.get("error"))
+            notes[name] = why
         return
     u, st = t["usage"] or {}, t["setup"]
     notes["token_fairness"] = ("metered tokens: tenant-short %s, tenant-long %s (%s total "
@@ -145,9 +157,8 @@ def target_notes(doc):
     ov = e.get("overload") or {}
     lim, ten = ov.get("limiter") or {}, ov.get("tenants") or {}
     for name in ("overload_throughput", "overload_p99", "overload_refusal_p99"):
-        if lim.get("skipped") or lim.get("error"):
-            notes[name] = "%s: %s" % ("skipped" if lim.get("skipped") else "not measured",
-                                      lim.get("skipped") or lim.get("error"))
+        if (why := why_missing(lim)):
+            notes[name] = why
     if lim.get("overload"):
         o, u = lim["overload"], lim["unloaded"]
         notes["overload_throughput"] = "%s admitted vs %s req/s capacity; %s of the offered " \
@@ -161,10 +172,8 @@ def target_notes(doc):
                                              (r["latency_us_refused"] or {}).get("p50")
                                              for r in o["rounds"])))
     dflt = ov.get("defaults") or {}
-    if dflt.get("skipped") or dflt.get("error"):
-        notes["overload_default_p99"] = "%s: %s" % (
-            "skipped" if dflt.get("skipped") else "not measured",
-            dflt.get("skipped") or dflt.get("error"))
+    if (why := why_missing(dflt)):
+        notes["overload_default_p99"] = why
     elif dflt.get("overload"):
         o, u = dflt["overload"], dflt["unloaded"]
         notes["overload_default_p99"] = (
@@ -173,9 +182,8 @@ def target_notes(doc):
                 fmt(o["p99_us"]), fmt(u["p99_us"]), fmt(o["rps_ok"]),
                 fmt(dflt.get("throughput_ratio"), "%.3f"), pct(o["refused_share"]),
                 fmt(o["refused_p99_us"])))
-    if ten.get("skipped") or ten.get("error"):
-        notes["tenant_fairness"] = "%s: %s" % ("skipped" if ten.get("skipped") else
-                                               "not measured", ten.get("skipped") or ten["error"])
+    if (why := why_missing(ten)):
+        notes["tenant_fairness"] = why
     elif ten.get("a"):
         notes["tenant_fairness"] = ("admitted by the server: A (offers 3x its limit) %s, B "
                                     "(offers its limit) %s calls; load generators: A %s req/s "
@@ -700,9 +708,8 @@ def md_open_loop_pair(w, part, whose, p99_target="≤ 5", throughput_target=None
                       refusal_target=None):
     """The rounds of an experiment 11 part at 10% and 3x capacity and its
     figures (assemble's open_loop_pair), or why it is missing."""
-    if part.get("skipped") or part.get("error"):
-        w("%s: %s" % ("Skipped" if part.get("skipped") else "Not measured",
-                      part.get("skipped") or part.get("error")))
+    if (why := why_missing(part)):
+        w(sentence(why))
         return
     w(ADMISSION_HEAD)
     for i, r in enumerate(part["unloaded"]["rounds"]):
@@ -729,9 +736,8 @@ def md_overload(ov):
     w("### 11. Overload: `mlp` at 3x its capacity, the server's defaults and the concurrency "
       "limiter; two tenants with equal rate limits")
     w("")
-    if ov.get("skipped") or ov.get("error"):
-        w("%s: %s" % ("Skipped" if ov.get("skipped") else "Not measured",
-                      ov.get("skipped") or ov.get("error")))
+    if (why := why_missing(ov)):
+        w(sentence(why))
         w("")
         return out
     st = ov.get("setup") or {}
@@ -774,9 +780,8 @@ def md_overload(ov):
           fmt(st.get("tenant_limit"), "%.1f"), st.get("tenant_burst", "?"),
           fmt(st.get("tenant_a_rate"), "%.1f"), fmt(st.get("tenant_limit"), "%.1f")))
     w("")
-    if ten.get("skipped") or ten.get("error"):
-        w("%s: %s" % ("Skipped" if ten.get("skipped") else "Not measured",
-                      ten.get("skipped") or ten.get("error")))
+    if (why := why_missing(ten)):
+        w(sentence(why))
     else:
         w(ADMISSION_HEAD)
         for key, name in (("a", "tenant A"), ("b", "tenant B")):
@@ -803,9 +808,8 @@ def md_generation(g):
     w = out.append
     w("### 12. Generation: `models/kjv` streamed by the server vs the in-process loop")
     w("")
-    if g.get("skipped") or g.get("error"):
-        w("%s: %s" % ("Skipped" if g.get("skipped") else "Not measured",
-                      g.get("skipped") or g.get("error")))
+    if (why := why_missing(g)):
+        w(sentence(why))
         w("")
         return out
     st, ck = g.get("setup") or {}, g.get("check") or {}
@@ -988,9 +992,8 @@ def md_token_fairness(t):
     w = out.append
     w("### 15. Token fairness: two tenants with equal token quotas, short vs long prompts")
     w("")
-    if t.get("skipped") or t.get("error"):
-        w("%s: %s" % ("Skipped" if t.get("skipped") else "Not measured",
-                      t.get("skipped") or t.get("error")))
+    if (why := why_missing(t)):
+        w(sentence(why))
         w("")
         return out
     st, r = t["setup"], t["runs"]
