@@ -818,12 +818,20 @@ static char *digits_backwards(char *end, uint64_t v)
     return p;
 }
 
+/* Decimal digits of v (1 for 0). */
+static size_t digit_count(uint64_t v)
+{
+    size_t n = 1;
+    for (; v >= 10000; v /= 10000)
+        n += 4;
+    return n + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+
 size_t numfmt_u64(char *out, uint64_t v)
 {
-    char tmp[20];
-    char *p = digits_backwards(tmp + sizeof tmp, v);
-    size_t n = (size_t)(tmp + sizeof tmp - p);
-    memcpy(out, p, n);
+    /* Counted first, so that the digits go straight to their place. */
+    size_t n = digit_count(v);
+    digits_backwards(out + n, v);
     out[n] = '\0';
     return n;
 }

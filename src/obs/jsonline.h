@@ -47,14 +47,23 @@ static inline void jl_put(struct jline *l, const char *s, size_t n)
 /* s must be a string literal ("" s does not compile otherwise). */
 #define jl_lit(l, s) jl_put((l), "" s, sizeof("" s) - 1)
 
+/* Numbers are formatted in place when the room left holds the longest. */
 static inline void jl_u64(struct jline *l, uint64_t v)
 {
+    if (!l->overflow && l->cap - l->n >= NUMFMT_MAX) {
+        l->n += numfmt_u64(l->p + l->n, v);
+        return;
+    }
     char tmp[NUMFMT_MAX];
     jl_put(l, tmp, numfmt_u64(tmp, v));
 }
 
 static inline void jl_i64(struct jline *l, int64_t v)
 {
+    if (!l->overflow && l->cap - l->n >= NUMFMT_MAX) {
+        l->n += numfmt_i64(l->p + l->n, v);
+        return;
+    }
     char tmp[NUMFMT_MAX];
     jl_put(l, tmp, numfmt_i64(tmp, v));
 }
@@ -75,11 +84,18 @@ static inline uint64_t jl_special8(uint64_t w)
 static inline size_t jl_plain_run(const char *s, size_t n)
 {
     size_t j = 0;
+    uint64_t w;
     for (; j + 8 <= n; j += 8) {
-        uint64_t w;
         memcpy(&w, s + j, 8);
         if (jl_special8(w))
             break;
+    }
+    if (j + 8 > n && n >= 8) {
+        /* Every whole word was plain: the last eight bytes, overlapping
+         * the last of them, settle the tail at once. */
+        memcpy(&w, s + n - 8, 8);
+        if (!jl_special8(w))
+            return n;
     }
     for (; j < n; j++) {
         unsigned char c = (unsigned char)s[j];
@@ -93,32 +109,37 @@ static inline size_t jl_plain_run(const char *s, size_t n)
 static inline void jl_str(struct jline *l, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    size_t i = jl_plain_run(s, n);
+    if (i == n && !l->overflow && n + 2 <= l->cap - l->n) {
+        /* The common case: nothing to escape, and room for all of it. */
+        char *p = l->p + l->n;
+        p[0] = '"';
+        memcpy(p + 1, s, n);
+        p[n + 1] = '"';
+        l->n += n + 2;
+        return;
+    }
     jl_lit(l, "\"");
-    size_t i = 0;
+    jl_put(l, s, i); /* the plain run found above */
     while (i < n && !l->overflow) {
-        /* The plain run: copied in one piece. */
-        size_t j = i + jl_plain_run(s + i, n - i);
-        jl_put(l, s + i, j - i);
-        i = j;
-        if (i == n)
-            break;
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x80) {
-            size_t k = json_utf8_seq_len((const unsigned char *)s + i, n - i);
-            if (k) {
-                jl_put(l, s + i, k);
-                i += k;
-                continue;
-            }
-        }
-        if (c == '"' || c == '\\') {
+        size_t k = c >= 0x80 ? json_utf8_seq_len((const unsigned char *)s + i, n - i) : 0;
+        if (k) {
+            jl_put(l, s + i, k); /* valid UTF-8 goes as it is */
+            i += k;
+        } else if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
             jl_put(l, e, 2);
+            i++;
         } else {
             char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             jl_put(l, e, 6);
+            i++;
         }
-        i++;
+        /* The next plain run: copied in one piece. */
+        size_t j = i + jl_plain_run(s + i, n - i);
+        jl_put(l, s + i, j - i);
+        i = j;
     }
     jl_lit(l, "\"");
 }

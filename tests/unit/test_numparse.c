@@ -245,6 +245,16 @@ static void test_integers(void **state)
     assert_string_equal(buf, "18446744073709551615");
     numfmt_u64(buf, 0);
     assert_string_equal(buf, "0");
+    /* Each side of every power of ten, where the digit count changes. */
+    uint64_t p10 = 1;
+    for (int k = 0; k < 20; k++, p10 *= 10) {
+        for (uint64_t v = p10 - 1; v <= p10 + 1; v++) {
+            char want[32];
+            snprintf(want, sizeof want, "%" PRIu64, v);
+            assert_int_equal(numfmt_u64(buf, v), strlen(want));
+            assert_string_equal(buf, want);
+        }
+    }
 }
 
 /* ---- floating point: fixed cases -------------------------------------- */

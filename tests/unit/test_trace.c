@@ -199,6 +199,25 @@ static void test_ids(void **state)
     assert_true(u >= 0 && u < 1);
 }
 
+/* span_hex against snprintf's "%02x" for every byte value at every
+ * position of a word, and for lengths that are not a multiple of four. */
+static void test_hex(void **state)
+{
+    (void)state;
+    uint8_t in[259];
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (uint8_t)(i * 7 + i / 256);
+    char want[2 * sizeof in + 1], got[2 * sizeof in + 1];
+    for (size_t n = 0; n <= sizeof in; n += n < 9 ? 1 : 125) {
+        for (size_t i = 0; i < n; i++)
+            snprintf(want + 2 * i, 3, "%02x", in[i]);
+        want[2 * n] = '\0';
+        memset(got, 'X', sizeof got);
+        span_hex(in, n, got);
+        assert_string_equal(got, want);
+    }
+}
+
 /* ---- settings ------------------------------------------------------------ */
 
 static int apply(const char *model, const char *json, struct error *err)
@@ -577,7 +596,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_traceparent_valid), cmocka_unit_test(test_traceparent_invalid),
         cmocka_unit_test(test_tracestate),        cmocka_unit_test(test_tracestate_truncation),
-        cmocka_unit_test(test_ids),               cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_ids),               cmocka_unit_test(test_hex),
+        cmocka_unit_test(test_settings),
         cmocka_unit_test(test_otlp_encode),       cmocka_unit_test(test_span_limits),
         cmocka_unit_test(test_parse_url),         cmocka_unit_test(test_exporter),
         cmocka_unit_test(test_exporter_unreachable),
