@@ -222,6 +222,32 @@ int shm_status(struct shm_registry *reg, const char *name, struct shm_info *out,
     return 0;
 }
 
+int shm_cuda_status(struct shm_registry *reg, const char *name, struct error *err)
+{
+    if (!name)
+        return 0;
+    bool system = false;
+    if (reg) {
+        pthread_mutex_lock(&reg->lock);
+        system = find(reg, name, strlen(name)) >= 0;
+        pthread_mutex_unlock(&reg->lock);
+    }
+    if (system)
+        return error_set(err, 404,
+                         "The region named '%.*s' is registered as system shared memory, not "
+                         "CUDA shared memory",
+                         SHM_NAME_MAX, name);
+    return error_set(err, 404, "Unable to find cuda shared memory region: '%.*s'", SHM_NAME_MAX,
+                     name);
+}
+
+int shm_cuda_register(const char *name, struct error *err)
+{
+    return error_set(err, 400,
+                     "failed to register CUDA shared memory region: '%.*s', GPUs not supported",
+                     SHM_NAME_MAX, name);
+}
+
 struct shm_region *shm_acquire(struct shm_registry *reg, const char *name, size_t len,
                                struct error *err)
 {

@@ -81,6 +81,27 @@ struct shm_info {
 int shm_status(struct shm_registry *reg, const char *name, struct shm_info *out, uint32_t max,
                uint32_t *n, struct error *err);
 
+/* ---- CUDA shared memory on a build without GPUs --------------------------- */
+
+/* Triton's CPU-only build answers the CUDA shared-memory calls too, and
+ * clients (tritonclient's examples, perf_analyzer) make them to clean up,
+ * so inferd answers them the same way. No CUDA region can ever be
+ * registered, hence:
+ *   status, all regions:  none (an empty list);
+ *   status of `name`:     shm_cuda_status() returns ST_ERROR, 404 "Unable to
+ *                         find cuda shared memory region: 'name'", or when
+ *                         `name` is a system region, 404 "The region named
+ *                         'name' is registered as system shared memory, not
+ *                         CUDA shared memory";
+ *   unregister (one, all): nothing to do; succeeds, as Triton's does for a
+ *                         name it does not hold;
+ *   register:             shm_cuda_register() returns ST_ERROR, 400 "failed
+ *                         to register CUDA shared memory region: 'name',
+ *                         GPUs not supported".
+ * reg may be NULL (a server without system shared memory). */
+int shm_cuda_status(struct shm_registry *reg, const char *name, struct error *err);
+int shm_cuda_register(const char *name, struct error *err);
+
 /* A reference on region `name` (not NUL-terminated), or NULL with a 400
  * naming it. Any thread. */
 struct shm_region *shm_acquire(struct shm_registry *reg, const char *name, size_t len,

@@ -72,6 +72,12 @@ class Client:
                                            pb.SystemSharedMemoryRegisterResponse),
             "SystemSharedMemoryUnregister": (pb.SystemSharedMemoryUnregisterRequest,
                                              pb.SystemSharedMemoryUnregisterResponse),
+            "CudaSharedMemoryStatus": (pb.CudaSharedMemoryStatusRequest,
+                                       pb.CudaSharedMemoryStatusResponse),
+            "CudaSharedMemoryRegister": (pb.CudaSharedMemoryRegisterRequest,
+                                         pb.CudaSharedMemoryRegisterResponse),
+            "CudaSharedMemoryUnregister": (pb.CudaSharedMemoryUnregisterRequest,
+                                           pb.CudaSharedMemoryUnregisterResponse),
         }
 
     def close(self):

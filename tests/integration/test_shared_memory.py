@@ -199,12 +199,6 @@ def test_rest_errors(srv, shm):
     assert requests.get(url + "/region/x/register", timeout=10).status_code == 405
     assert requests.post(url + "/status", timeout=10).status_code == 405
     assert requests.get(url + "/region/x/frobnicate", timeout=10).status_code == 404
-    # CUDA shared memory: Triton's error shape.
-    for path in ("/v2/cudasharedmemory/status", "/v2/cudasharedmemory/region/c/register"):
-        method = requests.get if path.endswith("status") else requests.post
-        r = method(srv.url + path, json={"raw_handle": {"b64": ""}, "device_id": 0,
-                                         "byte_size": 4}, timeout=10)
-        assert "CUDA shared memory is not supported" in assert_error_response(r, 400)
 
 
 def test_infer_errors(srv, shm):
@@ -372,8 +366,53 @@ def test_grpc_errors(srv, gclient, pbs, shm):
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "input 'INPUT0': shared_memory_byte_size is 16 bytes, shape [1,16] of INT32 needs 64" \
         in e.details()
-    for method in ("CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
-                   "CudaSharedMemoryUnregister"):
-        e = err(gclient.raw("/inference.GRPCInferenceService/" + method), b"", timeout=30)
-        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "CUDA shared memory is not supported" in e.details()
+
+
+# CUDA shared memory, answered as Triton's CPU-only build answers it (its
+# http_server.cc, grpc_server.cc and shared_memory_manager.cc): clients such
+# as tritonclient's shared-memory examples unregister everything first.
+CUDA = "/v2/cudasharedmemory"
+
+
+def test_cuda_shared_memory_rest_as_a_cpu_build(srv, shm):
+    m = shm(SIZE)
+    assert register(srv, "sys", key_of(m), SIZE).status_code == 200
+    r = requests.get(srv.url + CUDA + "/status", timeout=10)
+    assert r.status_code == 200 and r.json() == []
+    r = requests.get(srv.url + CUDA + "/region/c/status", timeout=10)
+    assert assert_error_response(r, 404) == "Unable to find cuda shared memory region: 'c'"
+    r = requests.get(srv.url + CUDA + "/region/sys/status", timeout=10)
+    assert assert_error_response(r, 404) == ("The region named 'sys' is registered as system "
+                                             "shared memory, not CUDA shared memory")
+    r = requests.post(srv.url + CUDA + "/region/c/register", timeout=10,
+                      json={"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 4})
+    assert assert_error_response(r, 400) == \
+        "failed to register CUDA shared memory region: 'c', GPUs not supported"
+    for path in ("/unregister", "/region/c/unregister", "/region/sys/unregister"):
+        assert requests.post(srv.url + CUDA + path, timeout=10).status_code == 200
+    # The system region is untouched by the CUDA calls.
+    assert [x["name"] for x in status(srv).json()] == ["sys"]
+    assert requests.post(srv.url + CUDA + "/status", timeout=10).status_code == 405
+    assert requests.get(srv.url + CUDA + "/unregister", timeout=10).status_code == 405
+
+
+def test_cuda_shared_memory_grpc_as_a_cpu_build(srv, gclient, shm):
+    m = shm(SIZE)
+    gclient.call("SystemSharedMemoryRegister", name="sys", key=key_of(m), byte_size=SIZE)
+    assert len(gclient.call("CudaSharedMemoryStatus").regions) == 0
+
+    def err(method, **fields):
+        with pytest.raises(grpc.RpcError) as e:
+            gclient.call(method, **fields)
+        return e.value.code(), e.value.details()
+    assert err("CudaSharedMemoryStatus", name="c") == (
+        grpc.StatusCode.NOT_FOUND, "Unable to find cuda shared memory region: 'c'")
+    assert err("CudaSharedMemoryStatus", name="sys") == (
+        grpc.StatusCode.NOT_FOUND, "The region named 'sys' is registered as system shared "
+        "memory, not CUDA shared memory")
+    assert err("CudaSharedMemoryRegister", name="c", raw_handle=b"\0" * 64, device_id=0,
+               byte_size=4) == (grpc.StatusCode.INVALID_ARGUMENT, "failed to register CUDA "
+                                "shared memory region: 'c', GPUs not supported")
+    gclient.call("CudaSharedMemoryUnregister")
+    gclient.call("CudaSharedMemoryUnregister", name="c")
+    assert list(gclient.call("SystemSharedMemoryStatus").regions) == ["sys"]

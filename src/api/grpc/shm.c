@@ -1,5 +1,6 @@
 /* Triton's shared-memory RPCs (api/grpc/services.h): the system ones on
- * the registry of serve/shm.h, the CUDA ones refused. */
+ * the registry of serve/shm.h, the CUDA ones as a build without GPUs
+ * answers them. */
 #include "api/grpc/services.h"
 
 #include <string.h>
@@ -91,11 +92,40 @@ static void handle_unregister(struct grpc_call *call, const uint8_t *data, size_
     grpc_call_reply(call, &r.base);
 }
 
-/* CudaSharedMemory*: the request is not even read. */
-static void handle_cuda(struct grpc_call *call, const uint8_t *data, size_t len)
+/* CudaSharedMemory*: answered as a build without GPUs does (serve/shm.h). */
+static void handle_cuda_status(struct grpc_call *call, const uint8_t *data, size_t len)
 {
-    (void)data, (void)len;
-    grpc_call_fail(call, 400, "CUDA shared memory is not supported on this build of inferd");
+    Inference__CudaSharedMemoryStatusRequest *q = grpc_call_unpack(
+        call, &inference__cuda_shared_memory_status_request__descriptor, data, len);
+    if (!q)
+        return;
+    struct error err;
+    if (shm_cuda_status(call->api->serve->shm, q->name[0] ? q->name : NULL, &err) != 0) {
+        grpc_call_fail(call, err.status, err.msg);
+        return;
+    }
+    Inference__CudaSharedMemoryStatusResponse r = INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    grpc_call_reply(call, &r.base);
+}
+
+static void handle_cuda_register(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__CudaSharedMemoryRegisterRequest *q = grpc_call_unpack(
+        call, &inference__cuda_shared_memory_register_request__descriptor, data, len);
+    struct error err;
+    if (q && shm_cuda_register(q->name, &err) != 0)
+        grpc_call_fail(call, err.status, err.msg);
+}
+
+static void handle_cuda_unregister(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    Inference__CudaSharedMemoryUnregisterRequest *q = grpc_call_unpack(
+        call, &inference__cuda_shared_memory_unregister_request__descriptor, data, len);
+    if (!q)
+        return;
+    Inference__CudaSharedMemoryUnregisterResponse r =
+        INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+    grpc_call_reply(call, &r.base);
 }
 
 static const struct grpc_method shm_methods[] = {
@@ -110,13 +140,13 @@ static const struct grpc_method shm_methods[] = {
      .on_message = handle_unregister},
     {.path = GRPC_KSERVE_SERVICE "CudaSharedMemoryStatus",
      .auth = AUTH_INFER,
-     .on_message = handle_cuda},
+     .on_message = handle_cuda_status},
     {.path = GRPC_KSERVE_SERVICE "CudaSharedMemoryRegister",
      .auth = AUTH_INFER,
-     .on_message = handle_cuda},
+     .on_message = handle_cuda_register},
     {.path = GRPC_KSERVE_SERVICE "CudaSharedMemoryUnregister",
      .auth = AUTH_INFER,
-     .on_message = handle_cuda},
+     .on_message = handle_cuda_unregister},
 };
 
 const struct grpc_service grpc_shm_service = {

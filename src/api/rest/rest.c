@@ -368,16 +368,16 @@ static void route_shared_memory(struct rest_api *api, struct http_txn *txn,
         http_method_not_allowed(txn, status ? "GET, HEAD" : "POST");
         return;
     }
-    if (http_path_is(r, 1, "cudasharedmemory")) {
-        http_txn_error(txn, 400, "CUDA shared memory is not supported on this build of inferd");
-        return;
-    }
     const char *name = region ? r->seg[3].text : NULL;
     if (name && strlen(name) != r->seg[3].len) {
         http_txn_error(txn, 400, "a region name cannot contain NUL bytes");
         return;
     }
     struct shm_registry *shm = api->serve->shm;
+    if (http_path_is(r, 1, "cudasharedmemory")) {
+        rest_shm_cuda(shm, txn, action, name);
+        return;
+    }
     if (status)
         rest_shm_status(shm, txn, name);
     else if (unregister)

@@ -116,3 +116,24 @@ void rest_shm_unregister(struct shm_registry *reg, struct http_txn *txn, const c
     }
     http_txn_respond(txn, 200, NULL);
 }
+
+void rest_shm_cuda(struct shm_registry *reg, struct http_txn *txn, const char *action,
+                   const char *name)
+{
+    struct error err;
+    int rc = 0;
+    if (strcmp(action, "status") == 0)
+        rc = shm_cuda_status(reg, name, &err);
+    else if (strcmp(action, "register") == 0)
+        rc = shm_cuda_register(name, &err);
+    if (rc != 0) {
+        http_txn_error(txn, err.status, err.msg);
+        return;
+    }
+    if (strcmp(action, "status") == 0) {
+        buf_append(&txn->body, "[]", 2);
+        http_txn_respond(txn, 200, "application/json");
+        return;
+    }
+    http_txn_respond(txn, 200, NULL);
+}

@@ -6,9 +6,12 @@
  *   GET  /v2/systemsharedmemory[/region/{name}]/status   rest_shm_status()
  *        a JSON list of {"name", "key", "offset", "byte_size"}
  *   POST /v2/systemsharedmemory[/region/{name}]/unregister  rest_shm_unregister()
- * and answers /v2/cudasharedmemory/... with a 400 (not on this build).
  * Every refusal is a 400 {"error": "..."} naming the region. `reg` NULL
- * (a server without a registry) answers 400 as well. On the loop thread.
+ * (a server without a registry) answers 400 as well.
+ *
+ * /v2/cudasharedmemory/... with the same paths goes to rest_shm_cuda(),
+ * answered as a build without GPUs does (serve/shm.h): status lists no
+ * region, unregister succeeds, register is refused. On the loop thread.
  */
 #ifndef INFERD_API_REST_SHM_H
 #define INFERD_API_REST_SHM_H
@@ -20,5 +23,8 @@
 void rest_shm_register(struct shm_registry *reg, struct http_txn *txn, const char *name);
 void rest_shm_status(struct shm_registry *reg, struct http_txn *txn, const char *name);
 void rest_shm_unregister(struct shm_registry *reg, struct http_txn *txn, const char *name);
+/* action: "status", "register" or "unregister" (checked by the router). */
+void rest_shm_cuda(struct shm_registry *reg, struct http_txn *txn, const char *action,
+                   const char *name);
 
 #endif
