@@ -428,7 +428,8 @@ def simple_error_bodies():
     doc["inputs"][0]["data"] = A.reshape(-1).tolist()
     hb = json.dumps(doc).encode()
     yield "data-and-binary", "simple", hb + raw + raw, len(hb), \
-        "has both 'data' and 'binary_data_size'"
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in " \
+        "'parameters', 'shared_memory_region' in 'parameters'. But set 'data' 'binary_data_size'"
     doc = json.loads(b[:n])
     doc["inputs"][0]["parameters"]["binary_data_size"] = "64"
     hb = json.dumps(doc).encode()

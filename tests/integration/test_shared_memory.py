@@ -221,7 +221,9 @@ def test_infer_errors(srv, shm):
     assert "need 'shared_memory_region'" in msg
     both = in0(shm_params("r", SIZE))
     both[0]["data"] = [0] * 16
-    assert "both shared memory and 'data'" in assert_error_response(infer(srv, both), 400)
+    assert "Input must set only one of the following fields: 'data', 'binary_data_size' in " \
+        "'parameters', 'shared_memory_region' in 'parameters'. But set 'data' " \
+        "'shared_memory_region' (input 'INPUT0')" in assert_error_response(infer(srv, both), 400)
     # An output too large for its window: the request fails, naming the sizes.
     small = shm(32)
     assert register(srv, "small", key_of(small), 32).status_code == 200

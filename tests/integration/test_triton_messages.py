@@ -3,8 +3,11 @@ over REST and gRPC alike (inferd may add detail after it). Triton's own
 client examples test for these prefixes (e.g. "Request for unknown model");
 the strings are those of triton-inference-server/core (model_lifecycle.cc,
 model_repository_manager.cc, model.cc, infer_request.cc) and the server's
-"failed to get model version from specified version string"."""
+(triton-inference-server/server: "failed to get model version from specified
+version string", http_server.cc's ValidateInputContentType and
+grpc/infer_handler.cc's contents/raw_input_contents check)."""
 import grpc
+import numpy as np
 import pytest
 import requests
 
@@ -46,7 +49,7 @@ def json_inputs(dtype="INT32", shape=(1, 16), name0="INPUT0"):
 
 def grpc_infer(srv, pbs, model, version="", dtype="INT32", shape=(1, 16), name0="INPUT0",
                outputs=()):
-    pb, hpb = pbs
+    pb, _ = pbs
     req = pb.ModelInferRequest(model_name=model, model_version=version)
     for name, dt, shp in ((name0, dtype, shape), ("INPUT1", "INT32", (1, 16))):
         t = req.inputs.add(name=name, datatype=dt, shape=list(shp))
@@ -57,6 +60,12 @@ def grpc_infer(srv, pbs, model, version="", dtype="INT32", shape=(1, 16), name0=
             t.contents.fp32_contents.extend(float(x) for x in SIMPLE_DATA[:n])
     for o in outputs:
         req.outputs.add(name=o)
+    return grpc_infer_request(srv, pbs, req)
+
+
+def grpc_infer_request(srv, pbs, req):
+    """The RpcError that ModelInfer of req ends with."""
+    pb, hpb = pbs
     c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
     try:
         with pytest.raises(grpc.RpcError) as e:
@@ -110,3 +119,37 @@ def test_regress_unknown_output_uses_tritons_wording(srv, pbs):
     e = grpc_infer(srv, pbs, "simple", outputs=["OUT9"])
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.details().startswith("unexpected inference output 'OUT9' for model 'simple'")
+
+
+def test_regress_explicit_contents_with_raw_uses_tritons_wording(srv, pbs):
+    """An input given as contents in a request that also carries
+    raw_input_contents (here INPUT1's, so the raw entries do not even match
+    the inputs in number): Triton names the input before anything else."""
+    pb, _ = pbs
+    req = pb.ModelInferRequest(model_name="simple")
+    t = req.inputs.add(name="INPUT0", datatype="INT32", shape=[1, 16])
+    t.contents.int_contents.extend(SIMPLE_DATA)
+    req.inputs.add(name="INPUT1", datatype="INT32", shape=[1, 16])
+    req.raw_input_contents.append(np.arange(16, dtype="<i4").tobytes())
+    e = grpc_infer_request(srv, pbs, req)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.details() == ("contents field must not be specified when using raw_input_contents "
+                           "for 'INPUT0' for model 'simple'")
+
+
+@pytest.mark.parametrize("fields,named", [
+    ({"data": SIMPLE_DATA, "parameters": {"binary_data_size": 64}}, "set 'data' 'binary_data_size'"),
+    ({}, "no field is set"),
+    ({"parameters": {"shared_memory_region": "r", "shared_memory_byte_size": 64},
+      "data": SIMPLE_DATA}, "set 'data' 'shared_memory_region'"),
+], ids=["data-and-binary", "none", "data-and-shm"])
+def test_regress_rest_input_data_fields_use_tritons_wording(srv, fields, named):
+    """REST's counterpart: an input's data comes from exactly one of data,
+    binary_data_size and shared_memory_region."""
+    inputs = json_inputs()
+    del inputs[0]["data"]
+    inputs[0].update(fields)
+    r = rest_infer(srv, "simple", inputs)
+    assert assert_error_response(r, 400).startswith(
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+        "'parameters', 'shared_memory_region' in 'parameters'. But " + named)

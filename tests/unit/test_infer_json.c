@@ -649,7 +649,12 @@ static void test_binary_errors(void **state)
     expect_body_error(m, &b, "8 bytes after the JSON header are not claimed");
     body_begin(&b, 0, X_INPUT("[1]", "\"data\":[1],\"parameters\":{\"binary_data_size\":8}"));
     body_add(&b, x, 8);
-    expect_body_error(m, &b, "input 'X' has both 'data' and 'binary_data_size'");
+    expect_body_error(m, &b,
+                      "Input must set only one of the following fields: 'data', "
+                      "'binary_data_size' in 'parameters', 'shared_memory_region' in "
+                      "'parameters'. But set 'data' 'binary_data_size' (input 'X')");
+    body_begin(&b, 0, X_INPUT("[1]", "\"parameters\":{}"));
+    expect_body_error(m, &b, "'shared_memory_region' in 'parameters'. But no field is set (input 'X')");
     body_begin(&b, 0, X_INPUT("[1]", "\"parameters\":{\"binary_data_size\":-8}"));
     expect_body_error(m, &b, "input 'X': 'binary_data_size' must be a non-negative integer");
     body_begin(&b, 0, X_INPUT("[1]", "\"parameters\":{\"binary_data_size\":8.0}"));

@@ -492,7 +492,16 @@ static void test_errors(void **state)
     build(&b, true);
     set_contents(&b.contents[0], DT_BOOL);
     b.in[0].contents = &b.contents[0];
-    expect_error(&b.msg, false, 400, "input 'BOOL' has contents although the request uses raw");
+    expect_error(&b.msg, false, 400,
+                 "contents field must not be specified when using raw_input_contents for "
+                 "'BOOL' for model 'pb'");
+    /* Triton's order: the input with contents is named before the raw
+     * entries are counted (its raw entry is missing here). */
+    b.msg.n_raw_input_contents--;
+    b.msg.raw_input_contents++;
+    expect_error(&b.msg, false, 400,
+                 "contents field must not be specified when using raw_input_contents for "
+                 "'BOOL' for model 'pb'");
 
     build(&b, true);
     b.raw[10].len--; /* FP32 */

@@ -381,14 +381,8 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
                              t->name);
         return shm_request_input(shm, &req->arena, t, &sp, err);
     }
-    if (raw) {
-        if (in->contents)
-            return error_set(err, 400,
-                             "input '%s' has contents although the request uses "
-                             "raw_input_contents",
-                             t->name);
-        return decode_raw(req, t, raw, count, err);
-    }
+    if (raw)
+        return decode_raw(req, t, raw, count, err); /* no contents: infer_pb_decode checked */
     if (!in->contents && count > 0) {
         enum contents_field f = field_of(t->dtype);
         if (f == F_NONE)
@@ -485,8 +479,17 @@ int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const st
     /* Inputs in shared memory may have no raw entry (Triton's clients
      * leave them out) or an empty one. */
     size_t nshm = 0;
-    for (size_t k = 0; k < msg->n_inputs; k++)
-        nshm += uses_shm(msg->inputs[k]);
+    for (size_t k = 0; k < msg->n_inputs; k++) {
+        const Inference__ModelInferRequest__InferInputTensor *in = msg->inputs[k];
+        bool in_shm = uses_shm(in);
+        nshm += in_shm;
+        /* Triton's check and words, before any other about the inputs. */
+        if (!in_shm && in->contents && msg->n_raw_input_contents)
+            return error_set(err, 400,
+                             "contents field must not be specified when using "
+                             "raw_input_contents for '%s' for model '%s'",
+                             in->name, msg->model_name);
+    }
     bool all_raw = msg->n_raw_input_contents == msg->n_inputs;
     if (msg->n_raw_input_contents && !all_raw && msg->n_raw_input_contents != msg->n_inputs - nshm)
         return error_set(err, 400,

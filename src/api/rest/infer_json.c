@@ -122,6 +122,20 @@ static int decode_shape(const struct json_value *shape, const char *name, struct
     return 0;
 }
 
+/* An input's data comes from exactly one place; Triton's words when not,
+ * then the input's name. */
+static int data_fields_error(const char *name, bool data, bool binary, bool shm,
+                             struct error *err)
+{
+    return error_set(err, 400,
+                     "Input must set only one of the following fields: 'data', "
+                     "'binary_data_size' in 'parameters', 'shared_memory_region' in "
+                     "'parameters'. But %s%s%s%s (input '%s')",
+                     data || binary || shm ? "set" : "no field is set", data ? " 'data'" : "",
+                     binary ? " 'binary_data_size'" : "", shm ? " 'shared_memory_region'" : "",
+                     name);
+}
+
 /* Claims the input's binary_data_size bytes from the binary part. Numeric
  * data is used in place when aligned for its element type, else copied
  * into the arena (a body offset is arbitrary, so alignment is luck). */
@@ -223,22 +237,17 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
 
     const struct json_value *data = json_get(in, "data");
     const struct json_value *binary_size = json_get(params, "binary_data_size");
+    if ((data != NULL) + (binary_size != NULL) + sp.has_region != 1)
+        return data_fields_error(t->name, data, binary_size, sp.has_region, err);
     if (sp.has_region) {
-        if (data || binary_size)
-            return error_set(err, 400, "input '%s' has both shared memory and '%s'", t->name,
-                             data ? "data" : "binary_data_size");
         if (!shm)
             return error_set(err, 400, "input '%s': shared memory is not supported here",
                              t->name);
         return shm_request_input(shm, &req->arena, t, &sp, err);
     }
-    if (binary_size) {
-        if (data)
-            return error_set(err, 400, "input '%s' has both 'data' and 'binary_data_size'",
-                             t->name);
+    if (binary_size)
         return decode_binary_input(req, t, binary_size, bin, err);
-    }
-    if (!data || data->type != JSON_RAW)
+    if (data->type != JSON_RAW)
         return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
     /* More elements than any body could carry: the shape is wrong. */
     int64_t want = tensor_count(t, INT32_MAX);
