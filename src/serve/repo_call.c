@@ -1,5 +1,7 @@
 #include "serve/repo_call.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -48,6 +50,42 @@ static int refuse(struct error *err, bool load, const char *name, size_t name_le
                   const char *why)
 {
     return error_set(err, status, "failed to %s '%.*s': %s", load ? "load" : "unload",
+                     (int)(name_len > 200 ? 200 : name_len), name, why);
+}
+
+/* The longest component of path p[0..n) ('/'-separated). */
+static size_t longest_component(const char *p, size_t n)
+{
+    size_t longest = 0, run = 0;
+    for (size_t i = 0; i < n; i++) {
+        run = p[i] == '/' ? 0 : run + 1;
+        if (run > longest)
+            longest = run;
+    }
+    return longest;
+}
+
+int serve_repo_refuse_param(const char *name, size_t name_len, const char *key, size_t key_len,
+                            struct error *err)
+{
+    static const char file[] = "file:";
+    const size_t file_len = sizeof file - 1;
+    int shown = key_len > 64 ? 64 : (int)key_len; /* keys are the client's: cut */
+    const char *more = key_len > 64 ? "..." : "";
+    char why[ERROR_MSG_MAX];
+    size_t longest;
+    if (key_len < file_len || memcmp(key, file, file_len) != 0)
+        snprintf(why, sizeof why, "Unrecognized load parameter '%.*s%s'", shown, key, more);
+    else if ((longest = longest_component(key + file_len, key_len - file_len)) > NAME_MAX)
+        snprintf(why, sizeof why,
+                 "file parameter '%.*s%s' has a path component of %zu bytes (at most %d)", shown,
+                 key, more, longest, NAME_MAX);
+    else
+        snprintf(why, sizeof why,
+                 "model file overrides ('%.*s%s') are not supported by inferd: put the files "
+                 "in the model repository and load without them",
+                 shown, key, more);
+    return error_set(err, 500, "failed to load '%.*s', failed to poll from model repository: %s",
                      (int)(name_len > 200 ? 200 : name_len), name, why);
 }
 

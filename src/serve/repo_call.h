@@ -33,4 +33,14 @@ int serve_repo_call(struct serve_thread *t, bool load, const char *name, size_t 
                     const char *config_json, size_t config_len, serve_repo_done_fn done,
                     void *ctx, struct error *err);
 
+/* A load parameter other than "config": one of Triton's "file:<path>"
+ * model file overrides, or a name Triton does not know either. inferd
+ * loads models from its repository only, so every such parameter fails
+ * the load the way Triton fails a load whose override it cannot use:
+ * 500 (gRPC INTERNAL) "failed to load 'm', failed to poll from model
+ * repository: " and why (a path component longer than NAME_MAX, file
+ * overrides not supported, an unrecognized parameter). Returns ST_ERROR. */
+int serve_repo_refuse_param(const char *name, size_t name_len, const char *key, size_t key_len,
+                            struct error *err);
+
 #endif

@@ -571,3 +571,50 @@ def test_poll_mode_reloads_when_a_generative_models_files_change(server_factory,
     gen.write_text(good)
     assert wait_for(lambda: index_row(index_rows(srv.url), "kjv", "1")["reason"] == "")
     assert post(srv.url, "/v2/models/kjv/generate", body).json()["text_output"] == before
+
+
+def test_regress_load_parameters_other_than_config_fail_as_in_triton(server_factory, tmp_path,
+                                                                     pbs):
+    """Triton's simple_grpc_model_control.py loads with a file override
+    whose one path component is longer than NAME_MAX and wants INTERNAL
+    with "failed to poll from model repository", and a live server after.
+    inferd loads from its repository only: every file override, and any
+    parameter but "config", fails the load that way, saying why; the model
+    already loaded keeps serving."""
+    import base64
+
+    import grpc
+    from grpc_client import Client
+    srv = server_factory.start("--model-control-mode", "explicit", "--load-model", "simple",
+                               repository=copy_models(tmp_path, ("simple",)))
+    prefix = "failed to load 'simple', failed to poll from model repository: "
+    long_key = "file:" + "A" * 256
+    cases = [
+        (long_key, "file parameter 'file:AAAA"),
+        ("file:1/model.onnx", "model file overrides ('file:1/model.onnx') are not supported"),
+        ("colour", "Unrecognized load parameter 'colour'"),
+    ]
+    for key, why in cases:
+        r = post(srv.url, "/v2/repository/models/simple/load",
+                 {"parameters": {"config": "{}", key: base64.b64encode(b"a").decode()}})
+        msg = assert_error_response(r, 500)
+        assert msg.startswith(prefix + why), msg
+    assert "has a path component of 256 bytes (at most 255)" in assert_error_response(
+        post(srv.url, "/v2/repository/models/simple/load",
+             {"parameters": {"config": "{}", long_key: "YQ=="}}), 500)
+    pb, hpb = pbs
+    c = Client(pb, hpb, "127.0.0.1:%d" % srv.grpc_port)
+    try:
+        for key, why in cases:
+            req = pb.RepositoryModelLoadRequest(model_name="simple")
+            req.parameters["config"].string_param = "{}"
+            req.parameters[key].bytes_param = b"a"
+            with pytest.raises(grpc.RpcError) as e:
+                c.unary("RepositoryModelLoad")(req, timeout=30)
+            assert e.value.code() == grpc.StatusCode.INTERNAL
+            assert e.value.details().startswith(prefix + why), e.value.details()
+        assert c.call("ServerLive").live
+    finally:
+        c.close()
+    assert requests.get(srv.url + "/v2/models/simple/ready").status_code == 200
+    assert infer_simple(srv.url)[0].status_code == 200

@@ -289,6 +289,15 @@ static void handle_repository_call(struct grpc_call *call, const uint8_t *data, 
             return;
         name = q->model_name;
         config = load_config_param(q);
+        for (size_t i = 0; i < q->n_parameters; i++) {
+            const char *key = q->parameters[i]->key ? q->parameters[i]->key : "";
+            if (strcmp(key, "config") != 0) {
+                struct error err;
+                serve_repo_refuse_param(name, strlen(name), key, strlen(key), &err);
+                grpc_call_fail(call, err.status, err.msg);
+                return;
+            }
+        }
     } else {
         Inference__RepositoryModelUnloadRequest *q =
             grpc_call_unpack(call, &inference__repository_model_unload_request__descriptor, data, len);

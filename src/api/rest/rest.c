@@ -319,6 +319,13 @@ static void handle_repository_call(struct rest_api *api, struct http_txn *txn,
         error_set(&err, 400, "'config' must be a string (the configuration as JSON)");
         goto out_error;
     }
+    for (uint32_t i = 0; load && params && i < params->len; i++) {
+        const struct json_member *p = &params->u.members[i];
+        if (strcmp(p->key, "config") != 0) {
+            serve_repo_refuse_param(name->text, name->len, p->key, p->key_len, &err);
+            goto out_error;
+        }
+    }
     if (serve_repo_call(api->serve, load, name->text, name->len, config ? config->u.str : NULL,
                         config ? config->len : 0, repo_call_done, txn, &err) != 0)
         goto out_error;
