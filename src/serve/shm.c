@@ -48,7 +48,7 @@ void shm_registry_free(struct shm_registry *reg)
 {
     if (!reg)
         return;
-    shm_unregister(reg, NULL, NULL);
+    shm_unregister(reg, NULL);
     pthread_mutex_destroy(&reg->lock);
     mem_free(reg);
 }
@@ -174,7 +174,7 @@ int shm_register(struct shm_registry *reg, const char *name, const char *key, ui
     return rc;
 }
 
-int shm_unregister(struct shm_registry *reg, const char *name, struct error *err)
+void shm_unregister(struct shm_registry *reg, const char *name)
 {
     struct shm_region *gone[SHM_MAX_REGIONS];
     uint32_t ngone = 0;
@@ -195,9 +195,6 @@ int shm_unregister(struct shm_registry *reg, const char *name, struct error *err
     pthread_mutex_unlock(&reg->lock);
     for (uint32_t i = 0; i < ngone; i++)
         shm_release(gone[i]); /* requests in flight keep theirs */
-    if (name && !ngone)
-        return error_set(err, 400, "unknown shared-memory region '%.64s'", name);
-    return 0;
 }
 
 int shm_status(struct shm_registry *reg, const char *name, struct shm_info *out, uint32_t max,
@@ -218,7 +215,8 @@ int shm_status(struct shm_registry *reg, const char *name, struct shm_info *out,
     }
     pthread_mutex_unlock(&reg->lock);
     if (name && only < 0)
-        return error_set(err, 400, "unknown shared-memory region '%.64s'", name);
+        return error_set(err, 404, "Unable to find system shared memory region: '%.*s'",
+                         SHM_NAME_MAX, name);
     return 0;
 }
 

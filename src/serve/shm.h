@@ -65,9 +65,9 @@ int shm_register(struct shm_registry *reg, const char *name, const char *key, ui
 int shm_register_fd(struct shm_registry *reg, const char *name, const char *key, int fd,
                     uint64_t offset, uint64_t byte_size, struct error *err);
 
-/* Unregisters `name` (NULL: every region). Returns 0, or ST_ERROR with a 400
- * naming an unknown region. */
-int shm_unregister(struct shm_registry *reg, const char *name, struct error *err);
+/* Unregisters `name` (NULL: every region). A name that is not registered
+ * is nothing to do, as in Triton, so this cannot fail. */
+void shm_unregister(struct shm_registry *reg, const char *name);
 
 /* What status reports of a region. */
 struct shm_info {
@@ -76,8 +76,9 @@ struct shm_info {
     uint64_t offset, byte_size;
 };
 /* Copies the status of `name` (NULL: every region, in registration order)
- * into out[0..max); *n gets the number. Returns 0, or ST_ERROR with a 400 for an
- * unknown name. With SHM_MAX_REGIONS entries out is always big enough. */
+ * into out[0..max); *n gets the number. Returns 0, or ST_ERROR for an
+ * unknown name: 404 "Unable to find system shared memory region: 'name'"
+ * (Triton's words). With SHM_MAX_REGIONS entries out is always big enough. */
 int shm_status(struct shm_registry *reg, const char *name, struct shm_info *out, uint32_t max,
                uint32_t *n, struct error *err);
 

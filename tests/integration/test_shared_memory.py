@@ -192,9 +192,10 @@ def test_rest_errors(srv, shm):
     r = requests.post(url + "/region/y/register", json={"key": 3, "byte_size": 4}, timeout=10)
     assert "needs 'key'" in assert_error_response(r, 400)
     # Unknown regions in status and unregister.
-    assert "unknown shared-memory region 'nope'" in assert_error_response(status(srv, "nope"), 400)
-    r = requests.post(url + "/region/nope/unregister", timeout=10)
-    assert "unknown shared-memory region 'nope'" in assert_error_response(r, 400)
+    assert assert_error_response(status(srv, "nope"), 404) == \
+        "Unable to find system shared memory region: 'nope'"
+    # Unregistering a name that is not registered is nothing to do (Triton).
+    assert requests.post(url + "/region/nope/unregister", timeout=10).status_code == 200
     # Methods and paths.
     assert requests.get(url + "/region/x/register", timeout=10).status_code == 405
     assert requests.post(url + "/status", timeout=10).status_code == 405
@@ -356,9 +357,9 @@ def test_grpc_errors(srv, gclient, pbs, shm):
     e = err(gclient.call, "SystemSharedMemoryRegister", name="g", key=key_of(m), byte_size=SIZE)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "already registered" in e.details()
     e = err(gclient.call, "SystemSharedMemoryStatus", name="nope")
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "unknown shared-memory region" in e.details()
-    e = err(gclient.call, "SystemSharedMemoryUnregister", name="nope")
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    assert e.details() == "Unable to find system shared memory region: 'nope'"
+    gclient.call("SystemSharedMemoryUnregister", name="nope")
     req = pb.ModelInferRequest(model_name="simple")
     for name in ("INPUT0", "INPUT1"):
         t = req.inputs.add(name=name, datatype="INT32", shape=[1, 16])

@@ -82,11 +82,7 @@ static void handle_unregister(struct grpc_call *call, const uint8_t *data, size_
     struct shm_registry *reg = q ? registry(call) : NULL;
     if (!reg)
         return;
-    struct error err;
-    if (shm_unregister(reg, q->name[0] ? q->name : NULL, &err) != 0) {
-        grpc_call_fail(call, err.status, err.msg);
-        return;
-    }
+    shm_unregister(reg, q->name[0] ? q->name : NULL);
     Inference__SystemSharedMemoryUnregisterResponse r =
         INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
     grpc_call_reply(call, &r.base);

@@ -109,11 +109,7 @@ void rest_shm_unregister(struct shm_registry *reg, struct http_txn *txn, const c
 {
     if (no_registry(reg, txn))
         return;
-    struct error err;
-    if (shm_unregister(reg, name, &err) != 0) {
-        http_txn_error(txn, err.status, err.msg);
-        return;
-    }
+    shm_unregister(reg, name);
     http_txn_respond(txn, 200, NULL);
 }
 
