@@ -1,5 +1,6 @@
 #include "base/json.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -138,10 +139,11 @@ static int string_error(const char *p, const char *at, const char *end, const ch
     return string_fail(why, at, err_msg, err_at);
 }
 
-/* Whether any of the 8 bytes of v is a quote, a backslash, a control
- * character or not ASCII: the bytes json_string_scan stops at. Exact, like
- * raw_maybe_special's tests for a zero byte and for a byte below 0x20. */
-static inline bool string_maybe_special(uint64_t v)
+/* The high bit of each byte of v (8 bytes in memory order, the first in
+ * the lowest byte) that is a quote, a backslash, a control character or not
+ * ASCII: the bytes json_string_scan stops at. A borrow may also flag a
+ * byte after a flagged one, never before it, so the lowest flag is exact. */
+static inline uint64_t string_special_bytes(uint64_t v)
 {
     const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
     uint64_t q = v ^ (ones * '"');
@@ -162,8 +164,11 @@ enum status json_string_scan(const char *p, const char *end, struct json_string 
         while (e - s >= 8) {
             uint64_t w;
             memcpy(&w, s, 8);
-            if (string_maybe_special(w))
+            uint64_t special = string_special_bytes(le64toh(w));
+            if (special) {
+                s += (unsigned)__builtin_ctzll(special) / 8; /* the first one */
                 break;
+            }
             s += 8;
         }
         while (s < e && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
@@ -261,10 +266,18 @@ static int fail_at(struct json_parser *ps, const char *at, const char *msg)
     return ST_ERROR;
 }
 
-static void skip_ws(struct json_parser *ps)
+static void skip_ws_run(struct json_parser *ps)
 {
     while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
         ps->p++;
+}
+
+/* Most calls find no whitespace (every other byte is above ' '): that
+ * test is inlined, the loop is not. */
+static inline void skip_ws(struct json_parser *ps)
+{
+    if (ps->p < ps->end && (unsigned char)*ps->p <= ' ')
+        skip_ws_run(ps);
 }
 
 /* Grows a temporary stack: doubles *cap, or starts it at `first` elements.
@@ -306,7 +319,11 @@ static int parse_string(struct json_parser *ps, const char **out, uint32_t *out_
     char *copy = arena_alloc(ps->arena, (size_t)str.raw_len + 1);
     if (!copy)
         return fail_at(ps, ps->p, "out of memory");
-    size_t n = json_string_decode(&str, copy);
+    size_t n = str.raw_len;
+    if (str.escaped)
+        n = json_string_decode(&str, copy);
+    else
+        memcpy(copy, str.raw, n);
     copy[n] = '\0';
     *out = copy;
     *out_len = (uint32_t)n;
@@ -732,7 +749,7 @@ const struct json_value *json_getn(const struct json_value *v, const char *key, 
         return NULL;
     for (uint32_t i = 0; i < v->len; i++) {
         const struct json_member *m = &v->u.members[i];
-        if (m->key_len == n && memcmp(m->key, key, n) == 0)
+        if (m->key_len == n && (n == 0 || (m->key[0] == key[0] && memcmp(m->key, key, n) == 0)))
             return &m->value;
     }
     return NULL;

@@ -2,27 +2,33 @@
 
 #include <string.h>
 
+/* Names with their lengths: a request's datatype is looked up here for
+ * every input. */
+#define NAME(s) s, sizeof s - 1
 static const struct {
     const char *name;
+    size_t name_len;
     const char *config_name;
+    size_t config_name_len;
     size_t size;
 } dtypes[DT_COUNT] = {
-    [DT_INVALID] = {"INVALID", "TYPE_INVALID", 0},
-    [DT_BOOL] = {"BOOL", "TYPE_BOOL", 1},
-    [DT_UINT8] = {"UINT8", "TYPE_UINT8", 1},
-    [DT_UINT16] = {"UINT16", "TYPE_UINT16", 2},
-    [DT_UINT32] = {"UINT32", "TYPE_UINT32", 4},
-    [DT_UINT64] = {"UINT64", "TYPE_UINT64", 8},
-    [DT_INT8] = {"INT8", "TYPE_INT8", 1},
-    [DT_INT16] = {"INT16", "TYPE_INT16", 2},
-    [DT_INT32] = {"INT32", "TYPE_INT32", 4},
-    [DT_INT64] = {"INT64", "TYPE_INT64", 8},
-    [DT_FP16] = {"FP16", "TYPE_FP16", 2},
-    [DT_FP32] = {"FP32", "TYPE_FP32", 4},
-    [DT_FP64] = {"FP64", "TYPE_FP64", 8},
-    [DT_BYTES] = {"BYTES", "TYPE_STRING", 0},
-    [DT_BF16] = {"BF16", "TYPE_BF16", 2},
+    [DT_INVALID] = {NAME("INVALID"), NAME("TYPE_INVALID"), 0},
+    [DT_BOOL] = {NAME("BOOL"), NAME("TYPE_BOOL"), 1},
+    [DT_UINT8] = {NAME("UINT8"), NAME("TYPE_UINT8"), 1},
+    [DT_UINT16] = {NAME("UINT16"), NAME("TYPE_UINT16"), 2},
+    [DT_UINT32] = {NAME("UINT32"), NAME("TYPE_UINT32"), 4},
+    [DT_UINT64] = {NAME("UINT64"), NAME("TYPE_UINT64"), 8},
+    [DT_INT8] = {NAME("INT8"), NAME("TYPE_INT8"), 1},
+    [DT_INT16] = {NAME("INT16"), NAME("TYPE_INT16"), 2},
+    [DT_INT32] = {NAME("INT32"), NAME("TYPE_INT32"), 4},
+    [DT_INT64] = {NAME("INT64"), NAME("TYPE_INT64"), 8},
+    [DT_FP16] = {NAME("FP16"), NAME("TYPE_FP16"), 2},
+    [DT_FP32] = {NAME("FP32"), NAME("TYPE_FP32"), 4},
+    [DT_FP64] = {NAME("FP64"), NAME("TYPE_FP64"), 8},
+    [DT_BYTES] = {NAME("BYTES"), NAME("TYPE_STRING"), 0},
+    [DT_BF16] = {NAME("BF16"), NAME("TYPE_BF16"), 2},
 };
+#undef NAME
 
 static int valid(enum dtype t)
 {
@@ -44,15 +50,15 @@ size_t dtype_size(enum dtype t)
     return valid(t) ? dtypes[t].size : 0;
 }
 
-static int equals(const char *s, size_t n, const char *name)
+static int equals(const char *s, size_t n, const char *name, size_t name_len)
 {
-    return strlen(name) == n && memcmp(s, name, n) == 0;
+    return name_len == n && s[0] == name[0] && memcmp(s, name, n) == 0;
 }
 
 enum dtype dtype_from_name(const char *s, size_t n)
 {
     for (int t = DT_INVALID + 1; t < DT_COUNT; t++)
-        if (equals(s, n, dtypes[t].name))
+        if (equals(s, n, dtypes[t].name, dtypes[t].name_len))
             return (enum dtype)t;
     return DT_INVALID;
 }
@@ -60,7 +66,7 @@ enum dtype dtype_from_name(const char *s, size_t n)
 enum dtype dtype_from_config_name(const char *s, size_t n)
 {
     for (int t = DT_INVALID + 1; t < DT_COUNT; t++)
-        if (equals(s, n, dtypes[t].config_name))
+        if (equals(s, n, dtypes[t].config_name, dtypes[t].config_name_len))
             return (enum dtype)t;
     return DT_INVALID;
 }

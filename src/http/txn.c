@@ -96,6 +96,7 @@ void http_txn_reset(struct http_txn *txn, const struct http_txn_ops *ops, void *
     txn->on_response = on_response;
     txn->head_only = txn->req.method_len == 4 && memcmp(txn->req.method, "HEAD", 4) == 0;
     txn->extra_headers[0] = '\0';
+    txn->extra_len = 0;
     buf_reset(&txn->body);
 }
 
@@ -176,7 +177,7 @@ size_t http_txn_peer(const struct http_txn *txn, char *out, size_t cap)
 
 void http_txn_add_header(struct http_txn *txn, const char *name, const char *value)
 {
-    size_t used = strlen(txn->extra_headers);
+    size_t used = txn->extra_len;
     size_t nlen = strlen(name), vlen = strlen(value);
     char *p = txn->extra_headers + used;
     if (nlen + vlen + 4 >= sizeof txn->extra_headers - used) {
@@ -187,6 +188,7 @@ void http_txn_add_header(struct http_txn *txn, const char *name, const char *val
     memcpy(p + nlen, ": ", 2);
     memcpy(p + nlen + 2, value, vlen);
     memcpy(p + nlen + 2 + vlen, "\r\n", 3); /* with the terminating NUL */
+    txn->extra_len = used + nlen + vlen + 4;
 }
 
 void http_txn_abort(struct http_txn *txn)

@@ -93,8 +93,10 @@ struct http_txn {
     uint64_t start_ns;
     struct buf body; /* response body, filled by the handler */
     /* Extra response header lines, each "Name: value\r\n" (e.g. Allow,
-     * CORS, gRPC-Web's metadata). */
+     * CORS, gRPC-Web's metadata), NUL-terminated; extra_len bytes of them
+     * (written by http_txn_add_header() only). */
     char extra_headers[4096];
+    size_t extra_len;
     /* Observers (access log, tracing: api/http_obs.c), set by the handler
      * for each request; see the top of this file. */
     void (*on_head)(struct http_txn *txn, int status);
