@@ -1,6 +1,5 @@
 #include "base/json.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -139,18 +138,6 @@ static int string_error(const char *p, const char *at, const char *end, const ch
     return string_fail(why, at, err_msg, err_at);
 }
 
-/* The high bit of each byte of v (8 bytes in memory order, the first in
- * the lowest byte) that is a quote, a backslash, a control character or not
- * ASCII: the bytes json_string_scan stops at. A borrow may also flag a
- * byte after a flagged one, never before it, so the lowest flag is exact. */
-static inline uint64_t string_special_bytes(uint64_t v)
-{
-    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-    uint64_t q = v ^ (ones * '"');
-    uint64_t b = v ^ (ones * '\\');
-    return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b) | v) & highs;
-}
-
 enum status json_string_scan(const char *p, const char *end, struct json_string *out,
                              const char **err_msg, const char **err_at)
 {
@@ -161,18 +148,7 @@ enum status json_string_scan(const char *p, const char *end, struct json_string 
     bool escaped = false;
 
     for (;;) {
-        while (e - s >= 8) {
-            uint64_t w;
-            memcpy(&w, s, 8);
-            uint64_t special = string_special_bytes(le64toh(w));
-            if (special) {
-                s += (unsigned)__builtin_ctzll(special) / 8; /* the first one */
-                break;
-            }
-            s += 8;
-        }
-        while (s < e && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
-            s++;
+        s += json_plain_run((const char *)s, (size_t)(e - s));
         if (s == e || *s == '"')
             break;
         size_t n;

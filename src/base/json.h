@@ -47,6 +47,7 @@
 #ifndef INFERD_BASE_JSON_H
 #define INFERD_BASE_JSON_H
 
+#include <endian.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -160,6 +161,59 @@ struct json_string {
 enum status json_string_scan(const char *p, const char *end, struct json_string *out,
                              const char **err_msg, const char **err_at);
 size_t json_string_decode(const struct json_string *s, char *dst);
+
+/*
+ * Length of the leading run of s[0..n) that a JSON string holds as it is:
+ * no quote, backslash, control character or byte above 0x7F. The string
+ * scanner and both JSON writers (json_write.c, obs/jsonline.h) skip or copy
+ * such runs in one piece; inline, eight bytes per test.
+ *
+ * json_special_bytes(w) has the high bit set in each byte of w (eight
+ * bytes, the first in memory in the lowest byte) that ends a run. A borrow
+ * may also flag a byte after a flagged one, never before it, so the lowest
+ * flag is exact.
+ */
+static inline uint64_t json_special_bytes(uint64_t w)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    uint64_t q = w ^ (ones * '"');
+    uint64_t b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & highs;
+}
+
+/* The index of the first flagged byte of a json_special_bytes() result. */
+static inline size_t json_first_special(uint64_t special)
+{
+    return (size_t)__builtin_ctzll(special) / 8;
+}
+
+static inline uint64_t json_load8(const char *s)
+{
+    uint64_t w;
+    memcpy(&w, s, 8);
+    return le64toh(w); /* the first byte lowest */
+}
+
+static inline size_t json_plain_run(const char *s, size_t n)
+{
+    size_t j = 0;
+    uint64_t special;
+    for (; j + 8 <= n; j += 8)
+        if ((special = json_special_bytes(json_load8(s + j))) != 0)
+            return j + json_first_special(special);
+    if (n >= 8) {
+        /* The last eight bytes, overlapping the words above (all plain),
+         * settle the tail at once. */
+        special = json_special_bytes(json_load8(s + n - 8));
+        return special ? n - 8 + json_first_special(special) : n;
+    }
+    for (; j < n; j++) {
+        unsigned char c = (unsigned char)s[j];
+        if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80)
+            break;
+    }
+    return j;
+}
 
 /*
  * Length of the well-formed UTF-8 sequence at s (n > 0 bytes available), or

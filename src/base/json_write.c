@@ -98,7 +98,18 @@ void json_w_arr_end(struct json_writer *w)
 void json_write_quoted(struct buf *b, const char *str, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    const unsigned char *s = (const unsigned char *)str, *end = s + n, *run = s;
+    size_t plain = json_plain_run(str, n);
+    if (plain == n && buf_reserve(b, n + 2) == 0) {
+        /* The common case, nothing to escape: one piece. */
+        char *p = b->data + b->len;
+        p[0] = '"';
+        memcpy(p + 1, str, n);
+        p[n + 1] = '"';
+        b->len += n + 2;
+        return;
+    }
+    const unsigned char *s = (const unsigned char *)str + plain, *end = s + (n - plain);
+    const unsigned char *run = (const unsigned char *)str;
 
     buf_putc(b, '"');
     while (s < end) {
@@ -165,18 +176,27 @@ void json_w_cstr(struct json_writer *w, const char *s)
 
 /* Numbers go through numfmt: exact shortest round-trip text for floats
  * (NaN, Infinity, -Infinity for the non-finite ones), plain digits for
- * integers, formatted on the stack and appended in one piece. */
+ * integers; integers are formatted in place when the buffer has room for
+ * the longest, else on the stack and appended in one piece. */
 void json_w_int(struct json_writer *w, int64_t v)
 {
     char tmp[NUMFMT_MAX];
-    if (w_begin_value(w))
+    if (!w_begin_value(w))
+        return;
+    if (w->b->len <= w->b->max && buf_fits(w->b, NUMFMT_MAX))
+        w->b->len += numfmt_i64(w->b->data + w->b->len, v);
+    else
         buf_append(w->b, tmp, numfmt_i64(tmp, v));
 }
 
 void json_w_uint(struct json_writer *w, uint64_t v)
 {
     char tmp[NUMFMT_MAX];
-    if (w_begin_value(w))
+    if (!w_begin_value(w))
+        return;
+    if (w->b->len <= w->b->max && buf_fits(w->b, NUMFMT_MAX))
+        w->b->len += numfmt_u64(w->b->data + w->b->len, v);
+    else
         buf_append(w->b, tmp, numfmt_u64(tmp, v));
 }
 

@@ -68,48 +68,11 @@ static inline void jl_i64(struct jline *l, int64_t v)
     jl_put(l, tmp, numfmt_i64(tmp, v));
 }
 
-/* Eight bytes at once: nonzero when any byte of w is < 0x20, '"', '\\' or
- * >= 0x80 (may also flag bytes after the first such byte; the caller then
- * looks at the bytes one by one). */
-static inline uint64_t jl_special8(uint64_t w)
-{
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
-    uint64_t zero_q = (quote - ones) & ~quote, zero_b = (bslash - ones) & ~bslash;
-    uint64_t below = (w - ones * 0x20) & ~w;
-    return (zero_q | zero_b | below | w) & high;
-}
-
-/* Length of the leading run of s[0..n) that needs no escaping. */
-static inline size_t jl_plain_run(const char *s, size_t n)
-{
-    size_t j = 0;
-    uint64_t w;
-    for (; j + 8 <= n; j += 8) {
-        memcpy(&w, s + j, 8);
-        if (jl_special8(w))
-            break;
-    }
-    if (j + 8 > n && n >= 8) {
-        /* Every whole word was plain: the last eight bytes, overlapping
-         * the last of them, settle the tail at once. */
-        memcpy(&w, s + n - 8, 8);
-        if (!jl_special8(w))
-            return n;
-    }
-    for (; j < n; j++) {
-        unsigned char c = (unsigned char)s[j];
-        if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80)
-            break;
-    }
-    return j;
-}
-
 /* A quoted, escaped JSON string. */
 static inline void jl_str(struct jline *l, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t i = jl_plain_run(s, n);
+    size_t i = json_plain_run(s, n);
     if (i == n && !l->overflow && n + 2 <= l->cap - l->n) {
         /* The common case: nothing to escape, and room for all of it. */
         char *p = l->p + l->n;
@@ -137,7 +100,7 @@ static inline void jl_str(struct jline *l, const char *s, size_t n)
             i++;
         }
         /* The next plain run: copied in one piece. */
-        size_t j = i + jl_plain_run(s + i, n - i);
+        size_t j = i + json_plain_run(s + i, n - i);
         jl_put(l, s + i, j - i);
         i = j;
     }
