@@ -21,6 +21,7 @@
 #include "obs/stats.h"
 #include "preprocess/prep.h"
 #include "sched/sched.h"
+#include "serve/seqbatch.h"
 
 /* Exposition body ceiling: grows with models × series; far above any
  * realistic repository. */
@@ -178,6 +179,39 @@ static bool row_gauge(const struct version_row *r, enum row_gauge k, uint64_t *v
     return false;
 }
 
+/* Stateful model versions (sequence_batching, serve/seqbatch.h): their
+ * sequences now, and since they loaded. */
+static void write_sequences(struct buf *b, const struct collected *c)
+{
+    static const char *const events[] = {"started", "ended", "idle_ended"};
+    metrics_write_header(b, "inferd_sequences_active", "gauge",
+                         "Sequences a stateful model version keeps: started, not ended");
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            metrics_write_header(b, "inferd_sequences_total", "counter",
+                                 "Sequences of a stateful model version by event: started (a "
+                                 "sequence_start request), ended (a sequence_end request), "
+                                 "idle_ended (max_sequence_idle_microseconds passed)");
+        for (uint32_t i = 0; i < c->count; i++) {
+            const struct version_row *r = &c->rows[i];
+            if (!r->loaded || !r->loaded->config.sequence_batching.enabled)
+                continue;
+            struct seqbatch_stats st;
+            seqbatch_stats(r->loaded, &st);
+            const char *labels[] = {"model", r->v.name, "version", r->v.version, "event", NULL};
+            if (pass == 0) {
+                metrics_write_u64(b, "inferd_sequences_active", labels, 2, st.active);
+                continue;
+            }
+            const uint64_t counts[] = {st.started, st.ended, st.idle_ended};
+            for (int k = 0; k < 3; k++) {
+                labels[5] = events[k];
+                metrics_write_u64(b, "inferd_sequences_total", labels, 3, counts[k]);
+            }
+        }
+    }
+}
+
 static void write_row_gauge(struct buf *b, const struct collected *c, const char *name,
                             const char *help, enum row_gauge k)
 {
@@ -297,6 +331,7 @@ static void write_model_metrics(struct buf *b, const struct collected *c,
                     "Host memory the loaded model version took when it loaded: resident size "
                     "growth over its load and warm-up (docs/model-lifecycle.md)",
                     RG_MEMORY);
+    write_sequences(b, c);
     metrics_write_header(b, "inferd_queue_refusals_total", "counter",
                          "Requests the model version's queue refused at once, by reason");
     for (uint32_t i = 0; i < c->count; i++) {

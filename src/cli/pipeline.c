@@ -11,6 +11,7 @@ void pipeline_build(struct serve_pipeline *p, const struct pipeline_parts *parts
         {"limiter-head", limiter_head_stage, parts->limiter, NULL},
         {"queue", serve_stage_queue, NULL, NULL},
         {"decode", serve_stage_decode, NULL, NULL},
+        {"sequence", seqbatch_stage, NULL, seqbatch_done},
         {"tokens", tokens_stage, &parts->tokens, tokens_done},
         {"limiter", limiter_stage, parts->limiter, limiter_done},
         {"preprocess", prep_stage, parts->prep, prep_stage_done},

@@ -11,6 +11,8 @@
  *            → limiter-head (refuses what the limiter surely would; no slot)
  *            → queue (refuses when the version's queue is full)
  *            → decode (waits for the body of a call started on its head)
+ *            → sequence (stateful models: one request of a sequence at a
+ *              time, in order; control inputs and implicit state)
  *            → tokens (generative models: reserve prompt + max_tokens
  *              against the token budgets; 429; settled and metered at
  *              the end)
@@ -32,6 +34,11 @@
  * would refuse whatever the body says; both decide again later). Taking
  * the limiter's slot on the head instead would let a client slow to send
  * its body hold a slot it is not using.
+ * The sequence stage comes right after decode: a stateful model's
+ * requests are ordered as their bodies complete, a request waiting for its
+ * sequence's previous one holds nothing the later stages hand out (a
+ * concurrency slot, a token reservation), and the shadow copy, which skips
+ * such models, never sees the server's control and state tensors.
  * The token budgets come right after decode (the prompt and max_tokens
  * are in the request body) and before the limiter, so that a call over
  * its tenant's budget never holds a concurrency slot.
@@ -51,6 +58,7 @@
 #include "policy/tokenquota.h"
 #include "preprocess/prep.h"
 #include "serve/call.h"
+#include "serve/seqbatch.h"
 
 /* What the stages read (process-wide; outlives every I/O thread). */
 struct pipeline_parts {

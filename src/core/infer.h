@@ -42,6 +42,16 @@ struct infer_trace {
     bool batch_linked;
 };
 
+/* Triton's sequence parameters (sequence_id, sequence_start,
+ * sequence_end), set by the front end's decoder whatever the model; only a
+ * model with sequence_batching reads them (serve/seqbatch.h). */
+struct infer_sequence {
+    uint64_t id;        /* a numeric correlation id; 0: none or a string one */
+    const char *id_str; /* a string correlation id (the request's memory), or NULL */
+    uint32_t id_str_len;
+    bool start, end;
+};
+
 struct infer_request {
     struct arena arena;
     struct model *model;
@@ -65,6 +75,10 @@ struct infer_request {
     int64_t batch;        /* samples along dim 0 (1 for models without batching) */
     uint64_t timeout_us;  /* client's `timeout` parameter; 0 = none */
     uint64_t priority;    /* client's `priority` parameter; 0 = the model's default level */
+    struct infer_sequence sequence;
+    /* The last hidden_outputs of output_names are computed for the server
+     * (a sequence's state, serve/seqbatch.h), not sent to the client. */
+    uint32_t hidden_outputs;
     /* Background work (a shadow copy, policy/shadow.h): queued behind
      * every other request, batched only with background requests, always
      * run by the worker pool, timeout_us its queue limit whatever the

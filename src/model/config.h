@@ -99,6 +99,52 @@ struct model_dynamic_batching {
     struct model_priority_policy *priority_queue_policy; /* distinct levels */
 };
 
+/* sequence_batching (Triton's ModelSequenceBatching): a stateful model.
+ * Requests carry a correlation id and start/end flags; the server feeds
+ * the model's control inputs and keeps its implicit state between the
+ * requests of a sequence (serve/sequence.h). Control and state tensors are
+ * inputs and outputs of the ONNX model but not of the config: clients
+ * neither send nor see them. */
+enum model_seq_control_kind { /* Triton's Control.Kind, in its order */
+    MODEL_SEQ_START,  /* CONTROL_SEQUENCE_START: true on a sequence's first request */
+    MODEL_SEQ_READY,  /* CONTROL_SEQUENCE_READY: true on every request */
+    MODEL_SEQ_END,    /* CONTROL_SEQUENCE_END: true on its last */
+    MODEL_SEQ_CORRID, /* CONTROL_SEQUENCE_CORRID: the correlation id */
+};
+/* The config.pbtxt spelling of a control kind ("CONTROL_SEQUENCE_START"). */
+const char *model_seq_control_name(enum model_seq_control_kind k);
+struct model_seq_control {
+    char *input; /* the model input it feeds (control_input.name) */
+    enum model_seq_control_kind kind;
+    /* INT32 (int32_false_true), FP32 (fp32_false_true), BOOL
+     * (bool_false_true); CORRID: its data_type (UINT64, INT64, UINT32,
+     * INT32 or BYTES for TYPE_STRING). */
+    enum dtype dtype;
+    int32_t int32_false_true[2];
+    float fp32_false_true[2];
+    bool bool_false_true[2];
+};
+struct model_seq_state {
+    char *input_name, *output_name;
+    enum dtype dtype;
+    uint32_t ndim;
+    int64_t dims[TENSOR_MAX_DIMS]; /* without the batch dim; the initial state's shape */
+};
+struct model_sequence_batching {
+    bool enabled;
+    bool oldest;                   /* the oldest strategy (else direct) */
+    uint64_t max_sequence_idle_us; /* default 1000000, as Triton */
+    uint32_t max_candidate_sequences; /* oldest; informational */
+    uint64_t max_queue_delay_us;      /* of the strategy: batching across sequences */
+    uint32_t npreferred;
+    int32_t *preferred_batch_size;
+    uint32_t ncontrols;
+    struct model_seq_control *controls; /* distinct inputs */
+    uint32_t nstates;
+    struct model_seq_state *states;     /* distinct inputs and outputs */
+};
+#define MODEL_SEQ_DEFAULT_IDLE_US 1000000
+
 /* KIND_GPU is rejected at parse time; KIND_AUTO becomes KIND_CPU in check. */
 enum model_instance_kind { MODEL_INSTANCE_AUTO, MODEL_INSTANCE_CPU, MODEL_INSTANCE_MODEL };
 
@@ -159,6 +205,7 @@ struct model_config {
     uint32_t ninputs, noutputs;
     struct model_config_io *inputs, *outputs;
     struct model_dynamic_batching dynamic_batching;
+    struct model_sequence_batching sequence_batching;
     uint32_t ninstance_groups;
     struct model_instance_group *instance_groups; /* >= 1 after check */
     struct model_version_policy version_policy;   /* default: latest 1 */
@@ -272,6 +319,11 @@ int model_config_require_complete(const struct model_config *cfg, struct error *
  */
 int model_config_from_onnx(const char *model_name, const struct model_info *onnx,
                            struct model_config *cfg);
+
+/* Whether `name` is a control or state input (state output) of the
+ * config's sequence_batching: fed (kept) by the server, not by clients. */
+bool model_config_sequence_input(const struct model_config *cfg, const char *name);
+bool model_config_sequence_output(const struct model_config *cfg, const char *name);
 
 /* Index of the config input/output named `name`, or NOT_FOUND. */
 int model_config_input_index(const struct model_config *cfg, const char *name);

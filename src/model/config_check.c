@@ -174,6 +174,89 @@ static int config_index(const struct model_config *cfg, bool input, const char *
     return input ? model_config_input_index(cfg, name) : model_config_output_index(cfg, name);
 }
 
+bool model_config_sequence_input(const struct model_config *cfg, const char *name)
+{
+    const struct model_sequence_batching *sb = &cfg->sequence_batching;
+    for (uint32_t i = 0; sb->enabled && i < sb->ncontrols; i++)
+        if (!strcmp(sb->controls[i].input, name))
+            return true;
+    for (uint32_t i = 0; sb->enabled && i < sb->nstates; i++)
+        if (!strcmp(sb->states[i].input_name, name))
+            return true;
+    return false;
+}
+
+bool model_config_sequence_output(const struct model_config *cfg, const char *name)
+{
+    const struct model_sequence_batching *sb = &cfg->sequence_batching;
+    for (uint32_t i = 0; sb->enabled && i < sb->nstates; i++)
+        if (!strcmp(sb->states[i].output_name, name))
+            return true;
+    return false;
+}
+
+static bool sequence_tensor(const struct model_config *cfg, bool input, const char *name)
+{
+    return input ? model_config_sequence_input(cfg, name) : model_config_sequence_output(cfg, name);
+}
+
+/* The model tensor `name` for a sequence_batching field: it must exist
+ * with `dtype` (DT_INVALID: any) and not be a config input or output. */
+static int check_sequence_tensor(const struct model_config *cfg, const struct model_info *onnx,
+                                 bool input, const char *name, enum dtype dtype,
+                                 const char *field, struct error *err)
+{
+    const struct model_io *mios = input ? onnx->inputs : onnx->outputs;
+    uint32_t mn = input ? onnx->ninputs : onnx->noutputs;
+    const char *what = input ? "input" : "output";
+    char names[160];
+    int k = find_io(mios, mn, name);
+    if (k < 0) {
+        model_io_list(mios, mn, names, sizeof names);
+        return error_set(err, 400, "sequence_batching: %s '%s': the model has no %s of that "
+                                   "name (its %ss: %s)",
+                         field, name, what, what, names);
+    }
+    if (config_index(cfg, input, name) >= 0)
+        return error_set(err, 400,
+                         "sequence_batching: %s '%s' is fed by the server; it cannot also be a "
+                         "model %s in the config",
+                         field, name, what);
+    if (dtype != DT_INVALID && mios[k].dtype != dtype)
+        return error_set(err, 400,
+                         "sequence_batching: %s '%s' is %s in the model, the config says %s",
+                         field, name, dtype_config_name(mios[k].dtype), dtype_config_name(dtype));
+    return 0;
+}
+
+static int check_sequence_batching(const struct model_config *cfg, const struct model_info *onnx,
+                                   struct error *err)
+{
+    const struct model_sequence_batching *sb = &cfg->sequence_batching;
+    if (!sb->enabled)
+        return 0;
+    if (model_config_plugin_backend(cfg))
+        return error_set(err, 400, "sequence_batching: not supported with backend '%s' (inferd "
+                                   "runs stateful ONNX models, with implicit state)",
+                         cfg->backend);
+    if (cfg->decoupled)
+        return error_set(err, 400,
+                         "sequence_batching: not supported for decoupled models");
+    for (uint32_t i = 0; i < sb->ncontrols; i++)
+        if (check_sequence_tensor(cfg, onnx, true, sb->controls[i].input, sb->controls[i].dtype,
+                                  "control input", err))
+            return ST_ERROR;
+    for (uint32_t i = 0; i < sb->nstates; i++) {
+        const struct model_seq_state *st = &sb->states[i];
+        if (check_sequence_tensor(cfg, onnx, true, st->input_name, st->dtype, "state input",
+                                  err) ||
+            check_sequence_tensor(cfg, onnx, false, st->output_name, st->dtype, "state output",
+                                  err))
+            return ST_ERROR;
+    }
+    return 0;
+}
+
 static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
 {
     struct model_config *cfg = c->cfg;
@@ -196,10 +279,12 @@ static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
             return ST_ERROR;
     }
 
-    /* Autocomplete: the model's tensors the config does not mention. */
+    /* Autocomplete: the model's tensors the config does not mention, but
+     * for sequence_batching's control and state tensors (the server's). */
     uint32_t missing = 0;
     for (uint32_t k = 0; k < mn; k++)
-        missing += config_index(cfg, input, mios[k].name) < 0;
+        missing += config_index(cfg, input, mios[k].name) < 0 &&
+                   !sequence_tensor(cfg, input, mios[k].name);
     if (missing == 0)
         return 0;
     for (uint32_t k = 0; k < mn && model_config_plugin_backend(cfg); k++)
@@ -214,7 +299,7 @@ static int check_ios(struct ctx *c, bool input, const struct model_info *onnx)
         memcpy(all, *ios, sizeof *all * *n);
     uint32_t count = *n;
     for (uint32_t k = 0; k < mn; k++) {
-        if (config_index(cfg, input, mios[k].name) >= 0)
+        if (config_index(cfg, input, mios[k].name) >= 0 || sequence_tensor(cfg, input, mios[k].name))
             continue;
         struct model_config_io *io = &all[count++];
         io->name = cfg_strdup(c, mios[k].name, strlen(mios[k].name));
@@ -407,7 +492,7 @@ int model_config_check(struct model_config *cfg, const char *model_name,
     if (!cfg->_max_batch_size_set && !any_dims(cfg->inputs, cfg->ninputs) &&
         !any_dims(cfg->outputs, cfg->noutputs) && onnx_batchable(onnx)) {
         cfg->max_batch_size = MODEL_CONFIG_DEFAULT_MAX_BATCH;
-        if (!cfg->dynamic_batching.enabled) {
+        if (!cfg->dynamic_batching.enabled && !cfg->sequence_batching.enabled) {
             cfg->dynamic_batching.enabled = true;
             cfg->dynamic_batching.max_queue_delay_us = MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US;
         }
@@ -433,8 +518,8 @@ int model_config_check(struct model_config *cfg, const char *model_name,
             }
         }
     }
-    if (check_ios(&c, true, onnx) || check_ios(&c, false, onnx) || check_groups(&c, model_name) ||
-        check_warmups(&c))
+    if (check_sequence_batching(cfg, onnx, err) || check_ios(&c, true, onnx) ||
+        check_ios(&c, false, onnx) || check_groups(&c, model_name) || check_warmups(&c))
         return ST_ERROR;
 
     struct model_dynamic_batching *db = &cfg->dynamic_batching;

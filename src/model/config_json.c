@@ -244,6 +244,104 @@ static void write_queue_policy(struct json_writer *w, const struct model_queue_p
     json_w_obj_end(w);
 }
 
+static void write_seq_control(struct json_writer *w, const struct model_seq_control *ctl)
+{
+    bool corrid = ctl->kind == MODEL_SEQ_CORRID;
+    json_w_obj_begin(w);
+    json_w_key(w, "name");
+    json_w_cstr(w, ctl->input);
+    json_w_key(w, "control");
+    json_w_arr_begin(w);
+    json_w_obj_begin(w);
+    json_w_key(w, "kind");
+    json_w_cstr(w, model_seq_control_name(ctl->kind));
+    json_w_key(w, "int32_false_true");
+    json_w_arr_begin(w);
+    for (int i = 0; i < 2 && !corrid && ctl->dtype == DT_INT32; i++)
+        json_w_int(w, ctl->int32_false_true[i]);
+    json_w_arr_end(w);
+    json_w_key(w, "fp32_false_true");
+    json_w_arr_begin(w);
+    for (int i = 0; i < 2 && !corrid && ctl->dtype == DT_FP32; i++)
+        json_w_f32(w, ctl->fp32_false_true[i]);
+    json_w_arr_end(w);
+    json_w_key(w, "bool_false_true");
+    json_w_arr_begin(w);
+    for (int i = 0; i < 2 && !corrid && ctl->dtype == DT_BOOL; i++)
+        json_w_bool(w, ctl->bool_false_true[i]);
+    json_w_arr_end(w);
+    json_w_key(w, "data_type");
+    json_w_cstr(w, corrid ? dtype_config_name(ctl->dtype) : "TYPE_INVALID");
+    json_w_obj_end(w);
+    json_w_arr_end(w);
+    json_w_obj_end(w);
+}
+
+static void write_seq_state(struct json_writer *w, const struct model_seq_state *st)
+{
+    json_w_obj_begin(w);
+    json_w_key(w, "input_name");
+    json_w_cstr(w, st->input_name);
+    json_w_key(w, "output_name");
+    json_w_cstr(w, st->output_name);
+    json_w_key(w, "data_type");
+    json_w_cstr(w, dtype_config_name(st->dtype));
+    write_dims(w, "dims", st->dims, st->ndim);
+    json_w_key(w, "initial_state");
+    json_w_arr_begin(w);
+    json_w_obj_begin(w);
+    json_w_key(w, "data_type");
+    json_w_cstr(w, dtype_config_name(st->dtype));
+    write_dims(w, "dims", st->dims, st->ndim);
+    json_w_key(w, "zero_data");
+    json_w_bool(w, true);
+    json_w_key(w, "name");
+    json_w_cstr(w, "");
+    json_w_obj_end(w);
+    json_w_arr_end(w);
+    json_w_key(w, "use_same_buffer_for_input_output");
+    json_w_bool(w, false);
+    json_w_key(w, "use_growable_memory");
+    json_w_bool(w, false);
+    json_w_obj_end(w);
+}
+
+static void write_sequence_batching(struct json_writer *w,
+                                    const struct model_sequence_batching *sb)
+{
+    json_w_key(w, "sequence_batching");
+    json_w_obj_begin(w);
+    json_w_key(w, "max_sequence_idle_microseconds");
+    json_w_uint(w, sb->max_sequence_idle_us);
+    json_w_key(w, "control_input");
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < sb->ncontrols; i++)
+        write_seq_control(w, &sb->controls[i]);
+    json_w_arr_end(w);
+    json_w_key(w, "state");
+    json_w_arr_begin(w);
+    for (uint32_t i = 0; i < sb->nstates; i++)
+        write_seq_state(w, &sb->states[i]);
+    json_w_arr_end(w);
+    json_w_key(w, "iterative_sequence");
+    json_w_bool(w, false);
+    json_w_key(w, sb->oldest ? "oldest" : "direct");
+    json_w_obj_begin(w);
+    if (sb->oldest) {
+        json_w_key(w, "max_candidate_sequences");
+        json_w_uint(w, sb->max_candidate_sequences);
+        json_w_key(w, "preferred_batch_size");
+        json_w_arr_begin(w);
+        for (uint32_t i = 0; i < sb->npreferred; i++)
+            json_w_int(w, sb->preferred_batch_size[i]);
+        json_w_arr_end(w);
+    }
+    json_w_key(w, "max_queue_delay_microseconds");
+    json_w_uint(w, sb->max_queue_delay_us);
+    json_w_obj_end(w);
+    json_w_obj_end(w);
+}
+
 static void write_dynamic_batching(struct json_writer *w, const struct model_dynamic_batching *db)
 {
     char key[24];
@@ -400,6 +498,8 @@ void model_config_write_json(const struct model_config *cfg, struct json_writer 
     json_w_arr_end(w);
     if (cfg->dynamic_batching.enabled)
         write_dynamic_batching(w, &cfg->dynamic_batching);
+    if (cfg->sequence_batching.enabled)
+        write_sequence_batching(w, &cfg->sequence_batching);
     json_w_key(w, "model_transaction_policy");
     json_w_obj_begin(w);
     json_w_key(w, "decoupled");

@@ -6,6 +6,7 @@
  *
  *   config_io.c         input and output, with reshape
  *   config_batching.c   dynamic_batching, with its queue and priority policies
+ *   config_sequence.c   sequence_batching: strategy, control inputs, state
  *   config_instances.c  instance_group
  *   config_versions.c   version_policy
  *   config_warmup.c     model_warmup
@@ -135,6 +136,8 @@ int config_map_string_key(struct ctx *c, const struct pbtxt_field *key, char **o
 int config_parse_ios(struct ctx *c, const struct pbtxt_value *root, const char *name, bool input);
 /* Into cfg->dynamic_batching; reads max_batch_size. */
 int config_parse_dynamic_batching(struct ctx *c, const struct pbtxt_field *f);
+/* Into cfg->sequence_batching; reads max_batch_size. */
+int config_parse_sequence_batching(struct ctx *c, const struct pbtxt_field *f);
 /* One entry of instance_group into *g. */
 int config_parse_instance_group(struct ctx *c, const struct pbtxt_field *f,
                                 struct model_instance_group *g);

@@ -107,10 +107,18 @@ void model_free(struct model *m)
     if (m->prep)
         m->prep_free(m->prep);
     mem_free(m->input_optional);
+    if (m->seqbatch)
+        m->seqbatch_free(m->seqbatch);
     for (uint32_t i = 0; i < m->ninstances; i++)
         m->backend->unload(m->instances[i]);
     mem_free(m->instances);
     model_labels_free(m->labels, m->info.noutputs);
+    /* info owns every entry; a sequence model's counts only those clients
+     * see (split_run_info). */
+    if (m->run_info.inputs == m->info.inputs && m->run_info.ninputs > m->info.ninputs)
+        m->info.ninputs = m->run_info.ninputs;
+    if (m->run_info.outputs == m->info.outputs && m->run_info.noutputs > m->info.noutputs)
+        m->info.noutputs = m->run_info.noutputs;
     model_info_free(&m->info);
     model_config_free(&m->config);
     mem_free(m->name);
@@ -175,6 +183,42 @@ static int model_configure(struct model *m, const char *text, size_t len, struct
     return 0;
 }
 
+/* Moves the tensors hidden(cfg, name) selects after the others, keeping
+ * both groups' order; returns how many are not hidden. */
+static uint32_t hide_last(struct model_io *ios, uint32_t n, const struct model_config *cfg,
+                          bool (*hidden)(const struct model_config *, const char *))
+{
+    uint32_t shown = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (hidden(cfg, ios[i].name))
+            continue;
+        struct model_io x = ios[i];
+        memmove(&ios[shown + 1], &ios[shown], (i - shown) * sizeof *ios);
+        ios[shown++] = x;
+    }
+    return shown;
+}
+
+/* What the backend and the scheduler see (run_info) and what clients see
+ * (info): the same, but for a sequence model, whose control and state
+ * tensors (sequence_batching) are fed and kept by the server
+ * (serve/seqbatch.h). They go last, and info counts only the others; info
+ * still owns every entry (model_free frees them all). */
+static void split_run_info(struct model *m)
+{
+    if (m->config.sequence_batching.enabled) {
+        uint32_t in = hide_last(m->info.inputs, m->info.ninputs, &m->config,
+                                model_config_sequence_input);
+        uint32_t out = hide_last(m->info.outputs, m->info.noutputs, &m->config,
+                                 model_config_sequence_output);
+        m->run_info = m->info;
+        m->info.ninputs = in;
+        m->info.noutputs = out;
+        return;
+    }
+    m->run_info = m->info;
+}
+
 /* Narrows the ONNX dims to the configured ones (the check guarantees they
  * agree, and a configured fixed dim is more precise than an ONNX -1). */
 static void refine_dims(struct model_io *ios, uint32_t n, const struct model_config_io *cfg,
@@ -212,6 +256,16 @@ static void sched_config_from(struct model *m, const struct registry_options *op
         log_warn("model %s: only the first %d preferred_batch_size values are used", m->name,
                  SCHED_MAX_PREFERRED);
     sc->max_queue_delay_us = db->max_queue_delay_us;
+    const struct model_sequence_batching *sb = &c->sequence_batching;
+    if (sb->enabled) {
+        /* Requests of different sequences batch like dynamic batching,
+         * with the strategy's delay and preferred sizes (serve/seqbatch.h
+         * keeps one request per sequence in flight). */
+        sc->dynamic_batching = sc->max_batch_size > 0;
+        sc->max_queue_delay_us = sb->max_queue_delay_us;
+        for (uint32_t i = 0; i < sb->npreferred && sc->npreferred < SCHED_MAX_PREFERRED; i++)
+            sc->preferred_batch_sizes[sc->npreferred++] = (uint32_t)sb->preferred_batch_size[i];
+    }
     sc->max_queue_size = opts->queue_limit;
     /* Triton's queue policies: the default one for every level, replaced
      * per level by priority_queue_policy. */
@@ -369,11 +423,16 @@ static int model_load_with(const struct registry_options *opts, const char *name
         *kind = MODEL_FAIL_CONFIG;
         return ST_ERROR;
     }
-    m->run_info = m->info;
+    split_run_info(m);
     if (opts->attach_preprocess && opts->attach_preprocess(m, model_dir, err) != 0) {
         model_free(m);
         *kind = MODEL_FAIL_CONFIG;
         return ST_ERROR;
+    }
+    if (m->prep && m->config.sequence_batching.enabled) {
+        model_free(m);
+        *kind = MODEL_FAIL_CONFIG;
+        return error_set(err, 400, "sequence_batching cannot be combined with preprocessing");
     }
     if (model_labels_load(model_dir, &m->config, &m->info, &m->labels, err) != 0) {
         model_free(m);

@@ -86,6 +86,10 @@ struct model {
     void (*prep_free)(void *prep);
     /* NULL, or one per info.inputs (owned): model_input_optional(). */
     bool *input_optional;
+    /* A sequence model's sequences (serve/seqbatch.h), made on its first
+     * request; freed by seqbatch_free in model_free. NULL: none yet. */
+    _Atomic(void *) seqbatch;
+    void (*seqbatch_free)(void *seqbatch);
 
     atomic_uint refs;
     /* Called (on any thread) when refs drops to 0; NULL = model_free now. */

@@ -738,7 +738,10 @@ enum stage_result routing_stage_shadow(struct infer_call *call, const void *cfg)
 {
     (void)cfg;
     struct route_hold *h = call->route_ctx;
-    if (!h || !h->shadow_target)
+    /* A stateful model's request means nothing without its sequence's
+     * state, which only the primary version holds (serve/seqbatch.h): no
+     * copy (the route's done releases the target). */
+    if (!h || !h->shadow_target || call->req.model->config.sequence_batching.enabled)
         return STAGE_CONTINUE;
     struct model *target = h->shadow_target;
     h->shadow_target = NULL;

@@ -351,6 +351,10 @@ static void complete_on_loop(struct loop_task *task)
     struct infer_request *req = &call->req;
     bool cancelled = atomic_load_explicit(&req->cancelled, memory_order_relaxed);
     uint64_t now = clock_now_ns();
+    /* Outputs computed for the server (a sequence's state) stay out of the
+     * response; the stages' done() find them after the others
+     * (serve/seqbatch.h). */
+    req->noutputs -= req->hidden_outputs;
     INFERD_PROBE_6(request_done, call->request_id, req->model->name, req->model->version_str,
                    elapsed(req->enqueue_ns, req->exec_start_ns),
                    elapsed(req->exec_start_ns, req->exec_end_ns), elapsed(call->received_ns, now));

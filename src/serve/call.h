@@ -224,6 +224,8 @@ struct infer_call {
     void *limiter_ctx; /* the concurrency limiter stage's (policy/limiter.h) */
     void *prep_ctx;    /* the preprocessing stage's (preprocess/prep.h) */
     void *tokens_ctx;  /* the token-quota stage's reservation (policy/tokenquota.h) */
+    void *seq_ctx;     /* the sequence stage's sequence (serve/seqbatch.h) */
+    struct infer_call *seq_next; /* the sequence stage's queue of a sequence's calls */
 
     /* Read-only for the front end: the scheduler took the request (so its
      * timings mean something). */

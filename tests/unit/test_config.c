@@ -65,6 +65,14 @@ static const struct model_info flat = {1, 1, flat_in, flat_out};
 
 static const struct model_info nothing = {0, 0, NULL, NULL};
 
+/* A stateful model (Triton's simple_sequence with a running sum): INPUT,
+ * control inputs START, READY, CORRID, state ACC_IN -> ACC_OUT. */
+static struct model_io seq_in[] = {IO("INPUT", DT_INT32, -1, 1), IO("START", DT_INT32, -1, 1),
+                                   IO("READY", DT_FP32, -1, 1), IO("CORRID", DT_UINT64, -1, 1),
+                                   IO("ACC_IN", DT_INT32, -1, 1)};
+static struct model_io seq_out[] = {IO("OUTPUT", DT_INT32, -1, 1), IO("ACC_OUT", DT_INT32, -1, 1)};
+static const struct model_info seqmodel = {5, 2, seq_in, seq_out};
+
 /* A graph of constants: no inputs, and an output whose leading dim is
  * variable (so only the missing input keeps it from being batched). */
 static struct model_io constants_out[] = {IO("c", DT_FP32, -1, 3)};
@@ -741,6 +749,120 @@ static void test_parameters(void **state)
                "1:13: parameters[0]: expected a message { ... }, found the string \"x\"");
 }
 
+/* sequence_batching: the strategy, controls and state are read; the
+ * control and state tensors are the server's, never autocompleted into
+ * the config's inputs and outputs; mistakes are named. */
+static void test_sequence_batching(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "max_batch_size: 8\n"
+        "sequence_batching {\n"
+        "  max_sequence_idle_microseconds: 2000000\n"
+        "  oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2, 4 ] "
+        "max_queue_delay_microseconds: 300 preserve_ordering: true }\n"
+        "  control_input [\n"
+        "    { name: \"START\" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 "
+        "] } ] },\n"
+        "    { name: \"READY\" control [ { kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1.5 "
+        "] } ] },\n"
+        "    { name: \"CORRID\" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 "
+        "} ] }\n"
+        "  ]\n"
+        "  state [ { input_name: \"ACC_IN\" output_name: \"ACC_OUT\" data_type: TYPE_INT32 dims: "
+        "[ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true name: \"z\" } } "
+        "]\n"
+        "}\n";
+    struct model_config cfg;
+    parse_ok(text, &cfg);
+    const struct model_sequence_batching *sb = &cfg.sequence_batching;
+    assert_true(sb->enabled && sb->oldest);
+    assert_int_equal(sb->max_sequence_idle_us, 2000000);
+    assert_int_equal(sb->max_candidate_sequences, 4);
+    assert_int_equal(sb->npreferred, 2);
+    assert_int_equal(sb->preferred_batch_size[1], 4);
+    assert_int_equal(sb->max_queue_delay_us, 300);
+    assert_int_equal(sb->ncontrols, 3);
+    assert_int_equal(sb->controls[0].kind, MODEL_SEQ_START);
+    assert_int_equal(sb->controls[0].dtype, DT_INT32);
+    assert_int_equal(sb->controls[0].int32_false_true[1], 1);
+    assert_int_equal(sb->controls[1].dtype, DT_FP32);
+    assert_true(sb->controls[1].fp32_false_true[1] == 1.5f);
+    assert_int_equal(sb->controls[2].kind, MODEL_SEQ_CORRID);
+    assert_int_equal(sb->controls[2].dtype, DT_UINT64);
+    assert_int_equal(sb->nstates, 1);
+    assert_string_equal(sb->states[0].output_name, "ACC_OUT");
+    assert_int_equal(sb->states[0].ndim, 1);
+    assert_int_equal(cfg.nignored, 1); /* oldest.preserve_ordering: about slots */
+    struct error err;
+    assert_int_equal(model_config_check(&cfg, "seq", &seqmodel, &err), 0);
+    assert_int_equal(cfg.ninputs, 1); /* INPUT only */
+    assert_string_equal(cfg.inputs[0].name, "INPUT");
+    assert_int_equal(cfg.noutputs, 1);
+    assert_true(model_config_sequence_input(&cfg, "CORRID"));
+    assert_true(model_config_sequence_output(&cfg, "ACC_OUT"));
+    assert_false(model_config_sequence_input(&cfg, "INPUT"));
+    model_config_free(&cfg);
+    /* The default idle time, and a direct strategy. */
+    parse_ok("sequence_batching { direct { max_queue_delay_microseconds: 5 } }", &cfg);
+    assert_int_equal(cfg.sequence_batching.max_sequence_idle_us, MODEL_SEQ_DEFAULT_IDLE_US);
+    assert_false(cfg.sequence_batching.oldest);
+    model_config_free(&cfg);
+
+    parse_fail("sequence_batching { control_input [ { name: \"S\" control [ { kind: "
+               "CONTROL_SEQUENCE_START int32_false_true: [ 0 ] } ] } ] }",
+               "1:49: sequence_batching.control_input[0].control[0]: CONTROL_SEQUENCE_START needs "
+               "two values "
+               "(false, then true) in one of int32_false_true, fp32_false_true and "
+               "bool_false_true");
+    parse_fail("sequence_batching { control_input [ { name: \"C\" control [ { kind: "
+               "CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } ] } ] }",
+               "1:49: sequence_batching.control_input[0].control[0]: CONTROL_SEQUENCE_CORRID needs "
+               "data_type TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 or TYPE_STRING");
+    parse_fail("sequence_batching { state [ { input_name: \"a\" output_name: \"b\" data_type: "
+               "TYPE_INT32 dims: [ -1 ] } ] }",
+               "1:21: sequence_batching.state[0]: dims has a variable dimension: give initial_state "
+               "dims (the shape of the state a sequence starts with)");
+    parse_fail("sequence_batching { state [ { input_name: \"a\" output_name: \"b\" data_type: "
+               "TYPE_INT32 dims: [ 1 ] initial_state { data_file: \"f\" } } ] }",
+               "1:114: sequence_batching.state[0].initial_state.data_file: not supported by inferd: "
+               "initial states are zeros (zero_data)");
+    parse_fail("sequence_batching { direct { } oldest { } }",
+               "1:32: sequence_batching.oldest: direct and oldest cannot both be set");
+    parse_fail("dynamic_batching { } sequence_batching { }",
+               "1:22: sequence_batching: dynamic_batching and sequence_batching cannot both be set "
+               "(one scheduling policy per model)");
+
+    /* Tensors the model lacks, or of another type, or also listed as inputs. */
+    static const char *const bad[][3] = {
+        {"control_input [ { name: \"NOPE\" control [ { kind: CONTROL_SEQUENCE_START "
+         "int32_false_true: [ 0, 1 ] } ] } ]",
+         "",
+         "sequence_batching: control input 'NOPE': the model has no input of that name (its "
+         "inputs: 'INPUT' (INT32 [-1,1]), 'START' (INT32 [-1,1]), 'READY' (FP32 [-1,1]), "
+         "'CORRID' (UINT64 [-1,1]), 'ACC_IN' (INT32 [-1,1]))"},
+        {"control_input [ { name: \"START\" control [ { kind: CONTROL_SEQUENCE_START "
+         "fp32_false_true: [ 0, 1 ] } ] } ]",
+         "",
+         "sequence_batching: control input 'START' is TYPE_INT32 in the model, the config says "
+         "TYPE_FP32"},
+        {"state [ { input_name: \"ACC_IN\" output_name: \"OUTPUT\" data_type: TYPE_INT32 dims: "
+         "[ 1 ] } ]",
+         "output [ { name: \"OUTPUT\" } ]",
+         "sequence_batching: state output 'OUTPUT' is fed by the server; it cannot also be a "
+         "model output in the config"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, "max_batch_size: 8 sequence_batching { %s } %s", bad[i][0],
+                 bad[i][1]);
+        parse_ok(t, &cfg);
+        assert_int_equal(model_config_check(&cfg, "seq", &seqmodel, &err), -1);
+        assert_string_equal(err.msg, bad[i][2]);
+        model_config_free(&cfg);
+    }
+}
+
 static void test_ignored_fields(void **state)
 {
     (void)state;
@@ -749,7 +871,6 @@ static void test_ignored_fields(void **state)
                        "name: \"openvino\" } ] } "
                        "}\n"
                        "input [ { name: \"a\" allow_ragged_batch: true } ]\n"
-                       "sequence_batching { max_sequence_idle_microseconds: 5000000 }\n"
                        "response_cache { enable: true }\n"
                        "model_transaction_policy { decoupled: false }\n"
                        "default_model_filename: \"model.onnx\"\n"
@@ -767,7 +888,6 @@ static void test_ignored_fields(void **state)
     parse_ok(text, &cfg);
     const char *paths[] = {"optimization",
                            "input.allow_ragged_batch",
-                           "sequence_batching",
                            "response_cache",
                            "default_model_filename",
                            "cc_model_filenames",
@@ -785,7 +905,7 @@ static void test_ignored_fields(void **state)
     assert_int_equal(cfg.ignored[0].col, 1);
     assert_int_equal(cfg.ignored[1].line, 3);
     assert_int_equal(cfg.ignored[1].col, 21);
-    assert_int_equal(cfg.ignored[9].line, 12); /* the first batch_input */
+    assert_int_equal(cfg.ignored[8].line, 11); /* the first batch_input */
     assert_int_equal(cfg.ninputs, 2);
     assert_false(cfg.decoupled); /* model_transaction_policy is read, not ignored */
     model_config_free(&cfg);
@@ -1337,7 +1457,7 @@ int main(void)
         TEST(test_warmup),
         TEST(test_warmup_errors),
         TEST(test_parameters),
-        TEST(test_ignored_fields),
+        TEST(test_sequence_batching), TEST(test_ignored_fields),
         TEST(test_unknown_fields),
         TEST(test_value_errors),
         TEST(test_reshape),

@@ -466,6 +466,37 @@ static int request_u64_param(const Inference__ModelInferRequest *msg, const char
     return 0;
 }
 
+/* Triton's sequence parameters: sequence_id an int64, uint64 or string
+ * parameter, sequence_start and sequence_end bool parameters. */
+static int decode_sequence(const Inference__ModelInferRequest *msg, struct infer_sequence *seq,
+                           struct error *err)
+{
+    const Inference__InferParameter *id, *start, *end;
+    FIND_PARAM(msg->parameters, msg->n_parameters, "sequence_id", id);
+    FIND_PARAM(msg->parameters, msg->n_parameters, "sequence_start", start);
+    FIND_PARAM(msg->parameters, msg->n_parameters, "sequence_end", end);
+    if (id && id->parameter_choice_case ==
+                  INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM) {
+        seq->id_str = id->string_param;
+        seq->id_str_len = (uint32_t)strlen(id->string_param);
+    } else if (id && !u64_param(id, &seq->id)) {
+        return error_set(err, 400, "parameter 'sequence_id' must be an unsigned integer or a "
+                                   "string");
+    }
+    const Inference__InferParameter *flags[2] = {start, end};
+    bool *out[2] = {&seq->start, &seq->end};
+    for (int i = 0; i < 2; i++) {
+        if (!flags[i])
+            continue;
+        if (flags[i]->parameter_choice_case !=
+            INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+            return error_set(err, 400, "parameter '%s' must be a bool",
+                             i ? "sequence_end" : "sequence_start");
+        *out[i] = flags[i]->bool_param;
+    }
+    return 0;
+}
+
 int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
                     const Inference__ModelInferRequest *msg, struct error *err)
 {
@@ -474,7 +505,8 @@ int infer_pb_decode(struct infer_request *req, struct shm_request *shm, const st
         req->id_len = (uint32_t)strlen(msg->id);
     }
     if (request_u64_param(msg, "timeout", " (microseconds)", &req->timeout_us, err) != 0 ||
-        request_u64_param(msg, "priority", "", &req->priority, err) != 0)
+        request_u64_param(msg, "priority", "", &req->priority, err) != 0 ||
+        decode_sequence(msg, &req->sequence, err) != 0)
         return ST_ERROR;
     /* Inputs in shared memory may have no raw entry (Triton's clients
      * leave them out) or an empty one. */

@@ -57,6 +57,25 @@ static int get_classification(const struct json_value *params, const char *where
     return 0;
 }
 
+/* Triton's sequence parameters: sequence_id an unsigned integer or a
+ * string, sequence_start and sequence_end booleans. */
+static int decode_sequence(const struct json_value *params, struct infer_sequence *seq,
+                           struct error *err)
+{
+    const struct json_value *id = json_get(params, "sequence_id");
+    if (id && id->type == JSON_STRING) {
+        seq->id_str = id->u.str;
+        seq->id_str_len = id->len;
+    } else if (id && json_num_u64(id, &seq->id) != 0) {
+        return error_set(err, 400, "parameter 'sequence_id' must be an unsigned integer or a "
+                                   "string");
+    }
+    if (get_bool_param(params, "sequence_start", "request", &seq->start, err) != 0 ||
+        get_bool_param(params, "sequence_end", "request", &seq->end, err) != 0)
+        return ST_ERROR;
+    return 0;
+}
+
 static int check_parameters(const struct json_value *params, const char *where,
                             struct error *err)
 {
@@ -553,6 +572,8 @@ int infer_json_decode(struct infer_request *req, struct shm_request *shm, const 
             return error_set(err, 400, "parameter 'priority' must be a non-negative integer");
         req->priority = level;
     }
+    if (decode_sequence(params, &req->sequence, err) != 0)
+        return ST_ERROR;
 
     const struct json_value *inputs = json_get(root, "inputs");
     /* Empty for a model without inputs; a missing input is named below. */
