@@ -326,6 +326,8 @@ static int check_warmups(struct ctx *c)
         for (uint32_t i = 0; i < wu->ninputs; i++) {
             const struct model_warmup_input *in = &wu->inputs[i];
             int k = model_config_input_index(cfg, in->name);
+            if (k < 0 && model_config_sequence_input(cfg, in->name))
+                continue; /* a control or state input: checked against the model at warm-up */
             if (k < 0)
                 return error_set(c->err, 400, "model_warmup[%u] '%s': the model has no input '%s'",
                                  w, wu->name, in->name);

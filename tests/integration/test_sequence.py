@@ -341,3 +341,25 @@ def test_tritons_own_examples(srv):
                                 "127.0.0.1:%d" % port] + extra,
                                capture_output=True, text=True, timeout=120)
             assert p.returncode == 0, (script, extra, p.stdout, p.stderr)
+
+
+def test_a_reload_starts_the_new_version_without_sequences(server_factory, tmp_path):
+    """The sequences live with the version that served them: after a
+    reload, a sequence's next request must START again (docs say so), and
+    the model's own warm-up (the string model gives every input, control
+    inputs included, from model_warmup) runs on the new version too."""
+    repo = tmp_path / "models"
+    repo.mkdir()
+    for name in ("simple_sequence", "simple_string_dyna_sequence"):
+        (repo / name).symlink_to(MODELS[name])
+    s = server_factory.start("--model-repository", str(repo), "--model-control-mode", "explicit",
+                             "--load-model", "*")
+    assert "simple_string_dyna_sequence version 1" in s.stderr() and \
+        "warm-up failed" not in s.stderr()
+    m = "simple_sequence"
+    assert rest_outputs(rest(s, m, 4, 99, start=True))[1] == 4
+    assert rest_outputs(rest(s, m, 1, 99))[1] == 5
+    r = requests.post(s.url + "/v2/repository/models/%s/load" % m, timeout=60)
+    assert r.status_code == 200, r.text
+    assert "must specify the START flag" in assert_error_response(rest(s, m, 1, 99), 400)
+    assert rest_outputs(rest(s, m, 2, 99, start=True))[1] == 2

@@ -23,6 +23,7 @@ sequence_batching, so clients neither send nor see them.
 Run from the repo root: /usr/bin/python3 tests/models/build/make_sequence.py
 """
 import os
+import struct
 
 import onnx
 from onnx import TensorProto, helper
@@ -89,6 +90,25 @@ def control(name, kind):
             % (name, kind))
 
 
+# The string-CORRID model cannot run on the default warm-up's empty
+# strings (an empty id is no number): its warm-up gives every input the
+# model runs on, control inputs included, the id "0" from a file (Triton's
+# BYTES layout: a 4-byte little-endian length, then the bytes).
+STRING_WARMUP = """model_warmup [
+  {
+    name: "corrid_zero"
+    batch_size: 1
+    inputs { key: "INPUT" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } }
+    inputs { key: "START" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } }
+    inputs { key: "READY" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } }
+    inputs { key: "END" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } }
+    inputs { key: "ACC_IN" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } }
+    inputs { key: "CORRID" value: { data_type: TYPE_STRING dims: [ 1 ] input_data_file: "corrid" } }
+  }
+]
+"""
+
+
 def config(name):
     controls = [control("START", "CONTROL_SEQUENCE_START"),
                 control("READY", "CONTROL_SEQUENCE_READY")]
@@ -124,7 +144,8 @@ output [
   { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] },
   { name: "ACC" data_type: TYPE_INT32 dims: [ 1 ] }
 ]
-""" % (name, strategy, ",\n".join(controls))
+""" % (name, strategy, ",\n".join(controls)) + (
+        STRING_WARMUP if name == "simple_string_dyna_sequence" else "")
 
 
 def main():
@@ -134,6 +155,10 @@ def main():
         onnx.save(build(name), os.path.join(d, "1", "model.onnx"))
         with open(os.path.join(d, "config.pbtxt"), "w") as f:
             f.write(config(name))
+        if name == "simple_string_dyna_sequence":
+            os.makedirs(os.path.join(d, "warmup"), exist_ok=True)
+            with open(os.path.join(d, "warmup", "corrid"), "wb") as f:
+                f.write(struct.pack("<I", 1) + b"0")
         print("wrote %s" % os.path.relpath(d, ROOT))
 
 
