@@ -62,6 +62,7 @@
 #include "policy/tokenquota.h"
 #include "preprocess/prep.h"
 #include "sched/pool.h"
+#include "serve/seqbatch.h"
 #include "serve/shm.h"
 
 static const char usage_text[] =
@@ -208,11 +209,12 @@ static void log_stats(struct io_thread *threads, int n)
 }
 
 /* The HTTP server's tick: the front ends shed request objects that recent
- * traffic did not need. */
+ * traffic did not need, and idle sequences of stateful models end. */
 static void io_tick(void *arg, uint64_t now_ms)
 {
     struct io_thread *t = arg;
     serve_thread_tick(&t->serve, now_ms);
+    seqbatch_tick(now_ms * 1000000u);
     http_api_tick(&t->api, now_ms);
     grpc_api_tick(&t->grpc, now_ms);
 }
@@ -705,6 +707,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         }
     }
     stop_io_threads(threads, o->io_threads);
+    seqbatch_shutdown(); /* sequences hold their versions: before the repository closes */
     metrics_server_stop(metrics);
     /* Every loop has stopped with no request in flight (or was stopped by a
      * second signal): the schedulers finish their queues while the models

@@ -38,6 +38,7 @@ struct seq {
 
 struct seqbatch {
     pthread_mutex_t lock;
+    struct model *m; /* its version: each linked sequence holds a reference */
     const struct model_sequence_batching *sb; /* the version's configuration */
     /* The state outputs' names as the scheduler knows them: the version's
      * own strings (run_info), which it compares by address. */
@@ -45,8 +46,16 @@ struct seqbatch {
     uint32_t count;                           /* sequences linked */
     uint64_t last_sweep_ns;
     atomic_uint_fast64_t started, ended, idle_ended, active;
+    struct seqbatch *dir_next; /* the directory of live tables */
     struct seq *buckets[BUCKETS];
 };
+
+/* Every live table, for the sequences a reload leaves on older versions
+ * and for the sweeps of the I/O threads' ticks. Lock order: dir_lock, then
+ * a table's lock. */
+static pthread_mutex_t dir_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seqbatch *dir;
+static atomic_uint_fast64_t last_tick_ns;
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -71,23 +80,34 @@ static struct seq *find(struct seqbatch *t, const struct infer_sequence *k)
     return NULL;
 }
 
+/* Takes seq out of the table (lock held). Its version reference goes when
+ * the sequence object does (seq_free). */
 static void unlink_seq(struct seqbatch *t, struct seq *seq)
 {
     struct seq **p = &t->buckets[bucket_of(seq->id, seq->id_str, seq->id_str_len)];
     while (*p != seq)
         p = &(*p)->next;
     *p = seq->next;
+    seq->next = NULL;
     seq->linked = false;
     t->count--;
     atomic_store_explicit(&t->active, t->count, memory_order_relaxed);
 }
 
-static void seq_free(const struct seqbatch *t, struct seq *seq)
+/* Frees sequences chained by `next` and drops their references on m, with
+ * no lock held: the last reference of an old version unloads it (and frees
+ * the table, from the repository manager's thread). */
+static void seqs_free(struct model *m, uint32_t nstates, struct seq *list)
 {
-    for (uint32_t i = 0; i < t->sb->nstates; i++)
-        mem_free(seq->states[i].data);
-    mem_free(seq->id_str);
-    mem_free(seq);
+    while (list) {
+        struct seq *seq = list;
+        list = seq->next;
+        for (uint32_t i = 0; i < nstates; i++)
+            mem_free(seq->states[i].data);
+        mem_free(seq->id_str);
+        mem_free(seq);
+        model_unref(m);
+    }
 }
 
 static struct seq *seq_new(struct seqbatch *t, const struct infer_sequence *k)
@@ -105,6 +125,7 @@ static struct seq *seq_new(struct seqbatch *t, const struct infer_sequence *k)
         memcpy(seq->id_str, k->id_str, k->id_str_len);
         seq->id_str_len = k->id_str_len;
     }
+    model_ref(t->m); /* a reload drains the sequence on this version */
     uint32_t b = bucket_of(seq->id, seq->id_str, seq->id_str_len);
     seq->next = t->buckets[b];
     t->buckets[b] = seq;
@@ -114,11 +135,13 @@ static struct seq *seq_new(struct seqbatch *t, const struct infer_sequence *k)
     return seq;
 }
 
-/* Ends the sequences idle for longer than the model allows (lock held). */
-static void sweep(struct seqbatch *t, uint64_t now)
+/* Unlinks the sequences idle for longer than the model allows (lock held)
+ * and returns them chained, for seqs_free once the lock is released. */
+static struct seq *sweep(struct seqbatch *t, uint64_t now)
 {
+    struct seq *gone = NULL;
     if (now - t->last_sweep_ns < SWEEP_EVERY_NS)
-        return;
+        return NULL;
     t->last_sweep_ns = now;
     uint64_t idle_ns = t->sb->max_sequence_idle_us * 1000u;
     for (uint32_t b = 0; b < BUCKETS && t->count; b++) {
@@ -128,21 +151,27 @@ static void sweep(struct seqbatch *t, uint64_t now)
                 p = &s->next;
                 continue;
             }
-            unlink_seq(t, s);
+            unlink_seq(t, s); /* *p is the next one now */
             atomic_fetch_add_explicit(&t->idle_ended, 1, memory_order_relaxed);
-            seq_free(t, s);
+            s->next = gone;
+            gone = s;
         }
     }
+    return gone;
 }
 
 static void table_free(void *p)
 {
     struct seqbatch *t = p;
-    for (uint32_t b = 0; b < BUCKETS; b++)
-        for (struct seq *s = t->buckets[b], *next; s; s = next) {
-            next = s->next;
-            seq_free(t, s);
+    pthread_mutex_lock(&dir_lock);
+    for (struct seqbatch **d = &dir; *d; d = &(*d)->dir_next)
+        if (*d == t) {
+            *d = t->dir_next;
+            break;
         }
+    pthread_mutex_unlock(&dir_lock);
+    /* The version's last reference is gone: every sequence, which held one,
+     * is gone too. */
     pthread_mutex_destroy(&t->lock);
     mem_free(t->state_outputs);
     mem_free(t);
@@ -158,24 +187,113 @@ static struct seqbatch *table_of(struct model *m)
     if (!t)
         return NULL;
     pthread_mutex_init(&t->lock, NULL);
+    t->m = m;
     t->sb = &m->config.sequence_batching;
     t->state_outputs = mem_calloc(t->sb->nstates ? t->sb->nstates : 1, sizeof *t->state_outputs);
     if (!t->state_outputs) {
-        table_free(t);
+        pthread_mutex_destroy(&t->lock);
+        mem_free(t);
         return NULL;
     }
     for (uint32_t i = 0; i < t->sb->nstates; i++)
         for (uint32_t k = 0; k < m->run_info.noutputs; k++)
             if (!strcmp(m->run_info.outputs[k].name, t->sb->states[i].output_name))
                 t->state_outputs[i] = m->run_info.outputs[k].name; /* config_check: it is there */
+    pthread_mutex_lock(&dir_lock); /* in the directory before anyone can find it */
     void *none = NULL;
     if (!atomic_compare_exchange_strong_explicit(&m->seqbatch, &none, t, memory_order_acq_rel,
                                                  memory_order_acquire)) {
-        table_free(t);
+        pthread_mutex_unlock(&dir_lock);
+        pthread_mutex_destroy(&t->lock);
+        mem_free(t->state_outputs);
+        mem_free(t);
         return none;
     }
+    t->dir_next = dir;
+    dir = t;
+    pthread_mutex_unlock(&dir_lock);
     m->seqbatch_free = table_free; /* read by model_free, after the last reference */
     return t;
+}
+
+/* The sequence k of a version of model `name` other than `self` (older
+ * versions that a reload left serving their sequences), with that table
+ * locked; NULL if none has it. */
+static struct seq *find_elsewhere(const struct seqbatch *self, const char *name,
+                                  const struct infer_sequence *k, struct seqbatch **where)
+{
+    pthread_mutex_lock(&dir_lock);
+    for (struct seqbatch *d = dir; d; d = d->dir_next) {
+        if (d == self || strcmp(d->m->name, name))
+            continue;
+        pthread_mutex_lock(&d->lock);
+        struct seq *seq = find(d, k);
+        if (seq) {
+            /* Linked, it holds a reference: d outlives the directory lock. */
+            pthread_mutex_unlock(&dir_lock);
+            *where = d;
+            return seq;
+        }
+        pthread_mutex_unlock(&d->lock);
+    }
+    pthread_mutex_unlock(&dir_lock);
+    return NULL;
+}
+
+void seqbatch_tick(uint64_t now_ns)
+{
+    uint64_t last = atomic_load_explicit(&last_tick_ns, memory_order_relaxed);
+    if (now_ns - last < SWEEP_EVERY_NS ||
+        !atomic_compare_exchange_strong_explicit(&last_tick_ns, &last, now_ns,
+                                                 memory_order_relaxed, memory_order_relaxed))
+        return; /* one I/O thread sweeps at a time */
+    /* Sweep the tables one at a time: freeing a sequence may unload an old
+     * version, whose table then leaves the directory. */
+    for (;;) {
+        struct seq *gone = NULL;
+        struct model *m = NULL;
+        uint32_t nstates = 0;
+        pthread_mutex_lock(&dir_lock);
+        for (struct seqbatch *d = dir; d && !gone; d = d->dir_next) {
+            pthread_mutex_lock(&d->lock);
+            if (now_ns - d->last_sweep_ns >= SWEEP_EVERY_NS && (gone = sweep(d, now_ns))) {
+                m = d->m;
+                nstates = d->sb->nstates;
+            }
+            pthread_mutex_unlock(&d->lock);
+        }
+        pthread_mutex_unlock(&dir_lock);
+        if (!gone)
+            return;
+        seqs_free(m, nstates, gone);
+    }
+}
+
+void seqbatch_shutdown(void)
+{
+    for (;;) {
+        struct seq *gone = NULL;
+        struct model *m = NULL;
+        uint32_t nstates = 0;
+        pthread_mutex_lock(&dir_lock);
+        for (struct seqbatch *d = dir; d && !gone; d = d->dir_next) {
+            pthread_mutex_lock(&d->lock);
+            for (uint32_t b = 0; b < BUCKETS; b++)
+                while (d->buckets[b]) {
+                    struct seq *s = d->buckets[b];
+                    unlink_seq(d, s);
+                    s->next = gone;
+                    gone = s;
+                }
+            m = d->m;
+            nstates = d->sb->nstates;
+            pthread_mutex_unlock(&d->lock);
+        }
+        pthread_mutex_unlock(&dir_lock);
+        if (!gone)
+            return;
+        seqs_free(m, nstates, gone);
+    }
 }
 
 /* ---- a request's tensors ------------------------------------------------------ */
@@ -355,6 +473,34 @@ static enum stage_result refuse(struct infer_call *call, const struct model *m)
     return STAGE_CONTINUE;
 }
 
+/* The call now runs on version `to`, which holds its sequence (a reload
+ * replaced the version the call resolved): the call's reference moves
+ * there, and its outputs are named by to's own strings (the scheduler
+ * compares names by address). The request was decoded against the newer
+ * version's inputs; a reload that changed them fails it at the model, with
+ * the model's words. Returns 0, or ST_ERROR when `to` lacks an output the
+ * request asks for. */
+static int move_call(struct infer_call *call, struct model *to)
+{
+    struct infer_request *req = &call->req;
+    const char **names = arena_alloc(&req->arena, (req->noutputs + 1) * sizeof *names);
+    if (!names)
+        return ST_ERROR;
+    for (uint32_t q = 0; q < req->noutputs; q++) {
+        names[q] = NULL;
+        for (uint32_t k = 0; k < to->info.noutputs && !names[q]; k++)
+            if (!strcmp(to->info.outputs[k].name, req->output_names[q]))
+                names[q] = to->info.outputs[k].name;
+        if (!names[q])
+            return ST_ERROR;
+    }
+    req->output_names = names;
+    struct model *from = req->model;
+    req->model = model_ref(to);
+    model_unref(from); /* not the last: the snapshot still holds the newer one */
+    return 0;
+}
+
 enum stage_result seqbatch_stage(struct infer_call *call, const void *cfg)
 {
     (void)cfg;
@@ -370,48 +516,66 @@ enum stage_result seqbatch_stage(struct infer_call *call, const void *cfg)
     const struct infer_sequence *k = &req->sequence;
     char id[80];
     pthread_mutex_lock(&t->lock);
-    sweep(t, clock_now_ns());
+    struct seq *gone = sweep(t, clock_now_ns());
     struct seq *seq = find(t, k);
     if (!seq && !k->start) {
+        /* Perhaps a sequence an older version still serves (a reload). */
         pthread_mutex_unlock(&t->lock);
-        id_text(k, id, sizeof id);
-        return serve_call_error(call, 400,
-                                "inference request for sequence %s to model '%s' must specify "
-                                "the START flag on the first request of the sequence",
-                                id, m->name);
+        struct seqbatch *older;
+        seq = find_elsewhere(t, m->name, k, &older);
+        if (seq && move_call(call, older->m) != 0) {
+            pthread_mutex_unlock(&older->lock);
+            seqs_free(t->m, t->sb->nstates, gone);
+            id_text(k, id, sizeof id);
+            return serve_call_error(call, 400,
+                                    "sequence %s of model '%s' runs on the version loaded before "
+                                    "the last reload, which lacks an output the request asks for",
+                                    id, m->name);
+        }
+        if (seq) {
+            seqs_free(t->m, t->sb->nstates, gone);
+            gone = NULL;
+            t = older; /* locked by find_elsewhere */
+        } else {
+            seqs_free(t->m, t->sb->nstates, gone);
+            id_text(k, id, sizeof id);
+            return serve_call_error(call, 400,
+                                    "inference request for sequence %s to model '%s' must "
+                                    "specify the START flag on the first request of the sequence",
+                                    id, m->name);
+        }
     }
+    enum stage_result result = STAGE_CONTINUE;
     if (!seq && t->count >= SEQBATCH_MAX) {
-        pthread_mutex_unlock(&t->lock);
-        return serve_call_error(call, 503,
-                                "model '%s' keeps %u sequences, the most it can: end sequences "
-                                "(sequence_end) or retry later",
-                                m->name, t->count);
+        result = serve_call_error(call, 503,
+                                  "model '%s' keeps %u sequences, the most it can: end sequences "
+                                  "(sequence_end) or retry later",
+                                  m->name, t->count);
+    } else if (!seq && !(seq = seq_new(t, k))) {
+        result = serve_call_error(call, 503, "out of memory");
+    } else {
+        if (k->start)
+            atomic_fetch_add_explicit(&t->started, 1, memory_order_relaxed);
+        if (k->end) { /* the id is free for a new sequence; this one's requests still run */
+            unlink_seq(t, seq);
+            atomic_fetch_add_explicit(&t->ended, 1, memory_order_relaxed);
+        }
+        call->seq_ctx = seq;
+        if (seq->busy) {
+            if (seq->tail)
+                seq->tail->seq_next = call;
+            else
+                seq->head = call;
+            seq->tail = call;
+            result = STAGE_DEFER;
+        }
+        seq->busy = true;
     }
-    if (!seq && !(seq = seq_new(t, k))) {
-        pthread_mutex_unlock(&t->lock);
-        return serve_call_error(call, 503, "out of memory");
-    }
-    if (k->start)
-        atomic_fetch_add_explicit(&t->started, 1, memory_order_relaxed);
-    if (k->end) { /* the id is free for a new sequence; this one's requests still run */
-        unlink_seq(t, seq);
-        atomic_fetch_add_explicit(&t->ended, 1, memory_order_relaxed);
-    }
-    call->seq_ctx = seq;
-    if (seq->busy) {
-        if (seq->tail)
-            seq->tail->seq_next = call;
-        else
-            seq->head = call;
-        seq->tail = call;
-        pthread_mutex_unlock(&t->lock);
-        return STAGE_DEFER;
-    }
-    seq->busy = true;
     pthread_mutex_unlock(&t->lock);
-    if (prepare(req, t, seq) != 0)
+    seqs_free(t->m, t->sb->nstates, gone);
+    if (result == STAGE_CONTINUE && prepare(req, t, seq) != 0)
         return serve_call_error(call, 413, "request too large to add the sequence's tensors");
-    return STAGE_CONTINUE;
+    return result;
 }
 
 void seqbatch_done(struct infer_call *call, const void *cfg)
@@ -421,6 +585,8 @@ void seqbatch_done(struct infer_call *call, const void *cfg)
     if (!seq)
         return;
     struct infer_request *req = &call->req;
+    /* The call's version holds the sequence (and the call a reference on
+     * it until after this). */
     struct seqbatch *t = atomic_load_explicit(&req->model->seqbatch, memory_order_acquire);
     /* This call was the sequence's turn: nobody else touches seq's states. */
     if (req->rc == 0 && req->outputs && req->hidden_outputs)
@@ -436,11 +602,13 @@ void seqbatch_done(struct infer_call *call, const void *cfg)
         seq->busy = false;
         seq->idle_since_ns = clock_now_ns();
     }
-    bool gone = !next && !seq->linked;
-    sweep(t, clock_now_ns());
+    struct seq *gone = sweep(t, clock_now_ns());
+    if (!next && !seq->linked) { /* ended: its last request is done */
+        seq->next = gone;
+        gone = seq;
+    }
     pthread_mutex_unlock(&t->lock);
-    if (gone)
-        seq_free(t, seq);
+    seqs_free(t->m, t->sb->nstates, gone);
     if (!next)
         return;
     if (prepare(&next->req, t, seq) != 0)

@@ -35,9 +35,12 @@
  * are kept per model version; a START beyond is refused (503).
  *
  * The sequences of a version live in a table made on its first sequence
- * request (struct model's seqbatch) and freed with the version. A reload
- * makes a new version with an empty table: sequences in progress must
- * START again on it. Thread-safe: calls from any I/O thread.
+ * request (struct model's seqbatch) and freed with the version. Each
+ * sequence in progress holds a reference on its version, so a reload
+ * drains them: new sequences start on the new version, while the requests
+ * of those already started go on to the version that holds their state,
+ * which unloads when its last sequence ends (or idles out). Thread-safe:
+ * calls from any I/O thread.
  */
 #ifndef INFERD_SERVE_SEQBATCH_H
 #define INFERD_SERVE_SEQBATCH_H
@@ -50,6 +53,14 @@
 
 enum stage_result seqbatch_stage(struct infer_call *call, const void *cfg);
 void seqbatch_done(struct infer_call *call, const void *cfg);
+
+/* Any I/O thread, from its tick: ends the sequences idle too long on
+ * every version (also those no request reaches any more: an older version
+ * left by a reload, or an unloaded model), at most every 100 ms. */
+void seqbatch_tick(uint64_t now_ns);
+/* At shutdown, once no call is in flight and before the repository
+ * closes: ends every sequence, dropping its version reference. */
+void seqbatch_shutdown(void);
 
 struct seqbatch_stats {
     uint64_t active;     /* sequences kept now */

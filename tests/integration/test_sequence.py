@@ -14,6 +14,7 @@ Debian). test_tritons_own_examples runs the unmodified examples when
 tritonclient and the examples are present (TRITON_CLIENT_EXAMPLES names
 their directory), and skips saying so otherwise."""
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -343,11 +344,12 @@ def test_tritons_own_examples(srv):
             assert p.returncode == 0, (script, extra, p.stdout, p.stderr)
 
 
-def test_a_reload_starts_the_new_version_without_sequences(server_factory, tmp_path):
-    """The sequences live with the version that served them: after a
-    reload, a sequence's next request must START again (docs say so), and
-    the model's own warm-up (the string model gives every input, control
-    inputs included, from model_warmup) runs on the new version too."""
+def test_a_reload_drains_running_sequences_to_the_old_version(server_factory, tmp_path):
+    """A sequence started before a reload keeps its state: its requests go
+    on to the version that holds it, while new sequences start on the new
+    version; the old version unloads once its last sequence ends. (The
+    string model's own warm-up gives every input, control inputs included,
+    from model_warmup.)"""
     repo = tmp_path / "models"
     repo.mkdir()
     for name in ("simple_sequence", "simple_string_dyna_sequence"):
@@ -361,5 +363,13 @@ def test_a_reload_starts_the_new_version_without_sequences(server_factory, tmp_p
     assert rest_outputs(rest(s, m, 1, 99))[1] == 5
     r = requests.post(s.url + "/v2/repository/models/%s/load" % m, timeout=60)
     assert r.status_code == 200, r.text
-    assert "must specify the START flag" in assert_error_response(rest(s, m, 1, 99), 400)
-    assert rest_outputs(rest(s, m, 2, 99, start=True))[1] == 2
+    assert rest_outputs(rest(s, m, 10, 55, start=True))[1] == 10  # on the new version
+    assert rest_outputs(rest(s, m, 1, 99))[1] == 6  # on the old one, its state intact
+    unloaded = re.compile(r"model simple_sequence version 1 sha256 \w+ unloaded")
+    assert not unloaded.search(s.stderr())
+    assert rest_outputs(rest(s, m, 1, 99, end=True))[1] == 7
+    deadline = time.monotonic() + 30
+    while not unloaded.search(s.stderr()):
+        assert time.monotonic() < deadline, "the old version did not unload"
+        time.sleep(0.05)
+    assert rest_outputs(rest(s, m, 1, 55, end=True))[1] == 11
