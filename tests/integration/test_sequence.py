@@ -373,3 +373,91 @@ def test_a_reload_drains_running_sequences_to_the_old_version(server_factory, tm
         assert time.monotonic() < deadline, "the old version did not unload"
         time.sleep(0.05)
     assert rest_outputs(rest(s, m, 1, 55, end=True))[1] == 11
+
+
+def test_sequences_under_reloads_lose_nothing(server_factory, tmp_path, pbs):
+    """Eight clients run sequences of random lengths back to back (gRPC
+    streams and REST), while the model is reloaded three times: every
+    response arrives once, and every running sum is right, whichever
+    version served it."""
+    import random
+    repo = tmp_path / "models"
+    repo.mkdir()
+    (repo / "simple_sequence").symlink_to(MODELS["simple_sequence"])
+    s = server_factory.start("--model-repository", str(repo), "--model-control-mode", "explicit",
+                             "--load-model", "*")
+    pb, hpb = pbs
+    errors = []
+    stop = threading.Event()
+
+    def over_rest(k, rnd):
+        sid = 10000 + k * 1000
+        with requests.Session() as sess:
+            while not stop.is_set():
+                sid += 1
+                n, acc = rnd.randint(1, 12), 0
+                for i in range(n):
+                    v = rnd.randint(-50, 50)
+                    acc += v
+                    body = {"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1],
+                                        "data": [v]}],
+                            "parameters": {"sequence_id": sid, "sequence_start": i == 0,
+                                           "sequence_end": i == n - 1}}
+                    r = sess.post(s.url + "/v2/models/simple_sequence/infer", json=body,
+                                  timeout=60)
+                    if r.status_code != 200 or r.json()["outputs"][1]["data"][0] != acc:
+                        errors.append(("rest", sid, i, r.status_code, r.text[:200], acc))
+                        return
+
+    def over_stream(k, rnd):
+        c = Client(pb, hpb, "127.0.0.1:%d" % s.grpc_port)
+        try:
+            sid = 20000 + k * 1000
+            while not stop.is_set():
+                reqs, want = [], {}
+                for _ in range(3):  # three sequences interleaved on one stream
+                    sid += 1
+                    n, acc = rnd.randint(1, 8), 0
+                    for i in range(n):
+                        v = rnd.randint(-50, 50)
+                        acc += v
+                        r = grpc_request(pb, "simple_sequence", v, sid, i == 0, i == n - 1,
+                                         request_id="%d_%d" % (sid, i))
+                        r.outputs.add(name="ACC")
+                        reqs.append(r)
+                        want["%d_%d" % (sid, i)] = acc
+                # Interleaved: every sequence's first request, then every second...
+                reqs.sort(key=lambda q: int(q.id.split("_")[1]))
+                got = {}
+                for resp in c.stream_infer()(iter(reqs), timeout=60):
+                    if resp.error_message:
+                        errors.append(("stream", resp.error_message))
+                        return
+                    r = resp.infer_response
+                    i = [o.name for o in r.outputs].index("ACC")
+                    assert r.id not in got, "duplicated response %s" % r.id
+                    got[r.id] = int(np.frombuffer(r.raw_output_contents[i], dtype="<i4")[0])
+                if got != want:
+                    errors.append(("stream", sorted(set(want.items()) ^ set(got.items()))[:4]))
+                    return
+        finally:
+            c.close()
+    threads = [threading.Thread(target=over_rest if k % 2 else over_stream,
+                                args=(k, random.Random(k))) for k in range(8)]
+    for t in threads:
+        t.start()
+    for _ in range(3):
+        time.sleep(0.3)
+        r = requests.post(s.url + "/v2/repository/models/simple_sequence/load", timeout=60)
+        assert r.status_code == 200, r.text
+    time.sleep(0.3)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    # Every sequence ended: the three replaced versions have all unloaded.
+    unloaded = re.compile(r"model simple_sequence version 1 sha256 \w+ unloaded")
+    deadline = time.monotonic() + 30
+    while len(unloaded.findall(s.stderr())) < 3:
+        assert time.monotonic() < deadline, s.stderr()[-2000:]
+        time.sleep(0.05)
