@@ -240,36 +240,10 @@ static struct seq *find_elsewhere(const struct seqbatch *self, const char *name,
     return NULL;
 }
 
-void seqbatch_tick(uint64_t now_ns)
-{
-    uint64_t last = atomic_load_explicit(&last_tick_ns, memory_order_relaxed);
-    if (now_ns - last < SWEEP_EVERY_NS ||
-        !atomic_compare_exchange_strong_explicit(&last_tick_ns, &last, now_ns,
-                                                 memory_order_relaxed, memory_order_relaxed))
-        return; /* one I/O thread sweeps at a time */
-    /* Sweep the tables one at a time: freeing a sequence may unload an old
-     * version, whose table then leaves the directory. */
-    for (;;) {
-        struct seq *gone = NULL;
-        struct model *m = NULL;
-        uint32_t nstates = 0;
-        pthread_mutex_lock(&dir_lock);
-        for (struct seqbatch *d = dir; d && !gone; d = d->dir_next) {
-            pthread_mutex_lock(&d->lock);
-            if (now_ns - d->last_sweep_ns >= SWEEP_EVERY_NS && (gone = sweep(d, now_ns))) {
-                m = d->m;
-                nstates = d->sb->nstates;
-            }
-            pthread_mutex_unlock(&d->lock);
-        }
-        pthread_mutex_unlock(&dir_lock);
-        if (!gone)
-            return;
-        seqs_free(m, nstates, gone);
-    }
-}
-
-void seqbatch_shutdown(void)
+/* Ends sequences of every table, one table at a time (freeing a sequence
+ * may unload an old version, whose table then leaves the directory): the
+ * idle ones, or (all) every one. */
+static void end_everywhere(uint64_t now_ns, bool all)
 {
     for (;;) {
         struct seq *gone = NULL;
@@ -278,7 +252,9 @@ void seqbatch_shutdown(void)
         pthread_mutex_lock(&dir_lock);
         for (struct seqbatch *d = dir; d && !gone; d = d->dir_next) {
             pthread_mutex_lock(&d->lock);
-            for (uint32_t b = 0; b < BUCKETS; b++)
+            if (!all)
+                gone = sweep(d, now_ns);
+            for (uint32_t b = 0; all && b < BUCKETS; b++)
                 while (d->buckets[b]) {
                     struct seq *s = d->buckets[b];
                     unlink_seq(d, s);
@@ -294,6 +270,20 @@ void seqbatch_shutdown(void)
             return;
         seqs_free(m, nstates, gone);
     }
+}
+
+void seqbatch_tick(uint64_t now_ns)
+{
+    uint64_t last = atomic_load_explicit(&last_tick_ns, memory_order_relaxed);
+    if (now_ns - last >= SWEEP_EVERY_NS &&
+        atomic_compare_exchange_strong_explicit(&last_tick_ns, &last, now_ns,
+                                                memory_order_relaxed, memory_order_relaxed))
+        end_everywhere(now_ns, false); /* one I/O thread sweeps at a time */
+}
+
+void seqbatch_shutdown(void)
+{
+    end_everywhere(0, true);
 }
 
 /* ---- a request's tensors ------------------------------------------------------ */
