@@ -62,6 +62,7 @@
 #include "policy/tokenquota.h"
 #include "preprocess/prep.h"
 #include "sched/pool.h"
+#include "serve/ensemble.h"
 #include "serve/seqbatch.h"
 #include "serve/shm.h"
 
@@ -550,6 +551,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
     static const struct prep_modality *const modalities[] = {&prep_image, &prep_audio, &prep_text};
     prep_modalities_set(modalities, sizeof modalities / sizeof modalities[0]);
     o->repo.load.attach_preprocess = prep_attach;
+    o->repo.load.attach_ensemble = ensemble_attach;
     o->repo.observe_load = load_obs_record;
     o->repo.observe_gone = load_obs_forget;
     if (o->worker_threads <= 0)

@@ -145,6 +145,29 @@ struct model_sequence_batching {
 };
 #define MODEL_SEQ_DEFAULT_IDLE_US 1000000
 
+/* ensemble_scheduling (Triton's ModelEnsembling), with platform
+ * "ensemble": a pipeline of other served models (serve/ensemble.h). Each
+ * step runs model_name (model_version -1: the version the model serves by
+ * default), its inputs taken from the ensemble's tensors (input_map: the
+ * step model's input -> the ensemble tensor) and its outputs giving
+ * ensemble tensors (output_map: the step model's output -> the ensemble
+ * tensor). */
+struct model_map_entry {
+    char *key, *value;
+};
+struct model_ensemble_step {
+    char *model_name;
+    int64_t model_version; /* -1: the model's default version */
+    uint32_t ninputs, noutputs;
+    struct model_map_entry *input_map, *output_map; /* distinct keys */
+};
+#define MODEL_ENSEMBLE_MAX_STEPS 64
+struct model_ensemble {
+    bool enabled;
+    uint32_t nsteps;
+    struct model_ensemble_step *steps;
+};
+
 /* KIND_GPU is rejected at parse time; KIND_AUTO becomes KIND_CPU in check. */
 enum model_instance_kind { MODEL_INSTANCE_AUTO, MODEL_INSTANCE_CPU, MODEL_INSTANCE_MODEL };
 
@@ -206,6 +229,7 @@ struct model_config {
     struct model_config_io *inputs, *outputs;
     struct model_dynamic_batching dynamic_batching;
     struct model_sequence_batching sequence_batching;
+    struct model_ensemble ensemble; /* platform "ensemble" */
     uint32_t ninstance_groups;
     struct model_instance_group *instance_groups; /* >= 1 after check */
     struct model_version_policy version_policy;   /* default: latest 1 */
@@ -294,6 +318,20 @@ const char *model_timeout_action_name(enum model_timeout_action a);
 int model_config_check(struct model_config *cfg, const char *model_name,
                        const struct model_info *onnx, struct error *err);
 
+/*
+ * The check of an ensemble's config (platform "ensemble", which has no
+ * ONNX model): ensemble_scheduling is there; every input and output is
+ * complete (data_type, dims), without reshape; no batching section, no
+ * warm-up, no step naming the ensemble itself; and the steps form a
+ * pipeline: no ensemble tensor produced twice or produced while it is an
+ * ensemble input, every step input an ensemble input or some step's
+ * output, no cycle, every ensemble output produced. Fills in the name.
+ * Whether each step's model has the tensors its maps name is checked when
+ * a request runs (the step models load on their own). Returns 0 or
+ * ST_ERROR with err (400, naming the step or tensor).
+ */
+int model_config_check_ensemble(struct model_config *cfg, const char *model_name,
+                                struct error *err);
 /* Parameters the server reads itself (inferd extensions, e.g.
  * "padding_budget"); they are not passed to plugin backends. */
 bool model_config_server_parameter(const char *key);

@@ -541,6 +541,123 @@ int model_config_check(struct model_config *cfg, const char *model_name,
     return check_padding_budget(cfg, err);
 }
 
+/* Whether ensemble tensor `name` is produced by a step (its index in
+ * *step) or is an ensemble input (*step = -1); false: neither. */
+static bool ensemble_source(const struct model_config *cfg, const char *name, int *step)
+{
+    for (uint32_t s = 0; s < cfg->ensemble.nsteps; s++)
+        for (uint32_t i = 0; i < cfg->ensemble.steps[s].noutputs; i++)
+            if (!strcmp(cfg->ensemble.steps[s].output_map[i].value, name)) {
+                *step = (int)s;
+                return true;
+            }
+    *step = -1;
+    return model_config_input_index(cfg, name) >= 0;
+}
+
+int model_config_check_ensemble(struct model_config *cfg, const char *model_name,
+                                struct error *err)
+{
+    const struct model_ensemble *en = &cfg->ensemble;
+    if (cfg->name[0] && strcmp(cfg->name, model_name))
+        return error_set(err, 400, "name: config name '%s' does not match the model directory '%s'",
+                         cfg->name, model_name);
+    if (!en->enabled)
+        return error_set(err, 400, "platform: 'ensemble' needs ensemble_scheduling");
+    if (cfg->backend[0])
+        return error_set(err, 400, "backend: an ensemble has none (platform: \"ensemble\")");
+    if (cfg->dynamic_batching.enabled || cfg->sequence_batching.enabled)
+        return error_set(err, 400, "ensemble_scheduling cannot be combined with %s",
+                         cfg->dynamic_batching.enabled ? "dynamic_batching" : "sequence_batching");
+    if (cfg->nwarmups)
+        return error_set(err, 400, "model_warmup: an ensemble is warmed up by its steps' models");
+    if (!cfg->noutputs)
+        return error_set(err, 400, "output: an ensemble must list its outputs");
+    for (int side = 0; side < 2; side++) {
+        const struct model_config_io *ios = side ? cfg->outputs : cfg->inputs;
+        uint32_t n = side ? cfg->noutputs : cfg->ninputs;
+        for (uint32_t i = 0; i < n; i++) {
+            if (ios[i].dtype == DT_INVALID || !ios[i].has_dims)
+                return error_set(err, 400, "%s '%s': an ensemble's tensors need data_type and dims",
+                                 side ? "output" : "input", ios[i].name);
+            if (ios[i].has_reshape)
+                return error_set(err, 400, "%s '%s': reshape is not supported in an ensemble",
+                                 side ? "output" : "input", ios[i].name);
+        }
+    }
+    for (uint32_t s = 0; s < en->nsteps; s++) {
+        const struct model_ensemble_step *st = &en->steps[s];
+        if (!strcmp(st->model_name, model_name))
+            return error_set(err, 400, "ensemble_scheduling.step[%u]: the ensemble cannot run itself", s);
+        for (uint32_t i = 0; i < st->noutputs; i++) {
+            int from;
+            const char *t = st->output_map[i].value;
+            if (model_config_input_index(cfg, t) >= 0)
+                return error_set(err, 400,
+                                 "ensemble_scheduling.step[%u] ('%s'): output_map gives '%s', "
+                                 "which is an ensemble input",
+                                 s, st->model_name, t);
+            if (ensemble_source(cfg, t, &from) && from != (int)s)
+                return error_set(err, 400,
+                                 "ensemble_scheduling.step[%u] ('%s'): '%s' is also the output of "
+                                 "step %d",
+                                 s, st->model_name, t, from);
+            for (uint32_t j = 0; j < i; j++)
+                if (!strcmp(st->output_map[j].value, t))
+                    return error_set(err, 400,
+                                     "ensemble_scheduling.step[%u] ('%s'): two outputs give '%s'",
+                                     s, st->model_name, t);
+        }
+        for (uint32_t i = 0; i < st->ninputs; i++) {
+            int from;
+            if (!ensemble_source(cfg, st->input_map[i].value, &from))
+                return error_set(err, 400,
+                                 "ensemble_scheduling.step[%u] ('%s'): input_map takes '%s', which "
+                                 "is neither an ensemble input nor a step's output",
+                                 s, st->model_name, st->input_map[i].value);
+        }
+    }
+    for (uint32_t o = 0; o < cfg->noutputs; o++) {
+        int from;
+        if (!ensemble_source(cfg, cfg->outputs[o].name, &from) || from < 0)
+            return error_set(err, 400, "output '%s': no step gives it (an output_map value)",
+                             cfg->outputs[o].name);
+    }
+    /* No cycle: steps run once all their inputs are there. */
+    bool done[MODEL_ENSEMBLE_MAX_STEPS] = {false};
+    if (en->nsteps > MODEL_ENSEMBLE_MAX_STEPS)
+        return error_set(err, 400, "ensemble_scheduling: at most %d steps", MODEL_ENSEMBLE_MAX_STEPS);
+    for (uint32_t ran = 0; ran < en->nsteps;) {
+        uint32_t before = ran;
+        for (uint32_t s = 0; s < en->nsteps; s++) {
+            bool ready = !done[s];
+            for (uint32_t i = 0; ready && i < en->steps[s].ninputs; i++) {
+                int from;
+                ensemble_source(cfg, en->steps[s].input_map[i].value, &from);
+                ready = from < 0 || done[from];
+            }
+            if (ready) {
+                done[s] = true;
+                ran++;
+            }
+        }
+        uint32_t stuck = 0;
+        while (ran == before && done[stuck])
+            stuck++;
+        if (ran == before)
+            return error_set(err, 400,
+                             "ensemble_scheduling.step[%u] ('%s'): its inputs wait for its own "
+                             "outputs (the steps form a cycle)",
+                             stuck, en->steps[stuck].model_name);
+    }
+    if (!cfg->name[0]) {
+        struct ctx c = {.cfg = cfg, .err = err};
+        if (!(cfg->name = cfg_strdup(&c, model_name, strlen(model_name))))
+            return ST_ERROR;
+    }
+    return 0;
+}
+
 int model_config_from_onnx(const char *model_name, const struct model_info *onnx,
                            struct model_config *cfg)
 {

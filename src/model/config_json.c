@@ -342,6 +342,41 @@ static void write_sequence_batching(struct json_writer *w,
     json_w_obj_end(w);
 }
 
+static void write_map(struct json_writer *w, const char *key, const struct model_map_entry *map,
+                      uint32_t n)
+{
+    json_w_key(w, key);
+    json_w_obj_begin(w);
+    for (uint32_t i = 0; i < n; i++) {
+        json_w_key(w, map[i].key);
+        json_w_cstr(w, map[i].value);
+    }
+    json_w_obj_end(w);
+}
+
+static void write_ensemble(struct json_writer *w, const struct model_ensemble *en)
+{
+    json_w_key(w, "ensemble_scheduling");
+    json_w_obj_begin(w);
+    json_w_key(w, "step");
+    json_w_arr_begin(w);
+    for (uint32_t s = 0; s < en->nsteps; s++) {
+        const struct model_ensemble_step *st = &en->steps[s];
+        json_w_obj_begin(w);
+        json_w_key(w, "model_name");
+        json_w_cstr(w, st->model_name);
+        json_w_key(w, "model_version");
+        json_w_int(w, st->model_version);
+        write_map(w, "input_map", st->input_map, st->ninputs);
+        write_map(w, "output_map", st->output_map, st->noutputs);
+        json_w_key(w, "model_namespace");
+        json_w_cstr(w, "");
+        json_w_obj_end(w);
+    }
+    json_w_arr_end(w);
+    json_w_obj_end(w);
+}
+
 static void write_dynamic_batching(struct json_writer *w, const struct model_dynamic_batching *db)
 {
     char key[24];
@@ -500,6 +535,8 @@ void model_config_write_json(const struct model_config *cfg, struct json_writer 
         write_dynamic_batching(w, &cfg->dynamic_batching);
     if (cfg->sequence_batching.enabled)
         write_sequence_batching(w, &cfg->sequence_batching);
+    if (cfg->ensemble.enabled)
+        write_ensemble(w, &cfg->ensemble);
     json_w_key(w, "model_transaction_policy");
     json_w_obj_begin(w);
     json_w_key(w, "decoupled");

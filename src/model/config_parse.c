@@ -123,7 +123,7 @@ static int parse_root(struct ctx *c, const struct pbtxt_value *root)
             if (!rc)
                 rc = name[0] == 'd'   ? config_parse_dynamic_batching(c, f)
                      : name[0] == 's' ? config_parse_sequence_batching(c, f)
-                                      : config_ignore(c, f);
+                                      : config_parse_ensemble(c, f);
         } else if (!strcmp(name, "instance_group")) {
             config_path_index(c, cfg->ninstance_groups);
             rc = config_parse_instance_group(c, f, &cfg->instance_groups[cfg->ninstance_groups]);

@@ -7,6 +7,7 @@
  *   config_io.c         input and output, with reshape
  *   config_batching.c   dynamic_batching, with its queue and priority policies
  *   config_sequence.c   sequence_batching: strategy, control inputs, state
+ *   config_ensemble.c   ensemble_scheduling: the steps and their tensor maps
  *   config_instances.c  instance_group
  *   config_versions.c   version_policy
  *   config_warmup.c     model_warmup
@@ -138,6 +139,8 @@ int config_parse_ios(struct ctx *c, const struct pbtxt_value *root, const char *
 int config_parse_dynamic_batching(struct ctx *c, const struct pbtxt_field *f);
 /* Into cfg->sequence_batching; reads max_batch_size. */
 int config_parse_sequence_batching(struct ctx *c, const struct pbtxt_field *f);
+/* Into cfg->ensemble. */
+int config_parse_ensemble(struct ctx *c, const struct pbtxt_field *f);
 /* One entry of instance_group into *g. */
 int config_parse_instance_group(struct ctx *c, const struct pbtxt_field *f,
                                 struct model_instance_group *g);

@@ -107,6 +107,11 @@ struct registry_options {
      * with err: the version fails to load (MODEL_FAIL_CONFIG). NULL: no
      * preprocessing. */
     int (*attach_preprocess)(struct model *m, const char *model_dir, struct error *err);
+    /* Runs an ensemble's version (platform "ensemble", serve/ensemble.h;
+     * filled by src/cli/main.c): sets m->engine_ops and m->engine, which
+     * run its steps. Returns 0 or ST_ERROR with err (the version fails to
+     * load). NULL: ensembles are refused. */
+    int (*attach_ensemble)(struct model *m, struct error *err);
     /* Versions served by other servers (cluster/remote.h; filled by
      * src/cli/main.c). A model named in names[] is a model of the
      * repository even without a directory of its own; model_entry_load()

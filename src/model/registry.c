@@ -752,6 +752,94 @@ int model_new_remote(const struct registry_options *opts, const char *name, int6
     return 0;
 }
 
+/* The model_io of config tensors: their dims with the batch dimension
+ * (-1) when batched. Returns 0 or ST_ERROR (out of memory). */
+static int ios_from_config(const struct model_config_io *cfg, uint32_t n, bool batched,
+                           struct model_io **out)
+{
+    struct model_io *ios = mem_calloc(n ? n : 1, sizeof *ios);
+    if (!ios)
+        return ST_ERROR;
+    *out = ios;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(ios[i].name = mem_strdup(cfg[i].name)))
+            return ST_ERROR;
+        ios[i].dtype = cfg[i].dtype;
+        if (batched)
+            ios[i].dims[ios[i].ndim++] = -1;
+        for (uint32_t d = 0; d < cfg[i].ndim && ios[i].ndim < TENSOR_MAX_DIMS; d++)
+            ios[i].dims[ios[i].ndim++] = cfg[i].dims[d];
+    }
+    return 0;
+}
+
+/* An ensemble's version: no model file and no instances; what clients send
+ * and receive is its config, and attach_ensemble's engine runs its steps.
+ * It has a scheduler only for its statistics. */
+static int model_load_ensemble(const struct registry_options *opts, const char *name,
+                               int64_t version, const char *cfg_text, size_t cfg_len,
+                               struct model **out, struct error *err,
+                               enum model_failure_kind *kind)
+{
+    *kind = MODEL_FAIL_CONFIG;
+    if (!opts->attach_ensemble)
+        return error_set(err, 400, "ensembles are not served by this server");
+    uint64_t t0 = clock_now_ns();
+    struct model *m = mem_calloc(1, sizeof *m);
+    if (!m)
+        return error_set(err, 500, "out of memory");
+    m->name = mem_strdup(name);
+    m->path = mem_strdup("");
+    if (!m->name || !m->path) {
+        model_free(m);
+        return error_set(err, 500, "out of memory");
+    }
+    m->version = version;
+    snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
+    m->platform = "ensemble";
+    m->backend = &backend_onnxruntime; /* never run: no instance */
+    struct error perr;
+    if (model_config_parse(cfg_text, cfg_len, &m->config, &perr) != 0) {
+        model_free(m);
+        return error_set(err, perr.status, "config.pbtxt:%s", perr.msg);
+    }
+    if (model_config_check_ensemble(&m->config, name, err) != 0) {
+        model_free(m);
+        return ST_ERROR;
+    }
+    m->batched = m->config.max_batch_size > 0;
+    if (ios_from_config(m->config.inputs, m->config.ninputs, m->batched, &m->info.inputs) ||
+        (m->info.ninputs = m->config.ninputs,
+         ios_from_config(m->config.outputs, m->config.noutputs, m->batched, &m->info.outputs))) {
+        model_free(m);
+        return error_set(err, 500, "out of memory");
+    }
+    m->info.noutputs = m->config.noutputs;
+    m->run_info = m->info;
+    uint8_t digest[SHA256_DIGEST_SIZE]; /* the config is what the version is */
+    sha256(cfg_text, cfg_len, digest);
+    sha256_hex(digest, m->sha256);
+    sched_config_from(m, opts, true);
+    if (opts->observe_version)
+        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
+    struct sched_model sm = {.name = m->name, .version = m->version_str,
+                             .backend = m->backend, .info = &m->run_info,
+                             .pool = opts->pool, .background_pool = opts->background_pool};
+    int rc = sched_start(&sm, &m->sched_cfg, &m->sched);
+    if (rc) {
+        model_free(m);
+        return error_set(err, 500, "cannot start the version's scheduler: %s", strerror(-rc));
+    }
+    if (opts->attach_ensemble(m, err) != 0) {
+        model_free(m);
+        return ST_ERROR;
+    }
+    m->load_ms = (clock_now_ns() - t0) / 1000000u;
+    atomic_init(&m->refs, 1);
+    *out = m;
+    return 0;
+}
+
 /* The versions of model directory `dir` (config.pbtxt, version policy). */
 static void load_local(const struct registry_options *opts, const char *dir,
                        const char *config_override, struct model_entry *e);
@@ -790,7 +878,6 @@ static void load_local(const struct registry_options *opts, const char *dir,
     size_t len = 0;
     struct error err;
     error_clear(&err);
-    entry_note_empty_versions(e, dir);
     enum model_failure_kind kind;
     if (config_override) {
         text = mem_strdup(config_override);
@@ -820,8 +907,14 @@ static void load_local(const struct registry_options *opts, const char *dir,
             log_warn("model %s: config.pbtxt:%u:%u: '%s' is not used by inferd", e->name,
                      parsed.ignored[i].line, parsed.ignored[i].col, parsed.ignored[i].path);
     }
+    /* An ensemble's version directories are empty: its steps are other
+     * models (serve/ensemble.h). */
+    bool ensemble = have_parsed && !strcmp(parsed.platform, "ensemble");
+    if (!ensemble)
+        entry_note_empty_versions(e, dir);
     int64_t disk[MAX_VERSIONS], chosen[MAX_VERSIONS];
-    uint32_t ndisk = list_versions(dir, VERSIONS_WITH_MODEL, disk, MAX_VERSIONS);
+    uint32_t ndisk = list_versions(dir, ensemble ? VERSIONS_ALL : VERSIONS_WITH_MODEL, disk,
+                                   MAX_VERSIONS);
     uint32_t nchosen = select_versions(e->name, &policy, disk, ndisk, chosen);
     if (have_parsed)
         model_config_free(&parsed); /* policy pointed into it: not used past here */
@@ -842,7 +935,8 @@ static void load_local(const struct registry_options *opts, const char *dir,
     }
     for (uint32_t i = 0; i < nchosen; i++) {
         struct model *m = NULL;
-        if (model_load(opts, e->name, chosen[i], text, len, &m, &err, &kind) != 0) {
+        if ((ensemble ? model_load_ensemble(opts, e->name, chosen[i], text, len, &m, &err, &kind)
+                      : model_load(opts, e->name, chosen[i], text, len, &m, &err, &kind)) != 0) {
             snprintf(e->reason, sizeof e->reason, "version %lld: %.200s", (long long)chosen[i],
                      err.msg);
             log_error("model %s version %lld failed to load: %s", e->name,

@@ -225,6 +225,9 @@ struct infer_call {
     void *prep_ctx;    /* the preprocessing stage's (preprocess/prep.h) */
     void *tokens_ctx;  /* the token-quota stage's reservation (policy/tokenquota.h) */
     void *seq_ctx;     /* the sequence stage's sequence (serve/seqbatch.h) */
+    /* A step of an ensemble (serve/ensemble.h): how many ensembles this
+     * call runs inside (0: a client's call). */
+    uint32_t ensemble_depth;
     struct infer_call *seq_next; /* the sequence stage's queue of a sequence's calls */
 
     /* Read-only for the front end: the scheduler took the request (so its

@@ -910,15 +910,91 @@ static void test_ignored_fields(void **state)
     assert_false(cfg.decoupled); /* model_transaction_policy is read, not ignored */
     model_config_free(&cfg);
 
-    /* ensemble_scheduling is known (ignored) but an ensemble is not ONNX */
-    parse_ok("platform: \"ensemble\" ensemble_scheduling { step [ { model_name: \"a\" } ] }", &cfg);
-    assert_int_equal(cfg.nignored, 1);
+    /* An ensemble has no ONNX model: the ONNX check refuses its platform
+     * (the registry checks it with model_config_check_ensemble). */
+    parse_ok("platform: \"ensemble\" ensemble_scheduling { step [ { model_name: \"a\" "
+             "output_map { key: \"y\" value: \"Y\" } } ] }",
+             &cfg);
+    assert_int_equal(cfg.nignored, 0);
     struct error err;
     assert_int_equal(model_config_check(&cfg, "simple", &simple, &err), -1);
     assert_string_equal(
         err.msg,
         "platform: 'ensemble' is not supported (inferd serves \"onnxruntime_onnx\" models)");
     model_config_free(&cfg);
+}
+
+/* ensemble_scheduling: steps and maps are read; the pipeline is checked
+ * (sources of every tensor, no double producer, no cycle, outputs made). */
+static void test_ensemble(void **state)
+{
+    (void)state;
+    static const char head[] =
+        "platform: \"ensemble\" max_batch_size: 4\n"
+        "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 16 ] }, "
+        "{ name: \"B\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n"
+        "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n";
+    char text[2048];
+    snprintf(text, sizeof text,
+             "%sensemble_scheduling { step [\n"
+             "  { model_name: \"simple\" model_version: 1\n"
+             "    input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" "
+             "value: \"B\" }\n"
+             "    output_map { key: \"OUTPUT0\" value: \"SUM\" } output_map { key: \"OUTPUT1\" "
+             "value: \"DIFF\" } },\n"
+             "  { model_name: \"simple\"\n"
+             "    input_map [ { key: \"INPUT0\" value: \"SUM\" }, { key: \"INPUT1\" value: "
+             "\"DIFF\" } ]\n"
+             "    output_map { key: \"OUTPUT0\" value: \"OUT\" } } ] }\n",
+             head);
+    struct model_config cfg;
+    parse_ok(text, &cfg);
+    assert_true(cfg.ensemble.enabled);
+    assert_int_equal(cfg.ensemble.nsteps, 2);
+    assert_int_equal(cfg.ensemble.steps[0].model_version, 1);
+    assert_int_equal(cfg.ensemble.steps[1].model_version, -1);
+    assert_int_equal(cfg.ensemble.steps[1].ninputs, 2);
+    assert_string_equal(cfg.ensemble.steps[1].input_map[1].value, "DIFF");
+    struct error err;
+    assert_int_equal(model_config_check_ensemble(&cfg, "pipe", &err), 0);
+    assert_string_equal(cfg.name, "pipe");
+    model_config_free(&cfg);
+
+    static const char *const bad[][2] = {
+        {"ensemble_scheduling { step [ { model_name: \"m\" input_map { key: \"x\" value: "
+         "\"NOPE\" } output_map { key: \"y\" value: \"OUT\" } } ] }",
+         "ensemble_scheduling.step[0] ('m'): input_map takes 'NOPE', which is neither an "
+         "ensemble input nor a step's output"},
+        {"ensemble_scheduling { step [ { model_name: \"m\" input_map { key: \"x\" value: \"A\" "
+         "} output_map { key: \"y\" value: \"T\" } } ] }",
+         "output 'OUT': no step gives it (an output_map value)"},
+        {"ensemble_scheduling { step [ { model_name: \"m\" input_map { key: \"x\" value: \"A\" "
+         "} output_map { key: \"y\" value: \"OUT\" } }, { model_name: \"n\" output_map { "
+         "key: \"z\" value: \"OUT\" } } ] }",
+         "ensemble_scheduling.step[1] ('n'): 'OUT' is also the output of step 0"},
+        {"ensemble_scheduling { step [ { model_name: \"m\" input_map { key: \"x\" value: \"T2\" "
+         "} output_map { key: \"y\" value: \"T1\" } }, { model_name: \"n\" input_map { key: "
+         "\"x\" value: \"T1\" } output_map [ { key: \"y\" value: \"T2\" }, { key: \"z\" "
+         "value: \"OUT\" } ] } ] }",
+         "ensemble_scheduling.step[0] ('m'): its inputs wait for its own outputs (the steps form "
+         "a cycle)"},
+        {"ensemble_scheduling { step [ { model_name: \"pipe\" output_map { key: \"y\" value: "
+         "\"OUT\" } } ] }",
+         "ensemble_scheduling.step[0]: the ensemble cannot run itself"},
+        {"ensemble_scheduling { step [ { model_name: \"m\" output_map { key: \"y\" value: \"A\" "
+         "} } ] }",
+         "ensemble_scheduling.step[0] ('m'): output_map gives 'A', which is an ensemble input"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "%s%s", head, bad[i][0]);
+        parse_ok(text, &cfg);
+        assert_int_equal(model_config_check_ensemble(&cfg, "pipe", &err), -1);
+        assert_string_equal(err.msg, bad[i][1]);
+        model_config_free(&cfg);
+    }
+    parse_fail("ensemble_scheduling { step [ { model_name: \"m\" } ] }",
+               "1:23: ensemble_scheduling.step[0]: needs an output_map entry (what the step gives "
+               "the ensemble)");
 }
 
 static void test_unknown_fields(void **state)
@@ -1457,7 +1533,7 @@ int main(void)
         TEST(test_warmup),
         TEST(test_warmup_errors),
         TEST(test_parameters),
-        TEST(test_sequence_batching), TEST(test_ignored_fields),
+        TEST(test_sequence_batching), TEST(test_ensemble), TEST(test_ignored_fields),
         TEST(test_unknown_fields),
         TEST(test_value_errors),
         TEST(test_reshape),
