@@ -580,6 +580,13 @@ static void log_loaded(const struct model *m)
     INFERD_PROBE_4(model_version_loaded, m->name, m->version_str, m->load_ms, m->warmup_us);
     const char *warmup = m->warmup_failed ? "warm-up failed after" : "warmed up in";
     double mib = (double)m->memory_bytes / (1024.0 * 1024.0);
+    if (m->config.ensemble.enabled) {
+        log_info("model %s version %s sha256 %.12s loaded: an ensemble of %u steps (%u inputs, "
+                 "%u outputs)",
+                 m->name, m->version_str, m->sha256, m->config.ensemble.nsteps, m->info.ninputs,
+                 m->info.noutputs);
+        return;
+    }
     if (m->sched_cfg.dynamic_batching)
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances, %.1f MiB of memory, batching up to %u "
