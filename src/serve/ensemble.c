@@ -219,7 +219,14 @@ static void finish(struct run *r)
             error_set(&r->err, 413, "request too large for its outputs");
         }
         for (uint32_t q = 0; !r->failed && q < req->noutputs; q++) {
-            req->outputs[q] = slot_of(r, req->output_names[q])->t;
+            const struct slot *s = slot_of(r, req->output_names[q]);
+            if (!s->have) { /* every step ran well: it cannot be, but answer, not crash */
+                r->failed = true;
+                error_set(&r->err, 500, "ensemble output '%s' was not produced",
+                          req->output_names[q]);
+                break;
+            }
+            req->outputs[q] = s->t;
             req->outputs[q].name = req->output_names[q];
         }
     }
