@@ -62,6 +62,8 @@ static int get_classification(const struct json_value *params, const char *where
 static int decode_sequence(const struct json_value *params, struct infer_sequence *seq,
                            struct error *err)
 {
+    if (!params)
+        return 0; /* most requests: nothing to look up */
     const struct json_value *id = json_get(params, "sequence_id");
     if (id && id->type == JSON_STRING) {
         seq->id_str = id->u.str;
