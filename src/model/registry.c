@@ -698,28 +698,55 @@ int model_entry_add_version(struct model_entry *e, struct model *m)
     return 0;
 }
 
+/* A version with no backend instance (remote, ensemble): its name,
+ * version and platform; NULL when out of memory. */
+static struct model *model_without_instances(const char *name, int64_t version,
+                                             const char *platform)
+{
+    struct model *m = mem_calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->name = mem_strdup(name);
+    m->path = mem_strdup("");
+    if (!m->name || !m->path) {
+        model_free(m);
+        return NULL;
+    }
+    m->version = version;
+    snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
+    m->platform = platform;
+    m->backend = &backend_onnxruntime; /* never run: no instance */
+    return m;
+}
+
+/* Such a version's scheduler, for its statistics and queue gauges (its
+ * engine takes the requests). Returns 0 or ST_ERROR with err. */
+static int start_stats_scheduler(struct model *m, const struct registry_options *opts,
+                                 bool from_file, struct error *err)
+{
+    sched_config_from(m, opts, from_file);
+    if (opts->observe_version)
+        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
+    struct sched_model sm = {.name = m->name, .version = m->version_str,
+                             .backend = m->backend, .info = &m->run_info,
+                             .pool = opts->pool, .background_pool = opts->background_pool};
+    int rc = sched_start(&sm, &m->sched_cfg, &m->sched);
+    return rc ? error_set(err, 500, "cannot start the version's scheduler: %s", strerror(-rc))
+              : 0;
+}
+
 int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,
                      const char *platform, struct model_info *info,
                      const struct model_engine_ops *ops, void *engine, struct model **out,
                      struct error *err)
 {
-    struct model *m = mem_calloc(1, sizeof *m);
+    struct model *m = model_without_instances(name, version, platform);
     if (!m) {
         model_info_free(info);
         return error_set(err, 500, "out of memory");
     }
     m->info = *info;
     memset(info, 0, sizeof *info);
-    m->name = mem_strdup(name);
-    m->path = mem_strdup("");
-    if (!m->name || !m->path) {
-        model_free(m);
-        return error_set(err, 500, "out of memory");
-    }
-    m->version = version;
-    snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
-    m->platform = platform;
-    m->backend = &backend_onnxruntime; /* never run: no instance */
     if (model_configure(m, NULL, 0, err) != 0) {
         model_free(m);
         return ST_ERROR;
@@ -736,21 +763,9 @@ int model_new_remote(const struct registry_options *opts, const char *name, int6
     }
     for (uint32_t i = 0; i < m->info.ninputs; i++)
         m->input_optional[i] = true;
-    sched_config_from(m, opts, false);
-    if (opts->observe_version)
-        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
-    struct sched_model sm = {.name = m->name,
-                             .version = m->version_str,
-                             .backend = m->backend,
-                             .instances = NULL,
-                             .ninstances = 0,
-                             .info = &m->run_info,
-                             .pool = opts->pool,
-                             .background_pool = opts->background_pool};
-    int rc = sched_start(&sm, &m->sched_cfg, &m->sched);
-    if (rc) {
+    if (start_stats_scheduler(m, opts, false, err) != 0) {
         model_free(m);
-        return error_set(err, 500, "cannot start the version's scheduler: %s", strerror(-rc));
+        return ST_ERROR;
     }
     m->engine_ops = ops;
     m->engine = engine;
@@ -792,19 +807,9 @@ static int model_load_ensemble(const struct registry_options *opts, const char *
     if (!opts->attach_ensemble)
         return error_set(err, 400, "ensembles are not served by this server");
     uint64_t t0 = clock_now_ns();
-    struct model *m = mem_calloc(1, sizeof *m);
+    struct model *m = model_without_instances(name, version, "ensemble");
     if (!m)
         return error_set(err, 500, "out of memory");
-    m->name = mem_strdup(name);
-    m->path = mem_strdup("");
-    if (!m->name || !m->path) {
-        model_free(m);
-        return error_set(err, 500, "out of memory");
-    }
-    m->version = version;
-    snprintf(m->version_str, sizeof m->version_str, "%lld", (long long)version);
-    m->platform = "ensemble";
-    m->backend = &backend_onnxruntime; /* never run: no instance */
     struct error perr;
     if (model_config_parse(cfg_text, cfg_len, &m->config, &perr) != 0) {
         model_free(m);
@@ -826,18 +831,7 @@ static int model_load_ensemble(const struct registry_options *opts, const char *
     uint8_t digest[SHA256_DIGEST_SIZE]; /* the config is what the version is */
     sha256(cfg_text, cfg_len, digest);
     sha256_hex(digest, m->sha256);
-    sched_config_from(m, opts, true);
-    if (opts->observe_version)
-        opts->observe_version(m->name, m->version, &m->sched_cfg.observer);
-    struct sched_model sm = {.name = m->name, .version = m->version_str,
-                             .backend = m->backend, .info = &m->run_info,
-                             .pool = opts->pool, .background_pool = opts->background_pool};
-    int rc = sched_start(&sm, &m->sched_cfg, &m->sched);
-    if (rc) {
-        model_free(m);
-        return error_set(err, 500, "cannot start the version's scheduler: %s", strerror(-rc));
-    }
-    if (opts->attach_ensemble(m, err) != 0) {
+    if (start_stats_scheduler(m, opts, true, err) != 0 || opts->attach_ensemble(m, err) != 0) {
         model_free(m);
         return ST_ERROR;
     }
