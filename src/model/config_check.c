@@ -564,6 +564,8 @@ int model_config_check_ensemble(struct model_config *cfg, const char *model_name
                          cfg->name, model_name);
     if (!en->enabled)
         return error_set(err, 400, "platform: 'ensemble' needs ensemble_scheduling");
+    if (en->nsteps > MODEL_ENSEMBLE_MAX_STEPS)
+        return error_set(err, 400, "ensemble_scheduling: at most %d steps", MODEL_ENSEMBLE_MAX_STEPS);
     if (cfg->backend[0])
         return error_set(err, 400, "backend: an ensemble has none (platform: \"ensemble\")");
     if (cfg->dynamic_batching.enabled || cfg->sequence_batching.enabled)
@@ -625,8 +627,6 @@ int model_config_check_ensemble(struct model_config *cfg, const char *model_name
     }
     /* No cycle: steps run once all their inputs are there. */
     bool done[MODEL_ENSEMBLE_MAX_STEPS] = {false};
-    if (en->nsteps > MODEL_ENSEMBLE_MAX_STEPS)
-        return error_set(err, 400, "ensemble_scheduling: at most %d steps", MODEL_ENSEMBLE_MAX_STEPS);
     for (uint32_t ran = 0; ran < en->nsteps;) {
         uint32_t before = ran;
         for (uint32_t s = 0; s < en->nsteps; s++) {

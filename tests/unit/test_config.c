@@ -934,7 +934,7 @@ static void test_ensemble(void **state)
         "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 16 ] }, "
         "{ name: \"B\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n"
         "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n";
-    char text[2048];
+    char text[8192];
     snprintf(text, sizeof text,
              "%sensemble_scheduling { step [\n"
              "  { model_name: \"simple\" model_version: 1\n"
@@ -992,6 +992,19 @@ static void test_ensemble(void **state)
         assert_string_equal(err.msg, bad[i][1]);
         model_config_free(&cfg);
     }
+    /* At most MODEL_ENSEMBLE_MAX_STEPS steps. */
+    size_t len = (size_t)snprintf(text, sizeof text, "%sensemble_scheduling { ", head);
+    for (int i = 0; i <= MODEL_ENSEMBLE_MAX_STEPS; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "step { model_name: \"m\" output_map { key: \"y\" value: "
+                                "\"T%d\" } } ",
+                                i);
+    assert_true(len + 2 < sizeof text);
+    strcat(text, "}");
+    parse_ok(text, &cfg);
+    assert_int_equal(model_config_check_ensemble(&cfg, "pipe", &err), -1);
+    assert_string_equal(err.msg, "ensemble_scheduling: at most 64 steps");
+    model_config_free(&cfg);
     parse_fail("ensemble_scheduling { step [ { model_name: \"m\" } ] }",
                "1:23: ensemble_scheduling.step[0]: needs an output_map entry (what the step gives "
                "the ensemble)");
