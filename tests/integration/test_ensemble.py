@@ -229,3 +229,30 @@ def test_errors_name_the_step(server_factory, tmp_path):
     row = [x for x in rows if x["name"] == "cycle"][0]
     assert row["state"] == "UNAVAILABLE"
     assert "output_map gives 'A', which is an ensemble input" in row["reason"], row
+
+
+def test_steps_carry_the_clients_api_key(server_factory, tmp_path):
+    """A step is a call of its own with the client's headers: a key scoped
+    to the ensemble alone is refused at the first step (403, the step
+    named); a key that may run both the ensemble and its step model gets
+    the answer."""
+    from test_auth import auth_yaml, new_key
+    only, both = new_key(), new_key()
+    cfg = tmp_path / "inferd.yaml"
+    cfg.write_text(auth_yaml([("chain-only", [only[1]], ["infer:simple_chain"]),
+                              ("chain-and-simple", [both[1]],
+                               ["infer:simple_chain", "infer:simple"])]))
+    root = tmp_path / "models"
+    root.mkdir()
+    for name, d in (("simple", MAIN_MODELS["simple"]), ("simple_chain", CHAIN)):
+        (root / name).symlink_to(d)
+    srv = server_factory.start("--config", str(cfg), "--model-repository", str(root))
+    url = srv.url + "/v2/models/simple_chain/infer"
+    r = requests.post(url, json=chain_body(), timeout=30,
+                      headers={"Authorization": "Bearer " + only[0]})
+    msg = assert_error_response(r, 403)
+    assert msg.startswith("in ensemble 'simple_chain', step 0 ('simple'): "), msg
+    r = requests.post(url, json=chain_body(), timeout=30,
+                      headers={"Authorization": "Bearer " + both[0]})
+    assert r.status_code == 200, r.text
+    assert requests.post(url, json=chain_body(), timeout=30).status_code == 401
