@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "net/drain.h"
 #include "net/udp.h"
 
 /* Flow control: the windows a client starts with, and how far ngtcp2 may
@@ -56,11 +57,7 @@ static void send_to(struct h3_server *s, const ngtcp2_path *path, const uint8_t 
 
 static void maybe_drained(struct h3_server *s)
 {
-    if (s->draining && s->nconns == 0 && s->on_drained) {
-        void (*cb)(void *) = s->on_drained;
-        s->on_drained = NULL;
-        cb(s->drained_arg);
-    }
+    drain_notify_if_done(s->draining, s->nconns, &s->on_drained, s->drained_arg);
 }
 
 static void conn_free(struct h3_conn *c)

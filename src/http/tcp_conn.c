@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "http/resp_head.h"
 #include "http/tcp_io.h"
+#include "net/drain.h"
 #include "net/sock.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -104,11 +105,7 @@ static void set_deadline(struct http_conn *c, uint32_t timeout_ms)
 
 static void maybe_drained(struct http_server *s)
 {
-    if (s->draining && s->nconns == 0 && s->on_drained) {
-        void (*cb)(void *) = s->on_drained;
-        s->on_drained = NULL;
-        cb(s->drained_arg);
-    }
+    drain_notify_if_done(s->draining, s->nconns, &s->on_drained, s->drained_arg);
 }
 
 static void conn_free(struct http_conn *c)

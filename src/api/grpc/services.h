@@ -1,8 +1,8 @@
 /*
  * services: the gRPC services inferd answers, each a table of methods
  * (struct grpc_method in api/grpc/call.h) that the transport searches by
- * path; a path in no table is answered with gRPC status 12
- * (UNIMPLEMENTED, as gRPC specifies for an unknown method).
+ * path; a path in no table is answered with gRPC status 12, the code
+ * gRPC specifies for an unknown method.
  *
  *   grpc_infer_service    ModelInfer, ModelStreamInfer (infer.c)
  *   grpc_admin_service    the other inference.GRPCInferenceService RPCs:
