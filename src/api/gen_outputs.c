@@ -7,6 +7,12 @@
 static const char *const output_names[GEN_OUTPUTS] = {"text_output", "finish_reason",
                                                       "num_input_tokens", "num_output_tokens"};
 
+bool gen_model_is(const struct model *m)
+{
+    const char *names[GEN_OUTPUTS];
+    return m->engine && m->sched_cfg.decoupled && gen_output_names(m, names) == 0;
+}
+
 int gen_output_names(const struct model *m, const char *names[GEN_OUTPUTS])
 {
     for (uint32_t k = 0; k < GEN_OUTPUTS; k++) {

@@ -4,6 +4,10 @@
  * num_input_tokens and num_output_tokens, each [1]) as the front ends read
  * them from one response.
  *
+ *   gen_model_is(m)              whether m serves the text interface: a
+ *                                decoupled version with an engine (local
+ *                                generative, or remote from one) and the
+ *                                four outputs
  *   gen_output_names(m, names)   the four names, pointers to m's own (the
  *                                request's output_names), or ST_ERROR when m
  *                                lacks one (not a generative model)
@@ -31,6 +35,7 @@ struct gen_outputs {
     uint32_t prompt_tokens, completion_tokens;
 };
 
+bool gen_model_is(const struct model *m);
 int gen_output_names(const struct model *m, const char *names[GEN_OUTPUTS]);
 void gen_outputs_read(const struct tensor *outs, uint32_t n, struct gen_outputs *g);
 

@@ -130,15 +130,38 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
     return 0;
 }
 
+/* A server stream's complete messages in u->resp, each handed to
+ * on_message and consumed; a refusal cancels the stream. */
+static void deliver_messages(nghttp2_session *s, struct grpc_unary *u)
+{
+    while (u->resp.len >= 5 && !u->_cancelled) {
+        const uint8_t *p = (const uint8_t *)u->resp.data;
+        uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+        if ((size_t)n + 5 > u->resp.len)
+            return;
+        if (p[0] != 0 || !u->on_message(u, p + 5, n)) {
+            u->_cancelled = true;
+            snprintf(u->message, sizeof u->message, "%s",
+                     p[0] != 0 ? "compressed gRPC message (not supported)" : "cancelled");
+            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, u->_stream, NGHTTP2_CANCEL);
+        }
+        buf_consume(&u->resp, (size_t)n + 5);
+    }
+}
+
 static int on_data(nghttp2_session *s, uint8_t flags, int32_t stream, const uint8_t *data,
                    size_t len, void *user)
 {
     (void)flags, (void)user;
     struct grpc_unary *u = nghttp2_session_get_stream_user_data(s, stream);
-    if (!u)
+    if (!u || u->_cancelled)
         return 0;
-    if (buf_append(&u->resp, data, len) != 0)
+    if (buf_append(&u->resp, data, len) != 0) {
         nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, stream, NGHTTP2_CANCEL);
+        return 0;
+    }
+    if (u->on_message)
+        deliver_messages(s, u);
     return 0;
 }
 
@@ -198,7 +221,14 @@ static int on_stream_close(nghttp2_session *s, int32_t stream, uint32_t error_co
     struct grpc_unary *u = nghttp2_session_get_stream_user_data(s, stream);
     if (!u)
         return 0;
-    if (u->_have_status) {
+    if (u->_cancelled) {
+        finish(c, u, GRPC_CANCELLED, true, NULL);
+    } else if (u->_have_status && u->on_message) {
+        if (u->resp.len)
+            finish(c, u, 13, true, "the stream ended inside a message");
+        else
+            finish(c, u, u->status, true, NULL);
+    } else if (u->_have_status) {
         if (unframe(u) != 0 || u->status != 0)
             finish(c, u, u->status, true, NULL);
         else
@@ -424,7 +454,7 @@ void grpc_conn_call(struct grpc_conn *c, struct grpc_unary *u)
     u->_conn = c;
     u->_stream = 0;
     u->_sent = 0;
-    u->_headers_sent = u->_have_status = u->_finished = false;
+    u->_headers_sent = u->_have_status = u->_finished = u->_cancelled = false;
     u->_deadline_ns = u->timeout_us ? clock_now_ns() + u->timeout_us * 1000u : 0;
     u->_prefix[0] = 0;
     u->_prefix[1] = (uint8_t)(u->len >> 24);

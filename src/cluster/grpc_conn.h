@@ -22,6 +22,14 @@
  * (DEADLINE_EXCEEDED, reached) when its time passes without an answer;
  * its stream is reset.
  *
+ * A server-streaming call (on_message set, e.g. ModelStreamInfer with one
+ * request message and its responses) gets each response message as it
+ * arrives instead of one in resp: on_message(u, msg, len), msg valid
+ * during the call only, then done() once when the stream ends (resp
+ * empty). on_message returning false cancels the call: its stream is
+ * reset (RST_STREAM CANCEL) and done() follows with status 1 (CANCELLED,
+ * reached). A stream that ends inside a message fails with status 13.
+ *
  * done() may start new calls (on any connection) but must not close a
  * connection: it runs inside the connection's HTTP/2 processing.
  *
@@ -41,6 +49,7 @@
 #include "net/loop.h"
 
 #define GRPC_TRANSPORT (-1)
+#define GRPC_CANCELLED 1
 #define GRPC_DEADLINE_EXCEEDED 4
 #define GRPC_UNAVAILABLE 14
 /* Largest response message accepted (bigger: the call fails, status 8). */
@@ -57,6 +66,8 @@ struct grpc_unary {
     const char *traceparent; /* NULL: not sent */
     const char *request_id;  /* x-request-id; NULL: not sent */
     void (*done)(struct grpc_unary *u);
+    /* NULL: unary (the response in resp). Else a server stream (above). */
+    bool (*on_message)(struct grpc_unary *u, const uint8_t *msg, size_t len);
     void *ctx;
 
     /* Results, valid in done(). */
@@ -70,7 +81,7 @@ struct grpc_unary {
     int32_t _stream;
     size_t _sent; /* bytes of the framed message handed to nghttp2 */
     uint8_t _prefix[5];
-    bool _headers_sent, _have_status, _finished;
+    bool _headers_sent, _have_status, _finished, _cancelled;
     uint64_t _deadline_ns;
     struct grpc_unary *_prev, *_next;
 };

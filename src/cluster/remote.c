@@ -1,4 +1,5 @@
 #include "cluster/remote.h"
+#include "cluster/remote_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,8 +14,8 @@
 #include "grpc_service.pb-c.h"
 #include "obs/trace.h"
 
-#define INFER_PATH "/inference.GRPCInferenceService/ModelInfer"
 #define METADATA_PATH "/inference.GRPCInferenceService/ModelMetadata"
+#define CONFIG_PATH "/inference.GRPCInferenceService/ModelConfig"
 #define NAME_MAX_LEN 256
 
 /* ---- the section ------------------------------------------------------------ */
@@ -182,12 +183,6 @@ void remote_models_config_free(struct remote_models_config *c)
 
 /* ---- the running set ------------------------------------------------------------ */
 
-struct remote_engine {
-    const struct remote_model_config *cfg;
-    struct upstream_pool *pool;
-    char label[300];
-};
-
 struct remote_models {
     struct remote_models_config *cfg;
     bool applied;
@@ -299,6 +294,8 @@ void remote_models_metrics(struct remote_models *r, struct buf *out)
         {"failures", "counter",
          "Calls to an upstream that failed: connection errors, UNAVAILABLE, timeouts."},
         {"ejections", "counter", "Times an upstream was ejected after consecutive failures."},
+        {"resumes", "counter",
+         "Streams cut by a lost connection to an upstream and sent again to another one."},
         {"outstanding", "gauge", "Calls sent to an upstream and not answered yet."},
         {"healthy", "gauge", "1 when an upstream takes calls (healthy, not ejected), else 0."},
     };
@@ -313,189 +310,6 @@ void remote_models_metrics(struct remote_models *r, struct buf *out)
             upstream_pool_metrics(r->engines[i].pool, fams[f].family, out);
     }
 }
-
-/* ---- a version's requests ---------------------------------------------------------- */
-
-struct remote_call {
-    struct upstream_call up;
-    struct infer_request *req;
-};
-
-static int copy_outputs(struct infer_request *req, const Inference__ModelInferResponse *r,
-                        struct error *err)
-{
-    struct tensor *outs =
-        arena_calloc(&req->arena, req->noutputs ? req->noutputs : 1, sizeof *outs);
-    if (!outs)
-        return error_set(err, 500, "out of memory");
-    for (uint32_t i = 0; i < req->noutputs; i++) {
-        const char *want = req->output_names[i];
-        size_t k = 0;
-        while (k < r->n_outputs && strcmp(r->outputs[k]->name, want) != 0)
-            k++;
-        if (k == r->n_outputs || k >= r->n_raw_output_contents)
-            return error_set(err, 502, "the upstream's answer has no output '%s' (raw)", want);
-        const Inference__ModelInferResponse__InferOutputTensor *o = r->outputs[k];
-        struct tensor *t = &outs[i];
-        t->name = want;
-        t->dtype = dtype_from_name(o->datatype, strlen(o->datatype));
-        if (t->dtype == DT_INVALID || o->n_shape > TENSOR_MAX_DIMS)
-            return error_set(err, 502,
-                             "the upstream's output '%s' has an unknown datatype or "
-                             "too many dims",
-                             want);
-        t->ndim = (uint32_t)o->n_shape;
-        memcpy(t->shape, o->shape, o->n_shape * sizeof *o->shape);
-        const ProtobufCBinaryData *raw = &r->raw_output_contents[k];
-        int64_t count = tensor_count(t, INT64_MAX);
-        if (count < 0)
-            return error_set(err, 502, "the upstream's output '%s' has a bad shape", want);
-        char *data = arena_alloc(&req->arena, raw->len ? raw->len : 1);
-        if (!data)
-            return error_set(err, 500, "out of memory for the upstream's outputs");
-        memcpy(data, raw->data, raw->len);
-        if (t->dtype == DT_BYTES) {
-            if (tensor_bytes_split(&req->arena, t, data, raw->len, count, "raw_output_contents",
-                                   err) != 0) {
-                err->status = 502;
-                return ST_ERROR;
-            }
-        } else {
-            if ((uint64_t)count * dtype_size(t->dtype) != raw->len)
-                return error_set(err, 502, "the upstream's output '%s' has %zu bytes for its shape",
-                                 want, raw->len);
-            t->data = data;
-            t->nbytes = raw->len;
-        }
-    }
-    req->outputs = outs;
-    return 0;
-}
-
-static void remote_done(struct upstream_call *c)
-{
-    struct remote_call *rc = (struct remote_call *)c;
-    struct infer_request *req = rc->req;
-    req->exec_end_ns = req->infer_end_ns = clock_now_ns();
-    req->batch_size = 1;
-    if (c->status != 0) {
-        req->rc = error_set(&req->err, upstream_http_status(c->status), "upstream %s", c->message);
-    } else {
-        Inference__ModelInferResponse *r = inference__model_infer_response__unpack(
-            NULL, c->resp.len, (const uint8_t *)c->resp.data);
-        if (!r)
-            req->rc =
-                error_set(&req->err, 502, "upstream %s: malformed ModelInferResponse", c->upstream);
-        else
-            req->rc = copy_outputs(req, r, &req->err);
-        if (r)
-            inference__model_infer_response__free_unpacked(r, NULL);
-    }
-    buf_free(&c->resp);
-    req->complete(req);
-}
-
-/* The raw bytes of t: numeric data as is, BYTES as length-prefixed
- * elements (in the arena). */
-static int raw_of(struct arena *a, const struct tensor *t, ProtobufCBinaryData *out)
-{
-    if (t->dtype != DT_BYTES) {
-        out->data = t->data;
-        out->len = t->nbytes;
-        return 0;
-    }
-    int64_t n = tensor_count(t, INT64_MAX);
-    if (n < 0)
-        return ST_ERROR;
-    const struct tensor_bytes *el = t->data;
-    size_t size = (size_t)n * TENSOR_BYTES_PREFIX + t->nbytes;
-    uint8_t *p = arena_alloc(a, size ? size : 1);
-    if (!p)
-        return ST_ERROR;
-    out->data = p;
-    out->len = size;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t l = el[i].len;
-        p[0] = (uint8_t)l, p[1] = (uint8_t)(l >> 8), p[2] = (uint8_t)(l >> 16);
-        p[3] = (uint8_t)(l >> 24);
-        memcpy(p + 4, el[i].ptr, l);
-        p += 4 + l;
-    }
-    return 0;
-}
-
-static int remote_submit(void *engine, struct infer_request *req, struct error *err)
-{
-    struct remote_engine *e = engine;
-    struct arena *a = &req->arena;
-    struct remote_call *rc = arena_calloc(a, 1, sizeof *rc);
-    Inference__ModelInferRequest msg = INFERENCE__MODEL_INFER_REQUEST__INIT;
-    Inference__ModelInferRequest__InferInputTensor *ins =
-        arena_calloc(a, req->ninputs ? req->ninputs : 1, sizeof *ins);
-    Inference__ModelInferRequest__InferInputTensor **inp =
-        arena_calloc(a, req->ninputs ? req->ninputs : 1, sizeof *inp);
-    ProtobufCBinaryData *raw = arena_calloc(a, req->ninputs ? req->ninputs : 1, sizeof *raw);
-    Inference__ModelInferRequest__InferRequestedOutputTensor *outs =
-        arena_calloc(a, req->noutputs ? req->noutputs : 1, sizeof *outs);
-    Inference__ModelInferRequest__InferRequestedOutputTensor **outp =
-        arena_calloc(a, req->noutputs ? req->noutputs : 1, sizeof *outp);
-    if (!rc || !ins || !inp || !raw || !outs || !outp)
-        return error_set(err, 500, "out of memory");
-    msg.model_name = e->cfg->remote_model;
-    msg.model_version = (char *)"";
-    msg.id = (char *)(req->id ? req->id : "");
-    for (uint32_t i = 0; i < req->ninputs; i++) {
-        const struct tensor *t = &req->inputs[i];
-        ins[i] = (Inference__ModelInferRequest__InferInputTensor)
-            INFERENCE__MODEL_INFER_REQUEST__INFER_INPUT_TENSOR__INIT;
-        ins[i].name = (char *)t->name;
-        ins[i].datatype = (char *)dtype_name(t->dtype);
-        ins[i].n_shape = t->ndim;
-        ins[i].shape = (int64_t *)t->shape;
-        inp[i] = &ins[i];
-        if (raw_of(a, t, &raw[i]) != 0)
-            return error_set(err, 500, "out of memory");
-    }
-    for (uint32_t i = 0; i < req->noutputs; i++) {
-        outs[i] = (Inference__ModelInferRequest__InferRequestedOutputTensor)
-            INFERENCE__MODEL_INFER_REQUEST__INFER_REQUESTED_OUTPUT_TENSOR__INIT;
-        outs[i].name = (char *)req->output_names[i];
-        outp[i] = &outs[i];
-    }
-    msg.n_inputs = req->ninputs;
-    msg.inputs = inp;
-    msg.n_outputs = req->noutputs;
-    msg.outputs = outp;
-    msg.n_raw_input_contents = req->ninputs;
-    msg.raw_input_contents = raw;
-    size_t len = inference__model_infer_request__get_packed_size(&msg);
-    uint8_t *packed = arena_alloc(a, len ? len : 1);
-    if (!packed)
-        return error_set(err, 413, "request too large to forward");
-    inference__model_infer_request__pack(&msg, packed);
-    rc->req = req;
-    rc->up.path = INFER_PATH;
-    rc->up.msg = packed;
-    rc->up.len = len;
-    rc->up.timeout_us = req->timeout_us;
-    rc->up.done = remote_done;
-    static const uint8_t zero[16];
-    if (memcmp(req->trace.trace_id, zero, sizeof zero) != 0)
-        trace_format_traceparent(rc->up.traceparent, req->trace.trace_id, req->trace.span_id,
-                                 req->trace.sampled ? 1 : 0);
-    if (req->id && req->id_len < sizeof rc->up.request_id)
-        snprintf(rc->up.request_id, sizeof rc->up.request_id, "%.*s", (int)req->id_len, req->id);
-    req->enqueue_ns = req->exec_start_ns = req->infer_start_ns = clock_now_ns();
-    upstream_pool_call(e->pool, &rc->up);
-    return 0;
-}
-
-static void remote_stop(void *engine)
-{
-    (void)engine; /* the pool belongs to struct remote_models */
-}
-
-static const struct model_engine_ops remote_ops = {.submit = remote_submit, .stop = remote_stop};
 
 /* ---- loading a version -------------------------------------------------------------- */
 
@@ -518,6 +332,37 @@ static int io_from(const Inference__ModelMetadataResponse__TensorMetadata *const
         (*count)++;
     }
     return 0;
+}
+
+/* Whether the upstream's model is decoupled (its ModelConfig's
+ * model_transaction_policy): its requests then go as streams. An upstream
+ * without ModelConfig (not every KServe v2 server has Triton's extension)
+ * serves an ordinary model. */
+static bool upstream_decoupled(struct remote_engine *e, uint64_t timeout_us)
+{
+    Inference__ModelConfigRequest rq = INFERENCE__MODEL_CONFIG_REQUEST__INIT;
+    rq.name = e->cfg->remote_model;
+    rq.version = (char *)"";
+    uint8_t msg[512];
+    size_t len = inference__model_config_request__get_packed_size(&rq);
+    if (len > sizeof msg)
+        return false;
+    inference__model_config_request__pack(&rq, msg);
+    struct buf resp;
+    struct error err;
+    if (upstream_pool_call_sync(e->pool, CONFIG_PATH, msg, len, timeout_us, &resp, &err) != 0) {
+        log_info("remote %s: no ModelConfig from the upstream (%s): an ordinary model", e->label,
+                 err.msg);
+        return false;
+    }
+    Inference__ModelConfigResponse *c =
+        inference__model_config_response__unpack(NULL, resp.len, (const uint8_t *)resp.data);
+    buf_free(&resp);
+    bool decoupled = c && c->config && c->config->model_transaction_policy &&
+                     c->config->model_transaction_policy->decoupled;
+    if (c)
+        inference__model_config_response__free_unpacked(c, NULL);
+    return decoupled;
 }
 
 static int load_version(const struct registry_options *opts, struct remote_engine *e,
@@ -551,8 +396,9 @@ static int load_version(const struct registry_options *opts, struct remote_engin
         model_info_free(&info);
         return ST_ERROR;
     }
-    return model_new_remote(opts, e->cfg->model, e->cfg->version, "remote", &info, &remote_ops, e,
-                            out, err);
+    bool decoupled = upstream_decoupled(e, timeout);
+    return model_new_remote(opts, e->cfg->model, e->cfg->version, "remote", &info, decoupled,
+                            &remote_ops, e, out, err);
 }
 
 bool remote_version_is(const struct model *m)

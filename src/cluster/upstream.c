@@ -29,7 +29,7 @@ struct upstream {
     bool healthy, gone, health_busy, was_ejected;
     struct grpc_unary health;
     uint8_t health_msg[256];
-    atomic_uint_fast64_t requests, failures, ejections;
+    atomic_uint_fast64_t requests, failures, ejections, resumes;
     atomic_uint outstanding;
     atomic_bool eligible;
 };
@@ -150,7 +150,25 @@ static void note_failure(struct upstream_pool *p, struct upstream *u)
 
 /* ---- calls ------------------------------------------------------------------ */
 
-static struct upstream *pick(struct upstream_pool *p, const struct upstream *avoid)
+/* Rendezvous hashing: the candidate whose hash with key is highest, so a
+ * key keeps its upstream while that one stays eligible. */
+static struct upstream *by_affinity(struct upstream *const *cand, uint32_t n, uint64_t key)
+{
+    struct upstream *best = NULL;
+    uint64_t best_h = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t h = key;
+        for (const char *a = cand[i]->addr; *a; a++)
+            h = (h ^ (uint8_t)*a) * 0x100000001b3ull;
+        h = rand_splitmix64(&h);
+        if (!best || h > best_h)
+            best = cand[i], best_h = h;
+    }
+    return best;
+}
+
+static struct upstream *pick(struct upstream_pool *p, const struct upstream *avoid,
+                             uint64_t affinity)
 {
     uint64_t now = clock_now_ns();
     struct upstream *cand[UPSTREAM_MAX];
@@ -162,6 +180,8 @@ static struct upstream *pick(struct upstream_pool *p, const struct upstream *avo
         return (struct upstream *)avoid;
     if (n == 0)
         return NULL;
+    if (affinity)
+        return by_affinity(cand, n, affinity);
     if (n == 1)
         return cand[0];
     uint32_t a = (uint32_t)(rand_splitmix64(&p->rng) % n);
@@ -173,6 +193,12 @@ static struct upstream *pick(struct upstream_pool *p, const struct upstream *avo
 }
 
 static void call_done(struct grpc_unary *g);
+
+static bool call_message(struct grpc_unary *g, const uint8_t *msg, size_t len)
+{
+    struct upstream_call *c = g->ctx;
+    return c->on_message(c, msg, len);
+}
 
 static void complete(struct upstream_call *c, int status, const char *msg)
 {
@@ -189,13 +215,13 @@ static void send_to(struct upstream_pool *p, struct upstream_call *c, const stru
         complete(c, GRPC_DEADLINE_EXCEEDED, "deadline exceeded before an upstream answered");
         return;
     }
-    struct upstream *u = pick(p, avoid);
+    struct upstream *u = pick(p, avoid, c->affinity);
     if (!u) {
         complete(c, GRPC_UNAVAILABLE, "no healthy upstream");
         return;
     }
     c->_up = u;
-    c->_tries++;
+    c->attempt++;
     snprintf(c->upstream, sizeof c->upstream, "%s", u->addr);
     atomic_fetch_add(&u->requests, 1);
     atomic_fetch_add(&u->outstanding, 1);
@@ -207,6 +233,7 @@ static void send_to(struct upstream_pool *p, struct upstream_call *c, const stru
                                 .traceparent = c->traceparent[0] ? c->traceparent : NULL,
                                 .request_id = c->request_id[0] ? c->request_id : NULL,
                                 .done = call_done,
+                                .on_message = c->on_message ? call_message : NULL,
                                 .ctx = c};
     if (c->_u.timeout_us == 0 && c->_deadline_ns)
         c->_u.timeout_us = 1;
@@ -235,9 +262,17 @@ static void call_done(struct grpc_unary *g)
     atomic_fetch_sub(&u->outstanding, 1);
     if (is_failure(g->status)) {
         note_failure(p, u);
-        if (!g->reached && c->_tries <= p->cfg.max_retries) {
+        if (!g->reached && c->attempt <= p->cfg.max_retries) {
             log_info("%s: call never reached %s (%s); retrying elsewhere", p->label, u->addr,
                      g->message);
+            buf_free(&g->resp);
+            send_to(p, c, u);
+            return;
+        }
+        if (c->replayable && g->status == GRPC_TRANSPORT && c->attempt <= p->cfg.max_retries) {
+            log_warn("%s: stream cut on %s (%s); sent again elsewhere to be replayed", p->label,
+                     u->addr, g->message);
+            atomic_fetch_add(&u->resumes, 1);
             buf_free(&g->resp);
             send_to(p, c, u);
             return;
@@ -262,7 +297,7 @@ void upstream_pool_call(struct upstream_pool *p, struct upstream_call *c)
 {
     c->_pool = p;
     c->_up = NULL;
-    c->_tries = 0;
+    c->attempt = 0;
     c->status = 0;
     c->message[0] = c->upstream[0] = '\0';
     buf_init(&c->resp, 0);
@@ -586,6 +621,8 @@ void upstream_pool_metrics(struct upstream_pool *p, const char *family, struct b
             v = atomic_load(&u->failures);
         else if (strcmp(family, "ejections") == 0)
             v = atomic_load(&u->ejections);
+        else if (strcmp(family, "resumes") == 0)
+            v = atomic_load(&u->resumes);
         else if (strcmp(family, "outstanding") == 0)
             v = atomic_load(&u->outstanding);
         else

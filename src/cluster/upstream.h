@@ -19,8 +19,20 @@
  * Retries: a call that certainly never reached an upstream (connection
  * refused, stream refused, GOAWAY below it: grpc_conn.h's `reached`) is
  * sent again to another upstream, at most max_retries times; a call that
- * may have run is never retried. A call's deadline (timeout_us, from the
- * request's) covers its retries.
+ * may have run is not retried, except a replayable stream (below). A
+ * call's deadline (timeout_us, from the request's) covers its retries.
+ *
+ * Streams: a call with on_message is a server stream (grpc_conn.h), its
+ * messages handed to on_message on the pool's thread, each with the
+ * `attempt` it came from (1 for the first send). A replayable stream
+ * whose connection is lost mid-stream (the upstream died or was cut off:
+ * GRPC_TRANSPORT) is sent again, whole, to another upstream while its
+ * retries last; its messages then start again from the first, with the
+ * next attempt number, and the caller skips what it has already had
+ * (cluster/remote.h's replay). The caller clears `replayable` (from
+ * on_message) once nothing may be replayed any more, e.g. after the last
+ * message. Each such resend counts in inferd_upstream_resumes_total of
+ * the upstream that failed.
  *
  * The set of upstreams is static (config) or replaced by discovery
  * (upstream_pool_set, any thread): upstreams that left finish their
@@ -63,6 +75,14 @@ struct upstream_call {
     char traceparent[64];                  /* "" : none */
     char request_id[128];                  /* "" : none */
     void (*done)(struct upstream_call *c); /* on the pool's thread */
+    /* NULL: unary. Else a server stream: each message (valid during the
+     * call); false cancels the call (done() with GRPC_CANCELLED). */
+    bool (*on_message)(struct upstream_call *c, const uint8_t *msg, size_t len);
+    bool replayable; /* a stream that may be sent again after a lost connection */
+    /* 0: the pool's choice (power of two choices). Else calls with the same
+     * key go to the same upstream while it is eligible (a sequence's
+     * requests, whose state lives on one upstream). */
+    uint64_t affinity;
     void *ctx;
 
     /* Results: status is a gRPC status (0 OK) or GRPC_TRANSPORT; resp the
@@ -71,11 +91,11 @@ struct upstream_call {
     char message[256];
     char upstream[UPSTREAM_ADDR_MAX]; /* the last one tried, or "" */
     struct buf resp;
+    uint32_t attempt; /* sends so far (1 for the first), also in on_message */
 
     /* The pool's. */
     struct upstream_pool *_pool;
     struct upstream *_up;
-    uint32_t _tries;
     uint64_t _deadline_ns;
     struct grpc_unary _u;
     struct loop_task _task;
@@ -101,7 +121,7 @@ int upstream_http_status(int grpc_status);
 /* Prometheus lines (without HELP/TYPE) of the pool's upstreams, labelled
  * model="<label>" and upstream="<addr>", for each of the families
  * inferd_upstream_requests_total, _failures_total, _ejections_total,
- * _outstanding, _healthy (1 eligible, 0 not): `family` picks one. Any
+ * _resumes_total, _outstanding, _healthy (1 eligible, 0 not): `family` picks one. Any
  * thread. */
 void upstream_pool_metrics(struct upstream_pool *p, const char *family, struct buf *out);
 

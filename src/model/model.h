@@ -139,11 +139,13 @@ void model_entry_add_failure(struct model_entry *e, int64_t version, enum model_
 /* A version whose requests another server runs (cluster/remote.h): no
  * backend and no files; `info` (moved into it) is what clients send and
  * receive, its configuration derived from it as from an ONNX file, every
- * input optional (the upstream checks which a call needs);
- * engine_ops/engine run its requests (model_submit). Its scheduler has no
+ * input optional (the upstream checks which a call needs), decoupled as
+ * the upstream's config says (a generative model upstream streams its
+ * responses through the gateway); engine_ops/engine run its requests
+ * (model_submit). Its scheduler has no
  * instance (it holds the statistics only). 0, or ST_ERROR with err. */
 int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,
-                     const char *platform, struct model_info *info,
+                     const char *platform, struct model_info *info, bool decoupled,
                      const struct model_engine_ops *ops, void *engine, struct model **out,
                      struct error *err);
 

@@ -736,7 +736,7 @@ static int start_stats_scheduler(struct model *m, const struct registry_options 
 }
 
 int model_new_remote(const struct registry_options *opts, const char *name, int64_t version,
-                     const char *platform, struct model_info *info,
+                     const char *platform, struct model_info *info, bool decoupled,
                      const struct model_engine_ops *ops, void *engine, struct model **out,
                      struct error *err)
 {
@@ -751,6 +751,7 @@ int model_new_remote(const struct registry_options *opts, const char *name, int6
         model_free(m);
         return ST_ERROR;
     }
+    m->config.decoupled = decoupled;
     m->batched = m->config.max_batch_size > 0;
     m->run_info = m->info;
     /* The upstream says which inputs a call must carry (KServe metadata

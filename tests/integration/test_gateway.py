@@ -121,11 +121,11 @@ def test_p2c_spreads_load(server_factory, tmp_path):
     print("per-upstream counts (their own metrics):", counts)
     assert sum(counts) == 240
     assert min(counts) >= 240 * 0.1, counts
-    # The gateway's count is the upstream's, plus the ModelMetadata call
-    # of the version's load on one of them.
+    # The gateway's count is the upstream's, plus the ModelMetadata and
+    # ModelConfig calls of the version's load.
     sent = [upstream_metric(gw, "inferd_upstream_requests_total", u) for u in ups]
-    assert sum(sent) == 241
-    assert all(s - c in (0, 1) for s, c in zip(sent, counts))
+    assert sum(sent) == 242
+    assert all(s - c in (0, 1, 2) for s, c in zip(sent, counts))
 
 
 def test_killed_upstream_is_ejected_and_traffic_continues(server_factory, tmp_path):
@@ -189,8 +189,9 @@ def test_retries_only_for_never_reached(server_factory, tmp_path):
     took = time.monotonic() - t0
     assert r.status_code == 504, r.text
     assert took < 2.5
-    # The version's ModelMetadata at load, and this call's one attempt.
-    assert upstream_metric(gw2, "inferd_upstream_requests_total", slow) == 2
+    # The version's ModelMetadata and ModelConfig at load, and this call's
+    # one attempt.
+    assert upstream_metric(gw2, "inferd_upstream_requests_total", slow) == 3
 
 
 def test_grpc_deadline_propagates(server_factory, tmp_path, grpc_pb):

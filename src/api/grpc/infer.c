@@ -50,7 +50,10 @@ static void message_obs_end(struct grpc_call *call, struct obsreq **o, int http_
 }
 
 /* ModelStreamInfer: a failed request is one response with error_message
- * (and its id), and the stream goes on. Ends *o with http_status. */
+ * (and its id), and the stream goes on. Its HTTP status, which the message
+ * has no field for, is the response's parameter inferd_http_status (a
+ * gateway in front answers its own client with it; docs/grpc.md). Ends *o
+ * with http_status. */
 static void stream_error(struct grpc_call *call, struct obsreq **o, int http_status,
                          const char *model, const char *version, const char *id, const char *msg)
 {
@@ -58,6 +61,16 @@ static void stream_error(struct grpc_call *call, struct obsreq **o, int http_sta
     ir.model_name = (char *)model;
     ir.model_version = (char *)version;
     ir.id = (char *)id;
+    Inference__InferParameter status = INFERENCE__INFER_PARAMETER__INIT;
+    status.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+    status.int64_param = http_status;
+    Inference__ModelInferResponse__ParametersEntry entry =
+        INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
+    entry.key = (char *)"inferd_http_status";
+    entry.value = &status;
+    Inference__ModelInferResponse__ParametersEntry *entries[] = {&entry};
+    ir.n_parameters = 1;
+    ir.parameters = entries;
     Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
     r.error_message = (char *)msg;
     r.infer_response = &ir;

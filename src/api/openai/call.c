@@ -119,7 +119,7 @@ static int oa_decode(struct infer_call *call, const struct model *m, struct erro
     const char **names = arena_calloc(&call->req.arena, GEN_OUTPUTS, sizeof *names);
     if (!names)
         return error_set(err, 413, "the request does not fit in memory");
-    if (!m->engine || gen_output_names(m, names) != 0)
+    if (!gen_model_is(m) || gen_output_names(m, names) != 0)
         return error_set(err, 404,
                          "The model '%s' does not exist or is not a generative model (GET "
                          "/v1/models lists them)",
@@ -300,7 +300,7 @@ static void oa_fail(struct infer_call *call, const struct error *err)
         if (call->submitted)
             http_obs_infer_done(txn, &call->req);
         obsreq_set_tenant(txn->obs, call->tenant);
-        if (call->req.model && call->req.model->engine)
+        if (call->req.model && gen_model_is(call->req.model))
             obsreq_set_generation(txn->obs, call->req.usage_prompt_tokens,
                                   call->req.usage_completion_tokens, NULL);
         if (txn->aborted)

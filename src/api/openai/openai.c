@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/gen_outputs.h"
 #include "api/openai/http.h"
 #include "api/openai/call.h"
 #include "base/clock.h"
@@ -104,7 +105,7 @@ static void handle_models(struct openai_api *api, struct http_txn *txn, const ch
     nearest_init(&near, id, id_len);
     for (uint32_t i = 0; i < s->count; i++) {
         const struct model *m = s->entries[i].model;
-        if (!m || !m->engine)
+        if (!m || !gen_model_is(m))
             continue;
         if (id && (strlen(m->name) != id_len || memcmp(m->name, id, id_len) != 0)) {
             nearest_offer(&near, m->name);

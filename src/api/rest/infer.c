@@ -204,7 +204,7 @@ static void infer_emit(struct infer_call *call, const struct serve_response *res
 static void note_generation(struct http_txn *txn, const struct infer_call *call,
                             const struct serve_response *resp)
 {
-    if (!call->req.model->engine || !resp->noutputs)
+    if (!gen_model_is(call->req.model) || !resp->noutputs)
         return;
     struct gen_outputs g;
     char finish[OBSREQ_FINISH_MAX + 1];
@@ -271,7 +271,7 @@ static void rest_fail(struct infer_call *call, const struct error *err)
     struct http_txn *txn = call_txn(call);
     if (call->submitted)
         http_obs_infer_done(txn, &call->req);
-    if (!call->fe.started && call->req.model && call->req.model->engine)
+    if (!call->fe.started && call->req.model && gen_model_is(call->req.model))
         /* What the engine used before the failure (0 and 0 if it never ran). */
         obsreq_set_generation(txn->obs, call->req.usage_prompt_tokens,
                               call->req.usage_completion_tokens, NULL);
