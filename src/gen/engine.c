@@ -280,7 +280,7 @@ static void fail_all(struct gen_engine *e, struct gen_seq **seqs, uint32_t n,
 static void prefill(struct gen_engine *e, uint32_t i)
 {
     struct gen_seq *s = e->running[i];
-    uint32_t t = s->nprompt - s->kv.len;
+    uint32_t t = s->prefill_to - s->kv.len;
     if (t > e->prefill_chunk)
         t = e->prefill_chunk;
     if (!s->req->infer_start_ns)
@@ -291,7 +291,10 @@ static void prefill(struct gen_engine *e, uint32_t i)
     if (gen_run(e, &e->running[i], 1, t, false, &logits, &state, &err) != 0)
         return fail_all(e, &e->running[i], 1, &err);
     bool ended = false;
-    if (s->kv.len == s->nprompt)
+    /* The prompt's last logits give the first token; a preempted
+     * sequence's recomputed cache ends before its last token, which the
+     * next decode step feeds. */
+    if (s->kv.len == s->prefill_to && s->generated == 0)
         ended = advance(e, s, logits + (size_t)(t - 1) * e->shape.vocab);
     gen_run_release(e, state);
     if (ended)
@@ -307,7 +310,7 @@ static void decode(struct gen_engine *e)
     uint32_t slot[e->nrunning], n = 0;
     for (uint32_t i = 0; i < e->nrunning; i++) {
         struct gen_seq *s = e->running[i];
-        if (s && s->kv.len >= s->nprompt) {
+        if (s && s->kv.len >= s->prefill_to) {
             slot[n] = i;
             rows[n++] = s;
         }
@@ -357,15 +360,91 @@ static void compact(struct gen_engine *e)
     atomic_store_explicit(&e->stats.running, n, memory_order_relaxed);
 }
 
+/* ---- room in the cache ---------------------------------------------------------------- */
+
+/* Makes s's reservation cover `tokens` cached tokens (whole blocks).
+ * `leave`: bytes the budget must still have free afterwards. */
+static bool reserve_for(struct gen_engine *e, struct gen_seq *s, uint32_t tokens, uint64_t leave)
+{
+    uint64_t need = gen_kv_bytes_for(&e->shape.kv, tokens);
+    if (need <= s->reserved)
+        return true;
+    if (!gen_kv_reserve_leaving(need - s->reserved, leave))
+        return false;
+    s->reserved = need;
+    return true;
+}
+
+/* Tokens s has cached after the coming step: a prefill chunk, or one. */
+static uint32_t after_step(const struct gen_engine *e, const struct gen_seq *s)
+{
+    if (s->kv.len >= s->prefill_to)
+        return s->kv.len + 1;
+    uint32_t t = s->prefill_to - s->kv.len;
+    return s->kv.len + (t < e->prefill_chunk ? t : e->prefill_chunk);
+}
+
+/* Sends running slot i back to the head of the waiting line (vLLM's
+ * preemption by recomputation): its cache and reservation go back; when
+ * admitted again it computes the cache of everything it has read and
+ * written but the last token sampled, then goes on from there. Nothing
+ * is sent twice: its text, sampler and counts are kept. */
+static void preempt(struct gen_engine *e, uint32_t i)
+{
+    struct gen_seq *s = e->running[i];
+    e->running[i] = NULL;
+    release_cache(e, s);
+    s->prefill_to = s->generated ? s->ntokens - 1 : s->nprompt;
+    atomic_fetch_add_explicit(&e->stats.preemptions, 1, memory_order_relaxed);
+    pthread_mutex_lock(&e->mu);
+    s->next = e->wait_head;
+    e->wait_head = s;
+    if (!e->wait_tail)
+        e->wait_tail = s;
+    e->nwaiting++;
+    atomic_store_explicit(&e->stats.waiting, e->nwaiting, memory_order_relaxed);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* The running slot of the youngest sequence (the last admitted). */
+static uint32_t youngest(const struct gen_engine *e)
+{
+    uint32_t y = UINT32_MAX;
+    for (uint32_t i = 0; i < e->nrunning; i++)
+        if (e->running[i] && (y == UINT32_MAX || e->running[i]->id > e->running[y]->id))
+            y = i;
+    return y;
+}
+
+/* Gives every running sequence, oldest first, the blocks its part of the
+ * coming step needs, preempting the youngest while the budget is short
+ * (possibly the sequence itself: it then waits for room). */
+static void make_room(struct gen_engine *e)
+{
+    for (;;) {
+        uint32_t oldest = UINT32_MAX;
+        for (uint32_t i = 0; i < e->nrunning; i++) {
+            struct gen_seq *s = e->running[i];
+            if (s && !reserve_for(e, s, after_step(e, s), 0) &&
+                (oldest == UINT32_MAX || s->id < e->running[oldest]->id))
+                oldest = i;
+        }
+        if (oldest == UINT32_MAX)
+            return;
+        preempt(e, youngest(e));
+    }
+}
+
 static void step(struct gen_engine *e)
 {
     cut_short(e, clock_now_ns());
+    make_room(e);
     compact(e);
     /* Decode first: the sequences already streaming keep their pace while
      * newcomers read their prompts a chunk per step. */
     decode(e);
     for (uint32_t i = 0; i < e->nrunning; i++)
-        if (e->running[i] && e->running[i]->kv.len < e->running[i]->nprompt)
+        if (e->running[i] && e->running[i]->kv.len < e->running[i]->prefill_to)
             prefill(e, i);
     compact(e);
 }
@@ -377,19 +456,23 @@ static void step(struct gen_engine *e)
  * it, so a large one is never starved by small ones). */
 static void admit_locked(struct gen_engine *e, uint64_t now)
 {
+    /* Room left for the running sequences to grow into, so that a newcomer
+     * is not preempted as soon as it is in: a block per running sequence. */
+    uint64_t headroom = (uint64_t)e->nrunning * gen_kv_block_bytes(&e->shape.kv);
     while (e->wait_head && e->nrunning < e->max_running) {
         struct gen_seq *s = e->wait_head;
-        uint64_t need = gen_kv_bytes_for(&e->shape.kv, s->nprompt + s->max_new);
-        if (!gen_kv_reserve(need))
+        /* Its prefill's blocks and the first token's. */
+        if (!reserve_for(e, s, s->prefill_to + 1, headroom))
             break;
-        s->reserved = need;
+        headroom += gen_kv_block_bytes(&e->shape.kv);
         e->wait_head = s->next;
         if (!e->wait_head)
             e->wait_tail = NULL;
         e->nwaiting--;
         s->next = NULL;
+        if (!s->id)
+            s->req->exec_start_ns = now;
         s->id = ++e->next_id;
-        s->req->exec_start_ns = now;
         e->running[e->nrunning++] = s;
     }
     atomic_store_explicit(&e->stats.waiting, e->nwaiting, memory_order_relaxed);
@@ -423,6 +506,11 @@ static void refuse_expired(struct gen_engine *e, struct gen_seq *list)
         struct gen_seq *s = list;
         list = s->next;
         struct error err;
+        if (s->id) {
+            /* Preempted: it has run, its answer ends as a running one's would. */
+            finish(e, s, GEN_FINISH_CANCELLED);
+            continue;
+        }
         if (atomic_load_explicit(&s->req->cancelled, memory_order_relaxed)) {
             error_set(&err, 499, "request cancelled by the client");
         } else {

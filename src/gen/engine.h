@@ -29,14 +29,18 @@
  * larger than the whole --kv-cache-bytes budget); a full waiting line is
  * refused with 503 and Retry-After. Otherwise the sequence waits, in
  * arrival order, for a place in the running set (--max-running-sequences)
- * and its KV cache reservation (kvcache.h); if its deadline (the request's
+ * and its prompt's KV cache blocks (kvcache.h); if its deadline (the request's
  * timeout) passes first it is answered 503 with Retry-After, if it is
  * cancelled 499.
  *
- * The engine thread (one per version) loops: admit what fits; run one
- * prefill chunk (--prefill-chunk tokens) of each sequence still reading
- * its prompt; run one decode step batching every other running sequence
- * (its last token in, the next sampled out); hand out the responses;
+ * The engine thread (one per version) loops: admit what fits; give each
+ * running sequence the cache blocks its step needs, preempting the
+ * youngest running sequence while the budget is short (it goes back to
+ * the head of the line, and once admitted again recomputes its cache and
+ * goes on from its last token, nothing sent twice); run one decode step
+ * batching every running sequence past its prefill (its last token in,
+ * the next sampled out); run one prefill chunk (--prefill-chunk tokens)
+ * of each sequence still reading its prompt; hand out the responses;
  * retire finished sequences, freeing their cache. A sequence whose
  * request is cancelled (req->cancelled: the client is gone, or the
  * stream's grace period ended), whose deadline passed, or whose response

@@ -43,6 +43,10 @@ struct gen_seq {
     int32_t *tokens; /* prompt then generated; room for nprompt + max_new */
     uint32_t ntokens, nprompt, max_new;
     uint32_t generated;   /* tokens sampled (an eos included) */
+    /* Tokens the prefill caches before decode steps take over: the prompt,
+     * or after a preemption everything but the last token sampled (the
+     * next decode step's input). */
+    uint32_t prefill_to;
     struct gen_kv_seq kv; /* tokens [0, kv.len) cached */
     uint64_t reserved;    /* budget bytes held (kvcache.h) */
     struct sample_params sp;
@@ -71,6 +75,7 @@ struct gen_stats {
     _Atomic uint64_t prompt_tokens, generation_tokens;
     _Atomic uint64_t finished[GEN_FINISH_N];
     _Atomic uint64_t refused_waiting;  /* 503: waiting line full or deadline while waiting */
+    _Atomic uint64_t preemptions;      /* sequences sent back to the line for lack of cache */
     _Atomic uint64_t steps, step_rows; /* decode steps and the sequences they carried */
     _Atomic uint32_t running, waiting;
     struct metrics_hist ttft, tpot, batch;

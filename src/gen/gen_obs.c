@@ -69,6 +69,10 @@ static uint64_t steps(const struct gen_engine *e)
 {
     return metrics_load(&e->stats.steps);
 }
+static uint64_t preemptions(const struct gen_engine *e)
+{
+    return metrics_load(&e->stats.preemptions);
+}
 
 static const struct {
     const char *name, *type, *help;
@@ -85,6 +89,10 @@ static const struct {
      "Requests answered 503: the waiting line was full or their deadline passed while waiting.",
      refused},
     {"inferd_gen_decode_steps_total", "counter", "Batched decode steps run.", steps},
+    {"inferd_gen_preemptions_total", "counter",
+     "Running sequences sent back to the waiting line for lack of KV cache (recomputed when "
+     "admitted again).",
+     preemptions},
 };
 
 static const struct {

@@ -24,15 +24,20 @@ uint64_t gen_kv_reserved(void)
     return atomic_load(&reserved_bytes);
 }
 
-bool gen_kv_reserve(uint64_t bytes)
+bool gen_kv_reserve_leaving(uint64_t bytes, uint64_t leave)
 {
     uint64_t budget = atomic_load(&budget_bytes);
     uint64_t cur = atomic_load(&reserved_bytes);
     do {
-        if (bytes > budget || cur > budget - bytes)
+        if (bytes > budget || leave > budget - bytes || cur > budget - bytes - leave)
             return false;
     } while (!atomic_compare_exchange_weak(&reserved_bytes, &cur, cur + bytes));
     return true;
+}
+
+bool gen_kv_reserve(uint64_t bytes)
+{
+    return gen_kv_reserve_leaving(bytes, 0);
 }
 
 void gen_kv_unreserve(uint64_t bytes)

@@ -2,10 +2,12 @@
  * kvcache: the key/value cache of a generative model's sequences.
  *
  * Budget. One process-wide byte budget (--kv-cache-bytes) covers every
- * generative model. A sequence reserves, when it is admitted, the bytes
- * of every block it can ever need (its prompt plus its max_tokens): a
- * running sequence never runs out half way and nothing has to be
- * preempted. A reservation that does not fit waits (engine.h).
+ * generative model. A sequence reserves blocks as it needs them: its
+ * prompt's when it is admitted, then one more each time it grows into a
+ * new block. When the budget cannot give a running sequence its next
+ * block, the engine preempts its youngest sequence (engine.h): what that
+ * one held goes back, and it computes its cache again when it is admitted
+ * again.
  *
  * Blocks. A sequence's cache is a list of blocks of GEN_KV_BLOCK_TOKENS
  * tokens, taken on demand as it grows (within its reservation) from its
@@ -37,6 +39,8 @@ uint64_t gen_kv_budget(void);
 uint64_t gen_kv_reserved(void);
 /* Reserves bytes when they fit in what is left; false otherwise. */
 bool gen_kv_reserve(uint64_t bytes);
+/* The same, when `leave` bytes are still free afterwards. */
+bool gen_kv_reserve_leaving(uint64_t bytes, uint64_t leave);
 void gen_kv_unreserve(uint64_t bytes);
 
 /* ---- blocks ------------------------------------------------------------------------ */

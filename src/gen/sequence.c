@@ -180,7 +180,7 @@ int gen_seq_new(struct gen_engine *e, struct infer_request *req, struct gen_seq 
     s->tokens = tokens;
     int rc = read_prompt(e, req, tokens, &s->nprompt, &s->max_new, err);
     if (!rc) {
-        s->ntokens = s->nprompt;
+        s->ntokens = s->prefill_to = s->nprompt;
         rc = read_options(e, req, s, err);
     }
     if (!rc)

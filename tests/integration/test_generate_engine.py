@@ -172,10 +172,46 @@ def test_a_request_that_can_never_fit_is_400(server_factory):
     assert "--kv-cache-bytes" in r.json()["error"]
 
 
+def test_a_full_cache_preempts_and_every_stream_completes_as_alone(server_factory):
+    """The issue's acceptance: 16 blocks hold 256 tokens; 8 greedy streams of
+    about 110 tokens each (7 blocks) are all admitted with their prompts'
+    blocks, and as they grow the youngest are preempted and recomputed
+    later. Every stream completes with the text and token counts of a run
+    alone, each token sent once; preemptions are counted."""
+    srv = server_factory.start("--kv-cache-bytes", str(16 * BLOCK), models={"kjv": KJV})
+    prompts = ["And the LORD said unto Moses", "In the beginning God created",
+               "Blessed are the meek", "Thou shalt not", "And God said, Let there be",
+               "The LORD is my shepherd", "For God so loved the world", "And Jesus answered"]
+    body = lambda p: {"text_input": p, "max_tokens": 100, "temperature": 0}
+
+    def summary(r):
+        assert r.status_code == 200, r.text
+        ev = events(r)
+        counts = [e["num_output_tokens"] for e in ev]
+        return ("".join(e["text_output"] for e in ev), ev[-1]["finish_reason"], counts)
+
+    alone = [summary(generate(srv, body(p), stream=True)) for p in prompts]
+    assert (metric(srv, "inferd_gen_preemptions_total" + LABELS) or 0) == 0
+    results = [None] * len(prompts)
+
+    def run(i):
+        results[i] = summary(generate(srv, body(prompts[i]), stream=True))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == alone
+    assert metric(srv, "inferd_gen_preemptions_total" + LABELS) >= 1
+    assert metric(srv, "inferd_gen_kv_cache_usage_ratio") == 0
+
+
 def test_a_waiting_request_runs_when_room_is_freed(server_factory):
-    """Each request reserves 7 of the 8 blocks: they run one after the other,
-    the others waiting (the refusals of a wait are in tests/unit/test_engine.c)."""
-    srv = server_factory.start("--kv-cache-bytes", str(8 * BLOCK), models={"kjv": KJV})
+    """One sequence runs at a time (--max-running-sequences 1): the others
+    wait, then run (the refusals of a wait are in tests/unit/test_engine.c)."""
+    srv = server_factory.start("--kv-cache-bytes", str(8 * BLOCK), "--max-running-sequences",
+                               "1", models={"kjv": KJV})
     body = {"text_input": PROMPT, "max_tokens": 100, "temperature": 0}
     results = []
     threads = [threading.Thread(target=lambda: results.append(generate(srv, body)))

@@ -4,7 +4,10 @@
  * greedy decoding emits token 0) runs one step per permit the test grants,
  * so the test decides what is running, waiting or done. Covered: the KV
  * budget (a request that never fits is 400; one that does not fit now
- * waits), a deadline that passes while waiting (503, Retry-After 1), a
+ * waits; a full cache preempts the youngest sequence, which completes
+ * later with every token sent once, or ends "cancelled" when its deadline
+ * passes while it waits again), a deadline that passes while waiting (503,
+ * Retry-After 1), a
  * full waiting line (503 at submit), a cancel while waiting (499), a
  * cancel while running (finish_reason "cancelled"), one response per
  * token when streaming, the reservation given back at the end; the usage
@@ -27,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "gen/engine.h"
@@ -267,10 +271,11 @@ static void call_wait(struct call *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-static void setup_engine(struct model **out, uint32_t blocks, uint32_t max_waiting)
+static void setup_engine_running(struct model **out, uint32_t blocks, uint32_t max_waiting,
+                                 uint32_t max_running)
 {
     struct gen_settings s = {
-        .kv_cache_bytes = blocks * BLOCK_BYTES, .max_running = 8, .prefill_chunk = 64};
+        .kv_cache_bytes = blocks * BLOCK_BYTES, .max_running = max_running, .prefill_chunk = 64};
     gen_configure(&s);
     grant(-1); /* the warm-up runs freely */
     struct model *m = fake_model(max_waiting);
@@ -281,6 +286,34 @@ static void setup_engine(struct model **out, uint32_t blocks, uint32_t max_waiti
     permits = 0;
     pthread_mutex_unlock(&gate_mu);
     *out = m;
+}
+
+static void setup_engine(struct model **out, uint32_t blocks, uint32_t max_waiting)
+{
+    setup_engine_running(out, blocks, max_waiting, 8);
+}
+
+/* A counter of the engines' metrics (gen_write_metrics), summed over its series. */
+static uint64_t gen_metric(const char *name)
+{
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    gen_write_metrics(&b);
+    uint64_t total = 0;
+    size_t len = strlen(name);
+    const char *p = b.data, *end = b.data + b.len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (n > len && strncmp(p, name, len) == 0 && (p[len] == '{' || p[len] == ' ')) {
+            char line[512];
+            snprintf(line, sizeof line, "%.*s", (int)n, p);
+            total += strtoull(strrchr(line, ' ') + 1, NULL, 10);
+        }
+        p += n + 1;
+    }
+    buf_free(&b);
+    return total;
 }
 
 /* ---- the tests ------------------------------------------------------------------------- */
@@ -309,8 +342,9 @@ static void test_budget_waiting_and_refusals(void **state)
 {
     (void)state;
     struct model *m;
-    /* 8 blocks = 128 tokens; 8 prompt + 100 new = 7 blocks. Line: 1. */
-    setup_engine(&m, 8, 1);
+    /* 8 blocks = 128 tokens; 8 prompt + 100 new = 7 blocks. Line: 1; one
+     * sequence runs at a time. */
+    setup_engine_running(&m, 8, 1, 1);
     struct error err;
     struct call never, a, b, c;
     call_init(&never, m, 150, 0);
@@ -321,8 +355,8 @@ static void test_budget_waiting_and_refusals(void **state)
     call_init(&a, m, 100, 0);
     assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
     grant(1);
-    wait_used(); /* a is admitted (7 blocks reserved) and in its prefill */
-    assert_int_equal(gen_kv_reserved(), 7 * BLOCK_BYTES);
+    wait_used(); /* a is admitted (its prompt's block reserved) and in its prefill */
+    assert_int_equal(gen_kv_reserved(), 1 * BLOCK_BYTES);
 
     call_init(&b, m, 100, 20000); /* waits; its deadline passes at the next step */
     assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
@@ -366,7 +400,7 @@ static void test_a_waiting_request_runs_when_room_is_freed(void **state)
 {
     (void)state;
     struct model *m;
-    setup_engine(&m, 8, 4);
+    setup_engine_running(&m, 8, 4, 1);
     struct error err;
     struct call a, b;
     call_init(&a, m, 100, 0);
@@ -382,6 +416,69 @@ static void test_a_waiting_request_runs_when_room_is_freed(void **state)
     assert_int_equal(a.responses, 100);
     assert_int_equal(b.responses, 100);
     assert_string_equal(b.last_finish, "length");
+    assert_int_equal(gen_kv_reserved(), 0);
+    fake_model_free(m);
+}
+
+/* 8 blocks and two sequences of 7 blocks each: both are admitted (each
+ * with its prompt's block), and when they outgrow the cache the younger
+ * is preempted, then recomputed once the elder is done. Every token is
+ * sent once, and the cache is all given back. */
+static void test_a_full_cache_preempts_the_youngest(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine(&m, 8, 4);
+    uint64_t before = gen_metric("inferd_gen_preemptions_total");
+    struct error err;
+    struct call a, b;
+    call_init(&a, m, 100, 0);
+    call_init(&b, m, 100, 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
+    grant(-1);
+    call_wait(&a);
+    call_wait(&b);
+    assert_true(gen_metric("inferd_gen_preemptions_total") > before);
+    for (struct call *c = &a; c; c = c == &a ? &b : NULL) {
+        assert_int_equal(c->req.rc, 0);
+        assert_int_equal(c->responses, 100);
+        assert_string_equal(c->last_finish, "length");
+        assert_int_equal(c->req.usage_prompt_tokens, 8);
+        assert_int_equal(c->req.usage_completion_tokens, 100);
+    }
+    assert_int_equal(gen_kv_reserved(), 0);
+    fake_model_free(m);
+}
+
+/* A preempted sequence whose deadline passes while it waits to be
+ * admitted again ends as a running one would: its final response says
+ * "cancelled" after the tokens it had sent. */
+static void test_a_preempted_sequence_past_its_deadline_ends_cancelled(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine(&m, 8, 4);
+    uint64_t before = gen_metric("inferd_gen_preemptions_total");
+    struct error err;
+    struct call a, b;
+    call_init(&a, m, 100, 0);
+    call_init(&b, m, 100, 300000); /* 300 ms */
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
+    while (gen_metric("inferd_gen_preemptions_total") == before) {
+        grant(1);
+        wait_used();
+    }
+    usleep(400000); /* b waits in the line past its deadline */
+    grant(-1);
+    call_wait(&a);
+    call_wait(&b);
+    assert_int_equal(a.responses, 100);
+    assert_int_equal(b.req.rc, 0);
+    assert_string_equal(b.last_finish, "cancelled");
+    assert_true(b.responses > 1 && b.responses < 100);
+    assert_int_equal(b.req.usage_completion_tokens, (uint32_t)b.responses - 1);
     assert_int_equal(gen_kv_reserved(), 0);
     fake_model_free(m);
 }
@@ -479,6 +576,8 @@ int main(void)
         cmocka_unit_test(test_streams_one_response_per_token),
         cmocka_unit_test(test_budget_waiting_and_refusals),
         cmocka_unit_test(test_a_waiting_request_runs_when_room_is_freed),
+        cmocka_unit_test(test_a_full_cache_preempts_the_youngest),
+        cmocka_unit_test(test_a_preempted_sequence_past_its_deadline_ends_cancelled),
         cmocka_unit_test(test_failed_before_any_response_has_its_usage),
         cmocka_unit_test(test_estimate_matches_the_engine),
     };
