@@ -85,6 +85,8 @@ PACKAGES=(
     # preprocessing (src/preprocess/): JPEG and PNG decoding, resampling,
     # FFT for log-mel features
     libjpeg62-turbo-dev libpng-dev libsamplerate0-dev libfftw3-dev
+    # compressed request bodies and gRPC messages (src/base/inflate.c)
+    zlib1g-dev
     # preprocessing references and models: Pillow (tests and make bench),
     # espeak-ng (the spoken-digit model's speech), word lists in four
     # languages (the language identifier)

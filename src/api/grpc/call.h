@@ -28,6 +28,7 @@
 
 #include "api/grpc/grpc.h"
 #include "api/grpc/framing.h"
+#include "base/inflate.h"
 #include "grpc_service.pb-c.h"
 #include "obs/request.h"
 #include "policy/auth.h"
@@ -142,6 +143,7 @@ struct grpc_call {
     /* Incoming message framing. */
     struct grpc_reader rd;
     struct buf msg;
+    enum inflate_format encoding; /* of compressed messages (rd.compressed_ok) */
     uint32_t nmessages;
     bool client_ended;
     bool headers_sent;

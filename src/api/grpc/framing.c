@@ -18,9 +18,10 @@ enum grpc_read grpc_reader_feed(struct grpc_reader *r, struct buf *msg, uint64_t
                 return GRPC_READ_MORE;
             r->msg_len = (uint32_t)r->hdr[1] << 24 | (uint32_t)r->hdr[2] << 16 |
                          (uint32_t)r->hdr[3] << 8 | r->hdr[4];
-            if (r->hdr[0] & 1)
+            r->compressed = r->hdr[0] & 1;
+            if (r->compressed && !r->compressed_ok)
                 return GRPC_READ_COMPRESSED;
-            if (r->hdr[0] != 0)
+            if (r->hdr[0] & ~1)
                 return GRPC_READ_BAD_FLAGS;
             if (r->msg_len > max)
                 return GRPC_READ_TOO_LARGE;

@@ -5,9 +5,10 @@
  *
  * Request side. struct grpc_reader splits a byte stream (the DATA of a
  * native gRPC call, or the decoded body of a gRPC-Web request) into
- * messages: a 1-byte flag (bit 0 = compressed, refused: inferd does not
- * compress; any other bit = invalid), a 4-byte big-endian length and the
- * payload. A message longer than the caller's maximum is refused as soon
+ * messages: a 1-byte flag (bit 0 = compressed: taken when the caller
+ * accepts compressed messages, the call's grpc-encoding being one inferd
+ * decompresses, else refused; any other bit = invalid), a 4-byte
+ * big-endian length and the payload (compressed: its length as sent). A message longer than the caller's maximum is refused as soon
  * as its prefix is read, before any of it is buffered.
  * A gRPC-Web text body (application/grpc-web-text) is base64 of those
  * bytes, possibly as several chunks each padded on its own (a client that
@@ -41,7 +42,7 @@
 enum grpc_read {
     GRPC_READ_MORE,       /* the input is used up; no whole message yet */
     GRPC_READ_MESSAGE,    /* msg holds one whole message */
-    GRPC_READ_COMPRESSED, /* flag bit 0: compressed message */
+    GRPC_READ_COMPRESSED, /* flag bit 0 (a compressed message) and compressed_ok false */
     GRPC_READ_BAD_FLAGS,  /* any other flag bit */
     GRPC_READ_TOO_LARGE,  /* the prefix announced more than max bytes (msg_len) */
     GRPC_READ_NO_MEMORY,  /* msg could not grow */
@@ -52,6 +53,8 @@ struct grpc_reader {
     uint8_t hdr[GRPC_FRAME_HEADER];
     uint32_t hdr_got; /* 0 between messages; GRPC_FRAME_HEADER while reading a payload */
     uint32_t msg_len; /* the current message's length (valid once the prefix is read) */
+    bool compressed_ok; /* set by the caller: compressed messages are read, not refused */
+    bool compressed;    /* the message being read (or just read) is compressed */
 };
 
 /* Consumes bytes from *data (advancing *data and *len) until a message is

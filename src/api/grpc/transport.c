@@ -468,6 +468,58 @@ static bool authorized(struct grpc_call *call)
     return false;
 }
 
+/* The call's grpc-encoding: messages compressed with gzip or deflate are
+ * decompressed (as Triton's gRPC core does); another encoding is refused
+ * (false: the call is answered). */
+static bool accept_encoding(struct grpc_call *call)
+{
+    size_t len = 0;
+    const char *enc = call->wire->header(call->conn, "grpc-encoding", &len);
+    if (!enc || (len == 8 && memcmp(enc, "identity", 8) == 0))
+        return true;
+    int f = inflate_format_of(enc, len);
+    if (f < 0) {
+        char msg[ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg,
+                 "grpc-encoding '%.*s' is not supported (gzip, deflate and identity are)",
+                 (int)(len < 64 ? len : 64), enc);
+        grpc_call_finish(call, GRPC_UNIMPLEMENTED, msg);
+        return false;
+    }
+    call->encoding = (enum inflate_format)f;
+    call->rd.compressed_ok = true;
+    return true;
+}
+
+/* A compressed message in call->msg replaced by its decompressed bytes
+ * (at most --grpc-max-message-bytes). false: the call is answered. */
+static bool decompress(struct grpc_call *call)
+{
+    struct buf plain;
+    struct error err;
+    buf_init(&plain, call->api->max_message_bytes);
+    if (inflate_all(call->encoding, (const uint8_t *)call->msg.data, call->msg.len, &plain,
+                    &err) != 0) {
+        buf_free(&plain);
+        char msg[ERROR_MSG_MAX];
+        if (err.status == 413) {
+            snprintf(msg, sizeof msg,
+                     "request message exceeds the limit of %" PRIu64
+                     " bytes once decompressed (--grpc-max-message-bytes)",
+                     call->api->max_message_bytes);
+            call_end(call, GRPC_RESOURCE_EXHAUSTED, 413, msg);
+        } else {
+            snprintf(msg, sizeof msg, "cannot decompress the request message: %.200s", err.msg);
+            grpc_call_finish(call, err.status == 500 ? GRPC_RESOURCE_EXHAUSTED : GRPC_INTERNAL,
+                             msg);
+        }
+        return false;
+    }
+    buf_free(&call->msg);
+    call->msg = plain;
+    return true;
+}
+
 struct grpc_call *grpc_call_open(struct grpc_api *api, const struct grpc_wire *wire, void *conn,
                                  void (*set_user)(void *conn, struct grpc_call *call))
 {
@@ -502,6 +554,7 @@ struct grpc_call *grpc_call_open(struct grpc_api *api, const struct grpc_wire *w
         grpc_call_finish(call, GRPC_UNIMPLEMENTED, msg);
     } else if (!method || mlen != 4 || memcmp(method, "POST", 4) != 0) {
         grpc_call_finish(call, GRPC_UNIMPLEMENTED, "gRPC calls use POST");
+    } else if (!accept_encoding(call)) {
     } else if ((timeout = wire->header(conn, "grpc-timeout", &tlen)) != NULL) {
         uint64_t ns;
         if (grpc_timeout_parse(timeout, tlen, &ns) != 0)
@@ -542,11 +595,14 @@ void grpc_call_data(struct grpc_call *call, const uint8_t *data, size_t len)
         enum grpc_read r =
             grpc_reader_feed(&call->rd, &call->msg, call->api->max_message_bytes, &data, &len);
         if (r == GRPC_READ_MESSAGE) {
+            if (call->rd.compressed && !decompress(call))
+                break;
             message_complete(call);
             continue;
         }
         if (r == GRPC_READ_COMPRESSED) {
-            grpc_call_finish(call, GRPC_UNIMPLEMENTED, "compression not supported");
+            grpc_call_finish(call, GRPC_INTERNAL,
+                             "a compressed message without a grpc-encoding header");
         } else if (r == GRPC_READ_BAD_FLAGS) {
             grpc_call_finish(call, GRPC_INTERNAL, "invalid gRPC message flags");
         } else if (r == GRPC_READ_TOO_LARGE) {
