@@ -19,6 +19,7 @@
 #include "api/grpc/grpc.h"
 #include "api/grpc/services.h"
 #include "api/http_api.h"
+#include "api/server_info.h"
 #include "api/http_obs.h"
 #include "api/metrics_port.h"
 #include "api/streams.h"
@@ -325,6 +326,8 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
     static atomic_uint open_connections; /* --max-connections counts all threads */
     static char alt_svc[64];             /* filled once the port is known */
     struct http_server_config http = o->http;
+    if (o->server_name)
+        server_info_set_name(o->server_name);
     http.reuseport = true;
     http.open_connections = &open_connections;
     http.alt_svc = quic ? alt_svc : NULL;
@@ -346,6 +349,7 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
         t->serve.idle_arg = t;
         http_api_init(&t->api, &t->serve, &o->obs, o->sse_keepalive_ms);
         t->api.rest.routing = routing;
+        t->api.rest.infer.max_body = o->http.limits.max_body;
         t->api.auth = auth;
         if (grpc_api_init(&t->grpc, &t->serve, o->grpc_max_message_bytes, grpc_services,
                           grpc_nservices) != 0) {

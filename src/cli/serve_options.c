@@ -104,6 +104,9 @@ const char serve_usage_text[] =
     "  --cors-allow-origin ORIGIN browsers on ORIGIN (scheme://host[:port], or * for any)\n"
     "                             may call the HTTP port, gRPC-Web included: preflights\n"
     "                             answered, CORS headers on every answer (repeatable)\n"
+    "  --server-name NAME         the server's name in its metadata (GET /v2, gRPC\n"
+    "                             ServerMetadata; default: inferd; `triton` for clients\n"
+    "                             that check for Triton's)\n"
     "  --http3                    also serve HTTP/3 (QUIC) on UDP, on the HTTP port's\n"
     "                             number; needs --tls-cert/--tls-key (not --tls-client-ca);\n"
     "                             TLS answers advertise it (Alt-Svc)\n"
@@ -214,6 +217,7 @@ static const struct option getopt_table[] = {
     {"etcd-lease-ttl", required_argument, NULL, SERVE_OPT_ETCD_LEASE_TTL},
     {"advertise-host", required_argument, NULL, SERVE_OPT_ADVERTISE_HOST},
     {"instance-id", required_argument, NULL, SERVE_OPT_INSTANCE_ID},
+    {"server-name", required_argument, NULL, SERVE_OPT_SERVER_NAME},
     {"config", required_argument, NULL, SERVE_OPT_CONFIG},
     {"check-config", required_argument, NULL, SERVE_OPT_CHECK_CONFIG},
     {"help", no_argument, NULL, 'h'},
@@ -452,6 +456,14 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
         if (value[0] == '\0' || strlen(value) >= 128 || strchr(value, '/'))
             return error_set(err, 400, "expected 1 to 127 bytes without '/', got '%s'", value);
         o->etcd.instance_id = value;
+        return 0;
+    case SERVE_OPT_SERVER_NAME:
+        if (value[0] == '\0' || strlen(value) > 64 || strpbrk(value, "\"\\"))
+            return error_set(err, 400, "expected a name of 1 to 64 bytes without quotes");
+        for (const char *c = value; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                return error_set(err, 400, "expected a name without control characters");
+        o->server_name = value;
         return 0;
     case SERVE_OPT_NO_METRICS:
         o->metrics_port = -1;

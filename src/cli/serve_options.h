@@ -48,6 +48,7 @@ struct serve_options {
     struct obs_sources obs;
     uint64_t grpc_max_message_bytes;
     struct cors cors; /* --cors-allow-origin (api/cors.h) */
+    const char *server_name; /* --server-name (api/server_info.h) */
     uint64_t sse_keepalive_ms;
     uint32_t stream_resume_secs; /* api/streams.h */
     /* Logging, access log and tracing (obs/). */
@@ -128,6 +129,7 @@ enum serve_option_id {
     SERVE_OPT_ETCD_LEASE_TTL,
     SERVE_OPT_ADVERTISE_HOST,
     SERVE_OPT_INSTANCE_ID,
+    SERVE_OPT_SERVER_NAME,
     SERVE_OPT_CONFIG,       /* command line only */
     SERVE_OPT_CHECK_CONFIG, /* command line only */
 };

@@ -7,6 +7,7 @@ way. The encoder and decoder below are written from the protocol description
 (numpy tobytes/frombuffer, struct for BYTES length prefixes) and share no
 code with the server.
 """
+import gzip
 import json
 import struct
 import zlib
@@ -263,6 +264,40 @@ def test_simple_mixed_json_and_binary_inputs(base_url):
         assert [o["name"] for o in doc["outputs"]] == ["OUTPUT0", "OUTPUT1"]
         assert np.array_equal(tensor_from_bytes("INT32", [1, 16], out["OUTPUT0"]), A + B)
         assert np.array_equal(tensor_from_bytes("INT32", [1, 16], out["OUTPUT1"]), A - B)
+
+
+def test_compressed_request_bodies(base_url, server_factory):
+    """Content-Encoding gzip or deflate (zlib, or raw DEFLATE): the body is
+    decompressed first, Inference-Header-Content-Length counting the
+    decompressed bytes, as Triton's clients send it
+    (--request-compression-algorithm). Refusals: an unknown coding 415,
+    bad data 400, a body past --max-body-bytes once decompressed 413."""
+    body, n = binary_body(simple_inputs(True, True), parameters={"binary_data_output": True})
+    for enc, pack in (("gzip", gzip.compress), ("deflate", zlib.compress),
+                      ("deflate", lambda b: zlib.compress(b)[2:-4]), ("identity", bytes)):
+        doc, out = split_response(post(base_url, "simple", pack(body), n,
+                                       headers={"Content-Encoding": enc}))
+        assert np.array_equal(tensor_from_bytes("INT32", [1, 16], out["OUTPUT0"]), A + B), enc
+    json_body = json.dumps({"inputs": [dict(t, data=t["data"]) for t in
+                                       [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
+                                         "data": A.reshape(-1).tolist()},
+                                        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16],
+                                         "data": B.reshape(-1).tolist()}]]}).encode()
+    r = post(base_url, "simple", gzip.compress(json_body), headers={"Content-Encoding": "GZIP"})
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["data"] == (A + B).reshape(-1).tolist()
+    def refused(url, data, enc, status, says):
+        r = post(url, "simple", data, headers={"Content-Encoding": enc})
+        assert_error_response(r, status)
+        assert says in r.json()["error"], r.text
+
+    refused(base_url, json_body, "br", 415,
+            "Content-Encoding 'br' is not supported (gzip, deflate and identity are)")
+    refused(base_url, b"junk", "gzip", 400, "not valid gzip data")
+    refused(base_url, gzip.compress(json_body)[:30], "gzip", 400, "ends too early")
+    small = server_factory.start("--max-body-bytes", "100000")
+    refused(small.url, gzip.compress(b" " * 200000), "gzip", 413,
+            "the request body is larger than 100000 bytes once decompressed (--max-body-bytes)")
 
 
 def test_simple_per_output_flags(base_url):

@@ -73,6 +73,24 @@ def test_server_live_ready_metadata(client, pbs):
     assert "model_repository" in meta.extensions
 
 
+def test_server_metadata_is_the_same_over_both_protocols(server_factory, pbs):
+    """One extension list for REST and gRPC (as Triton's), the sequence
+    batcher's included; --server-name gives the name clients check for
+    (Triton's health-metadata examples want "triton")."""
+    for flags, name in (((), "inferd"), (("--server-name", "triton"), "triton")):
+        srv = server_factory.start(*flags)
+        rest = ok_json(requests.get(srv.url + "/v2", timeout=10))
+        c = client_for(srv, pbs)
+        try:
+            meta = c.call("ServerMetadata")
+        finally:
+            c.close()
+        assert rest["name"] == meta.name == name
+        assert rest["version"] == meta.version
+        assert rest["extensions"] == list(meta.extensions)
+        assert {"binary_tensor_data", "sequence", "system_shared_memory"} <= set(meta.extensions)
+
+
 def test_model_ready(client):
     assert client.call("ModelReady", name="simple").ready
     assert client.call("ModelReady", name="simple", version="1").ready

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "api/grpc/model_pb.h"
+#include "api/server_info.h"
 #include "base/json.h"
 #include "health.pb-c.h"
 #include "model/lookup.h"
@@ -67,14 +68,10 @@ static void handle_model_ready(struct grpc_call *call, const uint8_t *data, size
 static void handle_server_metadata(struct grpc_call *call, const uint8_t *data, size_t len)
 {
     (void)data, (void)len;
-    static char *extensions[] = {"classification", "model_configuration", "model_repository",
-                                 "statistics",     "logging",             "trace",
-                                 "system_shared_memory", "inferd_routing"};
     Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
-    r.name = "inferd";
+    r.name = (char *)server_info_name();
     r.version = INFERD_VERSION;
-    r.n_extensions = sizeof extensions / sizeof extensions[0];
-    r.extensions = extensions;
+    r.extensions = (char **)server_info_extensions(&r.n_extensions);
     grpc_call_reply(call, &r.base);
 }
 

@@ -11,6 +11,7 @@
 #include "api/limit_headers.h"
 #include "api/http_obs.h"
 #include "base/clock.h"
+#include "base/inflate.h"
 #include "http/sse.h"
 #include "preprocess/prep.h"
 
@@ -31,6 +32,46 @@ static const char *body_of(const struct http_txn *txn)
 
 /* The body of a call started on the request's head (serve_frontend.body):
  * call->fe.flag says decode waits for it, so that on_body resumes it. */
+/* A body sent with Content-Encoding gzip or deflate (Triton's clients'
+ * request compression) replaced by its decompressed bytes, in the call's
+ * arena: what the decoders read from then on. Another coding is 415. */
+static int decompress_body(struct infer_call *call, struct http_txn *txn, struct error *err)
+{
+    const struct http_header *ce = http1_header(&txn->req, "content-encoding");
+    if (!ce || (ce->value_len == 8 && strncasecmp(ce->value, "identity", 8) == 0))
+        return 0;
+    int f = inflate_format_of(ce->value, ce->value_len);
+    if (f < 0)
+        return error_set(err, 415,
+                         "Content-Encoding '%.*s' is not supported (gzip, deflate and identity are)",
+                         (int)(ce->value_len < 64 ? ce->value_len : 64), ce->value);
+    const struct rest_infer_api *api = call->fe.owner;
+    struct buf plain;
+    buf_init(&plain, api->max_body);
+    if (inflate_all((enum inflate_format)f, (const uint8_t *)body_of(txn),
+                    (size_t)txn->req.body_len, &plain, err) != 0) {
+        buf_free(&plain);
+        if (err->status == 413)
+            return error_set(err, 413,
+                             "the request body is larger than %llu bytes once decompressed "
+                             "(--max-body-bytes)",
+                             (unsigned long long)api->max_body);
+        return ST_ERROR;
+    }
+    /* Decode then sets the arena's ceiling for a body of this length. */
+    if (call->req.arena.max < call->req.arena.used + plain.len + 32)
+        call->req.arena.max = call->req.arena.used + plain.len + 32;
+    char *body = arena_alloc(&call->req.arena, plain.len + 1);
+    if (body) {
+        memcpy(body, plain.data, plain.len);
+        body[plain.len] = '\0';
+        txn->req.body = body;
+        txn->req.body_len = plain.len;
+    }
+    buf_free(&plain);
+    return body ? 0 : error_set(err, 413, "the decompressed request body does not fit in memory");
+}
+
 static int rest_body(struct infer_call *call, size_t *body_len, struct error *err)
 {
     struct http_txn *txn = call_txn(call);
@@ -40,6 +81,8 @@ static int rest_body(struct infer_call *call, size_t *body_len, struct error *er
     }
     if (txn->body_status)
         return error_set(err, txn->body_status, "%s", txn->body_error);
+    if (decompress_body(call, txn, err) != 0)
+        return ST_ERROR;
     *body_len = (size_t)txn->req.body_len;
     return ST_OK;
 }
@@ -420,6 +463,7 @@ void rest_infer_init(struct rest_infer_api *api, struct serve_thread *serve,
     api->serve = serve;
     api->sse_keepalive_ms = sse_keepalive_ms ? sse_keepalive_ms : REST_SSE_KEEPALIVE_MS;
     buf_init(&api->scratch, SSE_EVENT_MAX);
+    api->max_body = 64ull << 20;
 }
 
 void rest_infer_free(struct rest_infer_api *api)

@@ -39,6 +39,10 @@ enum rest_infer_kind { REST_INFER, REST_GENERATE, REST_GENERATE_STREAM };
 struct rest_infer_api {
     struct serve_thread *serve;
     uint64_t sse_keepalive_ms;
+    /* The largest body once decompressed (Content-Encoding gzip or
+     * deflate): --max-body-bytes, set by the caller after init (default
+     * 64 MiB). */
+    uint64_t max_body;
     struct infer_call *streams; /* generate_stream calls whose stream began */
     struct buf scratch;         /* one SSE event's JSON */
 };

@@ -9,6 +9,7 @@
 #include "api/rest/logging.h"
 #include "api/rest/shm.h"
 #include "api/rest/stats.h"
+#include "api/server_info.h"
 #include "api/tensor_json.h"
 #include "api/usage_http.h"
 #include "base/json.h"
@@ -31,20 +32,15 @@ static void handle_server_metadata(struct rest_api *api, struct http_txn *txn)
     json_w_init(&w, &txn->body);
     json_w_obj_begin(&w);
     json_w_key(&w, "name");
-    json_w_cstr(&w, "inferd");
+    json_w_cstr(&w, server_info_name());
     json_w_key(&w, "version");
     json_w_cstr(&w, INFERD_VERSION);
     json_w_key(&w, "extensions");
     json_w_arr_begin(&w);
-    json_w_cstr(&w, "binary_tensor_data");
-    json_w_cstr(&w, "classification");
-    json_w_cstr(&w, "model_configuration");
-    json_w_cstr(&w, "model_repository");
-    json_w_cstr(&w, "statistics");
-    json_w_cstr(&w, "logging");
-    json_w_cstr(&w, "trace");
-    json_w_cstr(&w, "system_shared_memory");
-    json_w_cstr(&w, "inferd_routing");
+    size_t n;
+    const char *const *ext = server_info_extensions(&n);
+    for (size_t i = 0; i < n; i++)
+        json_w_cstr(&w, ext[i]);
     json_w_arr_end(&w);
     json_w_obj_end(&w);
     respond_json(txn, 200);
