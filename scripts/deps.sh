@@ -95,6 +95,9 @@ PACKAGES=(
     # client; h2load/nghttp for HTTP/2 tests and make bench; HPACK to read
     # the response headers of the raw HTTP/2 client (test_head_refusal.py)
     protobuf-compiler python3-protobuf python3-grpcio nghttp2-client python3-hpack
+    # Triton's client library, for its examples (scripts/triton_examples.py,
+    # given the library's sources): gRPC stubs, its HTTP clients
+    python3-grpc-tools python3-geventhttpclient python3-rapidjson python3-aiohttp
     # observability tests: promtool and a real Prometheus server; headless
     # Chromium for the dashboard
     prometheus chromium

@@ -10,17 +10,12 @@ The flows and expected values are those of Triton's client examples
 simple_{http,grpc}_sequence_sync_infer_client.py and
 simple_grpc_sequence_stream_infer_client.py, driven here with requests and
 grpcio (independent clients: tritonclient itself is not packaged for
-Debian). test_tritons_own_examples runs the unmodified examples when
-tritonclient and the examples are present (TRITON_CLIENT_EXAMPLES names
-their directory), and skips saying so otherwise."""
-import os
+Debian). The unmodified examples themselves run in
+test_triton_examples.py when Triton's client sources are given."""
 import re
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -320,28 +315,6 @@ def test_idle_sequences_end_and_metrics_count_them(server_factory, tmp_path):
     assert metric(s, "inferd_sequences_active", model=m, version="1") == 0
     for event, n in (("started", 2), ("ended", 1), ("idle_ended", 1)):
         assert metric(s, "inferd_sequences_total", model=m, version="1", event=event) == n
-
-
-def test_tritons_own_examples(srv):
-    """Triton's sequence examples, unmodified, when they are here."""
-    d = os.environ.get("TRITON_CLIENT_EXAMPLES")
-    try:
-        import tritonclient  # noqa: F401
-    except ImportError:
-        pytest.skip("tritonclient is not installed (not packaged for Debian): the flows of "
-                    "Triton's sequence examples are run above with grpcio and requests")
-    if not d or not Path(d).is_dir():
-        pytest.skip("TRITON_CLIENT_EXAMPLES does not name a directory with Triton's client "
-                    "examples (src/python/examples of triton-inference-server/client)")
-    for script, port in (("simple_grpc_sequence_sync_infer_client.py", srv.grpc_port),
-                         ("simple_grpc_sequence_stream_infer_client.py", srv.grpc_port),
-                         ("simple_grpc_aio_sequence_stream_infer_client.py", srv.grpc_port),
-                         ("simple_http_sequence_sync_infer_client.py", srv.port)):
-        for extra in ([], ["-d"]):
-            p = subprocess.run([sys.executable, str(Path(d) / script), "-u",
-                                "127.0.0.1:%d" % port] + extra,
-                               capture_output=True, text=True, timeout=120)
-            assert p.returncode == 0, (script, extra, p.stdout, p.stderr)
 
 
 def test_a_reload_drains_running_sequences_to_the_old_version(server_factory, tmp_path):
