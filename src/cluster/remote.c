@@ -334,6 +334,20 @@ static int io_from(const Inference__ModelMetadataResponse__TensorMetadata *const
     return 0;
 }
 
+/* One call of a load (ModelMetadata, ModelConfig: a request naming the
+ * model), waited for: 0 with the answer in *resp (the caller frees it), or
+ * ST_ERROR with err. */
+static int ask_upstream(struct remote_engine *e, const char *path, const ProtobufCMessage *rq,
+                        uint64_t timeout_us, struct buf *resp, struct error *err)
+{
+    uint8_t msg[512];
+    size_t len = protobuf_c_message_get_packed_size(rq);
+    if (len > sizeof msg)
+        return error_set(err, 400, "remote model name too long");
+    protobuf_c_message_pack(rq, msg);
+    return upstream_pool_call_sync(e->pool, path, msg, len, timeout_us, resp, err);
+}
+
 /* Whether the upstream's model is decoupled (its ModelConfig's
  * model_transaction_policy): its requests then go as streams. An upstream
  * without ModelConfig (not every KServe v2 server has Triton's extension)
@@ -343,14 +357,9 @@ static bool upstream_decoupled(struct remote_engine *e, uint64_t timeout_us)
     Inference__ModelConfigRequest rq = INFERENCE__MODEL_CONFIG_REQUEST__INIT;
     rq.name = e->cfg->remote_model;
     rq.version = (char *)"";
-    uint8_t msg[512];
-    size_t len = inference__model_config_request__get_packed_size(&rq);
-    if (len > sizeof msg)
-        return false;
-    inference__model_config_request__pack(&rq, msg);
     struct buf resp;
     struct error err;
-    if (upstream_pool_call_sync(e->pool, CONFIG_PATH, msg, len, timeout_us, &resp, &err) != 0) {
+    if (ask_upstream(e, CONFIG_PATH, &rq.base, timeout_us, &resp, &err) != 0) {
         log_info("remote %s: no ModelConfig from the upstream (%s): an ordinary model", e->label,
                  err.msg);
         return false;
@@ -371,14 +380,9 @@ static int load_version(const struct registry_options *opts, struct remote_engin
     Inference__ModelMetadataRequest rq = INFERENCE__MODEL_METADATA_REQUEST__INIT;
     rq.name = e->cfg->remote_model;
     rq.version = (char *)"";
-    uint8_t msg[512];
-    size_t len = inference__model_metadata_request__get_packed_size(&rq);
-    if (len > sizeof msg)
-        return error_set(err, 400, "remote model name too long");
-    inference__model_metadata_request__pack(&rq, msg);
     struct buf resp;
     uint64_t timeout = (uint64_t)e->cfg->pool.health_timeout_ms * 1000u * 4;
-    if (upstream_pool_call_sync(e->pool, METADATA_PATH, msg, len, timeout, &resp, err) != 0)
+    if (ask_upstream(e, METADATA_PATH, &rq.base, timeout, &resp, err) != 0)
         return ST_ERROR;
     Inference__ModelMetadataResponse *md =
         inference__model_metadata_response__unpack(NULL, resp.len, (const uint8_t *)resp.data);

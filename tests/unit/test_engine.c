@@ -420,6 +420,20 @@ static void test_a_waiting_request_runs_when_room_is_freed(void **state)
     fake_model_free(m);
 }
 
+/* An engine of 8 blocks and two calls of 100 tokens submitted (b with
+ * b_timeout_us); returns the preemptions counted before. */
+static uint64_t start_two(struct model **m, struct call *a, struct call *b, uint64_t b_timeout_us)
+{
+    setup_engine(m, 8, 4);
+    uint64_t before = gen_metric("inferd_gen_preemptions_total");
+    struct error err;
+    call_init(a, *m, 100, 0);
+    call_init(b, *m, 100, b_timeout_us);
+    assert_int_equal((*m)->engine_ops->submit((*m)->engine, &a->req, &err), 0);
+    assert_int_equal((*m)->engine_ops->submit((*m)->engine, &b->req, &err), 0);
+    return before;
+}
+
 /* 8 blocks and two sequences of 7 blocks each: both are admitted (each
  * with its prompt's block), and when they outgrow the cache the younger
  * is preempted, then recomputed once the elder is done. Every token is
@@ -428,14 +442,8 @@ static void test_a_full_cache_preempts_the_youngest(void **state)
 {
     (void)state;
     struct model *m;
-    setup_engine(&m, 8, 4);
-    uint64_t before = gen_metric("inferd_gen_preemptions_total");
-    struct error err;
     struct call a, b;
-    call_init(&a, m, 100, 0);
-    call_init(&b, m, 100, 0);
-    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
-    assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
+    uint64_t before = start_two(&m, &a, &b, 0);
     grant(-1);
     call_wait(&a);
     call_wait(&b);
@@ -458,14 +466,8 @@ static void test_a_preempted_sequence_past_its_deadline_ends_cancelled(void **st
 {
     (void)state;
     struct model *m;
-    setup_engine(&m, 8, 4);
-    uint64_t before = gen_metric("inferd_gen_preemptions_total");
-    struct error err;
     struct call a, b;
-    call_init(&a, m, 100, 0);
-    call_init(&b, m, 100, 300000); /* 300 ms */
-    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
-    assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
+    uint64_t before = start_two(&m, &a, &b, 300000); /* b: 300 ms */
     while (gen_metric("inferd_gen_preemptions_total") == before) {
         grant(1);
         wait_used();
