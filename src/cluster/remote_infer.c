@@ -1,3 +1,5 @@
+#include "cluster/remote.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>

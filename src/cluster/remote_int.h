@@ -30,7 +30,10 @@
 #ifndef INFERD_CLUSTER_REMOTE_INT_H
 #define INFERD_CLUSTER_REMOTE_INT_H
 
-#include "cluster/remote.h"
+#include "cluster/upstream.h"
+#include "model/model.h"
+
+struct remote_model_config; /* cluster/remote.h */
 
 struct remote_engine {
     const struct remote_model_config *cfg;
