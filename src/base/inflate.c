@@ -15,7 +15,7 @@ int inflate_format_of(const char *name, size_t len)
         return INFLATE_GZIP;
     if (len == 7 && strncasecmp(name, "deflate", 7) == 0)
         return INFLATE_DEFLATE;
-    return -1;
+    return NOT_FOUND;
 }
 
 /* One pass of zlib over in with the given window bits. 0, ST_ERROR with

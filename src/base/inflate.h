@@ -23,7 +23,7 @@
 enum inflate_format { INFLATE_GZIP, INFLATE_DEFLATE };
 
 /* The format a Content-Encoding / grpc-encoding names ("gzip", "x-gzip",
- * "deflate"; case-insensitive), or -1 for any other. */
+ * "deflate"; case-insensitive), or NOT_FOUND (base/status.h) for any other. */
 int inflate_format_of(const char *name, size_t len);
 int inflate_all(enum inflate_format f, const uint8_t *in, size_t len, struct buf *out,
                 struct error *err);
