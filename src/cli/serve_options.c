@@ -74,6 +74,8 @@ const char serve_usage_text[] =
     "                             set, batched at every step; default: 64)\n"
     "  --prefill-chunk N          prompt tokens per prefill run: a long prompt joins the\n"
     "                             running set over several steps (default: 64)\n"
+    "  --no-prefix-cache          never share KV cache blocks between sequences whose tokens\n"
+    "                             begin the same way (default: shared, vLLM's prefix caching)\n"
     "  --usage-file FILE          keep the token metering (GET /v2/usage) in FILE across\n"
     "                             restarts, rewritten atomically every 5 s when it changed\n"
     "                             (default: in memory only)\n"
@@ -205,6 +207,7 @@ static const struct option getopt_table[] = {
     {"tls-client-ca", required_argument, NULL, SERVE_OPT_TLS_CLIENT_CA},
     {"metrics-port", required_argument, NULL, SERVE_OPT_METRICS_PORT},
     {"no-metrics", no_argument, NULL, SERVE_OPT_NO_METRICS},
+    {"no-prefix-cache", no_argument, NULL, SERVE_OPT_NO_PREFIX_CACHE},
     {"http3", no_argument, NULL, SERVE_OPT_HTTP3},
     {"http3-0rtt", no_argument, NULL, SERVE_OPT_HTTP3_0RTT},
     {"grpc-max-message-bytes", required_argument, NULL, SERVE_OPT_GRPC_MAX_MESSAGE},
@@ -464,6 +467,9 @@ int serve_option_apply(struct serve_options *o, int id, const char *value, struc
             if ((unsigned char)*c < 0x20 || *c == 0x7f)
                 return error_set(err, 400, "expected a name without control characters");
         o->server_name = value;
+        return 0;
+    case SERVE_OPT_NO_PREFIX_CACHE:
+        o->gen.no_prefix_cache = true;
         return 0;
     case SERVE_OPT_NO_METRICS:
         o->metrics_port = -1;

@@ -130,6 +130,7 @@ enum serve_option_id {
     SERVE_OPT_ADVERTISE_HOST,
     SERVE_OPT_INSTANCE_ID,
     SERVE_OPT_SERVER_NAME,
+    SERVE_OPT_NO_PREFIX_CACHE,
     SERVE_OPT_CONFIG,       /* command line only */
     SERVE_OPT_CHECK_CONFIG, /* command line only */
 };

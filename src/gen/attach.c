@@ -369,7 +369,7 @@ static int engine_new(struct model *m, const char *version_dir, const struct gen
     e->running = mem_calloc(e->max_running, sizeof *e->running);
     arena_init(&e->arena, 4096, 1u << 20);
     buf_init(&e->text, 1u << 20);
-    gen_kv_pool_init(&e->pool, &e->shape.kv);
+    gen_kv_pool_init(&e->pool, &e->shape.kv, !settings.no_prefix_cache);
     if (!e->name || !e->running || sample_scratch_init(&e->scratch, e->shape.vocab) != 0)
         return error_set(err, 500, "out of memory");
     char path[4096];

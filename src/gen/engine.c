@@ -71,6 +71,18 @@ static int keep_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t 
     return 0;
 }
 
+/* s's blocks that just filled go to the prefix table (kvcache.h): their
+ * bytes leave its reservation for the cache's, or go back to the budget
+ * when the table had that prefix already. */
+static void publish(struct gen_engine *e, struct gen_seq *s)
+{
+    uint32_t moved, dropped;
+    gen_kv_seq_publish(&e->pool, &s->kv, s->tokens, &moved, &dropped);
+    uint64_t bb = gen_kv_block_bytes(&e->shape.kv), bytes = (uint64_t)(moved + dropped) * bb;
+    s->reserved = s->reserved > bytes ? s->reserved - bytes : 0;
+    gen_kv_unreserve((uint64_t)dropped * bb);
+}
+
 int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t, bool keep,
             const float **logits, void **state, struct error *err)
 {
@@ -162,6 +174,7 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
                            (const float *)out[1 + l].data + (size_t)b * prow, past + t, past, t,
                            s->kv.len);
         s->kv.len += t;
+        publish(e, s);
     }
     *logits = out[0].data;
     if (keep && keep_run(e, seqs, n, past + t, mask, out, *state) == 0)
@@ -362,15 +375,26 @@ static void compact(struct gen_engine *e)
 
 /* ---- room in the cache ---------------------------------------------------------------- */
 
-/* Makes s's reservation cover `tokens` cached tokens (whole blocks).
- * `leave`: bytes the budget must still have free afterwards. */
+/* Makes s's reservation cover its own blocks of `tokens` cached tokens
+ * (whole blocks; the prefix table's are the cache's), the block it writes
+ * next made its own first (copy on write). `leave`: bytes the budget must
+ * still have free afterwards. When the budget is short, idle blocks of the
+ * prefix table are evicted first. */
 static bool reserve_for(struct gen_engine *e, struct gen_seq *s, uint32_t tokens, uint64_t leave)
 {
-    uint64_t need = gen_kv_bytes_for(&e->shape.kv, tokens);
+    if (gen_kv_seq_own_tail(&e->pool, &s->kv) != 0)
+        return false;
+    uint64_t bb = gen_kv_block_bytes(&e->shape.kv);
+    uint64_t all = gen_kv_bytes_for(&e->shape.kv, tokens), shared = (uint64_t)s->kv.nshared * bb;
+    uint64_t need = all > shared ? all - shared : 0;
     if (need <= s->reserved)
         return true;
-    if (!gen_kv_reserve_leaving(need - s->reserved, leave))
-        return false;
+    if (!gen_kv_reserve_leaving(need - s->reserved, leave)) {
+        uint64_t short_by = need - s->reserved + leave;
+        if (!gen_kv_evict_idle(&e->pool, (uint32_t)((short_by + bb - 1) / bb)) ||
+            !gen_kv_reserve_leaving(need - s->reserved, leave))
+            return false;
+    }
     s->reserved = need;
     return true;
 }
@@ -461,9 +485,16 @@ static void admit_locked(struct gen_engine *e, uint64_t now)
     uint64_t headroom = (uint64_t)e->nrunning * gen_kv_block_bytes(&e->shape.kv);
     while (e->wait_head && e->nrunning < e->max_running) {
         struct gen_seq *s = e->wait_head;
+        /* What the prefix table has of its tokens is not computed again; a
+         * new sequence still runs its last prompt token (for its logits). */
+        uint32_t hit = gen_kv_seq_attach(&e->pool, &s->kv, s->tokens, s->prefill_to);
+        uint32_t limit = s->generated ? s->prefill_to : s->prefill_to - 1;
+        s->kv.len = hit < limit ? hit : limit;
         /* Its prefill's blocks and the first token's. */
-        if (!reserve_for(e, s, s->prefill_to + 1, headroom))
+        if (!reserve_for(e, s, s->prefill_to + 1, headroom)) {
+            release_cache(e, s);
             break;
+        }
         headroom += gen_kv_block_bytes(&e->shape.kv);
         e->wait_head = s->next;
         if (!e->wait_head)

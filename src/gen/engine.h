@@ -50,6 +50,7 @@
 #ifndef INFERD_GEN_ENGINE_H
 #define INFERD_GEN_ENGINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/buf.h"
@@ -60,6 +61,7 @@ struct gen_settings {
     uint64_t kv_cache_bytes; /* process-wide KV cache budget */
     uint32_t max_running;    /* sequences in one engine's running set */
     uint32_t prefill_chunk;  /* prompt tokens per prefill run */
+    bool no_prefix_cache;    /* --no-prefix-cache: blocks are never shared */
 };
 
 #define GEN_DEFAULT_KV_CACHE_BYTES (256ull << 20)

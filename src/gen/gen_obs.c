@@ -73,6 +73,18 @@ static uint64_t preemptions(const struct gen_engine *e)
 {
     return metrics_load(&e->stats.preemptions);
 }
+static uint64_t prefix_queried(const struct gen_engine *e)
+{
+    return metrics_load(&e->pool.queried_tokens);
+}
+static uint64_t prefix_hits(const struct gen_engine *e)
+{
+    return metrics_load(&e->pool.hit_tokens);
+}
+static uint64_t prefix_blocks(const struct gen_engine *e)
+{
+    return atomic_load_explicit(&e->pool.ncached, memory_order_relaxed);
+}
 
 static const struct {
     const char *name, *type, *help;
@@ -93,6 +105,13 @@ static const struct {
      "Running sequences sent back to the waiting line for lack of KV cache (recomputed when "
      "admitted again).",
      preemptions},
+    {"inferd_gen_prefix_cache_queried_tokens_total", "counter",
+     "Tokens looked up in the prefix cache when sequences were admitted.", prefix_queried},
+    {"inferd_gen_prefix_cache_hit_tokens_total", "counter",
+     "Of those, tokens whose KV cache blocks were found there (not computed again).",
+     prefix_hits},
+    {"inferd_gen_prefix_cache_blocks", "gauge",
+     "KV cache blocks in the prefix cache (held by sequences or idle).", prefix_blocks},
 };
 
 static const struct {
@@ -142,12 +161,14 @@ void gen_write_metrics(struct buf *out)
         }
     }
     pthread_mutex_unlock(&engines_mu);
-    uint64_t budget = gen_kv_budget(), used = gen_kv_reserved();
+    uint64_t budget = gen_kv_budget(), reserved = gen_kv_reserved(), idle = gen_kv_idle();
+    uint64_t used = reserved > idle ? reserved - idle : 0;
     metrics_write_header(out, "inferd_gen_kv_cache_budget_bytes", "gauge",
                          "The KV cache budget of every generative model (--kv-cache-bytes).");
     metrics_write_u64(out, "inferd_gen_kv_cache_budget_bytes", NULL, 0, budget);
     metrics_write_header(out, "inferd_gen_kv_cache_usage_ratio", "gauge",
-                         "Reserved KV cache bytes over the budget.");
+                         "Reserved KV cache bytes over the budget (idle prefix-cache blocks, "
+                         "evicted when room is needed, not counted).");
     metrics_write_f64(out, "inferd_gen_kv_cache_usage_ratio", NULL, 0,
                       budget ? (double)used / (double)budget : 0.0);
 }

@@ -207,6 +207,51 @@ def test_a_full_cache_preempts_and_every_stream_completes_as_alone(server_factor
     assert metric(srv, "inferd_gen_kv_cache_usage_ratio") == 0
 
 
+def test_streams_sharing_a_prefix_equal_independent_runs(server_factory):
+    """The prefix cache (docs/generative.md): requests whose prompts begin
+    with the same 120-token text (a system prompt) attach its KV cache
+    blocks instead of computing them. Two concurrent streams after a first
+    request give the tokens two independent runs give on a server without
+    the cache (greedy and seeded sampling), and the hit counter says the
+    prefix was found."""
+    system = ("You are a helpful assistant who answers in the words of the King James "
+              "Bible. Be brief, and speak of the LORD with reverence. ") * 2
+    suffixes = [" And the LORD said unto Moses", " In the beginning God", " Blessed are the"]
+    shared = server_factory.start(models={"kjv": KJV})
+    alone = server_factory.start("--no-prefix-cache", models={"kjv": KJV})
+
+    def body(i, sampled):
+        b = {"text_input": system + suffixes[i], "max_tokens": 40, "temperature": 0}
+        if sampled:
+            b.update(temperature=0.8, random_seed=7 + i)
+        return b
+
+    def text(srv, b):
+        r = generate(srv, b, stream=True)
+        assert r.status_code == 200, r.text
+        ev = events(r)
+        return "".join(e["text_output"] for e in ev), ev[-1]["num_input_tokens"]
+
+    for sampled in (False, True):
+        assert generate(shared, body(0, sampled)).status_code == 200  # publishes the prefix
+        got = [None, None]
+
+        def run(i):
+            got[i - 1] = text(shared, body(i, sampled))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert got == [text(alone, body(i, sampled)) for i in (1, 2)], sampled
+        assert all(n > 100 for _, n in got)
+    hits = metric(shared, "inferd_gen_prefix_cache_hit_tokens_total" + LABELS)
+    assert hits >= 4 * 96  # four requests found at least six whole blocks of the prefix
+    assert metric(alone, "inferd_gen_prefix_cache_hit_tokens_total" + LABELS) == 0
+    assert metric(shared, "inferd_gen_prefix_cache_blocks" + LABELS) > 0
+
+
 def test_a_waiting_request_runs_when_room_is_freed(server_factory):
     """One sequence runs at a time (--max-running-sequences 1): the others
     wait, then run (the refusals of a wait are in tests/unit/test_engine.c)."""

@@ -199,7 +199,7 @@ def test_errors_are_trailers_only_with_grpc_codes(srv, pbs):
     ans = web_call(srv, "ModelInfer", bad)
     assert ans.code == 3  # INVALID_ARGUMENT
     for body, code in ((b"\x00\x00\x00", 3),                     # ends inside a prefix
-                       (b"\x01\x00\x00\x00\x01x", 12),           # compressed
+                       (b"\x01\x00\x00\x00\x01x", 13),           # compressed, no grpc-encoding
                        (b"", 3)):                                # no message
         assert web_call(srv, "ServerLive", None, body=body).code == code, body
     ans = web_call(srv, "ServerLive", None, text=True, body=b"AAAA*AAA")

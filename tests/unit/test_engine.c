@@ -46,6 +46,7 @@ static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static int permits; /* backend runs allowed; -1 = any */
 static int runs;
+static int64_t tokens_run; /* input_ids elements of every run */
 static _Atomic bool fail_runs; /* every run fails */
 
 static void grant(int n)
@@ -76,6 +77,7 @@ static int fake_execute(void *instance, struct arena *arena, const struct tensor
     if (permits > 0)
         permits--;
     runs++;
+    tokens_run += in[0].shape[0] * in[0].shape[1];
     pthread_cond_broadcast(&gate_cv);
     pthread_mutex_unlock(&gate_mu);
     if (atomic_load(&fail_runs))
@@ -271,11 +273,15 @@ static void call_wait(struct call *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-static void setup_engine_running(struct model **out, uint32_t blocks, uint32_t max_waiting,
-                                 uint32_t max_running)
+/* The prefix cache is off but where a test says otherwise: with it, a
+ * finished sequence's blocks stay reserved (idle, in the table). */
+static void setup_engine_full(struct model **out, uint32_t blocks, uint32_t max_waiting,
+                              uint32_t max_running, bool prefix_cache)
 {
-    struct gen_settings s = {
-        .kv_cache_bytes = blocks * BLOCK_BYTES, .max_running = max_running, .prefill_chunk = 64};
+    struct gen_settings s = {.kv_cache_bytes = blocks * BLOCK_BYTES,
+                             .max_running = max_running,
+                             .prefill_chunk = 64,
+                             .no_prefix_cache = !prefix_cache};
     gen_configure(&s);
     grant(-1); /* the warm-up runs freely */
     struct model *m = fake_model(max_waiting);
@@ -286,6 +292,12 @@ static void setup_engine_running(struct model **out, uint32_t blocks, uint32_t m
     permits = 0;
     pthread_mutex_unlock(&gate_mu);
     *out = m;
+}
+
+static void setup_engine_running(struct model **out, uint32_t blocks, uint32_t max_waiting,
+                                 uint32_t max_running)
+{
+    setup_engine_full(out, blocks, max_waiting, max_running, false);
 }
 
 static void setup_engine(struct model **out, uint32_t blocks, uint32_t max_waiting)
@@ -485,6 +497,43 @@ static void test_a_preempted_sequence_past_its_deadline_ends_cancelled(void **st
     fake_model_free(m);
 }
 
+/* With the prefix cache, a second prompt that begins like the first (40
+ * tokens, two whole blocks) attaches those blocks: its prefill runs only
+ * its last 8 tokens; both answer the same; the counters say so. */
+static void test_a_shared_prefix_is_not_computed_again(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine_full(&m, 64, 8, 8, true);
+    uint64_t queried = gen_metric("inferd_gen_prefix_cache_queried_tokens_total");
+    uint64_t hits = gen_metric("inferd_gen_prefix_cache_hit_tokens_total");
+    static char prompt[81];
+    for (int i = 0; i < 80; i += 2)
+        prompt[i] = ' ', prompt[i + 1] = 'a'; /* " a" is one token: 40 tokens */
+    struct call a, b;
+    int64_t used[2];
+    struct call *calls[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        struct error err;
+        call_init(calls[k], m, 5, 0);
+        calls[k]->prompt = (struct tensor_bytes){prompt, 80};
+        int64_t before = tokens_run;
+        assert_int_equal(m->engine_ops->submit(m->engine, &calls[k]->req, &err), 0);
+        grant(-1);
+        call_wait(calls[k]);
+        used[k] = tokens_run - before;
+        assert_int_equal(calls[k]->responses, 5);
+        assert_string_equal(calls[k]->last_finish, "length");
+        assert_int_equal(calls[k]->req.usage_prompt_tokens, 40);
+    }
+    assert_int_equal(used[0], 40 + 4); /* the prompt, then 4 decode steps */
+    assert_int_equal(used[1], 8 + 4);  /* 32 tokens found in the table */
+    assert_int_equal(gen_metric("inferd_gen_prefix_cache_queried_tokens_total") - queried, 80);
+    assert_int_equal(gen_metric("inferd_gen_prefix_cache_hit_tokens_total") - hits, 32);
+    fake_model_free(m);
+    assert_int_equal(gen_kv_reserved(), 0); /* the table's bytes went back with the engine */
+}
+
 /* A run that fails in a request's prefill: no response was sent, yet
  * complete() sees what it used (its prompt, nothing generated). */
 static void test_failed_before_any_response_has_its_usage(void **state)
@@ -580,6 +629,7 @@ int main(void)
         cmocka_unit_test(test_a_waiting_request_runs_when_room_is_freed),
         cmocka_unit_test(test_a_full_cache_preempts_the_youngest),
         cmocka_unit_test(test_a_preempted_sequence_past_its_deadline_ends_cancelled),
+        cmocka_unit_test(test_a_shared_prefix_is_not_computed_again),
         cmocka_unit_test(test_failed_before_any_response_has_its_usage),
         cmocka_unit_test(test_estimate_matches_the_engine),
     };
