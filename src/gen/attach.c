@@ -190,7 +190,7 @@ static int warm_up(struct gen_engine *e, struct error *err)
     for (uint32_t i = 0; i < 3 && !rc; i++) {
         uint32_t n = i < 2 ? 1 : 2, t = i == 0 ? 2 : 1;
         struct gen_seq **r = i == 1 ? &rows[1] : rows;
-        rc = gen_run(e, r, n, t, false, &logits, &state, err);
+        rc = gen_run(e, r, n, t, NULL, false, &logits, &state, err);
         if (rc)
             break;
         for (size_t k = 0; k < (size_t)n * t * e->shape.vocab; k++)

@@ -83,8 +83,8 @@ static void publish(struct gen_engine *e, struct gen_seq *s)
     gen_kv_unreserve((uint64_t)dropped * bb);
 }
 
-int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t, bool keep,
-            const float **logits, void **state, struct error *err)
+int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t,
+            const uint32_t *ts, bool keep, const float **logits, void **state, struct error *err)
 {
     const struct gen_kv_shape *ks = &e->shape.kv;
     uint32_t layers = ks->layers, past = 0;
@@ -106,9 +106,12 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
     int64_t *ids = e->ints, *pos = ids + nt, *mask = e->masks[cur];
     for (uint32_t b = 0; b < n; b++) {
         const struct gen_seq *s = seqs[b];
+        uint32_t tb = ts ? ts[b] : t;
         for (uint32_t i = 0; i < t; i++) {
-            ids[b * t + i] = s->tokens[s->kv.len + i];
-            pos[b * t + i] = s->kv.len + i;
+            /* Padding repeats the row's last token at its position. */
+            uint32_t at = s->kv.len + (i < tb ? i : tb - 1);
+            ids[b * t + i] = s->tokens[at];
+            pos[b * t + i] = at;
         }
         int64_t *m = mask + (size_t)b * (past + t);
         if (reuse) {
@@ -118,7 +121,7 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
             continue;
         }
         for (uint32_t k = 0; k < past + t; k++)
-            m[k] = k < s->kv.len || k >= past;
+            m[k] = k < s->kv.len || (k >= past && k < past + tb);
         for (uint32_t l = 0; l < 2u * layers; l++)
             gen_kv_gather(&e->pool, &s->kv, l / 2, l % 2, e->past + ((size_t)l * n + b) * row,
                           past);
@@ -165,15 +168,16 @@ int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint3
     size_t prow = (size_t)ks->heads * (past + t) * ks->head_dim;
     for (uint32_t b = 0; b < n; b++) {
         struct gen_seq *s = seqs[b];
-        if (gen_kv_seq_reserve(&e->pool, &s->kv, s->kv.len + t) != 0) {
+        uint32_t tb = ts ? ts[b] : t;
+        if (gen_kv_seq_reserve(&e->pool, &s->kv, s->kv.len + tb) != 0) {
             e->backend->release(e->instance, *state);
             return error_set(err, 500, "out of memory for the KV cache");
         }
         for (uint32_t l = 0; l < 2u * layers; l++)
             gen_kv_scatter(&e->pool, &s->kv, l / 2, l % 2,
-                           (const float *)out[1 + l].data + (size_t)b * prow, past + t, past, t,
+                           (const float *)out[1 + l].data + (size_t)b * prow, past + t, past, tb,
                            s->kv.len);
-        s->kv.len += t;
+        s->kv.len += tb;
         publish(e, s);
     }
     *logits = out[0].data;
@@ -289,29 +293,75 @@ static void fail_all(struct gen_engine *e, struct gen_seq **seqs, uint32_t n,
 
 /* ---- one step of the running set ---------------------------------------------------- */
 
-/* One prefill chunk of slot i (a sequence still reading its prompt). */
-static void prefill(struct gen_engine *e, uint32_t i)
+/* Tokens slot i's next prefill chunk feeds. */
+static uint32_t chunk_of(const struct gen_engine *e, uint32_t i)
 {
-    struct gen_seq *s = e->running[i];
+    const struct gen_seq *s = e->running[i];
     uint32_t t = s->prefill_to - s->kv.len;
-    if (t > e->prefill_chunk)
-        t = e->prefill_chunk;
-    if (!s->req->infer_start_ns)
-        s->req->infer_start_ns = clock_now_ns();
+    return t < e->prefill_chunk ? t : e->prefill_chunk;
+}
+
+/* One backend run of a prefill chunk of each of slots[0, n), padded to the
+ * longest (ts: their chunks). */
+static void prefill_rows(struct gen_engine *e, const uint32_t *slots, const uint32_t *ts,
+                         uint32_t n)
+{
+    struct gen_seq *rows[n];
+    uint32_t t = 0;
+    for (uint32_t b = 0; b < n; b++) {
+        rows[b] = e->running[slots[b]];
+        t = ts[b] > t ? ts[b] : t;
+        if (!rows[b]->req->infer_start_ns)
+            rows[b]->req->infer_start_ns = clock_now_ns();
+    }
     const float *logits;
     void *state;
     struct error err;
-    if (gen_run(e, &e->running[i], 1, t, false, &logits, &state, &err) != 0)
-        return fail_all(e, &e->running[i], 1, &err);
-    bool ended = false;
+    atomic_fetch_add_explicit(&e->stats.prefill_runs, 1, memory_order_relaxed);
+    if (gen_run(e, rows, n, t, ts, false, &logits, &state, &err) != 0) {
+        fail_all(e, rows, n, &err);
+        for (uint32_t b = 0; b < n; b++)
+            e->running[slots[b]] = NULL;
+        return;
+    }
     /* The prompt's last logits give the first token; a preempted
      * sequence's recomputed cache ends before its last token, which the
      * next decode step feeds. */
-    if (s->kv.len == s->prefill_to && s->generated == 0)
-        ended = advance(e, s, logits + (size_t)(t - 1) * e->shape.vocab);
+    for (uint32_t b = 0; b < n; b++) {
+        struct gen_seq *s = rows[b];
+        if (s->kv.len == s->prefill_to && s->generated == 0 &&
+            advance(e, s, logits + ((size_t)b * t + ts[b] - 1) * e->shape.vocab))
+            e->running[slots[b]] = NULL;
+    }
     gen_run_release(e, state);
-    if (ended)
-        e->running[i] = NULL;
+}
+
+/* One prefill chunk of every sequence still reading its prompt, batched:
+ * new prompts are read together, each run padded to its longest chunk;
+ * a chunk less than half the longest waits for a run of its own size, so
+ * that padding never doubles a run's work. */
+static void prefill(struct gen_engine *e)
+{
+    if (e->nrunning == 0)
+        return;
+    uint32_t slots[e->nrunning], ts[e->nrunning], n = 0;
+    for (uint32_t i = 0; i < e->nrunning; i++)
+        if (e->running[i] && e->running[i]->kv.len < e->running[i]->prefill_to) {
+            /* Insertion by chunk size, longest first. */
+            uint32_t t = chunk_of(e, i), k = n++;
+            while (k > 0 && ts[k - 1] < t) {
+                slots[k] = slots[k - 1], ts[k] = ts[k - 1];
+                k--;
+            }
+            slots[k] = i, ts[k] = t;
+        }
+    for (uint32_t from = 0; from < n;) {
+        uint32_t to = from + 1;
+        while (to < n && ts[to] * 2 >= ts[from])
+            to++;
+        prefill_rows(e, slots + from, ts + from, to - from);
+        from = to;
+    }
 }
 
 /* One decode step of every sequence past its prompt. */
@@ -336,7 +386,7 @@ static void decode(struct gen_engine *e)
     atomic_fetch_add_explicit(&e->stats.steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->stats.step_rows, n, memory_order_relaxed);
     metrics_hist_observe(&e->stats.batch, &gen_batch_spec, n, METRICS_SHARED_SHARD);
-    if (gen_run(e, rows, n, 1, true, &logits, &state, &err) != 0) {
+    if (gen_run(e, rows, n, 1, NULL, true, &logits, &state, &err) != 0) {
         fail_all(e, rows, n, &err);
         for (uint32_t b = 0; b < n; b++)
             e->running[slot[b]] = NULL;
@@ -467,9 +517,7 @@ static void step(struct gen_engine *e)
     /* Decode first: the sequences already streaming keep their pace while
      * newcomers read their prompts a chunk per step. */
     decode(e);
-    for (uint32_t i = 0; i < e->nrunning; i++)
-        if (e->running[i] && e->running[i]->kv.len < e->running[i]->prefill_to)
-            prefill(e, i);
+    prefill(e);
     compact(e);
 }
 

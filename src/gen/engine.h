@@ -40,7 +40,8 @@
  * goes on from its last token, nothing sent twice); run one decode step
  * batching every running sequence past its prefill (its last token in,
  * the next sampled out); run one prefill chunk (--prefill-chunk tokens)
- * of each sequence still reading its prompt; hand out the responses;
+ * of each sequence still reading its prompt, batched (padded to the
+ * longest chunk of similar sizes); hand out the responses;
  * retire finished sequences, freeing their cache. A sequence whose
  * request is cancelled (req->cancelled: the client is gone, or the
  * stream's grace period ended), whose deadline passed, or whose response

@@ -77,6 +77,7 @@ struct gen_stats {
     _Atomic uint64_t refused_waiting;  /* 503: waiting line full or deadline while waiting */
     _Atomic uint64_t preemptions;      /* sequences sent back to the line for lack of cache */
     _Atomic uint64_t steps, step_rows; /* decode steps and the sequences they carried */
+    _Atomic uint64_t prefill_runs;     /* backend runs of prefill chunks (batched) */
     _Atomic uint32_t running, waiting;
     struct metrics_hist ttft, tpot, batch;
 };
@@ -148,14 +149,17 @@ void gen_seq_count(struct gen_seq *s);
 bool gen_seq_respond(struct gen_engine *e, struct gen_seq *s, bool final, enum gen_finish why);
 
 /* engine.c */
-/* One backend run over rows [0, n) of seqs, each feeding tokens
- * [kv.len, kv.len + t) (t equal for every row); stores their keys and
- * values and points *logits at the run's [n, t, vocab] logits, valid until
+/* One backend run over rows [0, n) of seqs, row b feeding tokens
+ * [kv.len, kv.len + ts[b]) (ts NULL: t for every row; else t is the
+ * largest ts[b], and a shorter row is padded after its tokens: causal
+ * attention keeps its real tokens from seeing the padding, which is not
+ * stored); stores their keys and values and points *logits at the run's
+ * [n, t, vocab] logits (row b's last token at [b, ts[b] - 1]), valid until
  * gen_run_release(). keep (decode steps): the run becomes e->prev, which
  * owns its outputs (*state is then NULL), and the next run with the same
  * rows takes its past from it. 0 or ST_ERROR with err. */
-int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t, bool keep,
-            const float **logits, void **state, struct error *err);
+int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t,
+            const uint32_t *ts, bool keep, const float **logits, void **state, struct error *err);
 /* Frees e->prev's outputs (idle, on a failure, at the end). */
 void gen_prev_drop(struct gen_engine *e);
 void gen_run_release(struct gen_engine *e, void *state);

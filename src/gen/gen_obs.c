@@ -69,6 +69,10 @@ static uint64_t steps(const struct gen_engine *e)
 {
     return metrics_load(&e->stats.steps);
 }
+static uint64_t prefill_runs(const struct gen_engine *e)
+{
+    return metrics_load(&e->stats.prefill_runs);
+}
 static uint64_t preemptions(const struct gen_engine *e)
 {
     return metrics_load(&e->stats.preemptions);
@@ -101,6 +105,9 @@ static const struct {
      "Requests answered 503: the waiting line was full or their deadline passed while waiting.",
      refused},
     {"inferd_gen_decode_steps_total", "counter", "Batched decode steps run.", steps},
+    {"inferd_gen_prefill_runs_total", "counter",
+     "Backend runs of prompt chunks (the chunks of several new prompts batched in one).",
+     prefill_runs},
     {"inferd_gen_preemptions_total", "counter",
      "Running sequences sent back to the waiting line for lack of KV cache (recomputed when "
      "admitted again).",

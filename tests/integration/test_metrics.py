@@ -304,33 +304,40 @@ def test_rejected_queue_timeout(server_factory):
     lands before the long one simply runs."""
     srv = server_factory.start(models={"slow": SLOW})
     lab = {"model": "slow", "version": "1"}
-    results = {}
-    started = threading.Event()
+    statuses, longs = [], 0
+    # A short request may still land before the long one (the server is
+    # parsing its large body) and the long one may end before the next
+    # short one is sent: then the long one goes again, up to 3 times.
+    while longs < 3 and (not statuses or statuses[-1] not in (503, 504)):
+        results = {}
+        started = threading.Event()
 
-    def long_one():
-        results["long"] = one_long(srv, sent=started)
+        def long_one():
+            results["long"] = one_long(srv, sent=started)
 
-    long_req = threading.Thread(target=long_one)
-    long_req.start()
-    started.wait()
-    statuses = []
-    # Until one is refused, or the long one is over (it may arrive late:
-    # its body is large).
-    while long_req.is_alive() or not statuses:
-        r = infer_request(srv.url, "slow", [{"name": "X", "shape": [1, 256], "datatype": "FP32",
-                                             "data": [1.0] * 256}], parameters={"timeout": 1000})
-        statuses.append(r.status_code)
-        if r.status_code in (503, 504):
-            if r.status_code == 503:
-                assert "cannot be met" in r.json()["error"], r.text
-            break
-    long_req.join()
-    assert results["long"] == 200
+        long_req = threading.Thread(target=long_one)
+        long_req.start()
+        started.wait()
+        longs += 1
+        sent = 0
+        # Until one is refused, or the long one is over.
+        while long_req.is_alive() or not sent:
+            r = infer_request(srv.url, "slow", [{"name": "X", "shape": [1, 256],
+                                                 "datatype": "FP32", "data": [1.0] * 256}],
+                              parameters={"timeout": 1000})
+            statuses.append(r.status_code)
+            sent += 1
+            if r.status_code in (503, 504):
+                if r.status_code == 503:
+                    assert "cannot be met" in r.json()["error"], r.text
+                break
+        long_req.join()
+        assert results["long"] == 200
     refused = statuses[-1]
     assert refused in (503, 504) and set(statuses) <= {200, refused}, statuses
     s = scrape(srv)
     assert s.get("nv_inference_request_failure", reason="REJECTED", **lab) == 1
-    assert s.get("nv_inference_request_success", **lab) == 1 + statuses.count(200)
+    assert s.get("nv_inference_request_success", **lab) == longs + statuses.count(200)
     reason = "queue_timeout" if refused == 504 else "unavailable"
     assert s.get("inferd_rejected_requests_total", reason=reason) == 1
     check_histograms(s, "slow")

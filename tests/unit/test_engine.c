@@ -57,6 +57,17 @@ static void grant(int n)
     pthread_mutex_unlock(&gate_mu);
 }
 
+static int waiting_runs; /* runs blocked for a permit */
+
+/* Runs waiting for a permit now. */
+static int runs_waiting(void)
+{
+    pthread_mutex_lock(&gate_mu);
+    int n = waiting_runs;
+    pthread_mutex_unlock(&gate_mu);
+    return n;
+}
+
 /* Waits until the engine has used every permit (it is blocked in a run). */
 static void wait_used(void)
 {
@@ -72,8 +83,10 @@ static int fake_execute(void *instance, struct arena *arena, const struct tensor
 {
     (void)instance, (void)arena, (void)flags;
     pthread_mutex_lock(&gate_mu);
+    waiting_runs++;
     while (permits == 0)
         pthread_cond_wait(&gate_cv, &gate_mu);
+    waiting_runs--;
     if (permits > 0)
         permits--;
     runs++;
@@ -497,6 +510,36 @@ static void test_a_preempted_sequence_past_its_deadline_ends_cancelled(void **st
     fake_model_free(m);
 }
 
+/* Two prompts that arrive while the engine runs are prefilled together:
+ * one backend run gives both their first token. (c holds the engine in
+ * its own prefill while a and b arrive.) */
+static void test_new_prompts_are_prefilled_together(void **state)
+{
+    (void)state;
+    struct model *m;
+    setup_engine(&m, 64, 8);
+    uint64_t before = gen_metric("inferd_gen_prefill_runs_total");
+    struct error err;
+    struct call a, b, c;
+    call_init(&c, m, 1, 0);
+    call_init(&a, m, 3, 0);
+    call_init(&b, m, 3, 0);
+    b.prompt = (struct tensor_bytes){"In the beginning God", 20}; /* a longer prompt */
+    assert_int_equal(m->engine_ops->submit(m->engine, &c.req, &err), 0);
+    while (runs_waiting() == 0)
+        usleep(1000); /* the engine is in c's prefill */
+    assert_int_equal(m->engine_ops->submit(m->engine, &a.req, &err), 0);
+    assert_int_equal(m->engine_ops->submit(m->engine, &b.req, &err), 0);
+    grant(-1);
+    call_wait(&c);
+    call_wait(&a);
+    call_wait(&b);
+    assert_int_equal(a.responses, 3);
+    assert_int_equal(b.responses, 3);
+    assert_int_equal(gen_metric("inferd_gen_prefill_runs_total") - before, 2); /* c, then a and b */
+    fake_model_free(m);
+}
+
 /* With the prefix cache, a second prompt that begins like the first (40
  * tokens, two whole blocks) attaches those blocks: its prefill runs only
  * its last 8 tokens; both answer the same; the counters say so. */
@@ -630,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_a_full_cache_preempts_the_youngest),
         cmocka_unit_test(test_a_preempted_sequence_past_its_deadline_ends_cancelled),
         cmocka_unit_test(test_a_shared_prefix_is_not_computed_again),
+        cmocka_unit_test(test_new_prompts_are_prefilled_together),
         cmocka_unit_test(test_failed_before_any_response_has_its_usage),
         cmocka_unit_test(test_estimate_matches_the_engine),
     };
