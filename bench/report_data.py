@@ -45,6 +45,15 @@ TARGETS = {
                           ">= 0.9", lambda v: v >= 0.9),
     "gen_batching": ("aggregate tokens/s at 32 streams ÷ 1 stream (kjv, continuous batching)",
                      ">= 4x", lambda v: v >= 4.0),
+    "gen_decoder_single_stream": ("server tokens/s ÷ in-process generation loop, 1 stream "
+                                  "(bench/models/decoder: 8 layers, width 512)", ">= 0.9",
+                                  lambda v: v >= 0.9),
+    "gen_decoder_batched": ("server tokens/s at 32 streams ÷ the in-process loop at batch 32 "
+                            "(decoder)", ">= 0.85", lambda v: v >= 0.85),
+    "gen_ttft_tail": ("TTFT p99 at 32 streams ÷ 1-stream TTFT p50 (decoder)", "<= 3",
+                      lambda v: v <= 3.0),
+    "gen_prefix_reuse": ("TTFT p50 without the prefix cache ÷ with it, a shared ~500-token "
+                         "prompt (decoder)", ">= 3x", lambda v: v >= 3.0),
     "token_fairness": ("tokens served to two tenants with equal token quotas, lower ÷ higher "
                        "(kjv, 20- vs 200-token prompts)", ">= 0.90 (within 10 %)",
                        lambda v: v >= 0.90),
@@ -693,19 +702,21 @@ def gen_median(rs, key, q=None):
     return median((r.get(key) or {}).get(q) if q else r.get(key) for r in rs)
 
 
-def assemble_generation(run_dir):
+def assemble_generation(run_dir, pfx="gen"):
+    """Experiment 12 of one model: its files are PFX_* (gen: models/kjv,
+    gendec: bench/models/decoder, which also has the prefix-reuse runs)."""
     for kind in ("skipped", "failed"):
-        p = os.path.join(run_dir, "gen." + kind)
+        p = os.path.join(run_dir, pfx + "." + kind)
         if os.path.exists(p):
             return {("skipped" if kind == "skipped" else "error"): open(p).read().strip()}
-    floors = [load(p) for p in round_paths(run_dir, "gen_floor")]
+    floors = [load(p) for p in round_paths(run_dir, pfx + "_floor")]
     if not floors:
         return {"error": "not measured"}
-    setup = load_opt(os.path.join(run_dir, "gen_setup.json")) or {}
+    setup = load_opt(os.path.join(run_dir, pfx + "_setup.json")) or {}
     streams = setup.get("streams") or [1, 8, 32]
     server = {}
     for c in streams:
-        rs = [gen_summary(p) for p in round_paths(run_dir, "gen_c%d" % c)]
+        rs = [gen_summary(p) for p in round_paths(run_dir, "%s_c%d" % (pfx, c))]
         server[str(c)] = {
             "tokens_per_s": gen_median(rs, "tokens_per_s"),
             "ttft_p50_us": gen_median(rs, "ttft_us", "p50"),
@@ -715,7 +726,7 @@ def assemble_generation(run_dir):
             "rounds": rs,
         }
     one, most = server.get("1"), server.get(str(max(streams)))
-    batched = [load(p) for p in round_paths(run_dir, "gen_floor_batched")]
+    batched = [load(p) for p in round_paths(run_dir, pfx + "_floor_batched")]
     at_batch = server.get(str(setup.get("batched")))
     batched_rounds = ([ratio(at_batch["rounds"][i]["tokens_per_s"], batched[i].get("tokens_per_s"))
                        for i in range(min(len(batched), len(at_batch["rounds"])))]
@@ -728,7 +739,7 @@ def assemble_generation(run_dir):
                 if one and most else [])
     return {
         "setup": setup,
-        "check": load_opt(os.path.join(run_dir, "gen_check.json")),
+        "check": load_opt(os.path.join(run_dir, pfx + "_check.json")),
         "floor": {"tokens_per_s": median(f.get("tokens_per_s") for f in floors),
                   "ttft_us": median(f.get("ttft_us") for f in floors),
                   "tpot_us": median(f.get("tpot_us") for f in floors),
@@ -751,8 +762,29 @@ def assemble_generation(run_dir):
         # informative: the server at `batched` streams ÷ the in-process loop at that batch
         "batched_rounds": batched_rounds,
         "batched_ratio": median(batched_rounds),
+        # TTFT p99 at the most streams ÷ the single stream's TTFT p50
+        # (none when the most streams completed no request in the window)
+        "ttft_tail_ratio": ratio((most or {}).get("ttft_p99_us") or None,
+                                 (one or {}).get("ttft_p50_us")),
+        "prefix_reuse": assemble_prefix_reuse(run_dir, pfx),
         "valid": all(r["valid"] for s in server.values() for r in s["rounds"]),
     }
+
+
+def assemble_prefix_reuse(run_dir, pfx):
+    """Experiment 12 (c): TTFT p50 of one stream sharing a ~500-token prompt,
+    with the prefix cache and without (--no-prefix-cache), per round."""
+    on = [gen_summary(p) for p in round_paths(run_dir, pfx + "pfx_on")]
+    off = [gen_summary(p) for p in round_paths(run_dir, pfx + "pfx_off")]
+    if not on or not off:
+        return None
+    per_round = [ratio((off[i].get("ttft_us") or {}).get("p50"),
+                       (on[i].get("ttft_us") or {}).get("p50"))
+                 for i in range(min(len(on), len(off)))]
+    return {"ttft_p50_on_us": gen_median(on, "ttft_us", "p50"),
+            "ttft_p50_off_us": gen_median(off, "ttft_us", "p50"),
+            "rounds": per_round, "ratio": median(per_round),
+            "valid": all(r["valid"] for r in on + off)}
 
 
 PREP_SIDES = (("plain", "plain decode"), ("draft", "draft (DCT-scaled) decode"))
@@ -903,6 +935,7 @@ def cmd_assemble(args):
         "shadow": assemble_shadow(run_dir),
         "overload": assemble_overload(run_dir),
         "generation": assemble_generation(run_dir),
+        "generation_decoder": assemble_generation(run_dir, "gendec"),
         "preprocessing": assemble_prep(run_dir),
         "http3": assemble_http3(run_dir),
         "token_fairness": assemble_token_fairness(run_dir),
@@ -934,6 +967,11 @@ def cmd_assemble(args):
         target("tenant_fairness", ov_ten.get("fairness")),
         target("gen_single_stream", exps["generation"].get("single_stream_ratio")),
         target("gen_batching", exps["generation"].get("batching_ratio")),
+        target("gen_decoder_single_stream", exps["generation_decoder"].get("single_stream_ratio")),
+        target("gen_decoder_batched", exps["generation_decoder"].get("batched_ratio")),
+        target("gen_ttft_tail", exps["generation_decoder"].get("ttft_tail_ratio")),
+        target("gen_prefix_reuse",
+               (exps["generation_decoder"].get("prefix_reuse") or {}).get("ratio")),
         target("prep_speedup", (exps["preprocessing"].get("plain") or {}).get("ratio")),
         target("token_fairness", exps["token_fairness"].get("fairness")),
         target("token_ttft", exps["token_fairness"].get("ttft_ratio")),

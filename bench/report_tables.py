@@ -50,6 +50,27 @@ def sentence(text):
     """text with a capital first letter (a table's line of its own)."""
     return text[:1].upper() + text[1:]
 
+def gen_decoder_notes(g, notes):
+    names = ("gen_decoder_single_stream", "gen_decoder_batched", "gen_ttft_tail",
+             "gen_prefix_reuse")
+    if (why := why_missing(g)):
+        for name in names:
+            notes[name] = why
+        return
+    s, fb = g["server"], g.get("floor_batched") or {}
+    top = str(max(int(c) for c in s))
+    notes["gen_decoder_single_stream"] = "%s vs %s tokens/s" % (
+        fmt(s["1"]["tokens_per_s"]), fmt(g["floor"]["tokens_per_s"]))
+    notes["gen_decoder_batched"] = "%s vs %s tokens/s" % (
+        fmt((s.get(str(fb.get("batch"))) or {}).get("tokens_per_s")), fmt(fb.get("tokens_per_s")))
+    notes["gen_ttft_tail"] = "TTFT p99 %s µs at %s streams; 1 stream p50 %s µs" % (
+        fmt(s[top]["ttft_p99_us"]), top, fmt(s["1"]["ttft_p50_us"]))
+    pr = g.get("prefix_reuse") or {}
+    notes["gen_prefix_reuse"] = ("TTFT p50 %s µs without the cache, %s µs with it" % (
+        fmt(pr.get("ttft_p50_off_us")), fmt(pr.get("ttft_p50_on_us"))) if pr else
+        "not measured")
+
+
 def gen_notes(g, notes):
     if (why := why_missing(g)):
         for name in ("gen_single_stream", "gen_batching"):
@@ -193,6 +214,8 @@ def target_notes(doc):
                                         fmt(ten["a"]["rps_ok"]), pct(ten["a"]["share"]),
                                         fmt(ten["b"]["rps_ok"]), pct(ten["b"]["share"])))
     gen_notes(e.get("generation") or {"error": "no generation row in this results file"}, notes)
+    gen_decoder_notes(e.get("generation_decoder") or
+                      {"error": "no decoder generation row in this results file"}, notes)
     prep_notes(e.get("preprocessing") or {"error": "no preprocessing row in this results file"},
                notes)
     tq_notes(e.get("token_fairness") or {"error": "no token fairness row in this results file"},
@@ -252,12 +275,14 @@ def md_run(doc):
             s = fmt(v, "%.3f")
         elif t["name"] in ("latency_p99", "overload_refusal_p99"):
             s = fmt(v, "%.0f µs")
-        elif t["name"] in ("json_decode", "node_ratio", "gen_batching", "prep_speedup"):
+        elif t["name"] in ("json_decode", "node_ratio", "gen_batching", "prep_speedup",
+                           "gen_prefix_reuse"):
             s = fmt(v, "%.2f×")
         elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
                            "overload_default_p99",
                            "tenant_fairness", "gen_single_stream", "token_fairness",
-                           "token_ttft"):
+                           "token_ttft", "gen_decoder_single_stream", "gen_decoder_batched",
+                           "gen_ttft_tail"):
             s = fmt(v, "%.3f")
         elif t["name"] == "allocations":
             s = fmt(v, "%.4g")
@@ -504,7 +529,11 @@ def md_run(doc):
     out += md_node(e.get("node") or {"error": "no Node.js row in this results file"}, cfg)
     out += md_shadow(e.get("shadow") or {"error": "no shadow row in this results file"}, cfg)
     out += md_overload(e.get("overload") or {"error": "no overload row in this results file"})
-    out += md_generation(e.get("generation") or {"error": "no generation row in this results file"})
+    out += md_generation(e.get("generation") or {"error": "no generation row in this results file"},
+                         part="a")
+    out += md_generation(e.get("generation_decoder") or
+                         {"error": "no decoder generation row in this results file"},
+                         "`bench/models/decoder` (8 layers, width 512, context 2048)", "b")
     out += md_prep(e.get("preprocessing") or {"error": "no preprocessing row in this results file"},
                    cores)
     out += md_http3(e.get("http3") or {"error": "no HTTP/3 row in this results file"})
@@ -803,10 +832,10 @@ def md_overload(ov):
     return out
 
 
-def md_generation(g):
+def md_generation(g, model="`models/kjv`", part=""):
     out = []
     w = out.append
-    w("### 12. Generation: `models/kjv` streamed by the server vs the in-process loop")
+    w("### 12%s. Generation: %s streamed by the server vs the in-process loop" % (part, model))
     w("")
     if (why := why_missing(g)):
         w(sentence(why))
@@ -865,6 +894,20 @@ def md_generation(g):
               fb["batch"], fb["batch"], fmt(g.get("batched_ratio"), "%.3f"),
               ", ".join(fmt(v, "%.3f") for v in g.get("batched_rounds") or []),
               fmt(ratio(fb["tokens_per_s"], f["tokens_per_s"]), "%.2f")))
+    if g.get("ttft_tail_ratio") is not None:
+        w("")
+        w("TTFT p99 at %s streams ÷ 1-stream TTFT p50 = %s (new prompts' chunks are prefilled "
+          "together in one backend run)." % (max(int(c) for c in g["server"]),
+                                             fmt(g["ttft_tail_ratio"], "%.2f")))
+    pr = g.get("prefix_reuse")
+    if pr:
+        w("")
+        w("Prefix reuse: one stream of requests sharing a %s-byte prompt (every request after "
+          "the first shares it whole; max_tokens 8): TTFT p50 %s µs with the prefix cache, %s µs "
+          "with `--no-prefix-cache`: **%s× lower** (target ≥ 3×; per round %s)." % (
+              (g.get("setup") or {}).get("prefix_prompt_bytes", "?"), fmt(pr["ttft_p50_on_us"]),
+              fmt(pr["ttft_p50_off_us"]), fmt(pr["ratio"], "%.1f"),
+              ", ".join(fmt(v, "%.1f") for v in pr["rounds"])))
     if not g["valid"]:
         w("")
         w("**Some requests failed**: %s." % "; ".join(

@@ -184,6 +184,8 @@ if [ "${QUICK:-0}" = 1 ]; then
     JSON_DECODE_N=300               # decodes per timing round of bench/json_decode
     GEN_REPEAT=50                   # generations per round of the in-process loop (~2 s)...
     GEN_REPEAT_BATCHED=3            # ...and of its batch of GEN_BATCHED rows
+    GEN_DEC_REPEAT=1                # the same for bench/models/decoder (~0.7 s each)
+    GEN_DEC_REPEAT_BATCHED=1
 else
     MODE=full
     DURATION="${DURATION:-10}"
@@ -195,6 +197,8 @@ else
     JSON_DECODE_N=3000
     GEN_REPEAT=250
     GEN_REPEAT_BATCHED=15
+    GEN_DEC_REPEAT=5
+    GEN_DEC_REPEAT_BATCHED=1
 fi
 HTTP_CONNECTIONS=64      # experiments 1, 3, 5: closed loop, one request in flight each
 COMPUTE_CONNECTIONS=128  # experiment 2: batch-1 requests in flight, for the batcher
@@ -208,6 +212,9 @@ GEN_BATCHED=32           # experiment 12: rows of the batched in-process loop
 GEN_KV_STREAMS=64        # experiment 12: --kv-cache-bytes holds this many whole contexts
 GEN_PROMPT="${GEN_PROMPT:-And God said}"
 GEN_MAX_TOKENS="${GEN_MAX_TOKENS:-128}"
+# Experiment 12 (c): the shared prompt of the prefix-reuse runs, about 500
+# tokens of the decoder's (kjv's) tokenizer.
+GEN_SYSTEM_PROMPT="$(for _ in $(seq 1 14); do printf 'And the earth was without form, and void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. '; done | head -c 2000)"
 
 # --- prerequisites ----------------------------------------------------------------
 [ -x "$INFERD" ] || die "$INFERD does not exist: run 'make build' (or make bench)"
@@ -1111,108 +1118,155 @@ EOF
     fi
 fi
 
-# --- 12. generation: streamed completions of models/kjv vs the in-process loop ---------------
-# models/kjv (issue 15's generative model), greedy (temperature 0), one prompt
-# and max_tokens for everything. First a check: the server's greedy completion
-# (stream false) must equal the in-process loop's text, or nothing is measured.
-# Then ROUNDS rounds, each in turn on the same cores:
+# --- 12. generation: streamed completions vs the in-process loop, two models -----------------
+# Two models, one after the other, each measured the same way: models/kjv
+# (issue 15's small generative model: 4 layers, width 128, context 256) and
+# bench/models/decoder (a decoder of a size users serve on CPUs: 8 layers,
+# width 512, context 2048, random weights; bench/models/build/make_decoder.py
+# builds it when missing). Greedy (temperature 0), one prompt and max_tokens
+# for everything. First a check: the server's greedy completion (stream false)
+# must equal the in-process loop's text, or nothing is measured. Then ROUNDS
+# rounds, each in turn on the same cores:
 #  (a) the floor: `inferd bench --generate-floor` on the server cores (the
 #      server meanwhile idle), the ideal single-stream loop
-#      (src/bench/gen_floor.c): median tokens/s of GEN_REPEAT generations;
-#      then the same loop with GEN_BATCHED copies of the prompt in one batch
-#      (--batch), what ONNX Runtime itself gives at that many rows
-#      (informative: server at GEN_BATCHED streams ÷ this);
+#      (src/bench/gen_floor.c): median tokens/s of the model's REPEAT
+#      generations; then the same loop with GEN_BATCHED copies of the prompt
+#      in one batch (--batch), what ONNX Runtime itself gives at that many rows;
 #  (b) one server (--kv-cache-bytes room for GEN_KV_STREAMS whole contexts) and
 #      `inferd bench --openai` (POST /v1/completions, stream true,
 #      include_usage) with 1, 8 and 32 streams in flight, closed loop: tokens/s
-#      received in the window, TTFT and TPOT percentiles.
+#      received in the window, TTFT and TPOT percentiles;
+#  (c) the decoder only, prefix reuse: one stream of requests whose prompt is
+#      the same ~500-token text (a system prompt: every request after the
+#      first shares it whole), max_tokens 8, against a server with the prefix
+#      cache and one with --no-prefix-cache: TTFT p50 of each.
 # Figures, per round, then the median over rounds: server 1-stream tokens/s ÷
-# floor tokens/s (target >= 0.9); 32-stream ÷ 1-stream tokens/s (target >= 4).
+# floor tokens/s (target >= 0.9); 32-stream ÷ 1-stream tokens/s (kjv, target
+# >= 4); 32 streams ÷ the floor at batch 32 (decoder, target >= 0.85); TTFT
+# p99 at 32 streams ÷ 1-stream TTFT p50 (decoder, target <= 3); TTFT p50
+# without the prefix cache ÷ with it (target >= 3).
 # Skipped, with the reason, without the model or a bench that has the modes.
-if want 12; then
-    GEN_DIR="$root/models/kjv/1"
-    log "12. generation: models/kjv, in-process loop vs server at $GEN_STREAMS streams"
+gen_experiment() { # NAME MODEL_DIR PREFIX REPEAT REPEAT_BATCHED DURATION
+    local name=$1 dir=$2 pfx=$3 repeat=$4 repeat_batched=$5 duration=$6
+    log "12. generation: $name, in-process loop vs server at $GEN_STREAMS streams"
     gen_skip() { # REASON
-        printf '%s\n' "$1" >"$RUN/gen.skipped"
+        printf '%s\n' "$1" >"$RUN/$pfx.skipped"
         log "  skipped: $1"
     }
     gen_fail() { # REASON: the step fails, the run goes on and exits non-zero
-        printf '%s\n' "$1" >"$RUN/gen.failed"
+        printf '%s\n' "$1" >"$RUN/$pfx.failed"
         log "  ERROR: $1"
-        FAILED_STEPS+=("12. generation: $1")
+        FAILED_STEPS+=("12. generation ($name): $1")
     }
-    if [ ! -f "$GEN_DIR/model.onnx" ] || [ ! -f "$GEN_DIR/generation.json" ]; then
-        gen_skip "models/kjv/1 has no model.onnx or generation.json"
+    if [ ! -f "$dir/model.onnx" ] || [ ! -f "$dir/generation.json" ]; then
+        gen_skip "$dir has no model.onnx or generation.json"
+        return
     elif ! "$INFERD" bench --generate-floor --help >/dev/null 2>&1 ||
         ! "$INFERD" bench --help 2>/dev/null | grep -q -- --openai; then
         gen_skip "this inferd bench has no --generate-floor or --openai"
+        return
+    fi
+    mkdir -p "$RUN/repo_$pfx"
+    ln -sfn "$(dirname "$dir")" "$RUN/repo_$pfx/$name"
+    GEN_KV_BYTES="$("${REPORT[@]}" gen-kv-bytes "$dir" "$GEN_KV_STREAMS")"
+    gen_floor() { # OUT REPEAT BATCH
+        taskset -c "$SERVER_CPUS" "$INFERD" bench --generate-floor --model-dir "$dir" \
+            --prompt "$GEN_PROMPT" --max-tokens "$GEN_MAX_TOKENS" --repeat "$2" \
+            --batch "$3" --intra-op-threads "$NSERVER" --inter-op-threads 1 --json \
+            >"$1" 2>"$1.stderr"
+    }
+    start_inferd "$pfx" "$RUN/repo_$pfx" --kv-cache-bytes "$GEN_KV_BYTES"
+    GEN_CHECK=ok
+    gen_floor "$RUN/${pfx}_floor_check.json" 1 1 ||
+        GEN_CHECK="the in-process loop failed: $(tail -n 2 "$RUN/${pfx}_floor_check.json.stderr")"
+    if [ "$GEN_CHECK" = ok ]; then
+        "$PY" -c 'import json, sys; print(json.dumps({"model": sys.argv[3], "prompt": sys.argv[1],
+            "max_tokens": int(sys.argv[2]), "temperature": 0}))' "$GEN_PROMPT" \
+            "$GEN_MAX_TOKENS" "$name" >"$RUN/${pfx}_check_request.json"
+        curl -sf -o "$RUN/${pfx}_server_check.json" -H 'Content-Type: application/json' \
+            --data-binary "@$RUN/${pfx}_check_request.json" "$SERVER_URL/v1/completions" ||
+            GEN_CHECK="the server did not answer POST /v1/completions"
+    fi
+    if [ "$GEN_CHECK" = ok ]; then
+        GEN_CHECK="$("${REPORT[@]}" gen-check "$RUN/${pfx}_floor_check.json" \
+            "$RUN/${pfx}_server_check.json" "$RUN/${pfx}_check.json")" || true
+        [ -n "$GEN_CHECK" ] || GEN_CHECK=ok
+    fi
+    if [ "$GEN_CHECK" != ok ]; then
+        gen_fail "not measured: $GEN_CHECK"
     else
-        mkdir -p "$RUN/repo_gen"
-        ln -sfn "$root/models/kjv" "$RUN/repo_gen/kjv"
-        GEN_KV_BYTES="$("${REPORT[@]}" gen-kv-bytes "$GEN_DIR" "$GEN_KV_STREAMS")"
-        gen_floor() { # OUT REPEAT BATCH
-            taskset -c "$SERVER_CPUS" "$INFERD" bench --generate-floor --model-dir "$GEN_DIR" \
-                --prompt "$GEN_PROMPT" --max-tokens "$GEN_MAX_TOKENS" --repeat "$2" \
-                --batch "$3" --intra-op-threads "$NSERVER" --inter-op-threads 1 --json \
-                >"$1" 2>"$1.stderr"
-        }
-        start_inferd gen "$RUN/repo_gen" --kv-cache-bytes "$GEN_KV_BYTES"
-        GEN_CHECK=ok
-        gen_floor "$RUN/gen_floor_check.json" 1 1 ||
-            GEN_CHECK="the in-process loop failed: $(tail -n 2 "$RUN/gen_floor_check.json.stderr")"
-        if [ "$GEN_CHECK" = ok ]; then
-            "$PY" -c 'import json, sys; print(json.dumps({"model": "kjv", "prompt": sys.argv[1],
-                "max_tokens": int(sys.argv[2]), "temperature": 0}))' "$GEN_PROMPT" \
-                "$GEN_MAX_TOKENS" >"$RUN/gen_check_request.json"
-            curl -sf -o "$RUN/gen_server_check.json" -H 'Content-Type: application/json' \
-                --data-binary "@$RUN/gen_check_request.json" "$SERVER_URL/v1/completions" ||
-                GEN_CHECK="the server did not answer POST /v1/completions"
-        fi
-        if [ "$GEN_CHECK" = ok ]; then
-            GEN_CHECK="$("${REPORT[@]}" gen-check "$RUN/gen_floor_check.json" \
-                "$RUN/gen_server_check.json" "$RUN/gen_check.json")" || true
-            [ -n "$GEN_CHECK" ] || GEN_CHECK=ok
-        fi
-        if [ "$GEN_CHECK" != ok ]; then
-            gen_fail "not measured: $GEN_CHECK"
-        else
-            log "  the server's greedy text equals the in-process loop's" \
-                "($(get "$RUN/gen_check.json" completion_tokens) tokens," \
-                "finish $(get "$RUN/gen_check.json" finish_reason))"
-            for r in $(seq 1 "$ROUNDS"); do
-                gen_floor "$RUN/gen_floor_r$r.json" "$GEN_REPEAT" 1 &&
-                    gen_floor "$RUN/gen_floor_batched_r$r.json" "$GEN_REPEAT_BATCHED" \
-                        "$GEN_BATCHED" || {
-                    cat "$RUN"/gen_floor*_r"$r".json.stderr >&2
-                    die "inferd bench --generate-floor failed"
-                }
-                line="  round $r: in process $(get "$RUN/gen_floor_r$r.json" tokens_per_s),"
-                line+=" batch of $GEN_BATCHED $(get "$RUN/gen_floor_batched_r$r.json" tokens_per_s) tokens/s; server"
-                LOAD_SERVER_PID=$SERVER_PID
-                for c in $GEN_STREAMS; do
-                    load "$RUN/gen_c${c}_r$r.json" --url "$SERVER_URL" --openai kjv \
-                        --prompt "$GEN_PROMPT" --max-tokens "$GEN_MAX_TOKENS" --threads 1 \
-                        --connections "$c" --concurrency "$c" --duration "$DURATION" \
-                        --warmup "$WARMUP" --timeout-ms 120000
-                    line+=" $c: $(get "$RUN/gen_c${c}_r$r.json" generation.tokens_per_s)"
-                done
-                LOAD_SERVER_PID=
-                log "$line tokens/s"
+        log "  the server's greedy text equals the in-process loop's" \
+            "($(get "$RUN/${pfx}_check.json" completion_tokens) tokens," \
+            "finish $(get "$RUN/${pfx}_check.json" finish_reason))"
+        for r in $(seq 1 "$ROUNDS"); do
+            gen_floor "$RUN/${pfx}_floor_r$r.json" "$repeat" 1 &&
+                gen_floor "$RUN/${pfx}_floor_batched_r$r.json" "$repeat_batched" \
+                    "$GEN_BATCHED" || {
+                cat "$RUN/${pfx}"_floor*_r"$r".json.stderr >&2
+                die "inferd bench --generate-floor failed"
+            }
+            line="  round $r: in process $(get "$RUN/${pfx}_floor_r$r.json" tokens_per_s),"
+            line+=" batch of $GEN_BATCHED $(get "$RUN/${pfx}_floor_batched_r$r.json" tokens_per_s) tokens/s; server"
+            LOAD_SERVER_PID=$SERVER_PID
+            for c in $GEN_STREAMS; do
+                load "$RUN/${pfx}_c${c}_r$r.json" --url "$SERVER_URL" --openai "$name" \
+                    --prompt "$GEN_PROMPT" --max-tokens "$GEN_MAX_TOKENS" --threads 1 \
+                    --connections "$c" --concurrency "$c" --duration "$duration" \
+                    --warmup "$WARMUP" --timeout-ms 120000
+                line+=" $c: $(get "$RUN/${pfx}_c${c}_r$r.json" generation.tokens_per_s)"
             done
-        fi
-        stop_pid "$SERVER_PID"
-        "$PY" - "$RUN/gen_setup.json" "$GEN_PROMPT" max_tokens="$GEN_MAX_TOKENS" \
-            repeat="$GEN_REPEAT" repeat_batched="$GEN_REPEAT_BATCHED" batched="$GEN_BATCHED" \
-            kv_cache_bytes="$GEN_KV_BYTES" kv_streams="$GEN_KV_STREAMS" \
-            streams="${GEN_STREAMS// /,}" <<'EOF'
+            LOAD_SERVER_PID=
+            log "$line tokens/s"
+        done
+    fi
+    stop_pid "$SERVER_PID"
+    if [ "$GEN_CHECK" = ok ] && [ -n "$GEN_PREFIX_PROMPT" ]; then
+        for r in $(seq 1 "$ROUNDS"); do
+            line="  round $r, prefix reuse (a ${#GEN_PREFIX_PROMPT}-byte prompt): TTFT p50"
+            for cache in on off; do
+                if [ "$cache" = on ]; then
+                    start_inferd "${pfx}pfx" "$RUN/repo_$pfx" --kv-cache-bytes "$GEN_KV_BYTES"
+                else
+                    start_inferd "${pfx}pfx" "$RUN/repo_$pfx" --kv-cache-bytes "$GEN_KV_BYTES" \
+                        --no-prefix-cache
+                fi
+                LOAD_SERVER_PID=$SERVER_PID
+                load "$RUN/${pfx}pfx_${cache}_r$r.json" --url "$SERVER_URL" --openai "$name" \
+                    --prompt "$GEN_PREFIX_PROMPT" --max-tokens 8 --threads 1 --connections 1 \
+                    --concurrency 1 --duration "$duration" --warmup "$WARMUP" --timeout-ms 120000
+                LOAD_SERVER_PID=
+                stop_pid "$SERVER_PID"
+                line+=" $cache $(get "$RUN/${pfx}pfx_${cache}_r$r.json" generation.ttft_us.p50)"
+            done
+            log "$line µs"
+        done
+    fi
+    "$PY" - "$RUN/${pfx}_setup.json" "$GEN_PROMPT" model="$name" max_tokens="$GEN_MAX_TOKENS" \
+        repeat="$repeat" repeat_batched="$repeat_batched" batched="$GEN_BATCHED" \
+        kv_cache_bytes="$GEN_KV_BYTES" kv_streams="$GEN_KV_STREAMS" \
+        streams="${GEN_STREAMS// /,}" prefix_prompt_bytes="${#GEN_PREFIX_PROMPT}" <<'EOF'
 import json, sys
 setup = {"prompt": sys.argv[2]}
 for arg in sys.argv[3:]:
     k, v = arg.split("=", 1)
-    setup[k] = [int(x) for x in v.split(",")] if k == "streams" else int(v)
+    setup[k] = ([int(x) for x in v.split(",")] if k == "streams" else
+                v if k == "model" else int(v))
 json.dump(setup, open(sys.argv[1], "w"), indent=1)
 EOF
+}
+if want 12; then
+    GEN_PREFIX_PROMPT=
+    gen_experiment kjv "$root/models/kjv/1" gen "$GEN_REPEAT" "$GEN_REPEAT_BATCHED" "$DURATION"
+    DECODER_DIR="$root/bench/models/decoder/1"
+    if [ ! -f "$DECODER_DIR/model.onnx" ] ||
+        [ "$root/bench/models/build/make_decoder.py" -nt "$DECODER_DIR/model.onnx" ]; then
+        log "building bench/models/decoder (bench/models/build/make_decoder.py)"
+        "$PY" "$root/bench/models/build/make_decoder.py" "$DECODER_DIR" >&2
     fi
+    GEN_PREFIX_PROMPT="$GEN_SYSTEM_PROMPT"
+    # Its 32 streams take ~5 s per request: the window is at least 12 s.
+    gen_experiment decoder "$DECODER_DIR" gendec "$GEN_DEC_REPEAT" "$GEN_DEC_REPEAT_BATCHED" \
+        "$(( ${DURATION%.*} > 12 ? ${DURATION%.*} : 12 ))"
 fi
 
 # --- 13. preprocessing: JPEG decode + resize + normalize, inferd vs Pillow + numpy -------------

@@ -10,6 +10,8 @@ models, each step an internal call through the serving pipeline.
 - errors that name the step, the nesting limit, and the statistics each
   step's model counts."""
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -109,11 +111,10 @@ def ensemble_repo(tmp_path, name, config, models):
     return root
 
 
-def test_three_steps_preprocessing_remote_and_local_match_the_steps_one_by_one(
-        server_factory, tmp_path, pbs):
-    """digits turns the PNG into probabilities (preprocessing), an upstream
-    behind the gateway echoes them (echo_fp32, a remote version), and a
-    local identity gives them back: the same as calling each step."""
+def pipeline_gateway(server_factory, tmp_path):
+    """The three-step pipeline: an upstream serving echo_fp32, and a gateway
+    with digits, identity_fp32, the remote echo_fp32 and digit_pipeline.
+    Returns (gateway, upstream, the sample PNG)."""
     upstream = server_factory.start(models={"echo_fp32": IDENTITY_MODELS["identity_fp32"]})
     repo = ensemble_repo(tmp_path, "digit_pipeline", PIPELINE,
                          {"digits": MAIN_MODELS["digits"],
@@ -122,7 +123,15 @@ def test_three_steps_preprocessing_remote_and_local_match_the_steps_one_by_one(
     cfg.write_text("remote-models:\n  - model: echo_fp32\n    upstreams: [\"127.0.0.1:%d\"]\n"
                    % upstream.grpc_port)
     gw = server_factory.start("--config", str(cfg), "--model-repository", str(repo))
-    png = (REPO_ROOT / "models" / "digits" / "sample_7.png").read_bytes()
+    return gw, upstream, (REPO_ROOT / "models" / "digits" / "sample_7.png").read_bytes()
+
+
+def test_three_steps_preprocessing_remote_and_local_match_the_steps_one_by_one(
+        server_factory, tmp_path, pbs):
+    """digits turns the PNG into probabilities (preprocessing), an upstream
+    behind the gateway echoes them (echo_fp32, a remote version), and a
+    local identity gives them back: the same as calling each step."""
+    gw, upstream, png = pipeline_gateway(server_factory, tmp_path)
     # The steps one by one (the PNG with the binary tensor extension).
     probs = binary_infer(gw, "digits", "image", png, "probabilities")
     assert int(np.argmax(probs)) == 7
@@ -147,6 +156,47 @@ def test_three_steps_preprocessing_remote_and_local_match_the_steps_one_by_one(
         assert np.array_equal(got["FINAL"], probs)
     finally:
         c.close()
+
+
+TRITON_CLIENT = os.environ.get("TRITON_CLIENT_REPO")
+TRITON_COMMON = os.environ.get("TRITON_COMMON_REPO")
+
+
+@pytest.mark.skipif(not (TRITON_CLIENT and TRITON_COMMON), reason=(
+    "TRITON_CLIENT_REPO and TRITON_COMMON_REPO do not name checkouts of Triton's client and "
+    "common repositories: tritonclient is not shipped or packaged for Debian "
+    "(docs/development.md); the test above makes the same calls with requests and grpcio"))
+def test_three_steps_with_tritonclient(server_factory, tmp_path):
+    """The same pipeline through Triton's own client library (HTTP and
+    gRPC), built from the given sources as scripts/triton_examples.py
+    builds it: the ensemble's answer equals the steps called one by one."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import triton_examples
+    site, _ = triton_examples.build_client(TRITON_CLIENT, TRITON_COMMON, str(tmp_path / "tc"))
+    sys.path.insert(0, site)
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    gw, _, png = pipeline_gateway(server_factory, tmp_path)
+    for lib, url in ((httpclient, "127.0.0.1:%d" % gw.port),
+                     (grpcclient, "127.0.0.1:%d" % gw.grpc_port)):
+        client = lib.InferenceServerClient(url=url)
+
+        def call(model, name, array, dtype, output):
+            inp = lib.InferInput(name, list(array.shape), dtype)
+            inp.set_data_from_numpy(array)
+            result = client.infer(model, [inp], outputs=[lib.InferRequestedOutput(output)])
+            return result.as_numpy(output)
+
+        probs = call("digits", "image", np.array([[png]], dtype=np.object_), "BYTES",
+                     "probabilities")
+        assert int(np.argmax(probs)) == 7
+        remote = call("echo_fp32", "INPUT0", probs.reshape(1, -1), "FP32", "OUTPUT0")
+        local = call("identity_fp32", "INPUT0", remote, "FP32", "OUTPUT0")
+        final = call("digit_pipeline", "IMAGE", np.array([[png]], dtype=np.object_), "BYTES",
+                     "FINAL")
+        assert np.array_equal(final.reshape(-1), local.reshape(-1)), lib.__name__
+        assert np.array_equal(final.reshape(-1), probs.reshape(-1)), lib.__name__
+        client.close()
 
 
 def binary_infer(srv, model, input_name, data, output):
