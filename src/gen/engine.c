@@ -509,6 +509,8 @@ static void make_room(struct gen_engine *e)
     }
 }
 
+static void admit_locked(struct gen_engine *e, uint64_t now);
+
 static void step(struct gen_engine *e)
 {
     cut_short(e, clock_now_ns());
@@ -517,6 +519,13 @@ static void step(struct gen_engine *e)
     /* Decode first: the sequences already streaming keep their pace while
      * newcomers read their prompts a chunk per step. */
     decode(e);
+    /* Requests that arrived during the decode run are admitted now (with
+     * their prompts' blocks), so their prefill joins this step's instead
+     * of waiting for another decode run: a decode run less to their first
+     * token. */
+    pthread_mutex_lock(&e->mu);
+    admit_locked(e, clock_now_ns());
+    pthread_mutex_unlock(&e->mu);
     prefill(e);
     compact(e);
 }
