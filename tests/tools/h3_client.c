@@ -31,7 +31,10 @@
  * the requests were sent again after the handshake), early-request-bytes
  * (request stream bytes sent before the handshake completed, i.e. as
  * 0-RTT), peer-max-streams-bidi (the server's initial MAX_STREAMS),
- * max-open-streams (most request streams open at once), one "response:
+ * max-open-streams (most requests awaiting their responses at once: a
+ * stream counts from its request until its response ends, not until QUIC
+ * closes it, which waits for acknowledgements the server's new stream
+ * credit may overtake), one "response:
  * STREAM STATUS BODYLEN" per request, "closed: idle after MS ms" (the idle
  * timeout, counted from the last answer), "closed: held" (--hold-ms ran
  * out) or "closed: by peer"; then, for a single request, "status", one
@@ -72,6 +75,7 @@ struct req {
     int64_t stream_id;
     int status;
     bool done;
+    bool awaiting; /* sent, its response not complete (counted in open_now) */
     char *body;
     size_t body_len;
     char *headers[MAX_HEADERS];
@@ -277,14 +281,22 @@ static int h_end_stream(nghttp3_conn *h, int64_t sid, void *user, void *sreq)
         r->done = true;
         c->ndone++;
     }
+    if (r->awaiting) {
+        r->awaiting = false;
+        c->open_now--;
+    }
     return 0;
 }
 
 static int h_stream_close(nghttp3_conn *h, int64_t sid, uint64_t code, void *user, void *sreq)
 {
-    (void)h, (void)sid, (void)code, (void)sreq;
+    (void)h, (void)sid, (void)code;
     struct client *c = user;
-    c->open_now--;
+    struct req *r = sreq;
+    if (r && r->awaiting) { /* reset before its response ended */
+        r->awaiting = false;
+        c->open_now--;
+    }
     return 0;
 }
 
@@ -354,6 +366,7 @@ static int submit_requests(struct client *c)
         if (nghttp3_conn_submit_request(c->h, r->stream_id, nva, nv, c->data ? &dr : NULL, r) != 0)
             return -1;
         c->next_req++;
+        r->awaiting = true;
         if (++c->open_now > c->open_max)
             c->open_max = c->open_now;
     }
