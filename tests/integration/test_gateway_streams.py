@@ -10,6 +10,7 @@ Independent clients: the official OpenAI Node.js SDK
 (tests/node/concurrent_streams.mjs), grpcio, requests and raw sockets."""
 import json
 import subprocess
+import threading
 
 import pytest
 import requests
@@ -177,6 +178,53 @@ def test_openai_streams_survive_a_killed_upstream(server_factory, tmp_path):
         [(s["text"], s["finish_reason"], s["usage"]) for s in alone]
     assert all(s["finish_reason"] in ("length", "stop") for s in via)
     assert sum(s["usage"]["completion_tokens"] for s in via) > 200
+
+
+def test_unseeded_sampled_streams_replay_with_the_gateways_seed(server_factory, tmp_path):
+    """Sampled streams whose requests carry no seed: the gateway fixes one,
+    so that a replay after a killed upstream repeats what was sent (without
+    it the replay would differ and the stream would end with the gateway's
+    502 error event). Every stream completes without an error event."""
+    ups = [server_factory.start(models=KJV) for _ in range(2)]
+    gw = gateway(server_factory, tmp_path, ups, model="kjv")
+    body = {"model": "kjv", "prompt": "And the LORD said unto Moses", "max_tokens": 200,
+            "temperature": 1.0, "stream": True}
+    results, first = [None] * 8, threading.Semaphore(0)
+
+    def run(i):
+        r = requests.post(gw.url + "/v1/completions", json=body, stream=True, timeout=WAIT)
+        text, finish, errors, n = "", None, [], 0
+        for line in r.iter_lines():
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                errors.append(chunk["error"])
+                continue
+            n += 1
+            if n == 1:
+                first.release()
+            for c in chunk["choices"]:
+                text += c["text"]
+                finish = c["finish_reason"] or finish
+        results[i] = (r.status_code, text, finish, errors)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(results))]
+    for t in threads:
+        t.start()
+    for _ in results:
+        first.acquire()
+    load = [upstream_metric(gw, "inferd_upstream_outstanding", u) for u in ups]
+    victim = ups[0] if load[0] >= load[1] else ups[1]
+    victim.proc.send_signal(19)  # SIGSTOP: its streams cannot finish before the kill
+    assert upstream_metric(gw, "inferd_upstream_outstanding", victim) >= 1, load
+    victim.kill()
+    victim.returncode = -9
+    for t in threads:
+        t.join()
+    assert [(st, e) for st, _, _, e in results] == [(200, [])] * len(results), results
+    assert all(f in ("length", "stop") for _, _, f, _ in results), results
+    assert upstream_metric(gw, "inferd_upstream_resumes_total", victim) >= 1
 
 
 def test_sequences_keep_their_upstream(server_factory, tmp_path):
