@@ -684,9 +684,11 @@ static int run(struct serve_options *o, struct config_reloader *reload,
         goto out_repository;
     }
     streams_configure(o->stream_resume_secs);
-    if (start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing, parts->auth,
-                         quic) == 0 &&
-        start_metrics(o, &metrics) == 0) {
+    /* The metrics port first: a client that saw the HTTP port ready can
+     * scrape at once. */
+    if (start_metrics(o, &metrics) == 0 &&
+        start_io_threads(threads, o->io_threads, o, repo, shm, &pipeline, routing, parts->auth,
+                         quic) == 0) {
         struct model_snapshot *s = repository_acquire(repo);
         log_info("ready: %u models, %s; HTTP on %s:%d, gRPC on port %d%s", s->count,
                  snapshot_all_ready(s) ? "all ready" : "SOME NOT READY", o->http.host,
