@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/hash.h"
 #include "base/rand.h"
 #include "base/status.h"
 #include "cluster/remote_int.h"
@@ -14,8 +15,6 @@
 
 #define INFER_PATH "/inference.GRPCInferenceService/ModelInfer"
 #define STREAM_PATH "/inference.GRPCInferenceService/ModelStreamInfer"
-#define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
 /* One stream message's tensors: BYTES element arrays (the data points
  * into the message). */
 #define SCRATCH_MAX (4u << 20)
@@ -152,19 +151,18 @@ static const Inference__InferParameter *response_parameter(const Inference__Mode
 /* A response's outputs and final flag, hashed: what a replay must repeat. */
 static uint64_t response_hash(const Inference__ModelInferResponse *r, bool final)
 {
-    uint64_t h = FNV_OFFSET ^ (final ? 1u : 0u);
+    uint64_t h = HASH_FNV_OFFSET ^ (final ? 1u : 0u);
     for (size_t k = 0; k < r->n_raw_output_contents; k++) {
         const ProtobufCBinaryData *raw = &r->raw_output_contents[k];
-        for (size_t i = 0; i < raw->len; i++)
-            h = (h ^ raw->data[i]) * FNV_PRIME;
-        h = (h ^ raw->len) * FNV_PRIME;
+        h = hash_fnv1a(h, raw->data, raw->len);
+        h = hash_fnv1a(h, &raw->len, sizeof raw->len);
     }
     return h;
 }
 
 static uint64_t hash_add(uint64_t running, uint64_t h)
 {
-    return (running ^ h) * FNV_PRIME;
+    return (running ^ h) * HASH_FNV_PRIME;
 }
 
 /* One response of the stream: skipped when a replay repeats what the
@@ -230,7 +228,7 @@ static bool stream_message(struct upstream_call *c, const uint8_t *msg, size_t l
     if (c->attempt != rc->attempt) {
         rc->attempt = c->attempt; /* sent again: its responses start over */
         rc->seen = 0;
-        rc->hash_seen = FNV_OFFSET;
+        rc->hash_seen = HASH_FNV_OFFSET;
     }
     Inference__ModelStreamInferResponse *m =
         inference__model_stream_infer_response__unpack(NULL, len, msg);
@@ -437,9 +435,7 @@ static uint64_t sequence_key(const struct infer_sequence *sq)
 {
     if (!sq->id_str)
         return sq->id;
-    uint64_t h = FNV_OFFSET;
-    for (uint32_t i = 0; i < sq->id_str_len; i++)
-        h = (h ^ (uint8_t)sq->id_str[i]) * FNV_PRIME;
+    uint64_t h = hash_fnv1a(HASH_FNV_OFFSET, sq->id_str, sq->id_str_len);
     return h ? h : 1;
 }
 
@@ -474,7 +470,7 @@ static int remote_submit(void *engine, struct infer_request *req, struct error *
     if (stream) {
         rc->up.on_message = stream_message;
         rc->up.replayable = replayable;
-        rc->hash_delivered = rc->hash_seen = FNV_OFFSET;
+        rc->hash_delivered = rc->hash_seen = HASH_FNV_OFFSET;
         arena_init(&rc->scratch, 1024, SCRATCH_MAX);
     }
     static const uint8_t zero[16];

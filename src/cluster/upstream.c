@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/rand.h"
@@ -157,9 +158,7 @@ static struct upstream *by_affinity(struct upstream *const *cand, uint32_t n, ui
     struct upstream *best = NULL;
     uint64_t best_h = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t h = key;
-        for (const char *a = cand[i]->addr; *a; a++)
-            h = (h ^ (uint8_t)*a) * 0x100000001b3ull;
+        uint64_t h = hash_fnv1a(key, cand[i]->addr, strlen(cand[i]->addr));
         h = rand_splitmix64(&h);
         if (!best || h > best_h)
             best = cand[i], best_h = h;

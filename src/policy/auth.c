@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/status.h"
@@ -137,26 +138,11 @@ void auth_write_metrics(struct auth *a, struct buf *out)
 
 /* ---- verifying a key ----------------------------------------------------------------- */
 
-static uint64_t fmix64(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
-}
-
 /* Seeded FNV-1a, finalized: not cryptographic, and it need not be — a
  * wrong hint costs one more SHA-256, never a wrong answer. */
 static uint64_t key_tag(uint64_t seed, const char *key, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)key[i];
-        h *= 0x100000001b3ull;
-    }
-    return fmix64(h ^ seed);
+    return hash_fmix64(hash_fnv1a(HASH_FNV_OFFSET ^ seed, key, len) ^ seed);
 }
 
 /* The index of the configured key that key is, or -1. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "base/hash.h"
 #include "base/mem.h"
 #include "base/status.h"
 
@@ -50,27 +51,12 @@ void route_table_unref(struct route_table *t)
 
 static uint64_t fnv1a(const char *s, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static uint64_t fmix64(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
+    return hash_fnv1a(HASH_FNV_OFFSET, s, n);
 }
 
 uint32_t route_bucket(const char *key, size_t len)
 {
-    return (uint32_t)(fmix64(fnv1a(key, len)) % ROUTE_BUCKETS);
+    return (uint32_t)(hash_fmix64(fnv1a(key, len)) % ROUTE_BUCKETS);
 }
 
 /* ---- parsing -------------------------------------------------------------------- */
@@ -763,7 +749,7 @@ void route_choose(const struct route_table *t, route_header_fn header, const voi
     const char *key = t->key_header[0] ? header(ctx, t->key_header, &n) : NULL;
     uint64_t h = 0;
     if (key) {
-        h = fmix64(fnv1a(key, n));
+        h = hash_fmix64(fnv1a(key, n));
         uint8_t owner = t->bucket_owner ? t->bucket_owner[h % ROUTE_BUCKETS] : 0;
         if (owner) {
             out->kind = ROUTE_AB;
@@ -777,9 +763,9 @@ void route_choose(const struct route_table *t, route_header_fn header, const voi
      * sticky bucket's, so the two splits are independent), else the
      * request id, else the random draw. */
     if (key)
-        h = fmix64(h ^ 0x9e3779b97f4a7c15ull);
+        h = hash_fmix64(h ^ 0x9e3779b97f4a7c15ull);
     else if ((v = header(ctx, "x-request-id", &n)))
-        h = fmix64(fnv1a(v, n) ^ 0x9e3779b97f4a7c15ull);
+        h = hash_fmix64(fnv1a(v, n) ^ 0x9e3779b97f4a7c15ull);
     else
         h = draw;
     out->kind = ROUTE_CANARY;

@@ -3,7 +3,9 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "base/hash.h"
 #include "base/mem.h"
 
 /* A slot: this head, then the payload. key: the tenant name's hash, 0 =
@@ -59,14 +61,7 @@ void tenant_slots_free(struct tenant_slots *t)
 
 static uint64_t hash_name(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    h ^= h >> 33; /* MurmurHash3's finalizer */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
+    uint64_t h = hash_fmix64(hash_fnv1a(HASH_FNV_OFFSET, s, strlen(s)));
     return h ? h : 1;
 }
 

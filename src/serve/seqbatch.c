@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "model/version.h"
@@ -63,9 +64,7 @@ static uint32_t bucket_of(uint64_t id, const char *s, uint32_t n)
 {
     uint64_t h = id * UINT64_C(0x9E3779B97F4A7C15);
     if (s) {
-        h = UINT64_C(0xcbf29ce484222325);
-        for (uint32_t i = 0; i < n; i++)
-            h = (h ^ (unsigned char)s[i]) * UINT64_C(0x100000001b3);
+        h = hash_fnv1a(HASH_FNV_OFFSET, s, n);
     }
     return (uint32_t)(h >> 32) % BUCKETS;
 }
