@@ -1259,7 +1259,8 @@ if want 12; then
     gen_experiment kjv "$root/models/kjv/1" gen "$GEN_REPEAT" "$GEN_REPEAT_BATCHED" "$DURATION"
     DECODER_DIR="$root/bench/models/decoder/1"
     if [ ! -f "$DECODER_DIR/model.onnx" ] ||
-        [ "$root/bench/models/build/make_decoder.py" -nt "$DECODER_DIR/model.onnx" ]; then
+        [ "$root/bench/models/build/make_decoder.py" -nt "$DECODER_DIR/model.onnx" ] ||
+        [ "$root/models/build/make_kjv.py" -nt "$DECODER_DIR/model.onnx" ]; then
         log "building bench/models/decoder (bench/models/build/make_decoder.py)"
         "$PY" "$root/bench/models/build/make_decoder.py" "$DECODER_DIR" >&2
     fi

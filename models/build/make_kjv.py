@@ -29,7 +29,9 @@ masked scores get -1e9 added.
 
 Run from the repo root: /usr/bin/python3 models/build/make_kjv.py
 (--steps N overrides the number of training steps; --check-only re-checks
-the files already written.)
+the files already written; --present new --out DIR writes the trained
+weights again with the graph that returns only the new keys and values,
+export_onnx's present "new", without training.)
 """
 import argparse
 import collections
@@ -218,9 +220,11 @@ def write_tokenizer(path, merges):
         f.write(json.dumps(obj) + "\n")
 
 
-def write_generation(path):
+def write_generation(path, present="all"):
     obj = {"tokenizer": "tokenizer.json", "max_context": MAX_CONTEXT, "eos_token_id": EOS,
            "num_layers": LAYERS, "num_heads": HEADS, "head_dim": HEAD_DIM, "vocab_size": VOCAB}
+    if present != "all":
+        obj["present"] = present
     with open(path, "w") as f:
         f.write(json.dumps(obj, indent=2) + "\n")
 
@@ -422,8 +426,18 @@ def layer_norm(g, x, w, b):
     return g.op("Add", [g.op("Mul", [g.op("Div", [d, std]), w]), b])
 
 
-def export_onnx(sd, path):
-    """sd: name -> float32 numpy array (the torch state dict)."""
+def export_onnx(sd, path, present="all"):
+    """sd: name -> float32 numpy array (the torch state dict).
+
+    present "all": present.{i} = past ++ new on axis 2 (the usual export).
+    present "new": present.{i} holds only the new tokens' keys and values
+    [batch, heads, seq, head_dim], and the past is read where it lies:
+    scores against the past and against the new keys are computed apart and
+    joined (a [seq, past + seq] tensor per head), so the graph never copies
+    the past. A server can then keep the past in a buffer of its own with
+    room to grow, writing only the new tokens into it (generation.json's
+    "present": "new")."""
+    assert present in ("all", "new")
     g = GraphBuilder()
     f32 = np.float32
     g.init("ln_eps", np.array(LN_EPS, f32))
@@ -455,6 +469,11 @@ def export_onnx(sd, path):
     allowed = g.op("And", [causal, keep])                                      # [b, 1, seq, total]
     bias = g.op("Where", [allowed, "zero_f", "mask_bias"])
 
+    if present == "new":
+        # the softmax's columns split into the past's and the new tokens'
+        g.init("seq_1", np.array([1], np.int64))
+        split = g.op("Concat", [g.op("Reshape", [past, "seq_1"]), g.op("Reshape", [seq, "seq_1"])],
+                     axis=0)
     x = g.op("Add", [g.op("Gather", ["wte", "input_ids"], axis=0),
                      g.op("Gather", ["wpe", "position_ids"], axis=0)])
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
@@ -470,26 +489,42 @@ def export_onnx(sd, path):
             b = g.init("l%d.%s.b" % (i, name), sd[p + name + ".bias"].astype(f32))
             return g.op("Add", [g.op("MatMul", [h, w]), b])
 
-        def heads(t):
-            return g.op("Transpose", [g.op("Reshape", [t, "shape_bshd"])], perm=[0, 2, 1, 3])
+        def heads(t, out=None):
+            return g.op("Transpose", [g.op("Reshape", [t, "shape_bshd"])], out=out, perm=[0, 2, 1, 3])
 
         ln = [g.init("l%d.%s" % (i, n), sd[p + n].astype(f32))
               for n in ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias")]
         h = layer_norm(g, x, ln[0], ln[1])
         q = heads(lin(h, "q"))
         pk, pv = "past_key_values.%d.key" % i, "past_key_values.%d.value" % i
-        k = g.op("Concat", [pk, heads(lin(h, "k"))], out="present.%d.key" % i, axis=2)
-        v = g.op("Concat", [pv, heads(lin(h, "v"))], out="present.%d.value" % i, axis=2)
         for name in (pk, pv):
             inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT,
                                                         ["batch", HEADS, "past_seq", HEAD_DIM]))
+        if present == "all":
+            k = g.op("Concat", [pk, heads(lin(h, "k"))], out="present.%d.key" % i, axis=2)
+            v = g.op("Concat", [pv, heads(lin(h, "v"))], out="present.%d.value" % i, axis=2)
+            scores = g.op("Mul", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                                  "scale"])
+            att = g.op("Softmax", [g.op("Add", [scores, bias])], axis=-1)
+            ctx = g.op("MatMul", [att, v])
+            kv_dim = "past_seq_plus_seq"
+        else:
+            k = heads(lin(h, "k"), out="present.%d.key" % i)
+            v = heads(lin(h, "v"), out="present.%d.value" % i)
+            sp = g.op("MatMul", [q, g.op("Transpose", [pk], perm=[0, 1, 3, 2])])
+            sn = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])])
+            scores = g.op("Mul", [g.op("Concat", [sp, sn], axis=3), "scale"])
+            att = g.op("Softmax", [g.op("Add", [scores, bias])], axis=-1)
+            att_p, att_n = "att_p%d" % i, "att_n%d" % i
+            g.n += 1
+            g.nodes.append(helper.make_node("Split", [att, split], [att_p, att_n],
+                                            name="n%d_Split" % g.n, axis=3))
+            ctx = g.op("Add", [g.op("MatMul", [att_p, pv]), g.op("MatMul", [att_n, v])])
+            kv_dim = "seq"
         for name in (k, v):
             outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT,
-                                                         ["batch", HEADS, "past_seq_plus_seq", HEAD_DIM]))
-        scores = g.op("Mul", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]), "scale"])
-        att = g.op("Softmax", [g.op("Add", [scores, bias])], axis=-1)
-        y = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [att, v])], perm=[0, 2, 1, 3]),
-                             "shape_bsc"])
+                                                         ["batch", HEADS, kv_dim, HEAD_DIM]))
+        y = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), "shape_bsc"])
         x = g.op("Add", [x, lin(y, "o")])
         h = layer_norm(g, x, ln[2], ln[3])
         a = lin(h, "fc1")
@@ -514,6 +549,46 @@ def save_graph(graph, producer, opset, path):
     onnx.save(model, path)
 
 
+def state_dict_from_onnx(path):
+    """The state dict export_onnx wrote into the graph at path (its
+    initializers, mapped back to the torch names)."""
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    sd = {"wte.weight": inits["wte"], "wpe.weight": inits["wpe"],
+          "ln_f.weight": inits["ln_f.w"], "ln_f.bias": inits["ln_f.b"]}
+    i = 0
+    while "l%d.q.w" % i in inits:
+        p = "blocks.%d." % i
+        for name in ("q", "k", "v", "o", "fc1", "fc2"):
+            sd[p + name + ".weight"] = inits["l%d.%s.w" % (i, name)].T
+            sd[p + name + ".bias"] = inits["l%d.%s.b" % (i, name)]
+        for n in ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"):
+            sd[p + n] = inits["l%d.%s" % (i, n)]
+        i += 1
+    return sd
+
+
+def write_variant(src_dir, out_dir, present):
+    """src_dir's model (written by export_onnx) again, with the present
+    interface `present`, into out_dir (with its tokenizer)."""
+    global LAYERS, HEADS, HEAD_DIM, D_MODEL, MAX_CONTEXT
+    with open(os.path.join(src_dir, "generation.json")) as f:
+        gen = json.load(f)
+    LAYERS, HEADS, HEAD_DIM = gen["num_layers"], gen["num_heads"], gen["head_dim"]
+    D_MODEL, MAX_CONTEXT = HEADS * HEAD_DIM, gen["max_context"]
+    os.makedirs(out_dir, exist_ok=True)
+    export_onnx(state_dict_from_onnx(os.path.join(src_dir, "model.onnx")),
+                os.path.join(out_dir, "model.onnx"), present)
+    with open(os.path.join(src_dir, gen["tokenizer"]), "rb") as f:
+        tokenizer = f.read()
+    with open(os.path.join(out_dir, gen["tokenizer"]), "wb") as f:
+        f.write(tokenizer)
+    gen.pop("present", None)
+    if present != "all":
+        gen["present"] = present
+    with open(os.path.join(out_dir, "generation.json"), "w") as f:
+        f.write(json.dumps(gen, indent=2) + "\n")
+
+
 # ---------------------------------------------------------------- main
 
 def use_openblas():
@@ -531,7 +606,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--check-only", action="store_true")
+    ap.add_argument("--present", choices=("all", "new"),
+                    help="no training: write models/kjv/1's weights with this present "
+                         "interface (export_onnx) into --out")
+    ap.add_argument("--out", help="the directory --present writes")
     args = ap.parse_args()
+    if args.present:
+        if not args.out:
+            ap.error("--present needs --out DIR")
+        write_variant(OUT_DIR, args.out, args.present)
+        return
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import check_kjv
     if args.check_only:

@@ -67,6 +67,7 @@ struct gen_config {
     char tokenizer[256];
     uint32_t max_context, num_layers, num_heads, head_dim, vocab_size;
     int32_t eos;
+    bool present_new; /* "present": "new": present.* holds only the new tokens */
 };
 
 struct floor_run {
@@ -94,7 +95,14 @@ struct floor {
     int32_t *next;      /* batch: each row's next token */
     uint32_t nprompt;
     struct arena arena;
+    /* present "new": the past, [batch, heads, cap, head_dim] per (layer,
+     * kv), room grown in steps of KV_STEP tokens (as the server's engine
+     * keeps its decode rows'), the new tokens written in after each step. */
+    float *kv[2 * MAX_LAYERS];
+    uint32_t cap;
+    int64_t *mask; /* batch x (cap + tokens): the attention mask over the room */
 };
+#define KV_STEP 32
 
 enum {
     OPT_MODEL_DIR = 256,
@@ -232,6 +240,13 @@ static int load_config(const char *dir, struct gen_config *cfg, struct arena *ar
         (rc = config_u32(doc, "eos_token_id", 0, cfg->vocab_size - 1, &eos, path)))
         goto out;
     cfg->eos = (int32_t)eos;
+    const struct json_value *present = json_get(doc, "present");
+    if (present && (present->type != JSON_STRING ||
+                    (strcmp(present->u.str, "all") != 0 && strcmp(present->u.str, "new") != 0))) {
+        rc = bench_fail(PROG, "%s: \"present\" must be \"all\" or \"new\"", path);
+        goto out;
+    }
+    cfg->present_new = present && strcmp(present->u.str, "new") == 0;
 out:
     mem_free(text);
     return rc;
@@ -318,7 +333,8 @@ static int floor_load(struct floor *f, const struct floor_options *o)
     f->ids = mem_calloc(cells, sizeof *f->ids);
     f->prompt = mem_calloc(ctx, sizeof *f->prompt);
     f->next = mem_calloc(o->batch, sizeof *f->next);
-    if (!f->positions || !f->ones || !f->ids || !f->prompt || !f->next)
+    f->mask = mem_calloc(2 * cells, sizeof *f->mask);
+    if (!f->positions || !f->ones || !f->ids || !f->prompt || !f->next || !f->mask)
         return bench_fail(PROG, "out of memory");
     for (size_t i = 0; i < cells; i++)
         f->ones[i] = 1;
@@ -349,6 +365,9 @@ static void floor_free(struct floor *f)
     mem_free(f->ids);
     mem_free(f->prompt);
     mem_free(f->next);
+    for (uint32_t l = 0; l < 2 * MAX_LAYERS; l++)
+        mem_free(f->kv[l]);
+    mem_free(f->mask);
     arena_free(&f->arena);
 }
 
@@ -373,6 +392,91 @@ static int32_t greedy(const float *logits, uint32_t vocab)
     return (int32_t)best;
 }
 
+/* Each row's next token from the step's logits (f->outputs[0]). */
+static int pick(struct floor *f, uint32_t n, void **state)
+{
+    const struct tensor *logits = &f->outputs[0];
+    size_t row = (size_t)f->cfg.vocab_size;
+    if (logits->ndim != 3 || logits->shape[0] != f->batch || logits->shape[1] != n ||
+        (uint64_t)logits->shape[2] != row) {
+        backend_onnxruntime.release(f->inst, *state);
+        return bench_fail(PROG, "logits: unexpected shape");
+    }
+    for (uint32_t b = 0; b < f->batch; b++)
+        f->next[b] = greedy((const float *)logits->data + ((size_t)b * n + n - 1) * row,
+                            f->cfg.vocab_size);
+    return 0;
+}
+
+/* present "new": room for `need` tokens of past, the past kept. */
+static int kv_fit(struct floor *f, uint32_t need, uint32_t pos)
+{
+    const struct gen_config *cfg = &f->cfg;
+    if (need <= f->cap)
+        return 0;
+    uint32_t cap = (need + KV_STEP - 1) / KV_STEP * KV_STEP;
+    if (cap > cfg->max_context)
+        cap = need > cfg->max_context ? need : cfg->max_context;
+    size_t d = cfg->head_dim, rows = (size_t)f->batch * cfg->num_heads;
+    for (uint32_t l = 0; l < 2 * cfg->num_layers; l++) {
+        float *kv = mem_calloc(rows * cap * d, sizeof *kv);
+        if (!kv)
+            return bench_fail(PROG, "out of memory");
+        for (size_t r = 0; r < rows && pos; r++)
+            memcpy(kv + r * cap * d, f->kv[l] + r * f->cap * d, pos * d * sizeof *kv);
+        mem_free(f->kv[l]);
+        f->kv[l] = kv;
+    }
+    f->cap = cap;
+    return 0;
+}
+
+/* step() for present "new": the past read from f->kv where it lies (cap
+ * tokens of room, the first pos real), the n new tokens' keys and values
+ * written in after the run. */
+static int step_new(struct floor *f, uint32_t n, uint32_t pos, void **state)
+{
+    const struct gen_config *cfg = &f->cfg;
+    uint32_t rows = f->batch;
+    int rc = kv_fit(f, pos + n, pos);
+    if (rc)
+        return rc;
+    uint32_t cap = f->cap, width = cap + n;
+    for (uint32_t b = 0; b < rows; b++)
+        for (uint32_t k = 0; k < width; k++)
+            f->mask[(size_t)b * width + k] = k < pos || k >= cap;
+    set_tensor(&f->inputs[2], f->mask, sizeof(int64_t), rows, width);
+    for (uint32_t i = 3; i < f->nin; i++) {
+        struct tensor *t = &f->inputs[i];
+        t->ndim = 4;
+        t->shape[0] = rows;
+        t->shape[1] = cfg->num_heads;
+        t->shape[2] = cap;
+        t->shape[3] = cfg->head_dim;
+        t->data = f->kv[i - 3];
+        t->nbytes = (size_t)rows * cfg->num_heads * cap * cfg->head_dim * sizeof(float);
+    }
+    struct tensor out[1 + 2 * MAX_LAYERS];
+    struct error err = {0};
+    arena_reset(&f->arena);
+    if (backend_onnxruntime.execute(f->inst, &f->arena, f->inputs, f->nin, f->output_names, f->nout,
+                                    out, state, 0, &err) != 0)
+        return bench_fail(PROG, "model execution: %s", err.msg);
+    size_t d = cfg->head_dim, heads = (size_t)rows * cfg->num_heads;
+    for (uint32_t l = 0; l < 2 * cfg->num_layers; l++) {
+        const struct tensor *p = &out[1 + l];
+        if (p->ndim != 4 || p->shape[2] != n || p->nbytes != heads * n * d * sizeof(float)) {
+            backend_onnxruntime.release(f->inst, *state);
+            return bench_fail(PROG, "%s: unexpected shape", f->output_names[1 + l]);
+        }
+        for (size_t h = 0; h < heads; h++)
+            memcpy(f->kv[l] + (h * cap + pos) * d, (const float *)p->data + h * n * d,
+                   n * d * sizeof(float));
+    }
+    memcpy(f->outputs, out, f->nout * sizeof *out);
+    return pick(f, n, state);
+}
+
 /* One step over each row's ids f->ids[b * n .. (b + 1) * n) at positions
  * pos..pos+n-1, the past (pos entries) being the previous step's outputs
  * (none when pos is 0). On success *state holds the new outputs and each
@@ -387,6 +491,8 @@ static int step(struct floor *f, uint32_t n, uint32_t pos, void **state)
             f->positions[(size_t)b * n + i] = pos + i;
     set_tensor(&f->inputs[0], f->ids, sizeof(int64_t), rows, n);
     set_tensor(&f->inputs[1], f->positions, sizeof(int64_t), rows, n);
+    if (cfg->present_new)
+        return step_new(f, n, pos, state);
     set_tensor(&f->inputs[2], f->ones, sizeof(int64_t), rows, pos + n);
     for (uint32_t i = 3; i < f->nin; i++) {
         struct tensor *t = &f->inputs[i];
@@ -410,18 +516,8 @@ static int step(struct floor *f, uint32_t n, uint32_t pos, void **state)
     if (backend_onnxruntime.execute(f->inst, &f->arena, f->inputs, f->nin, f->output_names, f->nout,
                                     out, state, 0, &err) != 0)
         return bench_fail(PROG, "model execution: %s", err.msg);
-    const struct tensor *logits = &out[0];
-    size_t row = (size_t)cfg->vocab_size;
-    if (logits->ndim != 3 || logits->shape[0] != rows || logits->shape[1] != n ||
-        (uint64_t)logits->shape[2] != row) {
-        backend_onnxruntime.release(f->inst, *state);
-        return bench_fail(PROG, "logits: unexpected shape");
-    }
-    for (uint32_t b = 0; b < rows; b++)
-        f->next[b] =
-            greedy((const float *)logits->data + ((size_t)b * n + n - 1) * row, cfg->vocab_size);
     memcpy(f->outputs, out, f->nout * sizeof *out);
-    return 0;
+    return pick(f, n, state);
 }
 
 /* One generation; the text into *text when given. */
@@ -437,6 +533,7 @@ static int generate(struct floor *f, const struct floor_options *o, struct floor
         for (uint32_t i = 0; i < f->nprompt; i++)
             f->ids[(size_t)b * f->nprompt + i] = f->prompt[i];
     void *state = NULL, *prev = NULL;
+    f->cap = 0; /* present "new": a generation's room starts empty, as a new server row's */
     int rc = step(f, f->nprompt, 0, &state);
     if (rc)
         return rc;

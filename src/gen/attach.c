@@ -55,7 +55,7 @@ static int field_u32(const struct json_value *root, const char *key, uint32_t mi
 static int parse_generation(const char *text, size_t len, struct gen_file *g, struct error *err)
 {
     static const char *const keys[] = {"tokenizer", "max_context", "eos_token_id", "num_layers",
-                                       "num_heads", "head_dim",    "vocab_size"};
+                                       "num_heads", "head_dim",    "vocab_size",   "present"};
     struct arena a;
     arena_init(&a, 4096, 1u << 20);
     struct json_value *root;
@@ -95,6 +95,16 @@ static int parse_generation(const char *text, size_t len, struct gen_file *g, st
         field_u32(root, "num_heads", 1, 1024, &s->kv.heads, err) ||
         field_u32(root, "head_dim", 1, 4096, &s->kv.head_dim, err))
         goto out;
+    const struct json_value *present = json_get(root, "present");
+    if (present && (present->type != JSON_STRING ||
+                    (strcmp(present->u.str, "all") != 0 && strcmp(present->u.str, "new") != 0))) {
+        error_set(err, 400,
+                  "%s: 'present' must be \"all\" (present.* is the past and the new tokens) or "
+                  "\"new\" (present.* holds only the new tokens)",
+                  GENERATION_FILE);
+        goto out;
+    }
+    s->present_new = present && strcmp(present->u.str, "new") == 0;
     rc = 0;
 out:
     arena_free(&a);
@@ -175,14 +185,14 @@ static int check_graph(struct gen_engine *e, const struct model_info *info, stru
 }
 
 /* Runs the graph the ways the engine will (a prefill of two prompt
- * lengths, then a padded decode step of both) and checks the logits are
+ * lengths, then a decode step of both, kept as decode steps are) and checks the logits are
  * finite: the first requests do not pay for the lazy initialisation, and a
  * graph that does not follow the interface fails the load. */
 static int warm_up(struct gen_engine *e, struct error *err)
 {
     int32_t ta[3] = {0, 1, 2}, tb[2] = {3, 4};
-    struct gen_seq a = {.tokens = ta, .ntokens = 3, .nprompt = 2};
-    struct gen_seq b = {.tokens = tb, .ntokens = 2, .nprompt = 1};
+    struct gen_seq a = {.tokens = ta, .ntokens = 3, .nprompt = 2, .id = 1};
+    struct gen_seq b = {.tokens = tb, .ntokens = 2, .nprompt = 1, .id = 2};
     struct gen_seq *rows[2] = {&a, &b};
     const float *logits;
     void *state;
@@ -190,7 +200,7 @@ static int warm_up(struct gen_engine *e, struct error *err)
     for (uint32_t i = 0; i < 3 && !rc; i++) {
         uint32_t n = i < 2 ? 1 : 2, t = i == 0 ? 2 : 1;
         struct gen_seq **r = i == 1 ? &rows[1] : rows;
-        rc = gen_run(e, r, n, t, NULL, false, &logits, &state, err);
+        rc = gen_run(e, r, n, t, NULL, i == 2, &logits, &state, err);
         if (rc)
             break;
         for (size_t k = 0; k < (size_t)n * t * e->shape.vocab; k++)
@@ -200,6 +210,7 @@ static int warm_up(struct gen_engine *e, struct error *err)
             }
         gen_run_release(e, state);
     }
+    gen_prev_drop(e);
     gen_kv_seq_release(&e->pool, &a.kv);
     gen_kv_seq_release(&e->pool, &b.kv);
     if (rc && err->status == 0)
@@ -309,6 +320,7 @@ static void engine_free(struct gen_engine *e)
     mem_free(e->masks[1]);
     mem_free(e->ints);
     mem_free(e->past);
+    mem_free(e->logits);
     buf_free(&e->text);
     arena_free(&e->arena);
     sample_scratch_free(&e->scratch);

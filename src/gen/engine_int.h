@@ -71,6 +71,23 @@ struct gen_prev {
     int64_t *mask;         /* [n, past]: the run's mask (one of masks[]) */
 };
 
+/* generation.json's "present": "new": the graph returns only the new
+ * tokens' keys and values and reads the past where it lies, so the decode
+ * rows' past stays here from step to step, [rows, heads, cap, head_dim]
+ * per (layer, kv), and a run writes only its new tokens into it (no copy
+ * of the past per step). Slot r is input row r; a leaving row's slot takes
+ * the last slot's row, a new row is gathered from its blocks into a new
+ * slot, and cap follows the longest row in steps of GEN_KVBUF_STEP tokens
+ * (a relayout at most every that many tokens). Positions past a slot's len
+ * are zero. */
+struct gen_kvbuf {
+    float **t;     /* [2 * layers], rows_cap * heads * cap * head_dim floats each */
+    uint64_t *ids; /* [rows_cap]: each slot's gen_seq id */
+    uint32_t *len; /* [rows_cap]: tokens valid in each slot */
+    uint32_t n, rows_cap, cap;
+};
+#define GEN_KVBUF_STEP 32
+
 struct gen_stats {
     _Atomic uint64_t prompt_tokens, generation_tokens;
     _Atomic uint64_t finished[GEN_FINISH_N];
@@ -86,6 +103,7 @@ struct gen_stats {
 struct gen_shape {
     uint32_t max_context, vocab, eos;
     struct gen_kv_shape kv;
+    bool present_new; /* "present": "new" (struct gen_kvbuf); else past ++ new */
 };
 
 struct gen_engine {
@@ -126,6 +144,9 @@ struct gen_engine {
     uint64_t next_id;
     float *past;
     size_t past_cap;
+    struct gen_kvbuf kvbuf;
+    float *logits; /* present "new": a run's logits in the caller's row order */
+    size_t logits_cap;
 
     struct gen_stats stats;
     struct gen_engine *next; /* gen_obs.c's list */
@@ -155,12 +176,14 @@ bool gen_seq_respond(struct gen_engine *e, struct gen_seq *s, bool final, enum g
  * attention keeps its real tokens from seeing the padding, which is not
  * stored); stores their keys and values and points *logits at the run's
  * [n, t, vocab] logits (row b's last token at [b, ts[b] - 1]), valid until
- * gen_run_release(). keep (decode steps): the run becomes e->prev, which
- * owns its outputs (*state is then NULL), and the next run with the same
- * rows takes its past from it. 0 or ST_ERROR with err. */
+ * gen_run_release(). keep (decode steps): the next decode run takes its
+ * past from this one's (present "all": the run becomes e->prev, which owns
+ * its outputs, *state is then NULL, and serves a next run with the same
+ * rows; present "new": the rows stay in e->kvbuf). 0 or ST_ERROR with err. */
 int gen_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t t,
             const uint32_t *ts, bool keep, const float **logits, void **state, struct error *err);
-/* Frees e->prev's outputs (idle, on a failure, at the end). */
+/* Frees what runs keep for the next (e->prev's outputs, e->kvbuf): idle,
+ * on a failure, at the end. */
 void gen_prev_drop(struct gen_engine *e);
 void gen_run_release(struct gen_engine *e, void *state);
 int gen_engine_start(struct gen_engine *e);

@@ -244,3 +244,21 @@ def test_openai_mode_cut_streams(sse_server):
     assert d["status"]["200"] == d["requests"] > 0
     assert g["requests_ok"] == 0 and g["requests_failed"] == d["requests"]
     assert g["tokens"] > 0  # received, in the window, even if the streams broke
+
+
+def test_floor_with_the_present_new_graph(tmp_path):
+    """A model whose graph returns only the new keys and values
+    (generation.json's "present": "new", tests/integration/
+    test_generate_present_new.py): the loop keeps the past in its own room,
+    grown every 32 tokens, and decodes kjv's text, one row and four."""
+    import subprocess
+    import sys
+    out = tmp_path / "1"
+    subprocess.run([sys.executable, str(REPO_ROOT / "models" / "build" / "make_kjv.py"),
+                    "--present", "new", "--out", str(out)], check=True, cwd=REPO_ROOT, timeout=120)
+    want = floor("And God said", 70)
+    for batch in (1, 4):
+        got = bench_json("--generate-floor", "--model-dir", out, "--prompt", "And God said",
+                         "--max-tokens", 70, "--repeat", 1, "--batch", batch)
+        assert (got["text"], got["completion_tokens"]) == (want["text"], want["completion_tokens"])
+    assert want["completion_tokens"] > 64  # the room grew twice

@@ -12,7 +12,9 @@ script.
 The ONNX graph is the one models/build/make_kjv.py writes (the KV-cache
 interface of models/README.md: input_ids, position_ids, attention_mask,
 past_key_values.{i}.key/value in; logits, present.{i}.key/value out), with
-these dimensions; the weights are drawn from a seeded normal distribution
+these dimensions, and by default with "present": "new" (export_onnx:
+present.* holds only the new tokens, the past is read in place;
+--present all writes the usual graph); the weights are drawn from a seeded normal distribution
 as a freshly initialised GPT-2 would be (std 0.02, residual projections
 scaled down), LayerNorms at identity. The end-of-text token's embedding
 row is zero, so that greedy decoding never ends a generation early (its
@@ -21,6 +23,7 @@ all run to max_tokens.
 
 Run from the repo root: /usr/bin/python3 bench/models/build/make_decoder.py [OUT_DIR]
 """
+import argparse
 import json
 import math
 import os
@@ -61,15 +64,22 @@ def weights(rng):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else OUT_DIR
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default=OUT_DIR)
+    ap.add_argument("--present", choices=("all", "new"), default="new",
+                    help="the graph's present.* (make_kjv.export_onnx): past ++ new, or only the "
+                         "new tokens (the past read in place: the default)")
+    args = ap.parse_args()
+    out = args.out
     kjv.LAYERS, kjv.HEADS, kjv.HEAD_DIM, kjv.MAX_CONTEXT = LAYERS, HEADS, HEAD_DIM, MAX_CONTEXT
     kjv.D_MODEL = HEADS * HEAD_DIM
     kjv.D_MLP = 4 * kjv.D_MODEL
     os.makedirs(out, exist_ok=True)
-    kjv.export_onnx(weights(np.random.default_rng(SEED)), os.path.join(out, "model.onnx"))
+    kjv.export_onnx(weights(np.random.default_rng(SEED)), os.path.join(out, "model.onnx"),
+                    args.present)
     shutil.copy(os.path.join(ROOT, "models", "kjv", "1", "tokenizer.json"),
                 os.path.join(out, "tokenizer.json"))
-    kjv.write_generation(os.path.join(out, "generation.json"))
+    kjv.write_generation(os.path.join(out, "generation.json"), args.present)
     with open(os.path.join(out, "generation.json")) as f:
         gen = json.load(f)
     print("wrote %s: %d layers, width %d, context %d, %.1f MiB" % (
