@@ -1,6 +1,7 @@
 #include "backend/onnxruntime.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,29 @@ struct ort_out {
     int64_t dims[TENSOR_MAX_DIMS]; /* as the session declares them; -1 variable */
 };
 
+/*
+ * A small tensor's OrtValue kept from run to run over memory of the
+ * instance's own. Making an OrtValue and releasing it costs ORT about
+ * 1,700 instructions, more than copying ORT_STAGE_MAX bytes; a request of
+ * a small model has four (two inputs, two outputs: a sixth of its whole
+ * cost in the server). So an input of at most ORT_STAGE_MAX bytes is
+ * copied into its staged value, and an output whose shape is planned
+ * before the run (enum out_plan) is written by ORT into its staged value
+ * and read there until the run's state is released. A shape that changes
+ * makes the value again (as each run did before).
+ */
+#define ORT_STAGE_MAX 8192
+
+struct ort_staged {
+    OrtValue *value; /* NULL: none made yet */
+    void *mem;       /* ORT_STAGE_MAX + 63 bytes; data is its 64-byte aligned start */
+    void *data;
+    size_t nbytes;
+    enum dtype dtype;
+    uint32_t ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+};
+
 struct ort_instance {
     OrtSession *session;
     uint32_t ninputs, noutputs;
@@ -61,6 +85,12 @@ struct ort_instance {
      * ORT's memory, which logs as usual) is not an error line. */
     OrtRunOptions *quiet_run;
     OrtRunOptions *run; /* the others' (made once: Run would make one per call) */
+    /* [ninputs + noutputs], session order (struct ort_staged). The
+     * outputs' are lent to one run's state at a time: outputs_lent is set
+     * by execute() and cleared by the release of that state, which may
+     * come on another thread while the next run goes on (without them). */
+    struct ort_staged *staged;
+    _Atomic bool outputs_lent;
     /* Reusable states: execute() runs on a worker thread, release() may run
      * on an I/O thread, so the free list has its own lock. */
     pthread_mutex_t pool_lock;
@@ -80,8 +110,10 @@ static void ort_state_free(struct ort_instance *inst, struct ort_state *state);
 
 struct ort_state {
     struct ort_state *next_free;
+    bool lent; /* its outputs are (in part) the instance's staged values */
     uint32_t nvalues;
-    OrtValue *values[]; /* [0, ninputs): inputs; then up to noutputs outputs */
+    OrtValue *values[]; /* [0, ninputs): inputs; then up to noutputs outputs (those the
+                         * call made: staged values are the instance's) */
 };
 
 static const struct {
@@ -331,6 +363,12 @@ static void ort_instance_free(struct ort_instance *inst)
         inst->free_states = next;
     }
     pthread_mutex_destroy(&inst->pool_lock);
+    for (uint32_t i = 0; inst->staged && i < inst->ninputs + inst->noutputs; i++) {
+        if (inst->staged[i].value)
+            ort->ReleaseValue(inst->staged[i].value);
+        mem_free(inst->staged[i].mem);
+    }
+    mem_free(inst->staged);
     if (inst->session)
         ort->ReleaseSession(inst->session);
     for (uint32_t i = 0; inst->input_names && i < inst->ninputs; i++)
@@ -501,10 +539,11 @@ static int ort_load(const struct backend_load_args *args, void **instance, struc
     inst->input_dtypes = mem_calloc(nin, sizeof *inst->input_dtypes);
     inst->output_names = mem_calloc(nout, sizeof *inst->output_names);
     inst->outs = mem_calloc(nout ? nout : 1, sizeof *inst->outs);
+    inst->staged = mem_calloc(nin + nout ? nin + nout : 1, sizeof *inst->staged);
     mi.inputs = mem_calloc(nin, sizeof *mi.inputs);
     mi.outputs = mem_calloc(nout, sizeof *mi.outputs);
     if (!inst->input_names || !inst->input_dtypes || !inst->output_names || !inst->outs ||
-        !mi.inputs || !mi.outputs) {
+        !inst->staged || !mi.inputs || !mi.outputs) {
         error_set(err, 500, "failed to load model '%s': out of memory", path);
         goto out;
     }
@@ -573,6 +612,10 @@ static void ort_state_free(struct ort_instance *inst, struct ort_state *state)
             ort->ReleaseValue(state->values[i]);
         state->values[i] = NULL;
     }
+    if (state->lent) {
+        state->lent = false;
+        atomic_store_explicit(&inst->outputs_lent, false, memory_order_release);
+    }
     pthread_mutex_lock(&inst->pool_lock);
     state->next_free = inst->free_states;
     inst->free_states = state;
@@ -628,32 +671,71 @@ static int make_string_input(const struct tensor *t, size_t count, OrtValue **va
     return st ? execute_error(err, st) : 0;
 }
 
-/* Creates the OrtValue for input t in *value (left for the caller to release,
- * also on failure). */
-static int make_input(const struct tensor *t, OrtValue **value, struct error *err)
+/* Checks input t's rank and that its bytes are its shape's. */
+static int check_input(const struct tensor *t, size_t *count, struct error *err)
 {
     size_t size = dtype_size(t->dtype);
     char shape[128];
-    OrtStatus *st;
-
     if (t->ndim > TENSOR_MAX_DIMS)
         return error_set(err, 400, "input '%s' has rank %u, more than %d", t->name, t->ndim,
                          TENSOR_MAX_DIMS);
-    int64_t count = tensor_count(t, INT64_MAX);
-    if (count < 0 || (uint64_t)count > SIZE_MAX / (size ? size : 1)) {
+    int64_t n = tensor_count(t, INT64_MAX);
+    if (n < 0 || (uint64_t)n > SIZE_MAX / (size ? size : 1)) {
         shape_format(t->shape, t->ndim, shape, sizeof shape);
         return error_set(err, 400, "input '%s' has an invalid shape %s", t->name, shape);
     }
-    if (t->dtype == DT_BYTES)
-        return make_string_input(t, (size_t)count, value, err);
-    if (t->nbytes != (size_t)count * size) {
+    if (t->dtype != DT_BYTES && t->nbytes != (size_t)n * size) {
         shape_format(t->shape, t->ndim, shape, sizeof shape);
         return error_set(err, 400, "input '%s' has %zu bytes of data, shape %s of %s needs %zu",
-                         t->name, t->nbytes, shape, dtype_name(t->dtype), (size_t)count * size);
+                         t->name, t->nbytes, shape, dtype_name(t->dtype), (size_t)n * size);
     }
-    st = ort->CreateTensorWithDataAsOrtValue(ort_cpu_memory, t->data, t->nbytes, t->shape, t->ndim,
-                                             dtype_to_onnx(t->dtype), value);
+    *count = (size_t)n;
+    return 0;
+}
+
+/* Creates the OrtValue for input t (checked) in *value (left for the
+ * caller to release, also on failure). */
+static int make_input(const struct tensor *t, size_t count, OrtValue **value, struct error *err)
+{
+    if (t->dtype == DT_BYTES)
+        return make_string_input(t, count, value, err);
+    OrtStatus *st = ort->CreateTensorWithDataAsOrtValue(
+        ort_cpu_memory, t->data, t->nbytes, t->shape, t->ndim, dtype_to_onnx(t->dtype), value);
     return st ? execute_error(err, st) : 0;
+}
+
+/* s's value for a numeric tensor of this type and shape (nbytes its
+ * size), made again over s's memory when the shape is not the last one's.
+ * NULL when the tensor is not small, or on a failure (the caller then
+ * makes a value of its own, which says what failed). */
+static OrtValue *stage(struct ort_staged *s, enum dtype dtype, const int64_t *shape,
+                       uint32_t ndim, size_t nbytes)
+{
+    if (dtype == DT_BYTES || nbytes == 0 || nbytes > ORT_STAGE_MAX)
+        return NULL;
+    if (s->value && s->dtype == dtype && s->ndim == ndim &&
+        memcmp(s->shape, shape, ndim * sizeof *shape) == 0)
+        return s->value;
+    if (s->value)
+        ort->ReleaseValue(s->value);
+    s->value = NULL;
+    if (!s->mem) {
+        if (!(s->mem = mem_alloc(ORT_STAGE_MAX + 63)))
+            return NULL;
+        s->data = (void *)(((uintptr_t)s->mem + 63) & ~(uintptr_t)63);
+    }
+    OrtStatus *st = ort->CreateTensorWithDataAsOrtValue(ort_cpu_memory, s->data, nbytes, shape,
+                                                        ndim, dtype_to_onnx(dtype), &s->value);
+    if (st) {
+        ort->ReleaseStatus(st);
+        s->value = NULL;
+        return NULL;
+    }
+    s->dtype = dtype;
+    s->ndim = ndim;
+    s->nbytes = nbytes;
+    memcpy(s->shape, shape, ndim * sizeof *shape);
+    return s->value;
 }
 
 /* Copies the strings of a BYTES output into the arena as tensor_bytes. */
@@ -740,24 +822,27 @@ out:
     return rc;
 }
 
-/* The output's OrtValue over 64-byte aligned memory of the arena when its
- * plan says the shape before the run (else *value stays NULL: ORT
- * allocates). 0, or ST_ERROR with err. */
-static int preallocate(const struct ort_out *o, int64_t batch, struct arena *arena,
-                       OrtValue **value, struct error *err)
+/* The output's shape when its plan says it before the run (in shape,
+ * its size in *bytes); false when ORT must allocate it. */
+static bool planned_shape(const struct ort_out *o, int64_t batch, int64_t *shape, size_t *bytes)
 {
-    if (!arena || (o->plan != OUT_STATIC && (o->plan != OUT_BATCH || batch < 0)))
-        return 0;
-    int64_t shape[TENSOR_MAX_DIMS];
-    size_t bytes = dtype_size(o->dtype);
+    if (o->plan != OUT_STATIC && (o->plan != OUT_BATCH || batch < 0))
+        return false;
+    *bytes = dtype_size(o->dtype);
     for (uint32_t d = 0; d < o->ndim; d++) {
         shape[d] = d == 0 && o->plan == OUT_BATCH ? batch : o->dims[d];
-        if (shape[d] != 0 && bytes > SIZE_MAX / 2 / (size_t)shape[d])
-            return 0; /* absurd: let ORT say what it makes of it */
-        bytes *= (size_t)shape[d];
+        if (shape[d] != 0 && *bytes > SIZE_MAX / 2 / (size_t)shape[d])
+            return false; /* absurd: let ORT say what it makes of it */
+        *bytes *= (size_t)shape[d];
     }
-    if (bytes == 0)
-        return 0;
+    return *bytes != 0;
+}
+
+/* The output's OrtValue over 64-byte aligned memory of the arena, of the
+ * planned shape. 0, or ST_ERROR with err. */
+static int preallocate(const struct ort_out *o, const int64_t *shape, size_t bytes,
+                       struct arena *arena, OrtValue **value, struct error *err)
+{
     char *p = arena_alloc(arena, bytes + 63);
     if (!p)
         return error_set(err, 500, "out of memory for the outputs");
@@ -779,6 +864,15 @@ static void learn_plan(struct ort_out *o, int64_t batch, const struct tensor *t)
     o->plan = same ? OUT_BATCH : OUT_ORT;
 }
 
+/* The run's output i as planned before it: shape, type and memory known. */
+struct planned {
+    bool known;
+    uint32_t ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    void *data;
+    size_t bytes;
+};
+
 static int ort_execute(void *instance, struct arena *arena, const struct tensor *inputs,
                        uint32_t nin, const char *const *output_names, uint32_t nout,
                        struct tensor *out, void **state_out, uint32_t flags,
@@ -787,7 +881,7 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
     (void)flags; /* a shadow copy runs like any request */
     struct ort_instance *inst = instance;
     struct ort_state *state = NULL;
-    OrtValue **in_values, **out_values;
+    OrtValue **in_values, **out_values; /* the values this call made (the state's) */
     OrtStatus *st = NULL;
     int rc = ST_ERROR;
 
@@ -798,15 +892,20 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
         return error_set(err, 500, "out of memory");
     in_values = state->values;
     out_values = state->values + inst->ninputs;
+    /* What Run() takes: the values made here or the instance's staged ones. */
+    OrtValue *run_in[inst->ninputs + 1], *run_out[nout]; /* + 1: a model may have no input */
+    struct planned plan[nout];
+    memset(run_in, 0, sizeof run_in);
 
     for (uint32_t j = 0; j < nin; j++) {
         const struct tensor *t = &inputs[j];
         int k = find_name(inst->input_names, inst->ninputs, t->name);
+        size_t count = 0;
         if (k < 0) {
             error_set(err, 400, "unknown input '%s'", t->name);
             goto out;
         }
-        if (in_values[k]) {
+        if (run_in[k]) {
             error_set(err, 400, "input '%s' given more than once", t->name);
             goto out;
         }
@@ -815,28 +914,54 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
                       dtype_name(t->dtype), dtype_name(inst->input_dtypes[k]));
             goto out;
         }
-        if (make_input(t, &in_values[k], err))
+        if (check_input(t, &count, err))
             goto out;
+        struct ort_staged *sv = &inst->staged[k];
+        if ((run_in[k] = stage(sv, t->dtype, t->shape, t->ndim, t->nbytes))) {
+            memcpy(sv->data, t->data, t->nbytes);
+            continue;
+        }
+        if (make_input(t, count, &in_values[k], err))
+            goto out;
+        run_in[k] = in_values[k];
     }
     for (uint32_t k = 0; k < inst->ninputs; k++) {
-        if (!in_values[k]) {
+        if (!run_in[k]) {
             error_set(err, 400, "missing input '%s'", inst->input_names[k]);
             goto out;
         }
     }
 
+    /* Outputs whose shape is planned: the staged values when no earlier
+     * run's state holds them, else over the arena; the others ORT's. */
     int64_t batch = nin > 0 && inputs[0].ndim > 0 ? inputs[0].shape[0] : -1;
+    bool lend = !atomic_load_explicit(&inst->outputs_lent, memory_order_acquire), lent = false;
     bool preallocated = false;
     for (uint32_t i = 0; i < nout; i++) {
-        struct ort_out *o = &inst->outs[find_name(inst->output_names, inst->noutputs,
-                                                  output_names[i])];
-        if (preallocate(o, batch, arena, &out_values[i], err))
-            goto out;
-        preallocated |= out_values[i] != NULL;
+        uint32_t k = (uint32_t)find_name(inst->output_names, inst->noutputs, output_names[i]);
+        const struct ort_out *o = &inst->outs[k];
+        struct planned *pl = &plan[i];
+        run_out[i] = NULL;
+        pl->known = arena && planned_shape(o, batch, pl->shape, &pl->bytes);
+        if (!pl->known)
+            continue;
+        pl->ndim = o->ndim;
+        struct ort_staged *sv = &inst->staged[inst->ninputs + k];
+        if (lend && (run_out[i] = stage(sv, o->dtype, pl->shape, o->ndim, pl->bytes))) {
+            pl->data = sv->data;
+            lent = true;
+        } else {
+            if (preallocate(o, pl->shape, pl->bytes, arena, &out_values[i], err))
+                goto out;
+            run_out[i] = out_values[i];
+            pl->data = NULL; /* read from the value */
+            pl->known = false;
+        }
+        preallocated = true;
     }
     st = ort->Run(inst->session, preallocated ? inst->quiet_run : inst->run,
-                  (const char *const *)inst->input_names, (const OrtValue *const *)in_values,
-                  inst->ninputs, output_names, nout, out_values);
+                  (const char *const *)inst->input_names, (const OrtValue *const *)run_in,
+                  inst->ninputs, output_names, nout, run_out);
     if (st && preallocated) {
         /* Perhaps an output's shape was not the one planned (a first
          * dimension that is not the batch for these inputs, or a model whose
@@ -845,12 +970,15 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
          * instance from now on. */
         OrtStatus *first = st;
         for (uint32_t i = 0; i < nout; i++) {
-            ort->ReleaseValue(out_values[i]);
-            out_values[i] = NULL;
+            if (run_out[i] && !plan[i].known) /* not a staged value */
+                ort->ReleaseValue(run_out[i]);
+            out_values[i] = run_out[i] = NULL;
+            plan[i].known = false;
         }
+        lent = false;
         st = ort->Run(inst->session, inst->run, (const char *const *)inst->input_names,
-                      (const OrtValue *const *)in_values, inst->ninputs, output_names, nout,
-                      out_values);
+                      (const OrtValue *const *)run_in, inst->ninputs, output_names, nout,
+                      run_out);
         if (st) {
             ort->ReleaseStatus(st);
             st = first;
@@ -860,17 +988,36 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
                 inst->outs[k].plan = OUT_ORT;
         }
     }
+    for (uint32_t i = 0; i < nout; i++)
+        if (!plan[i].known && run_out[i])
+            out_values[i] = run_out[i]; /* made by this call (or by ORT in it) */
     if (st)
         goto out;
     for (uint32_t k = 0; k < inst->ninputs; k++) {
-        ort->ReleaseValue(in_values[k]);
+        if (in_values[k])
+            ort->ReleaseValue(in_values[k]);
         in_values[k] = NULL;
     }
     for (uint32_t i = 0; i < nout; i++) {
+        const struct planned *pl = &plan[i];
+        uint32_t k = (uint32_t)find_name(inst->output_names, inst->noutputs, output_names[i]);
+        if (pl->known) {
+            /* staged: its shape is the one planned, its type the declared */
+            out[i] = (struct tensor){.name = output_names[i],
+                                     .dtype = inst->outs[k].dtype,
+                                     .ndim = pl->ndim,
+                                     .data = pl->data,
+                                     .nbytes = pl->bytes};
+            memcpy(out[i].shape, pl->shape, pl->ndim * sizeof pl->shape[0]);
+            continue;
+        }
         if (read_output(out_values[i], output_names[i], arena, &out[i], err))
             goto out;
-        learn_plan(&inst->outs[find_name(inst->output_names, inst->noutputs, output_names[i])],
-                   batch, &out[i]);
+        learn_plan(&inst->outs[k], batch, &out[i]);
+    }
+    if (lent) {
+        state->lent = true;
+        atomic_store_explicit(&inst->outputs_lent, true, memory_order_relaxed);
     }
     *state_out = state;
     state = NULL;

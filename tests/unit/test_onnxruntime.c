@@ -180,60 +180,85 @@ static void test_simple_batch3(void **state)
     check_simple_batch(*state, 3);
 }
 
-/* Outputs whose shape the backend can tell before the run are created over
- * the arena's memory (enum out_plan): simple's OUTPUT0/1 are declared
- * [-1, 16]; the first run shows the -1 is the batch, later runs write into
- * the arena. */
-static void test_outputs_preallocated_in_the_arena(void **state)
+/* Outputs whose shape the backend can tell before the run (enum out_plan)
+ * are not ORT's: simple's OUTPUT0/1 are declared [-1, 16]; the first run
+ * shows the -1 is the batch. Later runs write into the instance's staged
+ * values (struct ort_staged: the arena is not used), or, while a state
+ * still holds those, into the arena; a held state's outputs are never
+ * overwritten by a later run; staged inputs take each run's data. */
+static void run_simple(struct model *m, struct arena *arena, int64_t batch, int32_t bias,
+                       struct tensor *out, void **st)
+{
+    static int32_t a[3 * 16], b[3 * 16];
+    const char *outs[] = {"OUTPUT0", "OUTPUT1"};
+    int64_t shape[] = {batch, 16};
+    size_t n = (size_t)batch * 16;
+    struct error err;
+    fill_simple(a, b, 3 * 16);
+    for (size_t i = 0; i < n; i++)
+        a[i] += bias;
+    struct tensor in[] = {
+        make_tensor("INPUT0", DT_INT32, 2, shape, a, n * sizeof a[0]),
+        make_tensor("INPUT1", DT_INT32, 2, shape, b, n * sizeof b[0]),
+    };
+    assert_int_equal(execute(m, arena, in, 2, outs, 2, out, st, &err), 0);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(out[k].shape[0], batch);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(((const int32_t *)out[0].data)[i], a[i] + b[i]);
+        assert_int_equal(((const int32_t *)out[1].data)[i], a[i] - b[i]);
+    }
+}
+
+static void test_outputs_preallocated(void **state)
 {
     struct model *m = *state;
-    int32_t a[3 * 16], b[3 * 16];
-    const char *outs[] = {"OUTPUT0", "OUTPUT1"};
-    struct tensor out[2];
-    void *st;
-    struct error err;
+    struct tensor out[2], held[2];
+    void *st, *held_st;
     struct arena arena;
-
-    fill_simple(a, b, 3 * 16);
     arena_init(&arena, ARENA_CHUNK, ARENA_MAX);
-    for (int64_t batch = 2; batch <= 3; batch++) {
-        int64_t shape[] = {batch, 16};
-        size_t n = (size_t)batch * 16;
-        struct tensor in[] = {
-            make_tensor("INPUT0", DT_INT32, 2, shape, a, n * sizeof a[0]),
-            make_tensor("INPUT1", DT_INT32, 2, shape, b, n * sizeof b[0]),
-        };
-        size_t used = arena.used;
-        assert_int_equal(execute(m, &arena, in, 2, outs, 2, out, &st, &err), 0);
-        if (batch == 2)
-            assert_int_equal(arena.used, used); /* not known yet: ORT's memory */
-        else
-            assert_true(arena.used - used >= 2 * n * sizeof(int32_t));
-        for (int k = 0; k < 2; k++) {
-            assert_int_equal(out[k].shape[0], batch);
-            if (batch == 3)
-                assert_int_equal((uintptr_t)out[k].data % 64, 0);
-        }
-        for (size_t i = 0; i < n; i++) {
-            assert_int_equal(((const int32_t *)out[0].data)[i], a[i] + b[i]);
-            assert_int_equal(((const int32_t *)out[1].data)[i], a[i] - b[i]);
-        }
-        backend_onnxruntime.release(m->inst, st);
-    }
+    size_t used = arena.used, n = 3 * 16;
+
+    run_simple(m, &arena, 2, 0, out, &st); /* not known yet: ORT's memory */
+    assert_int_equal(arena.used, used);
+    backend_onnxruntime.release(m->inst, st);
+
+    run_simple(m, &arena, 3, 0, held, &held_st); /* staged */
+    assert_int_equal(arena.used, used);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal((uintptr_t)held[k].data % 64, 0);
+
+    run_simple(m, &arena, 3, 1000, out, &st); /* the staged values are held: the arena */
+    assert_true(arena.used - used >= 2 * n * sizeof(int32_t));
+    for (int k = 0; k < 2; k++)
+        assert_int_equal((uintptr_t)out[k].data % 64, 0);
+    /* fill_simple: a[0] + b[0] = -100 + -50, unchanged by the later run */
+    assert_int_equal(((const int32_t *)held[0].data)[0], -150);
+    assert_int_equal(((const int32_t *)out[0].data)[0], 1000 - 150);
+    backend_onnxruntime.release(m->inst, st);
+    backend_onnxruntime.release(m->inst, held_st);
+
+    used = arena.used;
+    run_simple(m, &arena, 3, 2000, out, &st); /* released: staged again */
+    assert_int_equal(arena.used, used);
+    assert_ptr_equal(out[0].data, held[0].data);
+    backend_onnxruntime.release(m->inst, st);
     arena_free(&arena);
 }
 
 /* first3: Y = X[0:3], declared [-1, 4]. Batches 2 and 3 make the backend
  * take Y's first dimension for the batch; a batch of 5 proves it wrong:
  * the run still succeeds (once more with ORT's memory) with 3 rows, and
- * the backend no longer preallocates. */
+ * the backend no longer preallocates. Each run's state is held until the
+ * next run is done, so the batch of 5, whose staged output the batch of 3
+ * holds, is planned in the arena. */
 static void test_a_first_dimension_that_is_not_the_batch(void **state)
 {
     struct model *m = *state;
     int32_t x[5 * 4];
     const char *outs[] = {"Y"};
     struct tensor out[1];
-    void *st;
+    void *st = NULL;
     struct error err;
     struct arena arena;
 
@@ -246,18 +271,21 @@ static void test_a_first_dimension_that_is_not_the_batch(void **state)
         struct tensor in[] = {make_tensor("X", DT_INT32, 2, shape, x,
                                           (size_t)batches[r] * 4 * sizeof x[0])};
         size_t used = arena.used;
+        void *prev = st;
         assert_int_equal(execute(m, &arena, in, 1, outs, 1, out, &st, &err), 0);
         int64_t rows = batches[r] < 3 ? batches[r] : 3;
         assert_int_equal(out[0].shape[0], rows);
         assert_int_equal(out[0].shape[1], 4);
         for (int i = 0; i < rows * 4; i++)
             assert_int_equal(((const int32_t *)out[0].data)[i], 100 + i);
-        if (r == 1) /* learnt from the first run: preallocated */
+        if (r == 2) /* learnt from the first run: planned (in the arena), then wrong */
             assert_true(arena.used > used);
         if (r == 3) /* after the batch of 5: ORT's memory again */
             assert_int_equal(arena.used, used);
-        backend_onnxruntime.release(m->inst, st);
+        if (r > 0)
+            backend_onnxruntime.release(m->inst, prev);
     }
+    backend_onnxruntime.release(m->inst, st);
     arena_free(&arena);
 }
 
@@ -1015,7 +1043,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_simple_batch1, setup_simple, teardown_model),
         cmocka_unit_test_setup_teardown(test_simple_batch3, setup_simple, teardown_model),
         cmocka_unit_test_setup_teardown(test_simple_one_output, setup_simple, teardown_model),
-        cmocka_unit_test_setup_teardown(test_outputs_preallocated_in_the_arena, setup_simple,
+        cmocka_unit_test_setup_teardown(test_outputs_preallocated, setup_simple,
                                         teardown_model),
         cmocka_unit_test_setup_teardown(test_a_first_dimension_that_is_not_the_batch,
                                         setup_first3, teardown_model),
