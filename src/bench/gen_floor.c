@@ -431,38 +431,13 @@ static int kv_fit(struct floor *f, uint32_t need, uint32_t pos)
     return 0;
 }
 
-/* step() for present "new": the past read from f->kv where it lies (cap
- * tokens of room, the first pos real), the n new tokens' keys and values
- * written in after the run. */
-static int step_new(struct floor *f, uint32_t n, uint32_t pos, void **state)
+/* present "new": the n new tokens' keys and values (out[1..]) written into
+ * f->kv at positions pos.. of each row. */
+static int store_new(struct floor *f, const struct tensor *out, uint32_t n, uint32_t pos,
+                     void **state)
 {
     const struct gen_config *cfg = &f->cfg;
-    uint32_t rows = f->batch;
-    int rc = kv_fit(f, pos + n, pos);
-    if (rc)
-        return rc;
-    uint32_t cap = f->cap, width = cap + n;
-    for (uint32_t b = 0; b < rows; b++)
-        for (uint32_t k = 0; k < width; k++)
-            f->mask[(size_t)b * width + k] = k < pos || k >= cap;
-    set_tensor(&f->inputs[2], f->mask, sizeof(int64_t), rows, width);
-    for (uint32_t i = 3; i < f->nin; i++) {
-        struct tensor *t = &f->inputs[i];
-        t->ndim = 4;
-        t->shape[0] = rows;
-        t->shape[1] = cfg->num_heads;
-        t->shape[2] = cap;
-        t->shape[3] = cfg->head_dim;
-        t->data = f->kv[i - 3];
-        t->nbytes = (size_t)rows * cfg->num_heads * cap * cfg->head_dim * sizeof(float);
-    }
-    struct tensor out[1 + 2 * MAX_LAYERS];
-    struct error err = {0};
-    arena_reset(&f->arena);
-    if (backend_onnxruntime.execute(f->inst, &f->arena, f->inputs, f->nin, f->output_names, f->nout,
-                                    out, state, 0, &err) != 0)
-        return bench_fail(PROG, "model execution: %s", err.msg);
-    size_t d = cfg->head_dim, heads = (size_t)rows * cfg->num_heads;
+    size_t d = cfg->head_dim, heads = (size_t)f->batch * cfg->num_heads;
     for (uint32_t l = 0; l < 2 * cfg->num_layers; l++) {
         const struct tensor *p = &out[1 + l];
         if (p->ndim != 4 || p->shape[2] != n || p->nbytes != heads * n * d * sizeof(float)) {
@@ -470,38 +445,50 @@ static int step_new(struct floor *f, uint32_t n, uint32_t pos, void **state)
             return bench_fail(PROG, "%s: unexpected shape", f->output_names[1 + l]);
         }
         for (size_t h = 0; h < heads; h++)
-            memcpy(f->kv[l] + (h * cap + pos) * d, (const float *)p->data + h * n * d,
+            memcpy(f->kv[l] + (h * f->cap + pos) * d, (const float *)p->data + h * n * d,
                    n * d * sizeof(float));
     }
-    memcpy(f->outputs, out, f->nout * sizeof *out);
-    return pick(f, n, state);
+    return 0;
 }
 
 /* One step over each row's ids f->ids[b * n .. (b + 1) * n) at positions
  * pos..pos+n-1, the past (pos entries) being the previous step's outputs
- * (none when pos is 0). On success *state holds the new outputs and each
+ * (none when pos is 0), or for present "new" f->kv's room (cap entries,
+ * the first pos real). On success *state holds the new outputs and each
  * row's next token is in f->next. */
 static int step(struct floor *f, uint32_t n, uint32_t pos, void **state)
 {
     static float empty_past;
     const struct gen_config *cfg = &f->cfg;
-    uint32_t rows = f->batch;
+    uint32_t rows = f->batch, past = pos;
     for (uint32_t b = 0; b < rows; b++)
         for (uint32_t i = 0; i < n; i++)
             f->positions[(size_t)b * n + i] = pos + i;
     set_tensor(&f->inputs[0], f->ids, sizeof(int64_t), rows, n);
     set_tensor(&f->inputs[1], f->positions, sizeof(int64_t), rows, n);
-    if (cfg->present_new)
-        return step_new(f, n, pos, state);
-    set_tensor(&f->inputs[2], f->ones, sizeof(int64_t), rows, pos + n);
+    if (cfg->present_new) {
+        int rc = kv_fit(f, pos + n, pos);
+        if (rc)
+            return rc;
+        past = f->cap;
+        for (uint32_t b = 0; b < rows; b++)
+            for (uint32_t k = 0; k < past + n; k++)
+                f->mask[(size_t)b * (past + n) + k] = k < pos || k >= past;
+        set_tensor(&f->inputs[2], f->mask, sizeof(int64_t), rows, past + n);
+    } else {
+        set_tensor(&f->inputs[2], f->ones, sizeof(int64_t), rows, pos + n);
+    }
     for (uint32_t i = 3; i < f->nin; i++) {
         struct tensor *t = &f->inputs[i];
         t->ndim = 4;
         t->shape[0] = rows;
         t->shape[1] = cfg->num_heads;
-        t->shape[2] = pos;
+        t->shape[2] = past;
         t->shape[3] = cfg->head_dim;
-        if (pos == 0) {
+        if (cfg->present_new) {
+            t->data = f->kv[i - 3];
+            t->nbytes = (size_t)rows * cfg->num_heads * past * cfg->head_dim * sizeof(float);
+        } else if (pos == 0) {
             t->data = &empty_past;
             t->nbytes = 0;
         } else {
@@ -516,6 +503,11 @@ static int step(struct floor *f, uint32_t n, uint32_t pos, void **state)
     if (backend_onnxruntime.execute(f->inst, &f->arena, f->inputs, f->nin, f->output_names, f->nout,
                                     out, state, 0, &err) != 0)
         return bench_fail(PROG, "model execution: %s", err.msg);
+    if (cfg->present_new) {
+        int rc = store_new(f, out, n, pos, state);
+        if (rc)
+            return rc;
+    }
     memcpy(f->outputs, out, f->nout * sizeof *out);
     return pick(f, n, state);
 }
