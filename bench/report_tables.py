@@ -291,6 +291,7 @@ def md_run(doc):
         w("| %s | %s | %s | %s | %s |" % (t["what"], s, t["target"], met(t["met"]),
                                           notes.get(t["name"], "")))
     w("")
+    md_missed(doc, w)
 
     h = e["http_floor"]
     w("### 1. HTTP floor: `simple` over JSON vs nginx returning the same body")
@@ -1150,6 +1151,42 @@ def md_history(results_dir):
            "higher tenant / TTFT p99 ÷ alone |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     return out + rows + [""]
+
+
+def missed_reasons(path):
+    """bench/missed.md: target name -> its section's text, one paragraph."""
+    reasons, name, text = {}, None, []
+    try:
+        with open(path) as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return reasons
+    for line in lines + ["## "]:
+        if line.startswith("## "):
+            if name:
+                reasons[name] = " ".join(" ".join(text).split())
+            name, text = line[3:].strip(), []
+        elif name:
+            text.append(line)
+    return reasons
+
+
+def md_missed(doc, w):
+    """After the targets table: the measured reason of each missed target."""
+    missed = [t for t in doc["targets"] if t["met"] is False]
+    if not missed:
+        return
+    reasons = missed_reasons(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                          "missed.md"))
+    w("### Why the missed targets are missed")
+    w("")
+    w("The measured reasons, from [bench/missed.md](missed.md) (kept by hand from profiles "
+      "and A/B runs, not computed by this run).")
+    w("")
+    for t in missed:
+        w("- **%s** (target %s): %s" % (t["what"], t["target"], reasons.get(
+            t["name"], "no measured reason in bench/missed.md yet.")))
+    w("")
 
 
 def cmd_markdown(args):
