@@ -95,6 +95,7 @@ struct gen_stats {
     _Atomic uint64_t preemptions;      /* sequences sent back to the line for lack of cache */
     _Atomic uint64_t steps, step_rows; /* decode steps and the sequences they carried */
     _Atomic uint64_t prefill_runs;     /* backend runs of prefill chunks (batched) */
+    _Atomic uint64_t kvbuf_bytes;      /* e->kvbuf's memory ("present": "new") */
     _Atomic uint32_t running, waiting;
     struct metrics_hist ttft, tpot, batch;
 };

@@ -90,6 +90,11 @@ static uint64_t prefix_blocks(const struct gen_engine *e)
     return atomic_load_explicit(&e->pool.ncached, memory_order_relaxed);
 }
 
+static uint64_t kvbuf_bytes(const struct gen_engine *e)
+{
+    return atomic_load_explicit(&e->stats.kvbuf_bytes, memory_order_relaxed);
+}
+
 static const struct {
     const char *name, *type, *help;
     read_fn read;
@@ -119,6 +124,10 @@ static const struct {
      prefix_hits},
     {"inferd_gen_prefix_cache_blocks", "gauge",
      "KV cache blocks in the prefix cache (held by sequences or idle).", prefix_blocks},
+    {"inferd_gen_decode_buffer_bytes", "gauge",
+     "Working memory holding the decode rows' keys and values where the graph reads them "
+     "(generation.json \"present\": \"new\"), outside --kv-cache-bytes; freed when idle.",
+     kvbuf_bytes},
 };
 
 static const struct {

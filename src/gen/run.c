@@ -34,6 +34,7 @@ static void kvbuf_free(struct gen_engine *e)
     mem_free(kb->ids);
     mem_free(kb->len);
     *kb = (struct gen_kvbuf){0};
+    atomic_store_explicit(&e->stats.kvbuf_bytes, 0, memory_order_relaxed);
 }
 
 void gen_prev_drop(struct gen_engine *e)
@@ -296,6 +297,9 @@ static int kvbuf_fit(struct gen_engine *e, uint32_t rows, uint32_t need)
     }
     kb->rows_cap = nrows;
     kb->cap = ncap;
+    atomic_store_explicit(&e->stats.kvbuf_bytes,
+                          2ull * ks->layers * nrows * ks->heads * ncap * d * sizeof(float),
+                          memory_order_relaxed);
     return 0;
 }
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import requests
@@ -72,6 +73,7 @@ def test_the_same_tokens_as_the_usual_graph_alone_and_batched(server_factory, kj
     alone = [stream(srv, "kjv", b) for b in bodies]
     assert [stream(srv, "kjv_new", b) for b in bodies[:2]] == alone[:2]
     assert concurrently(lambda b: stream(srv, "kjv_new", b), bodies) == alone
+    assert metric(srv, 'inferd_gen_decode_buffer_bytes{model="kjv_new",version="1"}') == 0
     steps = metric(srv, 'inferd_gen_decode_steps_total{model="kjv_new",version="1"}')
     rows = metric(srv, 'inferd_gen_decode_batch_size_sum{model="kjv_new",version="1"}')
     assert rows > 2 * steps  # the streams were batched
@@ -97,6 +99,38 @@ def test_preemption_and_the_prefix_cache(server_factory, kjv_new):
     assert concurrently(lambda b: stream(srv, "kjv_new", b), shared[1:]) == alone[1:]
     assert metric(srv, 'inferd_gen_prefix_cache_hit_tokens_total{model="kjv_new",version="1"}') \
         >= 2 * 32
+
+
+def test_the_buffer_is_working_memory_freed_when_idle(server_factory, kjv_new):
+    """inferd_gen_decode_buffer_bytes: the buffer while a stream decodes (2
+    layers of keys and values of at least one row of 32 tokens: 4 layers x
+    2 x 4 heads x 32 x 32 floats), none when the engine is idle, and never
+    for the usual graph."""
+    srv = server_factory.start(models={"kjv": KJV, "kjv_new": kjv_new})
+    seen = []
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            seen.append(metric(srv, 'inferd_gen_decode_buffer_bytes{model="kjv_new",version="1"}'))
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        for _ in range(3):
+            stream(srv, "kjv_new", {"text_input": PROMPTS[0], "max_tokens": 200,
+                                    "temperature": 0})
+    finally:
+        done.set()
+        t.join()
+    assert max(seen) >= 4 * 2 * 4 * 32 * 32 * 4
+    stream(srv, "kjv", {"text_input": PROMPTS[0], "max_tokens": 20, "temperature": 0})
+    assert metric(srv, 'inferd_gen_decode_buffer_bytes{model="kjv",version="1"}') == 0
+    # The engine frees it when it finds nothing to run, just after the last answer.
+    deadline = time.monotonic() + WAIT
+    while metric(srv, 'inferd_gen_decode_buffer_bytes{model="kjv_new",version="1"}') != 0:
+        assert time.monotonic() < deadline, "the buffer was not freed when idle"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("present,needle", [
