@@ -866,6 +866,7 @@ static void learn_plan(struct ort_out *o, int64_t batch, const struct tensor *t)
 
 /* The run's output i as planned before it: shape, type and memory known. */
 struct planned {
+    uint32_t k; /* the output's index in session order */
     bool known;
     uint32_t ndim;
     int64_t shape[TENSOR_MAX_DIMS];
@@ -938,9 +939,11 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
     bool lend = !atomic_load_explicit(&inst->outputs_lent, memory_order_acquire), lent = false;
     bool preallocated = false;
     for (uint32_t i = 0; i < nout; i++) {
+        /* check_outputs() found every name */
         uint32_t k = (uint32_t)find_name(inst->output_names, inst->noutputs, output_names[i]);
         const struct ort_out *o = &inst->outs[k];
         struct planned *pl = &plan[i];
+        pl->k = k;
         run_out[i] = NULL;
         pl->known = arena && planned_shape(o, batch, pl->shape, &pl->bytes);
         if (!pl->known)
@@ -1000,7 +1003,7 @@ static int ort_execute(void *instance, struct arena *arena, const struct tensor 
     }
     for (uint32_t i = 0; i < nout; i++) {
         const struct planned *pl = &plan[i];
-        uint32_t k = (uint32_t)find_name(inst->output_names, inst->noutputs, output_names[i]);
+        uint32_t k = pl->k;
         if (pl->known) {
             /* staged: its shape is the one planned, its type the declared */
             out[i] = (struct tensor){.name = output_names[i],

@@ -37,12 +37,18 @@ static void kvbuf_free(struct gen_engine *e)
     atomic_store_explicit(&e->stats.kvbuf_bytes, 0, memory_order_relaxed);
 }
 
-void gen_prev_drop(struct gen_engine *e)
+/* Releases e->prev's outputs (the usual graph's kept run). */
+static void prev_release(struct gen_engine *e)
 {
     if (e->prev.state)
         e->backend->release(e->instance, e->prev.state);
     e->prev.state = NULL;
     e->prev.n = 0;
+}
+
+void gen_prev_drop(struct gen_engine *e)
+{
+    prev_release(e);
     kvbuf_free(e);
 }
 
@@ -84,7 +90,7 @@ static bool same_rows(const struct gen_engine *e, struct gen_seq *const *seqs, u
 static int keep_run(struct gen_engine *e, struct gen_seq *const *seqs, uint32_t n, uint32_t past,
                     int64_t *mask, const struct tensor *out, void *state)
 {
-    gen_prev_drop(e);
+    prev_release(e);
     if (grow((void **)&e->prev.ids, &e->prev.ids_cap, n, sizeof(uint64_t)))
         return -ENOMEM;
     if (!e->prev.present) {
