@@ -81,6 +81,40 @@ char *arena_strndup(struct arena *a, const char *s, size_t n)
     return d;
 }
 
+struct arena_mark arena_mark(const struct arena *a)
+{
+    struct arena_mark m = {.head = a->head, .used = a->used};
+    if (a->head) {
+        m.next = a->head->next;
+        m.off = a->head->off;
+    }
+    return m;
+}
+
+/* Chunks made after a mark sit before its head (new heads) or between its
+ * head and the chunk that followed it (large blocks go behind the head). */
+void arena_rewind(struct arena *a, const struct arena_mark *m)
+{
+    struct arena_chunk *c = a->head;
+    while (c != m->head) {
+        struct arena_chunk *next = c->next;
+        mem_free(c);
+        c = next;
+    }
+    if (m->head) {
+        c = m->head->next;
+        while (c != m->next) {
+            struct arena_chunk *next = c->next;
+            mem_free(c);
+            c = next;
+        }
+        m->head->next = m->next;
+        m->head->off = m->off;
+    }
+    a->head = m->head;
+    a->used = m->used;
+}
+
 void arena_reset(struct arena *a)
 {
     struct arena_chunk *keep = NULL, *c = a->head;

@@ -25,6 +25,16 @@ void arena_init(struct arena *a, size_t chunk_size, size_t max);
 void *arena_alloc(struct arena *a, size_t n);
 void *arena_calloc(struct arena *a, size_t count, size_t size);
 char *arena_strndup(struct arena *a, const char *s, size_t n);
+/* A point in an arena's life to go back to (arena_rewind). */
+struct arena_mark {
+    struct arena_chunk *head, *next; /* the newest chunk then, and the one after it */
+    size_t off, used;
+};
+struct arena_mark arena_mark(const struct arena *a);
+/* Takes back everything allocated since mark m (which must be the latest
+ * mark still in use, and taken after the last reset): frees the chunks
+ * made since, and the bytes handed out since count again toward `max`. */
+void arena_rewind(struct arena *a, const struct arena_mark *m);
 /* Frees every chunk but the first (kept for the next request). */
 void arena_reset(struct arena *a);
 void arena_free(struct arena *a);

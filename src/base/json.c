@@ -534,18 +534,6 @@ static bool at_raw_key(const struct json_parser *ps)
     return m->key_len == ps->raw_key_len && memcmp(m->key, ps->raw_key, m->key_len) == 0;
 }
 
-/* Whether any of the 8 bytes of v is a bracket or a quote. The brackets
- * [ ] { } are exactly the bytes that OR 0x26 turns into 0x7F together with
- * Y _ y DEL; those four never occur in JSON numbers, so the numeric arrays
- * this is for are skipped 8 bytes per test. A hit is rechecked per byte. */
-static inline bool raw_maybe_special(uint64_t v)
-{
-    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-    uint64_t b = (v | (ones * 0x26)) ^ (ones * 0x7F); /* zero byte: a bracket candidate */
-    uint64_t q = v ^ (ones * '"');                    /* zero byte: a quote */
-    return (((b - ones) & ~b) | ((q - ones) & ~q)) & highs;
-}
-
 /*
  * Skips the array at ps->p (a '[') without building it, into a JSON_RAW
  * value: strings are skipped whole (a quote preceded by an odd number of
@@ -565,7 +553,7 @@ static int scan_raw_array(struct json_parser *ps, struct json_value *v)
         while (end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
-            if (raw_maybe_special(w))
+            if (json_raw_special8(w))
                 break;
             p += 8;
         }

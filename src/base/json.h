@@ -194,6 +194,19 @@ static inline uint64_t json_load8(const char *s)
     return le64toh(w); /* the first byte lowest */
 }
 
+/* Whether any of the 8 bytes of w may be a bracket or a quote: the
+ * skippers of raw arrays (json.c, api/rest/infer_json_scan.c) pass over
+ * numbers 8 bytes per test. The brackets [ ] { } are exactly the bytes that
+ * OR 0x26 turns into 0x7F together with Y _ y DEL; those four never occur
+ * in JSON numbers. A hit is rechecked per byte. */
+static inline bool json_raw_special8(uint64_t w)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    uint64_t b = (w | (ones * 0x26)) ^ (ones * 0x7F); /* zero byte: a bracket candidate */
+    uint64_t q = w ^ (ones * '"');                    /* zero byte: a quote */
+    return (((b - ones) & ~b) | ((q - ones) & ~q)) & highs;
+}
+
 static inline size_t json_plain_run(const char *s, size_t n)
 {
     size_t j = 0;

@@ -2,7 +2,10 @@
  * Fuzz target: KServe v2 infer request decoding (api/rest/infer_json.c), JSON and
  * Triton's binary tensor data extension, against a model with inputs of
  * several datatypes and ranks or one of a few single-input models (for raw
- * binary requests). A decoded request is re-encoded as a response (inputs
+ * binary requests). Every body is also decoded by the general decoder alone
+ * (infer_json_decode_general): both must give the same request or the same
+ * error, which checks the everyday path (infer_json_scan.h) against it. A
+ * decoded request is re-encoded as a response (inputs
  * as outputs, some of them binary) to exercise the writer on whatever the
  * decoder accepted, and the response is checked for consistency.
  *
@@ -15,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../support/infer_compare.h"
 #include "../support/test_model.h"
 #include "api/rest/infer_json.h"
 #include "base/json.h"
@@ -90,7 +94,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     arena_init(&req.arena, 4096, 4u << 20);
     req.model = (struct model *)m;
     struct error err;
-    if (infer_json_decode(&req, NULL, m, body, size, header_len, &err) == 0) {
+    int rc = infer_json_decode(&req, NULL, m, body, size, header_len, &err);
+    struct infer_request general;
+    memset(&general, 0, sizeof general);
+    arena_init(&general.arena, 4096, 4u << 20);
+    general.model = (struct model *)m;
+    struct error general_err;
+    int general_rc =
+        infer_json_decode_general(&general, NULL, m, body, size, header_len, &general_err);
+    if (rc != general_rc || (rc == 0 && infer_request_diff(&req, &general)) ||
+        (rc != 0 && (err.status != general_err.status || strcmp(err.msg, general_err.msg) != 0)))
+        __builtin_trap(); /* the two decoders disagree */
+    arena_free(&general.arena);
+    if (rc == 0) {
         /* Numeric binary data must be aligned for its type wherever it is. */
         for (uint32_t i = 0; i < req.ninputs; i++) {
             const struct tensor *t = &req.inputs[i];

@@ -9,7 +9,9 @@
 
 #include <cmocka.h>
 
+#include "../support/infer_compare.h"
 #include "../support/test_model.h"
+#include "api/rest/infer_json_scan.h"
 #include "api/rest/infer_json.h"
 #include "base/mem.h"
 #include "core/fp16.h"
@@ -267,6 +269,166 @@ static void test_errors(void **state)
     /* Shapes with a huge element count are refused before any allocation. */
     expect_error("{\"inputs\":[{\"name\":\"IN_FP32\",\"datatype\":\"FP32\",\"shape\":[4294967296,4294967296],\"data\":[]}]}",
                  400, "too many elements");
+}
+
+/* ---- the everyday request without a tree (infer_json_scan.h) ------------ */
+
+/* Every input in the everyday shape: plain strings, no parameters. */
+#define PLAIN_BYTES "{\"name\":\"IN_BYTES\",\"datatype\":\"BYTES\",\"shape\":[2],\"data\":[\"ab\",\"\"]}"
+#define PLAIN_INPUTS IN_INT32 "," IN_FP32 "," PLAIN_BYTES "," IN_BOOL "," IN_FP16 "," IN_UINT64
+
+/* Decodes body with infer_json_decode() and with the general decoder
+ * alone: same result, same request or the same error. Returns the arena
+ * bytes each used through *used and *general_used. */
+static void expect_same_as_general(const char *body, size_t *used, size_t *general_used)
+{
+    struct decoded d, g;
+    decode(&d, body);
+    memset(&g, 0, sizeof g);
+    arena_init(&g.req.arena, 4096, 1 << 20);
+    g.req.model = &model;
+    g.rc = infer_json_decode_general(&g.req, NULL, &model, body, strlen(body), -1, &g.err);
+    const char *diff = d.rc == 0 && g.rc == 0 ? infer_request_diff(&d.req, &g.req) : NULL;
+    if (d.rc != g.rc || diff ||
+        (d.rc != 0 && (d.err.status != g.err.status || strcmp(d.err.msg, g.err.msg) != 0)))
+        fail_msg("body %s\n  decode rc=%d %d %s\n  general rc=%d %d %s\n  differ in: %s", body,
+                 d.rc, d.err.status, d.rc ? d.err.msg : "", g.rc, g.err.status,
+                 g.rc ? g.err.msg : "", diff ? diff : "-");
+    if (used)
+        *used = d.req.arena.used;
+    if (general_used)
+        *general_used = g.req.arena.used;
+    done(&d);
+    done(&g);
+}
+
+static void test_plain_requests(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        "{\"inputs\":[" PLAIN_INPUTS "]}",
+        "{\"id\":\"r-1\",\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_B\"}]}",
+        "{\"outputs\":[{\"name\":\"OUT_B\"},{\"name\":\"OUT_A\"}],\"inputs\":[" PLAIN_INPUTS
+        "],\"id\":\"\"}",
+        " \r\n{ \"inputs\" : [ { \"data\" : [ [1, 2, 3, 4] ] , \"shape\" : [ 1 , 4 ] ,"
+        " \"datatype\" : \"INT32\" , \"name\" : \"IN_INT32\" } ,"
+        " {\"name\":\"IN_FP32\",\"datatype\":\"FP32\",\"shape\":[0,3],\"data\":[]},"
+        " {\"name\":\"IN_BYTES\",\"datatype\":\"BYTES\",\"shape\":[0],\"data\":[]},"
+        " {\"name\":\"IN_BOOL\",\"datatype\":\"BOOL\",\"shape\":[2],\"data\":[[true],[false]]},"
+        " {\"name\":\"IN_FP16\",\"datatype\":\"FP16\",\"shape\":[1],\"data\":[NaN]},"
+        " {\"name\":\"IN_UINT64\",\"datatype\":\"UINT64\",\"shape\":[1],\"data\":[0]} ] }\t\n",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        struct infer_json_doc doc;
+        if (!infer_json_scan(bodies[i], strlen(bodies[i]), &doc))
+            fail_msg("not read as an everyday request: %s", bodies[i]);
+        size_t used, general_used;
+        expect_same_as_general(bodies[i], &used, &general_used);
+        /* Decoded without the tree: less of the arena than the general decoder. */
+        if (used >= general_used)
+            fail_msg("%zu arena bytes, the general decoder %zu: %s", used, general_used,
+                     bodies[i]);
+    }
+}
+
+/* Bodies left to the general decoder; the answers are its own either way. */
+static void test_plain_declines(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        "{\"inputs\":[" ALL_INPUTS "]}",                            /* an escape in a string */
+        "{\"inputs\":[" PLAIN_INPUTS "],\"parameters\":{\"priority\":2}}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
+        "{\"binary_data\":true}}]}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"inputs\":[]}",            /* a member twice */
+        "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[]}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"extra\":1}",
+        "{\"id\":\"r\"}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,4]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1.0,4],"
+        "\"data\":[1,2,3,4]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[01,4],"
+        "\"data\":[1,2,3,4]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[-1,4],"
+        "\"data\":[1,2,3,4]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,4],"
+        "\"data\":[1,2,3,{}]}]}",
+        "{\"inputs\":[{\"name\":\"IN_BYTES\",\"datatype\":\"BYTES\",\"shape\":[1],"
+        "\"data\":[\"\xc3\xa9\"]}]}",
+        "{\"inputs\":[]} x",
+        "{\"inputs\":[" PLAIN_INPUTS "]",
+        "[]",
+        "",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        struct infer_json_doc doc;
+        if (infer_json_scan(bodies[i], strlen(bodies[i]), &doc))
+            fail_msg("read as an everyday request: %s", bodies[i]);
+        expect_same_as_general(bodies[i], NULL, NULL);
+    }
+}
+
+/* Read by the scanner, refused by the checks: the general decoder's
+ * errors, word for word, and nothing left behind in the arena. */
+static void test_plain_errors(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        "{\"inputs\":[{\"name\":\"NOPE\",\"datatype\":\"INT32\",\"shape\":[1],\"data\":[1]}]}",
+        "{\"inputs\":[" PLAIN_INPUTS "," IN_BOOL "]}",
+        "{\"inputs\":[" IN_INT32 "]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT33\",\"shape\":[1,4],"
+        "\"data\":[1,2,3,4]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,5],"
+        "\"data\":[1,2,3,4,5]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"FP32\",\"shape\":[1,4],"
+        "\"data\":[1,2,3,4]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,4],"
+        "\"data\":[1,2,3]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,4],"
+        "\"data\":[1,2,3,1e400]}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,4],"
+        "\"data\":[1,2,3,,]}]}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_C\"}]}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"},{\"name\":\"OUT_A\"}]}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"},{\"name\":\"OUT_B\"},"
+        "{\"name\":\"OUT_A\"}]}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        struct infer_json_doc doc;
+        if (!infer_json_scan(bodies[i], strlen(bodies[i]), &doc))
+            fail_msg("not read as an everyday request: %s", bodies[i]);
+        size_t used, general_used;
+        expect_same_as_general(bodies[i], &used, &general_used);
+        if (used != general_used) /* the everyday path's allocations rewound */
+            fail_msg("%zu arena bytes, the general decoder %zu: %s", used, general_used,
+                     bodies[i]);
+    }
+}
+
+/* Every allocation failure on the everyday path gives a clean answer. */
+static void test_plain_allocation_failures(void **state)
+{
+    (void)state;
+    const char *body = "{\"id\":\"x\",\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"}]}";
+    for (long n = 0; n < 64; n++) {
+        struct decoded d;
+        memset(&d, 0, sizeof d);
+        arena_init(&d.req.arena, 128, 1 << 20);
+        mem_fail_after(n);
+        d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
+        mem_fail_reset();
+        if (d.rc != 0)
+            assert_int_equal(d.err.status, 413);
+        done(&d);
+    }
+    struct decoded d;
+    memset(&d, 0, sizeof d);
+    arena_init(&d.req.arena, 256, 512); /* far too small */
+    d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
+    assert_int_equal(d.rc, -1);
+    assert_int_equal(d.err.status, 413);
+    done(&d);
 }
 
 static void test_memory_ceiling_gives_413(void **state)
@@ -979,6 +1141,10 @@ int main(void)
         cmocka_unit_test(test_nested_and_flat_data_are_equal),
         cmocka_unit_test(test_model_without_inputs),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_plain_requests),
+        cmocka_unit_test(test_plain_declines),
+        cmocka_unit_test(test_plain_errors),
+        cmocka_unit_test(test_plain_allocation_failures),
         cmocka_unit_test(test_memory_ceiling_gives_413),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_encode_response),

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/rest/infer_json_scan.h"
 #include "api/tensor_json.h"
 #include "base/json.h"
 #include "core/fp16.h"
@@ -214,6 +215,33 @@ static int decode_binary_input(struct infer_request *req, struct tensor *t,
     return 0;
 }
 
+/* An input's `data` array, text[0..len), into its tensor (name, datatype
+ * and shape set and checked). */
+static int decode_data(struct infer_request *req, struct tensor *t, const char *text, size_t len,
+                       struct error *err)
+{
+    /* More elements than any body could carry: the shape is wrong. */
+    int64_t want = tensor_count(t, INT32_MAX);
+    if (want < 0)
+        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
+    size_t bytes = t->dtype == DT_BYTES ? (size_t)want * sizeof(struct tensor_bytes)
+                                        : (size_t)want * dtype_size(t->dtype);
+    t->data = arena_alloc(&req->arena, bytes);
+    if (!t->data)
+        return error_set(err, 413, "input '%s': request too large to decode", t->name);
+    if (tensor_json_parse(text, len, t->dtype, t->shape, t->ndim, want, t->data, &req->arena,
+                          t->name, err) != 0)
+        return ST_ERROR;
+    t->nbytes = bytes;
+    if (t->dtype == DT_BYTES) {
+        const struct tensor_bytes *s = t->data;
+        t->nbytes = 0;
+        for (int64_t i = 0; i < want; i++)
+            t->nbytes += s[i].len;
+    }
+    return 0;
+}
+
 static int decode_input(struct infer_request *req, struct shm_request *shm,
                         const struct model *m, const struct json_value *in, bool *seen,
                         struct binary_part *bin, struct error *err)
@@ -270,26 +298,7 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
         return decode_binary_input(req, t, binary_size, bin, err);
     if (data->type != JSON_RAW)
         return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
-    /* More elements than any body could carry: the shape is wrong. */
-    int64_t want = tensor_count(t, INT32_MAX);
-    if (want < 0)
-        return error_set(err, 400, "input '%s': shape has too many elements", t->name);
-    size_t bytes = t->dtype == DT_BYTES ? (size_t)want * sizeof(struct tensor_bytes)
-                                        : (size_t)want * dtype_size(t->dtype);
-    t->data = arena_alloc(&req->arena, bytes);
-    if (!t->data)
-        return error_set(err, 413, "input '%s': request too large to decode", t->name);
-    if (tensor_json_parse(data->u.raw, data->len, t->dtype, t->shape, t->ndim, want, t->data,
-                          &req->arena, t->name, err) != 0)
-        return ST_ERROR;
-    t->nbytes = bytes;
-    if (t->dtype == DT_BYTES) {
-        const struct tensor_bytes *s = t->data;
-        t->nbytes = 0;
-        for (int64_t i = 0; i < want; i++)
-            t->nbytes += s[i].len;
-    }
-    return 0;
+    return decode_data(req, t, data->u.raw, data->len, err);
 }
 
 /* Every model output in model order, each binary or not. */
@@ -513,8 +522,9 @@ static int unannounced_binary(const char *body, size_t off, size_t len, struct e
                      len - json_len, json_len, json_len);
 }
 
-int infer_json_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
-                      const char *body, size_t len, int64_t header_len, struct error *err)
+int infer_json_decode_general(struct infer_request *req, struct shm_request *shm,
+                              const struct model *m, const char *body, size_t len,
+                              int64_t header_len, struct error *err)
 {
     if (header_len < -1 || (header_len >= 0 && (uint64_t)header_len > len))
         return error_set(err, 400, "Inference-Header-Content-Length %" PRId64
@@ -606,6 +616,108 @@ int infer_json_decode(struct infer_request *req, struct shm_request *shm, const 
                                  (long long)req->inputs[0].shape[0],
                                  (long long)req->inputs[i].shape[0]);
     return decode_outputs(req, shm, m, json_get(root, "outputs"), binary_output, err);
+}
+
+/* ---- the everyday request, without a tree (infer_json_scan.h) --------- */
+
+/* The index of the tensor of ios[0..n) called name, or NOT_FOUND. */
+static int io_index(const struct model_io *ios, uint32_t n, const struct infer_json_span *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strncmp(ios[i].name, name->p, name->n) == 0 && ios[i].name[name->n] == '\0')
+            return (int)i;
+    return NOT_FOUND;
+}
+
+/*
+ * Fills req from what infer_json_scan() read, as infer_json_decode_general()
+ * would from the same text (the request has no parameters, so the request
+ * options and the binary flags keep their defaults). False at the first
+ * thing the general decoder would refuse: req is then as it was and the
+ * arena rewound, and the general decoder reads the request again and
+ * reports it.
+ */
+static bool decode_plain(struct infer_request *req, const struct model *m,
+                         const struct infer_json_doc *doc)
+{
+    struct arena_mark mark = arena_mark(&req->arena);
+    struct error err;
+    const char *id = NULL;
+    if (doc->has_id && !(id = arena_strndup(&req->arena, doc->id.p, doc->id.n)))
+        goto decline;
+    uint32_t nin = m->info.ninputs;
+    struct tensor *ins = arena_calloc(&req->arena, nin, sizeof *ins);
+    bool *seen = arena_calloc(&req->arena, nin, sizeof *seen);
+    if (!ins || !seen)
+        goto decline;
+    for (uint32_t i = 0; i < doc->ninputs; i++) {
+        const struct infer_json_scan_input *in = &doc->inputs[i];
+        int idx = io_index(m->info.inputs, nin, &in->name);
+        if (idx == NOT_FOUND || seen[idx])
+            goto decline;
+        seen[idx] = true;
+        struct tensor *t = &ins[idx];
+        t->name = m->info.inputs[idx].name;
+        t->dtype = dtype_from_name(in->datatype.p, in->datatype.n);
+        if (t->dtype == DT_INVALID)
+            goto decline;
+        t->ndim = in->ndim;
+        memcpy(t->shape, in->shape, in->ndim * sizeof *t->shape);
+        if (model_io_check(m->name, &m->info.inputs[idx], t, &err) != 0 ||
+            decode_data(req, t, in->data.p, in->data.n, &err) != 0)
+            goto decline;
+    }
+    uint32_t ninputs;
+    if (model_inputs_complete(m, ins, seen, &ninputs, &err) != 0 || (m->batched && !ninputs))
+        goto decline;
+    for (uint32_t i = 1; m->batched && i < ninputs; i++)
+        if (ins[i].shape[0] != ins[0].shape[0])
+            goto decline;
+
+    const char **names = NULL;
+    bool *flags = NULL;
+    if (doc->has_outputs) {
+        uint32_t n = doc->noutputs;
+        names = arena_alloc(&req->arena, n * sizeof *names);
+        flags = arena_calloc(&req->arena, n, sizeof *flags); /* JSON, not binary */
+        if (n > m->info.noutputs || !names || !flags)
+            goto decline;
+        for (uint32_t i = 0; i < n; i++) {
+            int idx = io_index(m->info.outputs, m->info.noutputs, &doc->outputs[i]);
+            if (idx == NOT_FOUND)
+                goto decline;
+            names[i] = m->info.outputs[idx].name;
+            for (uint32_t j = 0; j < i; j++)
+                if (names[j] == names[i])
+                    goto decline;
+        }
+        req->output_names = names;
+        req->output_binary = flags;
+        req->noutputs = n;
+    } else if (all_outputs(req, m, false, &err) != 0) {
+        goto decline;
+    }
+    if (id) {
+        req->id = id;
+        req->id_len = doc->id.n;
+    }
+    req->inputs = ins;
+    req->ninputs = ninputs;
+    req->batch = m->batched ? ins[0].shape[0] : 1;
+    return true;
+
+decline:
+    arena_rewind(&req->arena, &mark);
+    return false;
+}
+
+int infer_json_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
+                      const char *body, size_t len, int64_t header_len, struct error *err)
+{
+    struct infer_json_doc doc;
+    if (header_len == -1 && infer_json_scan(body, len, &doc) && decode_plain(req, m, &doc))
+        return 0;
+    return infer_json_decode_general(req, shm, m, body, len, header_len, err);
 }
 
 /* ---- response --------------------------------------------------------- */

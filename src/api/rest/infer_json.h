@@ -62,6 +62,13 @@
 
 int infer_json_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
                       const char *body, size_t len, int64_t header_len, struct error *err);
+/* The general decoder alone, over a JSON tree: what infer_json_decode()
+ * uses for every request but the everyday JSON one (infer_json_scan.h),
+ * which it decodes without a tree into the same result. For the tests
+ * and the fuzz target that compare the two. */
+int infer_json_decode_general(struct infer_request *req, struct shm_request *shm,
+                              const struct model *m, const char *body, size_t len,
+                              int64_t header_len, struct error *err);
 void infer_json_encode(const struct infer_request *req, const struct shm_request *shm,
                        struct buf *out, size_t *json_len);
 

@@ -1,0 +1,60 @@
+/*
+ * infer_json_scan: the everyday KServe v2 JSON infer request, read in one
+ * pass without a JSON tree.
+ *
+ * Most requests look like
+ *   {"id": "...", "inputs": [{"name": "...", "shape": [...],
+ *    "datatype": "...", "data": [...]}, ...], "outputs": [{"name": "..."}]}
+ * with "id" and "outputs" optional, members in any order and no
+ * parameters. infer_json_scan() reads exactly that shape and returns true
+ * with the pieces in *doc; it returns false for everything else, leaving
+ * the request to the general decoder (base/json's tree, then
+ * api/rest/infer_json.c), which also says what is wrong:
+ *   - any other member, anywhere ("parameters", "binary_data_size", shared
+ *     memory, classification, sequences, ...), or a member given twice;
+ *   - a string (key, id, name, datatype, a BYTES element) with an escape
+ *     or a byte outside 0x20-0x7E;
+ *   - a dimension that is not a plain non-negative integer below 10^18;
+ *   - a `data` array holding an object, nested deeper than
+ *     TENSOR_JSON_MAX_DEPTH, or unterminated;
+ *   - more than INFER_JSON_SCAN_MAX inputs or outputs, an empty "outputs",
+ *     an input without all four members, no "inputs";
+ *   - anything that is not JSON.
+ * The `data` arrays are only delimited here (tensor_json_parse() reads and
+ * checks them); everything else is checked. Spans point into text.
+ * Nothing is allocated; thread: any.
+ */
+#ifndef INFERD_API_REST_INFER_JSON_SCAN_H
+#define INFERD_API_REST_INFER_JSON_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+#define INFER_JSON_SCAN_MAX 16
+
+/* Bytes of text: between the quotes of a string, or a whole `data` array. */
+struct infer_json_span {
+    const char *p;
+    uint32_t n;
+};
+
+struct infer_json_scan_input {
+    struct infer_json_span name, datatype, data;
+    uint32_t ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+};
+
+struct infer_json_doc {
+    bool has_id, has_outputs;
+    struct infer_json_span id;
+    uint32_t ninputs, noutputs;
+    struct infer_json_scan_input inputs[INFER_JSON_SCAN_MAX];
+    struct infer_json_span outputs[INFER_JSON_SCAN_MAX]; /* their names */
+};
+
+bool infer_json_scan(const char *text, size_t len, struct infer_json_doc *doc);
+
+#endif
