@@ -602,13 +602,29 @@ void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_
 void tensor_json_write_head(struct json_writer *w, const char *name, enum dtype dtype,
                             const int64_t *shape, uint32_t ndim)
 {
-    json_w_key_lit(w, "name");
-    json_w_cstr(w, name);
-    json_w_key_lit(w, "datatype");
-    json_w_cstr(w, dtype_name(dtype));
-    json_w_key_lit(w, "shape");
-    json_w_arr_begin(w);
-    for (uint32_t d = 0; d < ndim; d++)
-        json_w_int(w, shape[d]);
-    json_w_arr_end(w);
+    static const char dt_key[] = ",\"datatype\":\"", shape_key[] = "\",\"shape\":[";
+    struct buf *b = json_w_members_buf(w);
+    if (!b || buf_append(b, "\"name\":", 7) != 0)
+        return;
+    json_write_quoted(b, name, strlen(name));
+    /* The rest on the stack and appended in one piece (so a full buffer
+     * fails exactly where it did): the datatype is plain ASCII, the dims
+     * numbers. */
+    char tmp[sizeof dt_key + 16 + sizeof shape_key + TENSOR_MAX_DIMS * (NUMFMT_MAX + 1)];
+    const char *dt = dtype_name(dtype);
+    size_t dt_len = strnlen(dt, 16);
+    char *o = tmp;
+    memcpy(o, dt_key, sizeof dt_key - 1);
+    o += sizeof dt_key - 1;
+    memcpy(o, dt, dt_len);
+    o += dt_len;
+    memcpy(o, shape_key, sizeof shape_key - 1);
+    o += sizeof shape_key - 1;
+    for (uint32_t d = 0; d < ndim && d < TENSOR_MAX_DIMS; d++) {
+        if (d)
+            *o++ = ',';
+        o += numfmt_i64(o, shape[d]);
+    }
+    *o++ = ']';
+    buf_append(b, tmp, (size_t)(o - tmp));
 }

@@ -310,5 +310,11 @@ void json_w_raw(struct json_writer *w, const char *json, size_t n);
  * a tensor's data array): writes the separator and returns the buffer the
  * caller must append exactly one valid JSON value to; NULL after an error. */
 struct buf *json_w_value_buf(struct json_writer *w);
+/* For members appended straight into the buffer, inside an object: writes
+ * the comma when the object has members already and returns the buffer,
+ * to which the caller appends one or more `"key":value` members separated
+ * by commas (none before the first or after the last); NULL after an
+ * error. */
+struct buf *json_w_members_buf(struct json_writer *w);
 
 #endif

@@ -236,3 +236,8 @@ struct buf *json_w_value_buf(struct json_writer *w)
 {
     return w_begin_value(w) ? w->b : NULL;
 }
+
+struct buf *json_w_members_buf(struct json_writer *w)
+{
+    return w_begin_value(w) ? w->b : NULL;
+}

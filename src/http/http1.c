@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <endian.h>
 #include <string.h>
 #include <strings.h>
 
@@ -83,9 +84,32 @@ static bool is_field_char(unsigned char c)
     return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
+/* Every byte, with A-Z lowered: a table, since header names are compared
+ * byte by byte for every lookup. */
+#define L4(c) (c), (c) + 1, (c) + 2, (c) + 3
+#define L16(c) L4(c), L4((c) + 4), L4((c) + 8), L4((c) + 12)
+static const unsigned char lower_table[256] = {
+    L16(0x00), L16(0x10), L16(0x20), L16(0x30),
+    0x40, L4(0x61), L4(0x65), L4(0x69), L4(0x6d), L4(0x71), L4(0x75), 0x79, 0x7a,
+    0x5b, 0x5c, 0x5d, 0x5e, 0x5f,
+    L16(0x60), L16(0x70), L16(0x80), L16(0x90), L16(0xa0), L16(0xb0), L16(0xc0), L16(0xd0),
+    L16(0xe0), L16(0xf0),
+};
+
 static unsigned char ascii_lower(unsigned char c)
 {
-    return c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c;
+    return lower_table[c];
+}
+
+/* Whether the 8 bytes of w (first byte lowest) are all field characters
+ * (is_field_char) other than HTAB: none below 0x20, none 0x7F. */
+static bool field_chars8(uint64_t w)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    uint64_t del = w ^ (ones * 0x7f);
+    /* A byte below 0x20, or a zero byte of del, borrows into its high bit
+     * (bytes of 0x80 and up are exempt: & ~w). */
+    return ((((w & ~highs) - ones * 0x20) | ((del & ~highs) - ones)) & ~w & highs) == 0;
 }
 
 /* Locale-independent case-insensitive equality of s[0..len) and `lower`,
@@ -295,7 +319,14 @@ static int parse_field_line(struct http1_parser *p, const char *buf, size_t from
         return fail(p, 400, "empty header name");
     *name = span(from, i);
 
-    for (size_t j = i + 1; j < cr; j++)
+    size_t j = i + 1;
+    for (; j + 8 <= cr; j += 8) {
+        uint64_t w;
+        memcpy(&w, buf + j, 8);
+        if (!field_chars8(le64toh(w)))
+            break; /* looked at byte by byte below */
+    }
+    for (; j < cr; j++)
         if (!is_field_char((unsigned char)buf[j]))
             return fail(p, 400, "invalid character in header value");
     size_t v = i + 1, v_end = cr;
@@ -430,19 +461,20 @@ static int finish_head(struct http1_parser *p, const char *buf)
         struct http1_span name = p->_names[i];
         const char *v = buf + p->_values[i].off;
         size_t v_len = p->_values[i].len;
-        if (span_ieq(buf, name, "host")) {
+        /* The lengths tell the names apart: most fields compare nothing. */
+        if (name.len == 4 && span_ieq(buf, name, "host")) {
             hosts++;
-        } else if (span_ieq(buf, name, "content-length")) {
+        } else if (name.len == 14 && span_ieq(buf, name, "content-length")) {
             int rc = add_content_length(p, v, v_len);
             if (rc)
                 return rc;
-        } else if (span_ieq(buf, name, "transfer-encoding")) {
+        } else if (name.len == 17 && span_ieq(buf, name, "transfer-encoding")) {
             /* Only chunked alone: a second field is a coding list too. */
             transfer_encodings++;
             te_chunked = transfer_encodings == 1 && ascii_ieq(v, v_len, "chunked");
-        } else if (span_ieq(buf, name, "connection")) {
+        } else if (name.len == 10 && span_ieq(buf, name, "connection")) {
             scan_connection(v, v_len, &close, &keep_alive);
-        } else if (span_ieq(buf, name, "expect")) {
+        } else if (name.len == 6 && span_ieq(buf, name, "expect")) {
             if (ascii_ieq(v, v_len, "100-continue"))
                 expect_continue = true;
             else
@@ -743,7 +775,8 @@ const struct http_header *http1_header(const struct http1_request *req, const ch
     size_t len = strlen(name);
     for (uint32_t i = 0; i < req->nheaders; i++) {
         const struct http_header *h = &req->headers[i];
-        if (h->name_len != len)
+        if (h->name_len != len ||
+            ascii_lower((unsigned char)h->name[0]) != ascii_lower((unsigned char)name[0]))
             continue;
         size_t j = 0;
         while (j < len &&

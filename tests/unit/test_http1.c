@@ -1087,10 +1087,49 @@ static void test_regress_slow_chunked_rescan(void **state)
     free(raw);
 }
 
+/* Header values are checked eight bytes at a time: a control byte or DEL
+ * anywhere in a long value is refused wherever it falls in its word, and
+ * HTAB, SP and obs-text (bytes 0x80 and up) pass. */
+static void test_header_value_bytes_everywhere(void **state)
+{
+    (void)state;
+    static const unsigned char bad[] = {0x00, 0x01, 0x0b, 0x1f, 0x7f};
+    static const unsigned char good[] = {'\t', ' ', 0x80, 0xc3, 0xff, 0x7e, '"'};
+    for (size_t pos = 0; pos < 24; pos++) {
+        for (size_t k = 0; k < sizeof bad + sizeof good; k++) {
+            char raw[128], value[25];
+            memset(value, 'v', 24);
+            value[24] = '\0';
+            bool is_bad = k < sizeof bad;
+            unsigned char c = is_bad ? bad[k] : good[k - sizeof bad];
+            /* OWS at either end is trimmed, not part of the value. */
+            if (!is_bad && (c == '\t' || c == ' ') && (pos == 0 || pos == 23))
+                continue;
+            value[pos] = (char)c;
+            static const char head[] = "GET / HTTP/1.1\r\nHost: h\r\nX-V: ", tail[] = "\r\n\r\n";
+            size_t n = 0;
+            memcpy(raw, head, sizeof head - 1); /* value may hold a NUL: no string functions */
+            n += sizeof head - 1;
+            memcpy(raw + n, value, 24);
+            n += 24;
+            memcpy(raw + n, tail, sizeof tail - 1);
+            n += sizeof tail - 1;
+            struct parse *ps = parse_bytes(raw, n, &default_limits);
+            if (is_bad && (ps->rc != ST_ERROR || ps->p.err_status != 400))
+                fail_msg("byte 0x%02x at %zu: rc %d status %d", c, pos, ps->rc, ps->p.err_status);
+            if (!is_bad && ps->rc != ST_DONE)
+                fail_msg("byte 0x%02x at %zu refused: rc %d status %d", c, pos, ps->rc,
+                         ps->p.err_status);
+            parse_free(ps);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simple_get),
+        cmocka_unit_test(test_header_value_bytes_everywhere),
         cmocka_unit_test(test_post_content_length),
         cmocka_unit_test(test_query_strings),
         cmocka_unit_test(test_absolute_form),

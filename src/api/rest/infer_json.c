@@ -785,13 +785,16 @@ void infer_json_encode(const struct infer_request *req, const struct shm_request
     struct json_writer w;
     json_w_init(&w, out);
     json_w_obj_begin(&w);
-    json_w_key_lit(&w, "model_name");
-    json_w_cstr(&w, m->name);
-    json_w_key_lit(&w, "model_version");
-    json_w_cstr(&w, m->version_str);
-    if (req->id) {
-        json_w_key_lit(&w, "id");
-        json_w_str(&w, req->id, req->id_len);
+    struct buf *b = json_w_members_buf(&w);
+    if (b) {
+        buf_append(b, "\"model_name\":", 13);
+        json_write_quoted(b, m->name, strlen(m->name));
+        buf_append(b, ",\"model_version\":", 17);
+        json_write_quoted(b, m->version_str, strlen(m->version_str));
+        if (req->id) {
+            buf_append(b, ",\"id\":", 6);
+            json_write_quoted(b, req->id, req->id_len);
+        }
     }
     json_w_key_lit(&w, "outputs");
     json_w_arr_begin(&w);
@@ -811,9 +814,9 @@ void infer_json_encode(const struct infer_request *req, const struct shm_request
             json_w_obj_end(&w);
         } else {
             json_w_key_lit(&w, "data");
-            struct buf *b = json_w_value_buf(&w);
-            if (b)
-                tensor_json_write(b, t->dtype, t->data, count);
+            struct buf *data = json_w_value_buf(&w);
+            if (data)
+                tensor_json_write(data, t->dtype, t->data, count);
         }
         json_w_obj_end(&w);
     }

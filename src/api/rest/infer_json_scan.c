@@ -4,144 +4,107 @@
 
 #include "api/tensor_json.h"
 #include "base/json.h"
-#include "base/status.h"
 
-struct scan {
-    const char *p, *end;
-};
+/*
+ * Each reader takes the position p (end the end of the text) and returns
+ * the position after what it read, or NULL to decline. Most requests have
+ * no whitespace at all: the test for it is inlined, its loop is not.
+ */
 
-struct key {
-    const char *name;
-    uint32_t len;
-};
-#define KEY(s) {s, sizeof s - 1}
-
-enum { TOP_ID, TOP_INPUTS, TOP_OUTPUTS };
-static const struct key top_keys[] = {KEY("id"), KEY("inputs"), KEY("outputs")};
-enum { IN_NAME, IN_DATATYPE, IN_SHAPE, IN_DATA };
-static const struct key input_keys[] = {KEY("name"), KEY("datatype"), KEY("shape"), KEY("data")};
-#define INPUT_COMPLETE 0xf
-static const struct key output_keys[] = {KEY("name")};
-
-static void ws_run(struct scan *s)
+static const char *ws_run(const char *p, const char *end)
 {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
-        s->p++;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
 }
 
-/* Most requests have no whitespace: the test is inlined, the loop not. */
-static inline void ws(struct scan *s)
+static inline const char *ws(const char *p, const char *end)
 {
-    if (s->p < s->end && (unsigned char)*s->p <= ' ')
-        ws_run(s);
+    return p < end && (unsigned char)*p <= ' ' ? ws_run(p, end) : p;
 }
 
-/* Skips whitespace, then c when it comes next. */
-static inline bool eat(struct scan *s, char c)
+/* Whitespace, then c: the position after c, or NULL. */
+static inline const char *eat(const char *p, const char *end, char c)
 {
-    ws(s);
-    if (s->p < s->end && *s->p == c) {
-        s->p++;
-        return true;
-    }
-    return false;
+    p = ws(p, end);
+    return p < end && *p == c ? p + 1 : NULL;
+}
+
+/* After whitespace, c or nothing: the position after c (*got true), or p. */
+static inline const char *maybe(const char *p, const char *end, char c, bool *got)
+{
+    p = ws(p, end);
+    *got = p < end && *p == c;
+    return *got ? p + 1 : p;
 }
 
 /* A string whose bytes are all plain (json_plain_run): no escape, nothing
  * below 0x20 or above 0x7F. */
-static bool plain_string(struct scan *s, struct infer_json_span *out)
+static inline const char *plain_string(const char *p, const char *end, struct infer_json_span *out)
 {
-    if (!eat(s, '"'))
-        return false;
-    size_t n = json_plain_run(s->p, (size_t)(s->end - s->p));
-    if (n == (size_t)(s->end - s->p) || s->p[n] != '"' || n > UINT32_MAX)
-        return false;
-    out->p = s->p;
+    if (!(p = eat(p, end, '"')))
+        return NULL;
+    size_t n = json_plain_run(p, (size_t)(end - p));
+    if (n == (size_t)(end - p) || p[n] != '"' || n > UINT32_MAX)
+        return NULL;
+    out->p = p;
     out->n = (uint32_t)n;
-    s->p += n + 1;
-    return true;
+    return p + n + 1;
 }
 
-/* A member's key and colon: its index in keys, or NOT_FOUND (another key,
- * or no key). */
-static int key(struct scan *s, const struct key *keys, int nkeys)
+/* A member's key and its colon; *key gets the key. */
+static inline const char *member(const char *p, const char *end, struct infer_json_span *key)
 {
-    struct infer_json_span k;
-    if (!plain_string(s, &k) || !eat(s, ':'))
-        return NOT_FOUND;
-    for (int i = 0; i < nkeys; i++)
-        if (keys[i].len == k.n && keys[i].name[0] == k.p[0] && memcmp(keys[i].name, k.p, k.n) == 0)
-            return i;
-    return NOT_FOUND;
+    p = plain_string(p, end, key);
+    return p ? eat(p, end, ':') : NULL;
 }
 
-typedef bool (*member_fn)(struct scan *s, int key, void *ctx);
-
-/* An object whose members are keys of `keys`, each at most once, the
- * values read by value(): true with the set of keys given in *seen (bit i:
- * keys[i]). */
-static bool object(struct scan *s, const struct key *keys, int nkeys, member_fn value, void *ctx,
-                   unsigned *seen)
+static inline bool is(const struct infer_json_span *key, const char *word, uint32_t len)
 {
-    *seen = 0;
-    if (!eat(s, '{'))
-        return false;
-    if (eat(s, '}'))
-        return true;
-    do {
-        int k = key(s, keys, nkeys);
-        if (k == NOT_FOUND || (*seen >> k & 1) || !value(s, k, ctx))
-            return false;
-        *seen |= 1u << k;
-    } while (eat(s, ','));
-    return eat(s, '}');
+    return key->n == len && memcmp(key->p, word, len) == 0;
 }
+#define IS(key, lit) is((key), lit, sizeof lit - 1)
 
 /* A dimension: 0, or 1 to 18 digits without a leading zero, not followed
  * by what would make it another number. */
-static bool dim(struct scan *s, int64_t *out)
+static const char *dim(const char *p, const char *end, int64_t *out)
 {
-    ws(s);
-    const char *q = s->p;
+    p = ws(p, end);
+    const char *q = p;
     int64_t v = 0;
-    int digits = 0;
-    while (q < s->end && *q >= '0' && *q <= '9') {
-        if (++digits > 18)
-            return false;
+    while (q < end && *q >= '0' && *q <= '9') {
+        if (q - p == 18)
+            return NULL;
         v = v * 10 + (*q++ - '0');
     }
-    if (digits == 0 || (digits > 1 && *s->p == '0'))
-        return false;
-    if (q < s->end && (*q == '.' || *q == 'e' || *q == 'E'))
-        return false;
-    s->p = q;
+    if (q == p || (q - p > 1 && *p == '0') || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
+        return NULL;
     *out = v;
-    return true;
+    return q;
 }
 
-static bool shape(struct scan *s, struct infer_json_scan_input *in)
+static const char *shape(const char *p, const char *end, struct infer_json_scan_input *in)
 {
+    bool got;
     in->ndim = 0;
-    if (!eat(s, '['))
-        return false;
-    if (eat(s, ']'))
-        return true;
+    if (!(p = eat(p, end, '[')) || !(p = maybe(p, end, ']', &got)) || got)
+        return p;
     do {
-        if (in->ndim == TENSOR_MAX_DIMS || !dim(s, &in->shape[in->ndim]))
-            return false;
+        if (in->ndim == TENSOR_MAX_DIMS || !(p = dim(p, end, &in->shape[in->ndim])))
+            return NULL;
         in->ndim++;
-    } while (eat(s, ','));
-    return eat(s, ']');
+    } while ((p = maybe(p, end, ',', &got)) && got);
+    return eat(p, end, ']');
 }
 
 /* Delimits a `data` array: brackets paired, strings plain, no objects. */
-static bool data(struct scan *s, struct infer_json_span *out)
+static const char *data(const char *p, const char *end, struct infer_json_span *out)
 {
-    ws(s);
-    const char *start = s->p, *p = start, *end = s->end;
+    p = ws(p, end);
+    const char *start = p;
     uint32_t depth = 0;
     if (p == end || *p != '[')
-        return false;
+        return NULL;
     for (;;) {
         while (end - p >= 8) {
             uint64_t w;
@@ -151,104 +114,119 @@ static bool data(struct scan *s, struct infer_json_span *out)
             p += 8;
         }
         if (p == end)
-            return false;
+            return NULL;
         if (*p == '"') {
             size_t n = json_plain_run(p + 1, (size_t)(end - p - 1));
             if (n == (size_t)(end - p - 1) || p[1 + n] != '"')
-                return false;
+                return NULL;
             p += n + 2;
             continue;
         }
         if (*p == '{' || *p == '}')
-            return false;
+            return NULL;
         if (*p == '[' && ++depth > TENSOR_JSON_MAX_DEPTH)
-            return false;
+            return NULL;
         if (*p++ == ']' && --depth == 0)
             break;
     }
     if ((size_t)(p - start) > UINT32_MAX)
-        return false;
+        return NULL;
     out->p = start;
     out->n = (uint32_t)(p - start);
-    s->p = p;
-    return true;
+    return p;
 }
 
-static bool input_member(struct scan *s, int k, void *ctx)
+/* {"name", "datatype", "shape", "data"}: each once, all four. */
+static const char *input(const char *p, const char *end, struct infer_json_scan_input *in)
 {
-    struct infer_json_scan_input *in = ctx;
-    switch (k) {
-    case IN_NAME:
-        return plain_string(s, &in->name);
-    case IN_DATATYPE:
-        return plain_string(s, &in->datatype);
-    case IN_SHAPE:
-        return shape(s, in);
-    default:
-        return data(s, &in->data);
-    }
-}
-
-static bool output_member(struct scan *s, int k, void *ctx)
-{
-    (void)k; /* only "name" */
-    return plain_string(s, ctx);
-}
-
-static bool inputs(struct scan *s, struct infer_json_doc *doc)
-{
-    if (!eat(s, '['))
-        return false;
-    if (eat(s, ']'))
-        return true; /* a model without inputs */
+    unsigned seen = 0, bit;
+    bool got;
+    if (!(p = eat(p, end, '{')))
+        return NULL;
     do {
-        if (doc->ninputs == INFER_JSON_SCAN_MAX)
-            return false;
-        struct infer_json_scan_input *in = &doc->inputs[doc->ninputs++];
-        unsigned seen;
-        if (!object(s, input_keys, 4, input_member, in, &seen) || seen != INPUT_COMPLETE)
-            return false;
-    } while (eat(s, ','));
-    return eat(s, ']');
+        struct infer_json_span key;
+        if (!(p = member(p, end, &key)))
+            return NULL;
+        if (IS(&key, "name")) {
+            bit = 1;
+            p = plain_string(p, end, &in->name);
+        } else if (IS(&key, "datatype")) {
+            bit = 2;
+            p = plain_string(p, end, &in->datatype);
+        } else if (IS(&key, "shape")) {
+            bit = 4;
+            p = shape(p, end, in);
+        } else if (IS(&key, "data")) {
+            bit = 8;
+            p = data(p, end, &in->data);
+        } else {
+            return NULL;
+        }
+        if (!p || (seen & bit))
+            return NULL;
+        seen |= bit;
+    } while ((p = maybe(p, end, ',', &got)) && got);
+    return seen == 15 ? eat(p, end, '}') : NULL;
 }
 
-static bool outputs(struct scan *s, struct infer_json_doc *doc)
+static const char *inputs(const char *p, const char *end, struct infer_json_doc *doc)
 {
-    if (!eat(s, '['))
-        return false;
-    do { /* at least one: an empty list is an error */
-        unsigned seen;
-        if (doc->noutputs == INFER_JSON_SCAN_MAX ||
-            !object(s, output_keys, 1, output_member, &doc->outputs[doc->noutputs++], &seen) ||
-            seen != 1)
-            return false;
-    } while (eat(s, ','));
-    doc->has_outputs = true;
-    return eat(s, ']');
+    bool got;
+    if (!(p = eat(p, end, '[')) || !(p = maybe(p, end, ']', &got)) || got)
+        return p; /* [] is a model without inputs */
+    do {
+        if (doc->ninputs == INFER_JSON_SCAN_MAX ||
+            !(p = input(p, end, &doc->inputs[doc->ninputs++])))
+            return NULL;
+    } while ((p = maybe(p, end, ',', &got)) && got);
+    return eat(p, end, ']');
 }
 
-static bool top_member(struct scan *s, int k, void *ctx)
+/* [{"name": ...}, ...]: at least one (an empty list is an error). */
+static const char *outputs(const char *p, const char *end, struct infer_json_doc *doc)
 {
-    struct infer_json_doc *doc = ctx;
-    switch (k) {
-    case TOP_ID:
-        doc->has_id = true;
-        return plain_string(s, &doc->id);
-    case TOP_INPUTS:
-        return inputs(s, doc);
-    default:
-        return outputs(s, doc);
-    }
+    bool got;
+    if (!(p = eat(p, end, '[')))
+        return NULL;
+    do {
+        struct infer_json_span key;
+        if (doc->noutputs == INFER_JSON_SCAN_MAX || !(p = eat(p, end, '{')) ||
+            !(p = member(p, end, &key)) || !IS(&key, "name") ||
+            !(p = plain_string(p, end, &doc->outputs[doc->noutputs++])) ||
+            !(p = eat(p, end, '}')))
+            return NULL;
+    } while ((p = maybe(p, end, ',', &got)) && got);
+    return eat(p, end, ']');
 }
 
 bool infer_json_scan(const char *text, size_t len, struct infer_json_doc *doc)
 {
-    struct scan s = {text, text + len};
+    const char *p = text, *end = text + len;
+    bool has_inputs = false, got;
     doc->has_id = doc->has_outputs = false;
     doc->ninputs = doc->noutputs = 0;
-    unsigned seen;
-    if (!object(&s, top_keys, 3, top_member, doc, &seen) || !(seen >> TOP_INPUTS & 1))
+    if (!(p = eat(p, end, '{')))
         return false;
-    ws(&s);
-    return s.p == s.end;
+    do {
+        struct infer_json_span key;
+        bool *given;
+        if (!(p = member(p, end, &key)))
+            return false;
+        if (IS(&key, "inputs")) {
+            given = &has_inputs;
+            p = *given ? NULL : inputs(p, end, doc);
+        } else if (IS(&key, "id")) {
+            given = &doc->has_id;
+            p = *given ? NULL : plain_string(p, end, &doc->id);
+        } else if (IS(&key, "outputs")) {
+            given = &doc->has_outputs;
+            p = *given ? NULL : outputs(p, end, doc);
+        } else {
+            return false;
+        }
+        if (!p)
+            return false;
+        *given = true;
+    } while ((p = maybe(p, end, ',', &got)) && got);
+    return has_inputs && (p = eat(p, end, '}')) && ws(p, end) == end;
 }
