@@ -21,6 +21,14 @@ one I/O thread, one worker, one ONNX Runtime thread):
   simple_grpc     ModelInfer of the same tensors over gRPC (grpcio client)
   digits_binary   POST /v2/models/digits/infer, binary tensor data:
                   pixels FP32 [1,64] (experiment 6's REST body)
+  simple_json_loaded  the same request under experiment 1's load: 64
+                  connections in a closed loop (`inferd bench`) for
+                  --loaded-seconds, after 2 s of it; the count is divided by
+                  the requests answered in that window. Here requests are
+                  batched (experiment 1's shape), so the model run is shared
+                  and the per-request work of the front end shows; under
+                  valgrind the server is ~50x slower, so its batches are
+                  larger than on the bare machine
   simple_json_observed  the same with everything observable on: metrics,
                   the access log (to a file) and 10% of requests traced and
                   exported (OTLP/HTTP to a local sink)
@@ -248,6 +256,10 @@ def measure(name, server, send, close, requests, warmup):
     finally:
         close()
         server.stop()
+    return summarize(name, server, requests)
+
+
+def summarize(name, server, requests):
     total, functions = annotate(server.out)
     result = {
         "requests": requests,
@@ -279,6 +291,8 @@ def run_inferd_case(name, args, work, repo):
 
 
 def drive_inferd_case(name, args, d, server, http_port, grpc_port):
+    if name == "simple_json_loaded":
+        return measure_loaded(name, args, server, loaded_driver(args, http_port, d))
     if name in ("simple_json", "simple_json_observed"):
         send, close = http_driver(http_port, SIMPLE_PATH, SIMPLE_REQ,
                                   {"Content-Type": "application/json"},
@@ -292,6 +306,38 @@ def drive_inferd_case(name, args, d, server, http_port, grpc_port):
     else:
         send, close = grpc_driver(grpc_port, d / "py")
     return measure(name, server, send, close, args.requests, args.warmup)
+
+
+def loaded_driver(args, port, work):
+    """Experiment 1's closed loop from `inferd bench`; run(seconds) returns
+    the requests answered (all must be 200)."""
+    body = work / "simple_request.json"
+    body.write_bytes(SIMPLE_REQ)
+
+    def run(seconds):
+        out = subprocess.run([args.inferd, "bench", "--url", "http://127.0.0.1:%d" % port,
+                              "--path", SIMPLE_PATH, "--body-file", str(body), "--header",
+                              "Content-Type: application/json", "--connections", "64",
+                              "--duration", str(seconds), "--warmup", "0", "--json"],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            die("inferd bench failed: %s" % out.stderr[-500:])
+        d = json.loads(out.stdout)
+        if d["requests_ok"] != d["requests"] or not d["requests"]:
+            die("inferd bench: %d of %d requests answered 200" % (d["requests_ok"], d["requests"]))
+        return d["requests_ok"]
+    return run
+
+
+def measure_loaded(name, args, server, run):
+    try:
+        run(2)
+        server.instrument(True)
+        requests = run(args.loaded_seconds)
+        server.instrument(False)
+    finally:
+        server.stop()
+    return summarize(name, server, requests)
 
 
 def simple_response(args, work, repo):
@@ -352,8 +398,11 @@ def main():
     p.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--loaded-seconds", type=float, default=10,
+                   help="simple_json_loaded: seconds counted (default 10)")
     p.add_argument("--cases",
-                   default="simple_json,simple_json_observed,simple_grpc,digits_binary,nginx")
+                   default="simple_json,simple_json_loaded,simple_json_observed,simple_grpc,"
+                           "digits_binary,nginx")
     p.add_argument("--keep", help="keep the callgrind files in this directory")
     args = p.parse_args()
     if not shutil.which("valgrind"):
@@ -368,7 +417,8 @@ def main():
             if name == "nginx":
                 body = simple_response(args, work, repo)
                 results["cases"][name] = run_nginx(args, work, body)
-            elif name in ("simple_json", "simple_json_observed", "simple_grpc", "digits_binary"):
+            elif name in ("simple_json", "simple_json_loaded", "simple_json_observed",
+                          "simple_grpc", "digits_binary"):
                 results["cases"][name] = run_inferd_case(name, args, work, repo)
             else:
                 die("unknown case %r" % name)
@@ -384,6 +434,10 @@ def main():
         results["simple_json_over_nginx"] = round(
             c["simple_json"]["per_request"] / c["nginx"]["per_request"], 2)
         log("simple_json / nginx: %.2f" % results["simple_json_over_nginx"])
+    if "simple_json_loaded" in c and "nginx" in c:
+        results["loaded_over_nginx"] = round(
+            c["simple_json_loaded"]["per_request"] / c["nginx"]["per_request"], 2)
+        log("simple_json_loaded / nginx: %.2f" % results["loaded_over_nginx"])
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
 
 

@@ -16,7 +16,7 @@ import sys
 
 
 TARGETS = {
-    "http_floor": ("inferd req/s ÷ nginx req/s", ">= 0.8", lambda v: v >= 0.8),
+    "http_floor": ("inferd req/s ÷ nginx req/s", ">= 0.85", lambda v: v >= 0.85),
     "compute_floor": ("inferd inferences/s ÷ in-process inferences/s (mlp)", ">= 0.85",
                       lambda v: v >= 0.85),
     "latency_p99": ("p99 of simple at 50% of max rate", "<= 1 ms", lambda v: v <= 1000.0),

@@ -547,6 +547,7 @@ def md_run(doc):
 
 INSTRUCTION_CASES = (
     ("simple_json", "`simple` over JSON"),
+    ("simple_json_loaded", "`simple` over JSON, 64 connections (experiment 1's load, batched)"),
     ("simple_json_observed", "`simple` over JSON, metrics + access log + 10 % traces"),
     ("simple_grpc", "`simple` over gRPC (ModelInfer)"),
     ("digits_binary", "`digits`, binary tensor data"),
@@ -566,7 +567,8 @@ def md_instructions(ins):
     c = ins["cases"]
     w("User-space instructions the server executed per request (every thread: parsing, "
       "routing, the model run, encoding, metrics; not the kernel's TCP work), requests one "
-      "after the other on one keep-alive connection, counted by `valgrind --tool=callgrind` "
+      "after the other on one keep-alive connection (the loaded case: 64 connections in a "
+      "closed loop, requests batched as in experiment 1), counted by `valgrind --tool=callgrind` "
       "(bench/instructions.py). inferd with one I/O thread, one worker, one ONNX Runtime "
       "thread; nginx with one process.")
     w("")

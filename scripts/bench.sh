@@ -67,7 +67,8 @@
 #                     and draft (informative), with per-stage means.
 #   16. instructions  user-space instructions per request counted with
 #                     valgrind's callgrind (bench/instructions.py): simple over
-#                     JSON (plain, and with metrics + access log + 10% traces)
+#                     JSON (one at a time; under experiment 1's 64-connection
+#                     load; with metrics + access log + 10% traces)
 #                     and gRPC, digits with binary tensors, nginx's return 200
 #                     of the same body; figures inferd ÷ nginx and the simple
 #                     JSON count ÷ its first measurement (target <= 0.6), with
@@ -1443,10 +1444,15 @@ if want 16; then
         mkdir -p "$RUN/repo_instructions"
         ln -sfn "$root/models/simple" "$RUN/repo_instructions/simple"
         ln -sfn "$root/models/digits" "$RUN/repo_instructions/digits"
-        if [ "$MODE" = quick ]; then INSTR_REQUESTS=200 INSTR_WARMUP=50; else INSTR_REQUESTS=1000 INSTR_WARMUP=200; fi
+        if [ "$MODE" = quick ]; then
+            INSTR_REQUESTS=200 INSTR_WARMUP=50 INSTR_LOADED=3
+        else
+            INSTR_REQUESTS=1000 INSTR_WARMUP=200 INSTR_LOADED=10
+        fi
         "$PY" "$root/bench/instructions.py" "$RUN/instructions.json" --inferd "$INFERD" \
             --repo "$RUN/repo_instructions" --nginx "$NGINX" --requests "$INSTR_REQUESTS" \
-            --warmup "$INSTR_WARMUP" 2>"$RUN/instructions.log" || {
+            --warmup "$INSTR_WARMUP" --loaded-seconds "$INSTR_LOADED" \
+            2>"$RUN/instructions.log" || {
             tail -5 "$RUN/instructions.log" >&2
             echo "bench/instructions.py failed: $(tail -1 "$RUN/instructions.log")" >"$RUN/instructions.failed"
             FAILED_STEPS+=("16. instructions: $(tail -1 "$RUN/instructions.log")")

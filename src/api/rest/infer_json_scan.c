@@ -8,7 +8,8 @@
 /*
  * Each reader takes the position p (end the end of the text) and returns
  * the position after what it read, or NULL to decline. Most requests have
- * no whitespace at all: the test for it is inlined, its loop is not.
+ * no whitespace at all: the expected byte is tested first, inline, and the
+ * whitespace loop runs only when it is not there.
  */
 
 static const char *ws_run(const char *p, const char *end)
@@ -26,14 +27,20 @@ static inline const char *ws(const char *p, const char *end)
 /* Whitespace, then c: the position after c, or NULL. */
 static inline const char *eat(const char *p, const char *end, char c)
 {
-    p = ws(p, end);
+    if (p < end && *p == c)
+        return p + 1;
+    p = ws_run(p, end);
     return p < end && *p == c ? p + 1 : NULL;
 }
 
 /* After whitespace, c or nothing: the position after c (*got true), or p. */
 static inline const char *maybe(const char *p, const char *end, char c, bool *got)
 {
-    p = ws(p, end);
+    if (p < end && *p == c) {
+        *got = true;
+        return p + 1;
+    }
+    p = ws_run(p, end);
     *got = p < end && *p == c;
     return *got ? p + 1 : p;
 }
