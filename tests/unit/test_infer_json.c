@@ -277,22 +277,27 @@ static void test_errors(void **state)
 #define PLAIN_BYTES "{\"name\":\"IN_BYTES\",\"datatype\":\"BYTES\",\"shape\":[2],\"data\":[\"ab\",\"\"]}"
 #define PLAIN_INPUTS IN_INT32 "," IN_FP32 "," PLAIN_BYTES "," IN_BOOL "," IN_FP16 "," IN_UINT64
 
-/* Decodes body with infer_json_decode() and with the general decoder
- * alone: same result, same request or the same error. Returns the arena
- * bytes each used through *used and *general_used. */
-static void expect_same_as_general(const char *body, size_t *used, size_t *general_used)
+/* Decodes body[0..len) (header_len: its Inference-Header-Content-Length,
+ * -1 none) with infer_json_decode() and with the general decoder alone:
+ * same result, same request or the same error. Returns the arena bytes
+ * each used through *used and *general_used. */
+static void expect_same_as_general_bytes(const char *body, size_t len, int64_t header_len,
+                                         size_t *used, size_t *general_used)
 {
     struct decoded d, g;
-    decode(&d, body);
+    memset(&d, 0, sizeof d);
+    arena_init(&d.req.arena, 4096, 1 << 20);
+    d.req.model = &model;
+    d.rc = infer_json_decode(&d.req, NULL, &model, body, len, header_len, &d.err);
     memset(&g, 0, sizeof g);
     arena_init(&g.req.arena, 4096, 1 << 20);
     g.req.model = &model;
-    g.rc = infer_json_decode_general(&g.req, NULL, &model, body, strlen(body), -1, &g.err);
+    g.rc = infer_json_decode_general(&g.req, NULL, &model, body, len, header_len, &g.err);
     const char *diff = d.rc == 0 && g.rc == 0 ? infer_request_diff(&d.req, &g.req) : NULL;
     if (d.rc != g.rc || diff ||
         (d.rc != 0 && (d.err.status != g.err.status || strcmp(d.err.msg, g.err.msg) != 0)))
-        fail_msg("body %s\n  decode rc=%d %d %s\n  general rc=%d %d %s\n  differ in: %s", body,
-                 d.rc, d.err.status, d.rc ? d.err.msg : "", g.rc, g.err.status,
+        fail_msg("body %.*s\n  decode rc=%d %d %s\n  general rc=%d %d %s\n  differ in: %s",
+                 (int)len, body, d.rc, d.err.status, d.rc ? d.err.msg : "", g.rc, g.err.status,
                  g.rc ? g.err.msg : "", diff ? diff : "-");
     if (used)
         *used = d.req.arena.used;
@@ -300,6 +305,11 @@ static void expect_same_as_general(const char *body, size_t *used, size_t *gener
         *general_used = g.req.arena.used;
     done(&d);
     done(&g);
+}
+
+static void expect_same_as_general(const char *body, size_t *used, size_t *general_used)
+{
+    expect_same_as_general_bytes(body, strlen(body), -1, used, general_used);
 }
 
 static void test_plain_requests(void **state)
@@ -317,6 +327,12 @@ static void test_plain_requests(void **state)
         " {\"name\":\"IN_BOOL\",\"datatype\":\"BOOL\",\"shape\":[2],\"data\":[[true],[false]]},"
         " {\"name\":\"IN_FP16\",\"datatype\":\"FP16\",\"shape\":[1],\"data\":[NaN]},"
         " {\"name\":\"IN_UINT64\",\"datatype\":\"UINT64\",\"shape\":[1],\"data\":[0]} ] }\t\n",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"parameters\":{\"binary_data\":true},"
+        "\"name\":\"OUT_A\"},{\"name\":\"OUT_B\"}]}",
+        "{\"parameters\":{\"binary_data_output\":true},\"inputs\":[" PLAIN_INPUTS "]}",
+        "{\"parameters\":{\"binary_data_output\":true},\"inputs\":[" PLAIN_INPUTS
+        "],\"outputs\":[{\"name\":\"OUT_B\",\"parameters\":{\"binary_data\":false}},"
+        "{\"name\":\"OUT_A\"}]}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct infer_json_doc doc;
@@ -331,6 +347,48 @@ static void test_plain_requests(void **state)
     }
 }
 
+/* Binary tensor data after the JSON (Triton's clients' way): read by the
+ * everyday path too, the same request as the general decoder's. */
+static void test_plain_binary(void **state)
+{
+    (void)state;
+    static const char *const heads[] = {
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"shape\":[1,4],\"datatype\":\"INT32\","
+        "\"parameters\":{\"binary_data_size\":16}}," IN_FP32 "," PLAIN_BYTES "," IN_BOOL ","
+        IN_FP16 "," IN_UINT64 "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
+        "{\"binary_data\":true}}]}",
+        "{\"inputs\":[" IN_INT32 "," IN_FP32 ",{\"name\":\"IN_BYTES\",\"datatype\":\"BYTES\","
+        "\"shape\":[2],\"parameters\":{\"binary_data_size\":16}}," IN_BOOL "," IN_FP16 ","
+        IN_UINT64 "]}",
+    };
+    /* 16 bytes each: four INT32s, or two BYTES elements (4-byte lengths). */
+    static const char tails[][16] = {
+        {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, (char)0xff, (char)0xff, (char)0xff, (char)0xff},
+        {3, 0, 0, 0, 'a', 'b', 'c', 5, 0, 0, 0, 'd', 'e', 'f', 'g', 'h'},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char body[2048];
+        size_t head = strlen(heads[i]);
+        memcpy(body, heads[i], head);
+        memcpy(body + head, tails[i], 16);
+        struct infer_json_doc doc;
+        if (!infer_json_scan(body, head, &doc))
+            fail_msg("not read as an everyday request: %s", heads[i]);
+        size_t used, general_used;
+        expect_same_as_general_bytes(body, head + 16, (int64_t)head, &used, &general_used);
+        if (used >= general_used)
+            fail_msg("%zu arena bytes, the general decoder %zu: %s", used, general_used, heads[i]);
+        /* Wrong sizes and headers: the general decoder's errors. */
+        expect_same_as_general_bytes(body, head + 15, (int64_t)head, NULL, NULL);
+        expect_same_as_general_bytes(body, head + 16, (int64_t)head - 1, NULL, NULL);
+        expect_same_as_general_bytes(body, head + 16, -1, NULL, NULL);
+        expect_same_as_general_bytes(body, head, -1, NULL, NULL);
+        memcpy(body + head + 16, "xx", 2);
+        expect_same_as_general_bytes(body, head + 18, (int64_t)head, &used, &general_used);
+        assert_int_equal(used, general_used); /* refused: rewound */
+    }
+}
+
 /* Bodies left to the general decoder; the answers are its own either way. */
 static void test_plain_declines(void **state)
 {
@@ -339,7 +397,13 @@ static void test_plain_declines(void **state)
         "{\"inputs\":[" ALL_INPUTS "]}",                            /* an escape in a string */
         "{\"inputs\":[" PLAIN_INPUTS "],\"parameters\":{\"priority\":2}}",
         "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
-        "{\"binary_data\":true}}]}",
+        "{\"classification\":2}}]}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"parameters\":{\"binary_data_output\":true,"
+        "\"timeout\":5}}",
+        "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\",\"parameters\":"
+        "{\"binary_data\":1}}]}",
+        "{\"inputs\":[{\"name\":\"IN_INT32\",\"datatype\":\"INT32\",\"shape\":[1,4],"
+        "\"data\":[1,2,3,4],\"parameters\":{\"binary_data_size\":16}}]}",
         "{\"inputs\":[" PLAIN_INPUTS "],\"inputs\":[]}",            /* a member twice */
         "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[]}",
         "{\"inputs\":[" PLAIN_INPUTS "],\"extra\":1}",
@@ -1142,6 +1206,7 @@ int main(void)
         cmocka_unit_test(test_model_without_inputs),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_plain_requests),
+        cmocka_unit_test(test_plain_binary),
         cmocka_unit_test(test_plain_declines),
         cmocka_unit_test(test_plain_errors),
         cmocka_unit_test(test_plain_allocation_failures),

@@ -161,14 +161,9 @@ static int data_fields_error(const char *name, bool data, bool binary, bool shm,
 /* Claims the input's binary_data_size bytes from the binary part. Numeric
  * data is used in place when aligned for its element type, else copied
  * into the arena (a body offset is arbitrary, so alignment is luck). */
-static int decode_binary_input(struct infer_request *req, struct tensor *t,
-                               const struct json_value *size_v, struct binary_part *bin,
-                               struct error *err)
+static int decode_binary_input(struct infer_request *req, struct tensor *t, uint64_t size,
+                               struct binary_part *bin, struct error *err)
 {
-    uint64_t size;
-    if (json_num_u64(size_v, &size) != 0)
-        return error_set(err, 400, "input '%s': 'binary_data_size' must be a non-negative integer",
-                         t->name);
     if (!bin->present)
         return error_set(err, 400,
                          "input '%s': 'binary_data_size' needs the Inference-Header-Content-Length "
@@ -294,8 +289,14 @@ static int decode_input(struct infer_request *req, struct shm_request *shm,
                              t->name);
         return shm_request_input(shm, &req->arena, t, &sp, err);
     }
-    if (binary_size)
-        return decode_binary_input(req, t, binary_size, bin, err);
+    if (binary_size) {
+        uint64_t size;
+        if (json_num_u64(binary_size, &size) != 0)
+            return error_set(err, 400,
+                             "input '%s': 'binary_data_size' must be a non-negative integer",
+                             t->name);
+        return decode_binary_input(req, t, size, bin, err);
+    }
     if (data->type != JSON_RAW)
         return error_set(err, 400, "input '%s': 'data' must be an array", t->name);
     return decode_data(req, t, data->u.raw, data->len, err);
@@ -631,14 +632,15 @@ static int io_index(const struct model_io *ios, uint32_t n, const struct infer_j
 
 /*
  * Fills req from what infer_json_scan() read, as infer_json_decode_general()
- * would from the same text (the request has no parameters, so the request
- * options and the binary flags keep their defaults). False at the first
+ * would from the same text (no parameters but the binary ones, so the
+ * request options keep their defaults); bin is the binary part after the
+ * JSON, each binary input claims its bytes from it. False at the first
  * thing the general decoder would refuse: req is then as it was and the
  * arena rewound, and the general decoder reads the request again and
  * reports it.
  */
 static bool decode_plain(struct infer_request *req, const struct model *m,
-                         const struct infer_json_doc *doc)
+                         const struct infer_json_doc *doc, struct binary_part *bin)
 {
     struct arena_mark mark = arena_mark(&req->arena);
     struct error err;
@@ -663,10 +665,14 @@ static bool decode_plain(struct infer_request *req, const struct model *m,
             goto decline;
         t->ndim = in->ndim;
         memcpy(t->shape, in->shape, in->ndim * sizeof *t->shape);
-        if (model_io_check(m->name, &m->info.inputs[idx], t, &err) != 0 ||
-            decode_data(req, t, in->data.p, in->data.n, &err) != 0)
+        if (model_io_check(m->name, &m->info.inputs[idx], t, &err) != 0)
+            goto decline;
+        if (in->data.p ? decode_data(req, t, in->data.p, in->data.n, &err) != 0
+                       : decode_binary_input(req, t, in->binary_size, bin, &err) != 0)
             goto decline;
     }
+    if (bin->off != bin->end)
+        goto decline;
     uint32_t ninputs;
     if (model_inputs_complete(m, ins, seen, &ninputs, &err) != 0 || (m->batched && !ninputs))
         goto decline;
@@ -679,14 +685,16 @@ static bool decode_plain(struct infer_request *req, const struct model *m,
     if (doc->has_outputs) {
         uint32_t n = doc->noutputs;
         names = arena_alloc(&req->arena, n * sizeof *names);
-        flags = arena_calloc(&req->arena, n, sizeof *flags); /* JSON, not binary */
+        flags = arena_alloc(&req->arena, n * sizeof *flags);
         if (n > m->info.noutputs || !names || !flags)
             goto decline;
         for (uint32_t i = 0; i < n; i++) {
-            int idx = io_index(m->info.outputs, m->info.noutputs, &doc->outputs[i]);
+            const struct infer_json_scan_output *o = &doc->outputs[i];
+            int idx = io_index(m->info.outputs, m->info.noutputs, &o->name);
             if (idx == NOT_FOUND)
                 goto decline;
             names[i] = m->info.outputs[idx].name;
+            flags[i] = o->binary_given ? o->binary : doc->binary_output;
             for (uint32_t j = 0; j < i; j++)
                 if (names[j] == names[i])
                     goto decline;
@@ -694,7 +702,7 @@ static bool decode_plain(struct infer_request *req, const struct model *m,
         req->output_names = names;
         req->output_binary = flags;
         req->noutputs = n;
-    } else if (all_outputs(req, m, false, &err) != 0) {
+    } else if (all_outputs(req, m, doc->binary_output, &err) != 0) {
         goto decline;
     }
     if (id) {
@@ -714,9 +722,15 @@ decline:
 int infer_json_decode(struct infer_request *req, struct shm_request *shm, const struct model *m,
                       const char *body, size_t len, int64_t header_len, struct error *err)
 {
-    struct infer_json_doc doc;
-    if (header_len == -1 && infer_json_scan(body, len, &doc) && decode_plain(req, m, &doc))
-        return 0;
+    /* A JSON request, or a JSON header with binary tensor data after it. */
+    if (header_len == -1 || (header_len > 0 && (uint64_t)header_len <= len)) {
+        size_t json_len = header_len > 0 ? (size_t)header_len : len;
+        struct binary_part bin = {.body = body, .off = json_len, .end = len,
+                                  .present = header_len > 0};
+        struct infer_json_doc doc;
+        if (infer_json_scan(body, json_len, &doc) && decode_plain(req, m, &doc, &bin))
+            return 0;
+    }
     return infer_json_decode_general(req, shm, m, body, len, header_len, err);
 }
 

@@ -72,11 +72,12 @@ static inline bool is(const struct infer_json_span *key, const char *word, uint3
 }
 #define IS(key, lit) is((key), lit, sizeof lit - 1)
 
-/* A dimension: 0, or 1 to 18 digits without a leading zero, not followed
- * by what would make it another number. */
-static const char *dim(const char *p, const char *end, int64_t *out)
+/* A dimension or a size: 0, or 1 to 18 digits without a leading zero, not
+ * followed by what would make it another number. */
+static const char *count(const char *p, const char *end, int64_t *out)
 {
-    p = ws(p, end);
+    if (p < end && (unsigned char)*p <= ' ')
+        p = ws_run(p, end);
     const char *q = p;
     int64_t v = 0;
     while (q < end && *q >= '0' && *q <= '9') {
@@ -90,6 +91,32 @@ static const char *dim(const char *p, const char *end, int64_t *out)
     return q;
 }
 
+/* true or false. */
+static const char *boolean(const char *p, const char *end, bool *out)
+{
+    if (p < end && (unsigned char)*p <= ' ')
+        p = ws_run(p, end);
+    if (end - p >= 4 && memcmp(p, "true", 4) == 0) {
+        *out = true;
+        return p + 4;
+    }
+    if (end - p >= 5 && memcmp(p, "false", 5) == 0) {
+        *out = false;
+        return p + 5;
+    }
+    return NULL;
+}
+
+/* {"<word>": value}, that one member only: the position of the value. */
+static const char *one_parameter(const char *p, const char *end, const char *word, uint32_t len)
+{
+    struct infer_json_span key;
+    if (!(p = eat(p, end, '{')) || !(p = member(p, end, &key)) || !is(&key, word, len))
+        return NULL;
+    return p;
+}
+#define ONE_PARAMETER(p, end, lit) one_parameter((p), (end), lit, sizeof lit - 1)
+
 static const char *shape(const char *p, const char *end, struct infer_json_scan_input *in)
 {
     bool got;
@@ -97,7 +124,7 @@ static const char *shape(const char *p, const char *end, struct infer_json_scan_
     if (!(p = eat(p, end, '[')) || !(p = maybe(p, end, ']', &got)) || got)
         return p;
     do {
-        if (in->ndim == TENSOR_MAX_DIMS || !(p = dim(p, end, &in->shape[in->ndim])))
+        if (in->ndim == TENSOR_MAX_DIMS || !(p = count(p, end, &in->shape[in->ndim])))
             return NULL;
         in->ndim++;
     } while ((p = maybe(p, end, ',', &got)) && got);
@@ -143,29 +170,38 @@ static const char *data(const char *p, const char *end, struct infer_json_span *
     return p;
 }
 
-/* {"name", "datatype", "shape", "data"}: each once, all four. */
+/* {"name", "datatype", "shape", and "data" or "parameters":
+ * {"binary_data_size"}}: each once. */
 static const char *input(const char *p, const char *end, struct infer_json_scan_input *in)
 {
+    enum { NAME = 1, DATATYPE = 2, SHAPE = 4, DATA = 8, BINARY = 16 };
     unsigned seen = 0, bit;
     bool got;
+    int64_t size = 0;
     if (!(p = eat(p, end, '{')))
         return NULL;
+    in->data.p = NULL;
     do {
         struct infer_json_span key;
         if (!(p = member(p, end, &key)))
             return NULL;
         if (IS(&key, "name")) {
-            bit = 1;
+            bit = NAME;
             p = plain_string(p, end, &in->name);
         } else if (IS(&key, "datatype")) {
-            bit = 2;
+            bit = DATATYPE;
             p = plain_string(p, end, &in->datatype);
         } else if (IS(&key, "shape")) {
-            bit = 4;
+            bit = SHAPE;
             p = shape(p, end, in);
         } else if (IS(&key, "data")) {
-            bit = 8;
+            bit = DATA;
             p = data(p, end, &in->data);
+        } else if (IS(&key, "parameters")) {
+            bit = BINARY;
+            if ((p = ONE_PARAMETER(p, end, "binary_data_size")) && (p = count(p, end, &size)))
+                p = eat(p, end, '}');
+            in->binary_size = (uint64_t)size;
         } else {
             return NULL;
         }
@@ -173,7 +209,9 @@ static const char *input(const char *p, const char *end, struct infer_json_scan_
             return NULL;
         seen |= bit;
     } while ((p = maybe(p, end, ',', &got)) && got);
-    return seen == 15 ? eat(p, end, '}') : NULL;
+    if (seen != (NAME | DATATYPE | SHAPE | DATA) && seen != (NAME | DATATYPE | SHAPE | BINARY))
+        return NULL;
+    return eat(p, end, '}');
 }
 
 static const char *inputs(const char *p, const char *end, struct infer_json_doc *doc)
@@ -189,18 +227,42 @@ static const char *inputs(const char *p, const char *end, struct infer_json_doc 
     return eat(p, end, ']');
 }
 
-/* [{"name": ...}, ...]: at least one (an empty list is an error). */
+/* {"name": ..., "parameters": {"binary_data": bool}?}, members in any order. */
+static const char *output(const char *p, const char *end, struct infer_json_scan_output *out)
+{
+    bool named = false, got;
+    out->binary_given = false;
+    if (!(p = eat(p, end, '{')))
+        return NULL;
+    do {
+        struct infer_json_span key;
+        if (!(p = member(p, end, &key)))
+            return NULL;
+        if (IS(&key, "name") && !named) {
+            named = true;
+            p = plain_string(p, end, &out->name);
+        } else if (IS(&key, "parameters") && !out->binary_given) {
+            out->binary_given = true;
+            if ((p = ONE_PARAMETER(p, end, "binary_data")) && (p = boolean(p, end, &out->binary)))
+                p = eat(p, end, '}');
+        } else {
+            return NULL;
+        }
+        if (!p)
+            return NULL;
+    } while ((p = maybe(p, end, ',', &got)) && got);
+    return named ? eat(p, end, '}') : NULL;
+}
+
+/* [output, ...]: at least one (an empty list is an error). */
 static const char *outputs(const char *p, const char *end, struct infer_json_doc *doc)
 {
     bool got;
     if (!(p = eat(p, end, '[')))
         return NULL;
     do {
-        struct infer_json_span key;
-        if (doc->noutputs == INFER_JSON_SCAN_MAX || !(p = eat(p, end, '{')) ||
-            !(p = member(p, end, &key)) || !IS(&key, "name") ||
-            !(p = plain_string(p, end, &doc->outputs[doc->noutputs++])) ||
-            !(p = eat(p, end, '}')))
+        if (doc->noutputs == INFER_JSON_SCAN_MAX ||
+            !(p = output(p, end, &doc->outputs[doc->noutputs++])))
             return NULL;
     } while ((p = maybe(p, end, ',', &got)) && got);
     return eat(p, end, ']');
@@ -209,8 +271,8 @@ static const char *outputs(const char *p, const char *end, struct infer_json_doc
 bool infer_json_scan(const char *text, size_t len, struct infer_json_doc *doc)
 {
     const char *p = text, *end = text + len;
-    bool has_inputs = false, got;
-    doc->has_id = doc->has_outputs = false;
+    bool has_inputs = false, has_parameters = false, got;
+    doc->has_id = doc->has_outputs = doc->binary_output = false;
     doc->ninputs = doc->noutputs = 0;
     if (!(p = eat(p, end, '{')))
         return false;
@@ -228,6 +290,13 @@ bool infer_json_scan(const char *text, size_t len, struct infer_json_doc *doc)
         } else if (IS(&key, "outputs")) {
             given = &doc->has_outputs;
             p = *given ? NULL : outputs(p, end, doc);
+        } else if (IS(&key, "parameters")) {
+            given = &has_parameters;
+            if (!*given && (p = ONE_PARAMETER(p, end, "binary_data_output")) &&
+                (p = boolean(p, end, &doc->binary_output)))
+                p = eat(p, end, '}');
+            else
+                p = NULL;
         } else {
             return false;
         }
