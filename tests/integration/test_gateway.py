@@ -162,11 +162,13 @@ def test_retries_only_for_never_reached(server_factory, tmp_path):
     gone = server_factory.start()
     slow = server_factory.start(repository=stall_repo(tmp_path / "slow", 3000000))
     # Health checks far apart: the killed upstream stays eligible, so
-    # calls are sent to it and refused at connect (never reached).
+    # calls are sent to it and refused at connect (never reached). The one
+    # check that counts is the first: a generous timeout, so that a loaded
+    # machine does not fail it (the next would come in 10 minutes).
     gw = gateway(server_factory, tmp_path, [gone, up],
                  extra="    max-retries: 1\n"
                        "    outlier: {consecutive-failures: 1000, ejection-secs: 1}\n"
-                       "    health-check: {interval-ms: 600000, timeout-ms: 200}\n")
+                       "    health-check: {interval-ms: 600000, timeout-ms: 5000}\n")
     deadline = time.monotonic() + 30  # the first health check found both healthy
     while not all(upstream_metric(gw, "inferd_upstream_healthy", u) == 1 for u in (gone, up)):
         assert time.monotonic() < deadline
