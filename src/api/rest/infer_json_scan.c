@@ -6,7 +6,7 @@
 #include "base/json.h"
 
 /*
- * Each reader takes the position p (end the end of the text) and returns
+ * Each reader takes the position p (end: the end of the text) and returns
  * the position after what it read, or NULL to decline. Most requests have
  * no whitespace at all: the expected byte is tested first, inline, and the
  * whitespace loop runs only when it is not there.
@@ -76,8 +76,7 @@ static inline bool is(const struct infer_json_span *key, const char *word, uint3
  * followed by what would make it another number. */
 static const char *count(const char *p, const char *end, int64_t *out)
 {
-    if (p < end && (unsigned char)*p <= ' ')
-        p = ws_run(p, end);
+    p = ws(p, end);
     const char *q = p;
     int64_t v = 0;
     while (q < end && *q >= '0' && *q <= '9') {
@@ -94,8 +93,7 @@ static const char *count(const char *p, const char *end, int64_t *out)
 /* true or false. */
 static const char *boolean(const char *p, const char *end, bool *out)
 {
-    if (p < end && (unsigned char)*p <= ' ')
-        p = ws_run(p, end);
+    p = ws(p, end);
     if (end - p >= 4 && memcmp(p, "true", 4) == 0) {
         *out = true;
         return p + 4;
