@@ -550,13 +550,7 @@ static int scan_raw_array(struct json_parser *ps, struct json_value *v)
     if (limit > JSON_RAW_MAX_DEPTH)
         limit = JSON_RAW_MAX_DEPTH;
     for (;;) {
-        while (end - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            if (json_raw_special8(w))
-                break;
-            p += 8;
-        }
+        p = json_raw_skip8(p, end);
         if (p == end)
             return fail_at(ps, p, "unexpected end of input");
         switch (*p) {

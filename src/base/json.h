@@ -207,6 +207,20 @@ static inline bool json_raw_special8(uint64_t w)
     return (((b - ones) & ~b) | ((q - ones) & ~q)) & highs;
 }
 
+/* The first position from p on, 8 bytes at a time, whose word may hold a
+ * bracket or a quote, or where fewer than 8 bytes are left. */
+static inline const char *json_raw_skip8(const char *p, const char *end)
+{
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (json_raw_special8(w))
+            break;
+        p += 8;
+    }
+    return p;
+}
+
 static inline size_t json_plain_run(const char *s, size_t n)
 {
     size_t j = 0;

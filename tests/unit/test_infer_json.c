@@ -312,6 +312,21 @@ static void expect_same_as_general(const char *body, size_t *used, size_t *gener
     expect_same_as_general_bytes(body, strlen(body), -1, used, general_used);
 }
 
+/* A body the scanner reads, decoded as the general decoder does it: when
+ * `decoded`, without the tree (less of the arena than the general
+ * decoder); else refused by the checks, its allocations rewound (as much
+ * of the arena as the general decoder alone). */
+static void expect_read(const char *body, bool decoded)
+{
+    struct infer_json_doc doc;
+    if (!infer_json_scan(body, strlen(body), &doc))
+        fail_msg("not read as an everyday request: %s", body);
+    size_t used, general_used;
+    expect_same_as_general(body, &used, &general_used);
+    if (decoded ? used >= general_used : used != general_used)
+        fail_msg("%zu arena bytes, the general decoder %zu: %s", used, general_used, body);
+}
+
 static void test_plain_requests(void **state)
 {
     (void)state;
@@ -334,17 +349,8 @@ static void test_plain_requests(void **state)
         "],\"outputs\":[{\"name\":\"OUT_B\",\"parameters\":{\"binary_data\":false}},"
         "{\"name\":\"OUT_A\"}]}",
     };
-    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
-        struct infer_json_doc doc;
-        if (!infer_json_scan(bodies[i], strlen(bodies[i]), &doc))
-            fail_msg("not read as an everyday request: %s", bodies[i]);
-        size_t used, general_used;
-        expect_same_as_general(bodies[i], &used, &general_used);
-        /* Decoded without the tree: less of the arena than the general decoder. */
-        if (used >= general_used)
-            fail_msg("%zu arena bytes, the general decoder %zu: %s", used, general_used,
-                     bodies[i]);
-    }
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        expect_read(bodies[i], true);
 }
 
 /* Binary tensor data after the JSON (Triton's clients' way): read by the
@@ -458,65 +464,31 @@ static void test_plain_errors(void **state)
         "{\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"},{\"name\":\"OUT_B\"},"
         "{\"name\":\"OUT_A\"}]}",
     };
-    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
-        struct infer_json_doc doc;
-        if (!infer_json_scan(bodies[i], strlen(bodies[i]), &doc))
-            fail_msg("not read as an everyday request: %s", bodies[i]);
-        size_t used, general_used;
-        expect_same_as_general(bodies[i], &used, &general_used);
-        if (used != general_used) /* the everyday path's allocations rewound */
-            fail_msg("%zu arena bytes, the general decoder %zu: %s", used, general_used,
-                     bodies[i]);
-    }
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        expect_read(bodies[i], false);
 }
 
-/* Every allocation failure on the everyday path gives a clean answer. */
-static void test_plain_allocation_failures(void **state)
+/* An arena far too small for body (a ceiling of max bytes) gives 413. */
+static void expect_413(const char *body, size_t max)
 {
-    (void)state;
-    const char *body = "{\"id\":\"x\",\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"}]}";
-    for (long n = 0; n < 64; n++) {
-        struct decoded d;
-        memset(&d, 0, sizeof d);
-        arena_init(&d.req.arena, 128, 1 << 20);
-        mem_fail_after(n);
-        d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
-        mem_fail_reset();
-        if (d.rc != 0)
-            assert_int_equal(d.err.status, 413);
-        done(&d);
-    }
     struct decoded d;
     memset(&d, 0, sizeof d);
-    arena_init(&d.req.arena, 256, 512); /* far too small */
+    arena_init(&d.req.arena, 256, max);
     d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
     assert_int_equal(d.rc, -1);
     assert_int_equal(d.err.status, 413);
     done(&d);
 }
 
-static void test_memory_ceiling_gives_413(void **state)
+/* Every allocation failure decoding body (arenas of `chunk`-byte chunks)
+ * gives a clean error, never a crash or a leak; and an arena far too small
+ * gives 413. */
+static void expect_clean_failures(const char *body, size_t chunk)
 {
-    (void)state;
-    struct decoded d;
-    memset(&d, 0, sizeof d);
-    arena_init(&d.req.arena, 256, 2048); /* far too small for this request */
-    const char *body = "{\"inputs\":[" ALL_INPUTS "]}";
-    d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
-    assert_int_equal(d.rc, -1);
-    assert_int_equal(d.err.status, 413);
-    done(&d);
-}
-
-/* Every allocation failure point gives a clean error, never a crash or leak. */
-static void test_allocation_failures(void **state)
-{
-    (void)state;
-    const char *body = "{\"inputs\":[" ALL_INPUTS "]}";
     for (long n = 0; n < 200; n++) {
         struct decoded d;
         memset(&d, 0, sizeof d);
-        arena_init(&d.req.arena, 512, 1 << 20);
+        arena_init(&d.req.arena, chunk, 1 << 20);
         mem_fail_after(n);
         d.rc = infer_json_decode(&d.req, NULL, &model, body, strlen(body), -1, &d.err);
         mem_fail_reset();
@@ -526,6 +498,28 @@ static void test_allocation_failures(void **state)
         if (d.rc == 0)
             break;
     }
+    expect_413(body, 512);
+}
+
+/* The everyday path: its allocations fail cleanly too. */
+static void test_plain_allocation_failures(void **state)
+{
+    (void)state;
+    expect_clean_failures(
+        "{\"id\":\"x\",\"inputs\":[" PLAIN_INPUTS "],\"outputs\":[{\"name\":\"OUT_A\"}]}", 128);
+}
+
+static void test_memory_ceiling_gives_413(void **state)
+{
+    (void)state;
+    expect_413("{\"inputs\":[" ALL_INPUTS "]}", 2048);
+}
+
+/* Every allocation failure point gives a clean error, never a crash or leak. */
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    expect_clean_failures("{\"inputs\":[" ALL_INPUTS "]}", 512);
 }
 
 static void test_encode_response(void **state)

@@ -138,13 +138,7 @@ static const char *data(const char *p, const char *end, struct infer_json_span *
     if (p == end || *p != '[')
         return NULL;
     for (;;) {
-        while (end - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            if (json_raw_special8(w))
-                break;
-            p += 8;
-        }
+        p = json_raw_skip8(p, end);
         if (p == end)
             return NULL;
         if (*p == '"') {
