@@ -513,23 +513,29 @@ static struct watchdog *start_watchdog(struct sdnotify *notify, struct io_thread
     return w;
 }
 
-/* Runs the server with settings o until SIGINT/SIGTERM; reload is NULL
- * without --config. parts: the policy stores of the sections (run() adds
- * the routing store). notify: the service manager's socket (sdnotify.h).
- * Returns the exit status. */
-static int run(struct serve_options *o, struct config_reloader *reload,
-               struct pipeline_parts *parts, struct sdnotify *notify)
+/* The signals the main thread takes with sigtimedwait (wait_for_shutdown):
+ * blocked before the server starts any thread (the usage file's writer is
+ * the first), so that every thread inherits the mask. A thread that did not
+ * block SIGTERM would take it whenever the main thread is between two waits,
+ * and die of it without draining. */
+static void block_server_signals(sigset_t *mask)
 {
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGUSR1);
-    sigaddset(&mask, SIGHUP);
-    /* Block before any thread starts so that every thread inherits the mask
-     * and only the main thread takes the signals, with sigtimedwait. */
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    sigemptyset(mask);
+    sigaddset(mask, SIGINT);
+    sigaddset(mask, SIGTERM);
+    sigaddset(mask, SIGUSR1);
+    sigaddset(mask, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, mask, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* Runs the server with settings o until SIGINT/SIGTERM (mask: from
+ * block_server_signals()); reload is NULL without --config. parts: the
+ * policy stores of the sections (run() adds the routing store). notify:
+ * the service manager's socket (sdnotify.h). Returns the exit status. */
+static int run(struct serve_options *o, struct config_reloader *reload,
+               struct pipeline_parts *parts, struct sdnotify *notify, const sigset_t *mask)
+{
 
     struct cpus_limits cpus;
     cpus_probe(&cpus);
@@ -701,7 +707,7 @@ static int run(struct serve_options *o, struct config_reloader *reload,
                             http_server_grpc_port(threads[0].server),
                             metrics ? metrics_server_port(metrics) : 0, &reg);
         struct watchdog *watchdog = start_watchdog(notify, threads, o->io_threads);
-        bool drained = wait_for_shutdown(threads, o->io_threads, &mask, o->exit_timeout_secs, tls,
+        bool drained = wait_for_shutdown(threads, o->io_threads, mask, o->exit_timeout_secs, tls,
                                          quic, reload, notify, watchdog, reg);
         watchdog_stop(watchdog); /* every loop has stopped */
         registration_stop(reg);
@@ -868,10 +874,12 @@ static int serve(int argc, char **argv)
     /* Type=notify under systemd (net/sdnotify.h): a NOTIFY_SOCKET that
      * cannot be used stops the start, as the manager would time out. */
     struct sdnotify notify;
+    sigset_t mask;
+    block_server_signals(&mask);
     if (sdnotify_open(&notify, &err) != 0)
         log_error("%s", err.msg);
     else if (usage_open(&o.usage, &parts.tokens.usage, &err) == 0)
-        rc = run(&o, file ? &reloader : NULL, &parts, &notify);
+        rc = run(&o, file ? &reloader : NULL, &parts, &notify, &mask);
     else
         log_error("%s", err.msg);
     sdnotify_close(&notify);

@@ -6,6 +6,8 @@ which stops the start and is left as it was.
 """
 import datetime
 import json
+import os
+import signal
 import subprocess
 import time
 
@@ -174,3 +176,22 @@ def test_calls_are_metered_and_survive_a_restart(server_factory, tmp_path):
     assert ok_json(requests.get(s.url + "/v2/usage?model=kjv&from=" + day)) == doc
     # The metrics count since the start.
     assert "inferd_usage_requests_total{" not in requests.get(s.metrics_url).text
+
+
+def test_every_thread_leaves_sigterm_to_the_main_thread(server_factory, tmp_path):
+    """SIGTERM drains the server only when the main thread takes it: every
+    other thread blocks it, the usage file's writer (started before the I/O
+    threads) included. A thread that did not would die of the signal
+    whenever the main thread is between two waits, with nothing drained."""
+    s = server_factory.start("--usage-file", str(tmp_path / "usage.json"))
+    pid = s.proc.pid
+    term, intr = 1 << (signal.SIGTERM - 1), 1 << (signal.SIGINT - 1)
+    others = [t for t in os.listdir("/proc/%d/task" % pid) if int(t) != pid]
+    assert others
+    for tid in others:
+        status = open("/proc/%d/task/%s/status" % (pid, tid)).read()
+        name = open("/proc/%d/task/%s/comm" % (pid, tid)).read().strip()
+        blocked = int(next(l.split()[1] for l in status.splitlines()
+                           if l.startswith("SigBlk:")), 16)
+        assert blocked & term and blocked & intr, (name, hex(blocked))
+    assert s.stop() == []
