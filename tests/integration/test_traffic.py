@@ -225,7 +225,10 @@ def srv(module_server_factory, tmp_path_factory):
     # each latency, so that a p99 ratio of 5 needs a real difference.
     echo_model(root, "echo_ok", config_params=[("delay_us", "2000")])
     echo_model(root, "echo_sf", config_params=[("shadow_fail", "1")])
-    return module_server_factory.start(repository=root)
+    # These tests count where requests go; the default queue budget's fast
+    # 503s under a burst (test_queue_budget.py) would only blur the counts
+    # on a slow machine (the sanitizer build).
+    return module_server_factory.start("--queue-budget-ms", "off", repository=root)
 
 
 # --------------------------------------------------------------------------
