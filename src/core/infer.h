@@ -84,6 +84,10 @@ struct infer_request {
      * run by the worker pool, timeout_us its queue limit whatever the
      * model's policy; dropped (429) when SCHED_BACKGROUND_MAX wait. */
     bool background;
+    /* Not held to the queue budget (sched/sched.h): a request of a
+     * sequence in progress (serve/seqbatch.h), whose refusal would stall a
+     * sequence already admitted; new sequences are. Set by the pipeline. */
+    bool budget_exempt;
     /* The front end carries many responses (a streaming endpoint): a
      * generative model streams one per token unless told otherwise
      * (gen/engine.h). Set by the pipeline. */

@@ -705,13 +705,13 @@ int sched_submit(struct sched *s, struct infer_request *req, struct sched_local 
     }
     struct place ahead = insert(s, req);
     /* Admission: the request's own deadline (REJECT), or the queue budget
-     * of a request without one; DELAY requests and background requests
-     * wait whatever it takes. */
+     * of a request without one; DELAY requests, background requests and
+     * the budget's exempt wait whatever it takes. */
     uint64_t limit_ns = 0;
     enum sched_refusal why = SCHED_REFUSED_DEADLINE;
     if (req->_deadline_ns && !p->delay) {
         limit_ns = req->timeout_us * 1000u;
-    } else if (!req->_deadline_ns && !background) {
+    } else if (!req->_deadline_ns && !background && !req->budget_exempt) {
         limit_ns = queue_budget_ns(s);
         why = SCHED_REFUSED_BUDGET;
     }

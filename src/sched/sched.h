@@ -96,7 +96,8 @@
  * SCHED_QUEUE_BUDGET_FLOOR_US (so that a fast model's bursts are not
  * refused for the noise of a shared machine). Neither kind of admission
  * refuses before the model's first run (nothing is estimated yet), nor
- * DELAY requests, nor background requests.
+ * DELAY requests, nor background requests; the budget spares
+ * req->budget_exempt (a sequence's requests after its START).
  * Cancelled requests are answered 499 and never run. The queue is bounded
  * by max_queue_size requests (and each level by its own max_queue_size):
  * beyond it submit fails with 429 — unless the last queued request is of a

@@ -550,6 +550,10 @@ enum stage_result seqbatch_stage(struct infer_call *call, const void *cfg)
             atomic_fetch_add_explicit(&t->ended, 1, memory_order_relaxed);
         }
         call->seq_ctx = seq;
+        /* Once started, a sequence's requests are not refused for the
+         * queue: it holds one request in the model at a time, so its
+         * sequences bound that queue, and a START is still held to it. */
+        req->budget_exempt = !k->start;
         if (seq->busy) {
             if (seq->tail)
                 seq->tail->seq_next = call;

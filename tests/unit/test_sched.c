@@ -785,6 +785,54 @@ static void test_queue_full_429(void **state)
     harness_finish(h);
 }
 
+/* ---- the queue budget ------------------------------------------------------ */
+
+/* A fixed budget of 1 ms, a model whose first run took at least 20 ms (held
+ * at the gate), one instance, no batching: a request with another queued
+ * ahead of it is estimated to wait a run, and is refused at once (503 with
+ * Retry-After) -- unless it is budget_exempt (a sequence's request after its
+ * START), which queues and runs. */
+static void test_queue_budget_spares_exempt_requests(void **state)
+{
+    (void)state;
+    struct sched_config cfg = {.max_batch_size = 1, .max_queue_size = 64,
+                               .queue_budget_us = 1000};
+    struct harness *h = harness_new(&cfg, 0);
+    struct treq *r = h->reqs;
+    treq_init(&r[0], h, 1, 1, 2); /* nothing is estimated yet: admitted */
+    submit_ok(h, &r[0]);
+    wait_calls(h, 1);
+    sleep_ms(20);
+    allow(h, 1);
+    wait_completed(h, 1);
+    treq_init(&r[1], h, 2, 1, 2); /* runs, held at the gate */
+    submit_ok(h, &r[1]);
+    wait_calls(h, 2);
+    treq_init(&r[2], h, 3, 1, 2);
+    r[2].req.budget_exempt = true;
+    submit_ok(h, &r[2]);
+    treq_init(&r[3], h, 4, 1, 2); /* behind request 3: a whole run to wait */
+    struct error err;
+    error_clear(&err);
+    assert_int_equal(sched_submit(h->sched, &r[3].req, NULL, &err), ST_ERROR);
+    assert_int_equal(err.status, 503);
+    assert_non_null(strstr(err.msg, "is overloaded"));
+    assert_true(err.retry_after_s >= 1);
+    treq_init(&r[4], h, 5, 1, 2);
+    r[4].req.budget_exempt = true;
+    submit_ok(h, &r[4]);
+    allow(h, ALL);
+    wait_completed(h, 4);
+    assert_false(r[3].done); /* refused: it stayed with the caller */
+    assert_int_equal(ncalls(h), 4);
+    CHECK_CALL(h, 2, 2, 3);
+    CHECK_CALL(h, 3, 2, 5);
+    for (int i = 0; i < 5; i++)
+        if (i != 3)
+            check_answer(h, &r[i], 200);
+    harness_finish(h);
+}
+
 /* ---- shapes ---------------------------------------------------------------- */
 
 static void test_incompatible_shapes_not_batched(void **state)
@@ -1083,6 +1131,7 @@ int main(void)
         cmocka_unit_test(test_queue_timeout_504_never_executed),
         cmocka_unit_test(test_cancelled_499_never_executed),
         cmocka_unit_test(test_queue_full_429),
+        cmocka_unit_test(test_queue_budget_spares_exempt_requests),
         cmocka_unit_test(test_incompatible_shapes_not_batched),
         cmocka_unit_test(test_higher_priority_level_runs_first),
         cmocka_unit_test(test_full_queue_sheds_lower_levels_first),
