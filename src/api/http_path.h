@@ -42,8 +42,13 @@ static inline bool http_path_is(const struct http_path *p, int i, const char *s)
     return i < p->n && p->seg[i].len == n && memcmp(p->seg[i].text, s, n) == 0;
 }
 
-/* Whether the request's method is m (case-sensitive, as RFC 9110 says). */
-bool http_method_is(const struct http_txn *txn, const char *m);
+/* Whether the request's method is m (case-sensitive, as RFC 9110 says).
+ * Inline: m is a literal, its length known at compile time. */
+static inline bool http_method_is(const struct http_txn *txn, const char *m)
+{
+    size_t n = strlen(m);
+    return txn->req.method_len == n && memcmp(txn->req.method, m, n) == 0;
+}
 /* GET or HEAD: HEAD is accepted wherever GET is. */
 bool http_method_is_get(const struct http_txn *txn);
 /* Answers 405 with an Allow header listing `allow` and a JSON error body

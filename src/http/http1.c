@@ -770,9 +770,9 @@ enum status http1_parse(struct http1_parser *p, char *buf, size_t len, struct ht
     return rc;
 }
 
-const struct http_header *http1_header(const struct http1_request *req, const char *name)
+const struct http_header *http1_header_n(const struct http1_request *req, const char *name,
+                                         size_t len)
 {
-    size_t len = strlen(name);
     for (uint32_t i = 0; i < req->nheaders; i++) {
         const struct http_header *h = &req->headers[i];
         if (h->name_len != len ||

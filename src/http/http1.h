@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/status.h"
 
@@ -122,7 +123,15 @@ enum status http1_parse(struct http1_parser *p, char *buf, size_t len, struct ht
  * and HTTP/2; returns out. */
 const char *http_body_too_large(char *out, uint64_t len, bool at_least, uint64_t max_body);
 
-/* Case-insensitive lookup; NULL if absent. */
-const struct http_header *http1_header(const struct http1_request *req, const char *name);
+/* Case-insensitive lookup of name[0..len); NULL if absent. */
+const struct http_header *http1_header_n(const struct http1_request *req, const char *name,
+                                         size_t len);
+/* The same for a NUL-terminated name (inline: a literal's length is known
+ * at compile time). */
+static inline const struct http_header *http1_header(const struct http1_request *req,
+                                                     const char *name)
+{
+    return http1_header_n(req, name, strlen(name));
+}
 
 #endif
