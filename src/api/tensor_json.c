@@ -375,45 +375,84 @@ static int other_leaf(struct tj_parser *t, const char **pp, int depth)
 /*
  * The common case of an integer tensor: one flat array of small integers
  * without whitespace, "[0,1,-2]", exactly `count` of them, each in range.
- * Decoded in one tight loop; returns false as soon as anything else shows
- * (whitespace, nesting, another kind of value, a large or malformed number,
- * a wrong count), and the general parser then starts over from the first
- * byte, with its exact errors (what this stored is overwritten).
+ * Decoded in one tight loop per element type; returns false as soon as
+ * anything else shows (whitespace, nesting, another kind of value, a large
+ * or malformed number, a wrong count), and the general parser then starts
+ * over from the first byte, with its exact errors (what this stored is
+ * overwritten).
  */
+
+/* An integer "-?[0-9]{1,18}" at *pp: its value, *pp after it. What may not
+ * follow a JSON integer (another digit after "0" or after 18 digits, a
+ * fraction, an exponent) needs no check here: the caller requires ',' or
+ * ']' next. */
+static inline bool flat_integer(const char **pp, const char *end, int64_t *out)
+{
+    const char *q = *pp;
+    bool neg = false;
+    if (q < end && *q == '-') {
+        neg = true;
+        q++;
+    }
+    unsigned d;
+    if (q == end || (d = (unsigned char)(*q - '0')) > 9)
+        return false;
+    q++;
+    uint64_t m = d;
+    if (m != 0) /* at most 18 digits: m stays below 10^18 */
+        while (q < end && (d = (unsigned char)(*q - '0')) <= 9 &&
+               m < UINT64_C(100000000000000000)) {
+            m = m * 10 + d;
+            q++;
+        }
+    *out = neg ? -(int64_t)m : (int64_t)m;
+    *pp = q;
+    return true;
+}
+
+/* The loop for element type T in [LO, HI]; an unsigned type leaves any
+ * '-' (even "-0") to the general parser. */
+#define FLAT_LOOP(T, LO, HI)                                                  \
+    for (int64_t i = 0;; i++) {                                               \
+        int64_t x;                                                            \
+        if (((LO) == 0 && p < end && *p == '-') || !flat_integer(&p, end, &x) || \
+            x < (LO) || x > (HI))                                             \
+            return false;                                                     \
+        T y = (T)x;                                                           \
+        memcpy(out + sizeof(T) * (size_t)i, &y, sizeof(T));                   \
+        if (i + 1 == count)                                                   \
+            break;                                                            \
+        if (p == end || *p != ',')                                            \
+            return false;                                                     \
+        p++;                                                                  \
+    }                                                                         \
+    break
+
 static bool flat_small_integers(struct tj_parser *t)
 {
     const char *p = t->text, *end = t->end;
-    size_t size = dtype_size(t->dtype);
-    bool is_signed = t->dtype == DT_INT8 || t->dtype == DT_INT16 || t->dtype == DT_INT32 ||
-                     t->dtype == DT_INT64;
-    if (!is_signed && t->dtype != DT_UINT8 && t->dtype != DT_UINT16 && t->dtype != DT_UINT32 &&
-        t->dtype != DT_UINT64)
+    unsigned char *out = t->out;
+    int64_t count = t->count;
+    if (count <= 0 || p == end || *p++ != '[')
         return false;
-    int64_t hi = size == 8 ? INT64_MAX : (INT64_C(1) << (8 * size - 1 + !is_signed)) - 1;
-    int64_t lo = is_signed ? -hi - 1 : 0;
-    if (t->count <= 0 || p == end || *p++ != '[')
+    switch (t->dtype) {
+    case DT_INT8: FLAT_LOOP(int8_t, INT8_MIN, INT8_MAX);
+    case DT_INT16: FLAT_LOOP(int16_t, INT16_MIN, INT16_MAX);
+    case DT_INT32: FLAT_LOOP(int32_t, INT32_MIN, INT32_MAX);
+    case DT_INT64: FLAT_LOOP(int64_t, INT64_MIN, INT64_MAX);
+    case DT_UINT8: FLAT_LOOP(uint8_t, 0, UINT8_MAX);
+    case DT_UINT16: FLAT_LOOP(uint16_t, 0, UINT16_MAX);
+    case DT_UINT32: FLAT_LOOP(uint32_t, 0, (int64_t)UINT32_MAX);
+    case DT_UINT64: FLAT_LOOP(uint64_t, 0, INT64_MAX);
+    default:
         return false;
-    for (int64_t i = 0; i < t->count; i++) {
-        bool neg;
-        uint64_t mag;
-        if (!numparse_small_integer(p, end, &neg, &mag, &p))
-            return false;
-        int64_t x = neg ? -(int64_t)mag : (int64_t)mag;
-        if (x > hi || x < lo || (neg && !is_signed))
-            return false;
-        if (is_signed)
-            store_int(t->out + size * (size_t)i, size, x);
-        else
-            store_uint(t->out + size * (size_t)i, size, (uint64_t)x);
-        if (p == end || *p != (i + 1 < t->count ? ',' : ']'))
-            return false;
-        p++;
     }
-    if (skip_ws(p, end) != end)
+    if (p == end || *p++ != ']' || skip_ws(p, end) != end)
         return false;
-    t->index = t->count;
+    t->index = count;
     return true;
 }
+#undef FLAT_LOOP
 
 enum status tensor_json_parse(const char *text, size_t len, enum dtype dtype,
                               const int64_t *shape, uint32_t ndim, int64_t count, void *out,
@@ -553,6 +592,42 @@ static size_t format_element(char *o, enum dtype dtype, const unsigned char *p, 
     }
 }
 
+/* Elements [i, end) at o, each after a comma but the tensor's first;
+ * returns the end. The type's switch is outside the loop. */
+static char *format_run(char *o, enum dtype dtype, const unsigned char *p, int64_t i,
+                        int64_t end)
+{
+#define RUN(T, FORMAT)                                                        \
+    for (; i < end; i++) {                                                    \
+        T x;                                                                  \
+        memcpy(&x, p + sizeof(T) * (size_t)i, sizeof(T));                     \
+        if (i > 0)                                                            \
+            *o++ = ',';                                                       \
+        o += FORMAT;                                                          \
+    }                                                                         \
+    return o
+    switch (dtype) {
+    case DT_INT8: RUN(int8_t, format_int(o, x));
+    case DT_INT16: RUN(int16_t, format_int(o, x));
+    case DT_INT32: RUN(int32_t, format_int(o, x));
+    case DT_INT64: RUN(int64_t, format_int(o, x));
+    case DT_UINT8: RUN(uint8_t, numfmt_u64(o, x));
+    case DT_UINT16: RUN(uint16_t, numfmt_u64(o, x));
+    case DT_UINT32: RUN(uint32_t, numfmt_u64(o, x));
+    case DT_UINT64: RUN(uint64_t, numfmt_u64(o, x));
+    case DT_FP32: RUN(float, numfmt_f32(o, x));
+    case DT_FP64: RUN(double, numfmt_f64(o, x));
+    default: /* BOOL, FP16 */
+        for (; i < end; i++) {
+            if (i > 0)
+                *o++ = ',';
+            o += format_element(o, dtype, p, i);
+        }
+        return o;
+    }
+#undef RUN
+}
+
 /* Elements formatted per reservation of the buffer. */
 #define WRITE_BATCH 64
 #define ELEMENT_ROOM (NUMFMT_MAX + 1) /* a comma and the number (with its NUL) */
@@ -588,13 +663,8 @@ void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_
         }
         if (buf_reserve(b, room) != 0)
             return;
-        char *o = b->data + b->len;
-        for (int64_t end = i + n; i < end; i++) {
-            if (i > 0)
-                *o++ = ',';
-            o += format_element(o, dtype, p, i);
-        }
-        b->len = (size_t)(o - b->data);
+        b->len = (size_t)(format_run(b->data + b->len, dtype, p, i, i + n) - b->data);
+        i += n;
     }
     buf_putc(b, ']');
 }
