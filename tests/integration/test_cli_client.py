@@ -263,10 +263,10 @@ def test_timeout_is_exit_3(tmp_path):
     s.bind(("127.0.0.1", 0))
     s.listen(4)
     try:
-        t0 = time.monotonic()
+        # Without --timeout the client would wait for ever (cli() gives up
+        # after 60 s and the test fails).
         p = cli("health", "--url", "http://127.0.0.1:%d" % s.getsockname()[1], "--timeout", "0.5")
         assert p.returncode == 3 and "timed out" in p.stderr
-        assert time.monotonic() - t0 < 10
     finally:
         s.close()
 
