@@ -32,6 +32,9 @@ one I/O thread, one worker, one ONNX Runtime thread):
   simple_json_observed  the same with everything observable on: metrics,
                   the access log (to a file) and 10% of requests traced and
                   exported (OTLP/HTTP to a local sink)
+  simple_json_observed_loaded  everything observable on, under experiment
+                  1's load: ÷ simple_json_loaded is the count behind
+                  experiment 7's timed ratio (observability on ÷ off)
   nginx           nginx (master_process off, one process) answering the
                   simple request with inferd's own response body: the
                   floor of the HTTP path
@@ -278,7 +281,7 @@ def run_inferd_case(name, args, work, repo):
     d.mkdir()
     argv = inferd_argv(args, http_port, grpc_port, repo)
     sink = None
-    if name == "simple_json_observed":
+    if name.startswith("simple_json_observed"):
         sink = OtlpSink()
         argv += ["--access-log", str(d / "access.log"), "--trace-rate", "0.1",
                  "--otlp-endpoint", "http://127.0.0.1:%d/v1/traces" % sink.port]
@@ -291,7 +294,7 @@ def run_inferd_case(name, args, work, repo):
 
 
 def drive_inferd_case(name, args, d, server, http_port, grpc_port):
-    if name == "simple_json_loaded":
+    if name in ("simple_json_loaded", "simple_json_observed_loaded"):
         return measure_loaded(name, args, server, loaded_driver(args, http_port, d))
     if name in ("simple_json", "simple_json_observed"):
         send, close = http_driver(http_port, SIMPLE_PATH, SIMPLE_REQ,
@@ -401,8 +404,8 @@ def main():
     p.add_argument("--loaded-seconds", type=float, default=10,
                    help="simple_json_loaded: seconds counted (default 10)")
     p.add_argument("--cases",
-                   default="simple_json,simple_json_loaded,simple_json_observed,simple_grpc,"
-                           "digits_binary,nginx")
+                   default="simple_json,simple_json_loaded,simple_json_observed,"
+                           "simple_json_observed_loaded,simple_grpc,digits_binary,nginx")
     p.add_argument("--keep", help="keep the callgrind files in this directory")
     args = p.parse_args()
     if not shutil.which("valgrind"):
@@ -418,7 +421,7 @@ def main():
                 body = simple_response(args, work, repo)
                 results["cases"][name] = run_nginx(args, work, body)
             elif name in ("simple_json", "simple_json_loaded", "simple_json_observed",
-                          "simple_grpc", "digits_binary"):
+                          "simple_json_observed_loaded", "simple_grpc", "digits_binary"):
                 results["cases"][name] = run_inferd_case(name, args, work, repo)
             else:
                 die("unknown case %r" % name)
@@ -430,6 +433,11 @@ def main():
         results["observed_over_plain"] = round(
             c["simple_json_observed"]["per_request"] / c["simple_json"]["per_request"], 3)
         log("simple_json observed / plain: %.3f" % results["observed_over_plain"])
+    if "simple_json_loaded" in c and "simple_json_observed_loaded" in c:
+        results["observed_loaded_over_loaded"] = round(
+            c["simple_json_observed_loaded"]["per_request"] /
+            c["simple_json_loaded"]["per_request"], 3)
+        log("simple_json observed / plain, loaded: %.3f" % results["observed_loaded_over_loaded"])
     if "simple_json" in c and "nginx" in c:
         results["simple_json_over_nginx"] = round(
             c["simple_json"]["per_request"] / c["nginx"]["per_request"], 2)

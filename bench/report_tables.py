@@ -549,6 +549,8 @@ INSTRUCTION_CASES = (
     ("simple_json", "`simple` over JSON"),
     ("simple_json_loaded", "`simple` over JSON, 64 connections (experiment 1's load, batched)"),
     ("simple_json_observed", "`simple` over JSON, metrics + access log + 10 % traces"),
+    ("simple_json_observed_loaded",
+     "`simple` over JSON, metrics + access log + 10 % traces, 64 connections"),
     ("simple_grpc", "`simple` over gRPC (ModelInfer)"),
     ("digits_binary", "`digits`, binary tensor data"),
     ("nginx", "nginx `return 200` of `simple`'s response"),
@@ -581,9 +583,10 @@ def md_instructions(ins):
             w("| %s | %s | %s |" % (name, fmt(n, "%d"), fmt(n / ng if ng else None, "%.2f")))
     w("")
     w("**`simple` over JSON ÷ its first measurement (%s, commit bacb2c4) = %s** (target ≤ "
-      "0.60). Observability on ÷ off: %s." % (
+      "0.60). Observability on ÷ off: %s one at a time, %s under load." % (
           fmt(ins["first_simple_json"], "%d"), fmt(ins.get("ratio_to_first"), "%.3f"),
-          fmt(ins.get("observed_over_plain"), "%.3f")))
+          fmt(ins.get("observed_over_plain"), "%.3f"),
+          fmt(ins.get("observed_loaded_over_loaded"), "%.3f")))
     w("")
     for key, name in INSTRUCTION_CASES:
         top = (c.get(key) or {}).get("top")
