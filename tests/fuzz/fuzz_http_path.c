@@ -12,17 +12,7 @@
 #include <string.h>
 
 #include "api/http_path.h"
-
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "base/hex.h"
 
 static bool reference_split(const char *path, size_t len, struct http_path *p)
 {
@@ -39,9 +29,9 @@ static bool reference_split(const char *path, size_t len, struct http_path *p)
         while (i < len && path[i] != '/') {
             char c = path[i];
             if (c == '%') {
-                if (len - i < 3 || hex_digit(path[i + 1]) < 0 || hex_digit(path[i + 2]) < 0)
+                if (len - i < 3 || hex_value(path[i + 1]) < 0 || hex_value(path[i + 2]) < 0)
                     return false;
-                c = (char)(hex_digit(path[i + 1]) * 16 + hex_digit(path[i + 2]));
+                c = (char)(hex_value(path[i + 1]) * 16 + hex_value(path[i + 2]));
                 i += 2;
             }
             if (s->len == HTTP_SEGMENT_MAX - 1)
