@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <time.h>
 
@@ -337,6 +338,7 @@ static void test_header_values_and_lookup(void **state)
                                   "X-Dup: first\r\n"
                                   "x-dup: second\r\n"
                                   "!#$%&'*+-.^_`|~09az: token\r\n"
+                                  "Q^r`: caret\r\n"
                                   "\r\n");
     struct http1_request *req = &ps->req;
     assert_header(req, "x-spaces", "v a l");
@@ -348,7 +350,41 @@ static void test_header_values_and_lookup(void **state)
     assert_null(http1_header(req, "X-Du"));
     assert_null(http1_header(req, "X-Dupe"));
     assert_null(http1_header(req, "Content-Length"));
+    /* Only letters compare without case: not their neighbours in ASCII
+     * ('@' '[' '`' '{'), nor '^' and '~' (0x20 apart too). */
+    assert_null(http1_header(req, "!#$%&'*+-.^_`|~09aY"));
+    assert_null(http1_header(req, "!#$%&'*+-.~_`|~09az"));
+    assert_null(http1_header(req, "!#$%&'*+-.^_@|~09az"));
+    assert_null(http1_header(req, "!#$%&'*+-.^_`|~09a{"));
+    assert_header(req, "q^R`", "caret");
+    assert_null(http1_header(req, "Q~r`"));
+    assert_null(http1_header(req, "Q^r@"));
     parse_free(ps);
+}
+
+/* Every spelling of a name finds it, whatever its length. */
+static void test_header_lookup_any_case(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"a", "Ab", "Vary", "X-Trace", "X-Tracer", "X-Tracers",
+                                        "Content-Type", "Access-Control-Request-Method"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char raw[256], upper[64], lower[64], want[16];
+        size_t n = strlen(names[k]);
+        for (size_t i = 0; i <= n; i++) {
+            upper[i] = (char)toupper((unsigned char)names[k][i]);
+            lower[i] = (char)tolower((unsigned char)names[k][i]);
+        }
+        snprintf(raw, sizeof raw, "GET / HTTP/1.1\r\nHost: h\r\n%s: v%zu\r\n\r\n", names[k], k);
+        snprintf(want, sizeof want, "v%zu", k);
+        struct parse *ps = parse_done(raw);
+        assert_header(&ps->req, upper, want);
+        assert_header(&ps->req, lower, want);
+        assert_header(&ps->req, names[k], want);
+        lower[n - 1] = lower[n - 1] == 'z' ? 'y' : 'z';
+        assert_null(http1_header(&ps->req, lower));
+        parse_free(ps);
+    }
 }
 
 static void test_leading_empty_lines_skipped(void **state)
@@ -1139,6 +1175,7 @@ int main(void)
         cmocka_unit_test(test_expect_continue_head_before_body),
         cmocka_unit_test(test_fields_known_so_far),
         cmocka_unit_test(test_header_values_and_lookup),
+        cmocka_unit_test(test_header_lookup_any_case),
         cmocka_unit_test(test_leading_empty_lines_skipped),
         cmocka_unit_test(test_limits_are_inclusive),
         cmocka_unit_test(test_split_at_every_boundary),
