@@ -382,41 +382,16 @@ static int other_leaf(struct tj_parser *t, const char **pp, int depth)
  * overwritten).
  */
 
-/* An integer "-?[0-9]{1,18}" at *pp: its value, *pp after it. What may not
- * follow a JSON integer (another digit after "0" or after 18 digits, a
- * fraction, an exponent) needs no check here: the caller requires ',' or
- * ']' next. */
-static inline bool flat_integer(const char **pp, const char *end, int64_t *out)
-{
-    const char *q = *pp;
-    bool neg = false;
-    if (q < end && *q == '-') {
-        neg = true;
-        q++;
-    }
-    unsigned d;
-    if (q == end || (d = (unsigned char)(*q - '0')) > 9)
-        return false;
-    q++;
-    uint64_t m = d;
-    if (m != 0) /* at most 18 digits: m stays below 10^18 */
-        while (q < end && (d = (unsigned char)(*q - '0')) <= 9 &&
-               m < UINT64_C(100000000000000000)) {
-            m = m * 10 + d;
-            q++;
-        }
-    *out = neg ? -(int64_t)m : (int64_t)m;
-    *pp = q;
-    return true;
-}
-
-/* The loop for element type T in [LO, HI]; an unsigned type leaves any
- * '-' (even "-0") to the general parser. */
+/* The loop for element type T in [LO, HI] (an unsigned type takes no
+ * sign, not even "-0": the general parser reads that one). */
 #define FLAT_LOOP(T, LO, HI)                                                  \
     for (int64_t i = 0;; i++) {                                               \
-        int64_t x;                                                            \
-        if (((LO) == 0 && p < end && *p == '-') || !flat_integer(&p, end, &x) || \
-            x < (LO) || x > (HI))                                             \
+        bool neg;                                                             \
+        uint64_t mag;                                                         \
+        if (!numparse_small_integer(p, end, &neg, &mag, &p) || (neg && (LO) == 0)) \
+            return false;                                                     \
+        int64_t x = neg ? -(int64_t)mag : (int64_t)mag;                       \
+        if (x < (LO) || x > (HI))                                             \
             return false;                                                     \
         T y = (T)x;                                                           \
         memcpy(out + sizeof(T) * (size_t)i, &y, sizeof(T));                   \

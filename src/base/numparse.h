@@ -57,15 +57,22 @@ static inline bool numparse_small_integer(const char *p, const char *end, bool *
                                           uint64_t *mag, const char **next)
 {
     const char *q = p;
-    *neg = q < end && *q == '-';
-    q += *neg;
-    if (q == end || (unsigned char)(*q - '0') > 9)
+    *neg = false;
+    if (q < end && *q == '-') { /* a branch: the sign is rare */
+        *neg = true;
+        q++;
+    }
+    unsigned d;
+    if (q == end || (d = (unsigned char)(*q - '0')) > 9)
         return false;
-    const char *digits = q;
-    uint64_t m = (uint64_t)(*q++ - '0');
-    if (m != 0)
-        while (q < end && (unsigned char)(*q - '0') <= 9 && q - digits < 18)
-            m = m * 10 + (uint64_t)(*q++ - '0');
+    q++;
+    uint64_t m = d;
+    if (m != 0) /* at most 18 digits: m stays below 10^18 */
+        while (q < end && (d = (unsigned char)(*q - '0')) <= 9 &&
+               m < UINT64_C(100000000000000000)) {
+            m = m * 10 + d;
+            q++;
+        }
     if (q < end && ((unsigned char)(*q - '0') <= 9 || *q == '.' || *q == 'e' || *q == 'E'))
         return false;
     *mag = m;

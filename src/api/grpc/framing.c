@@ -49,23 +49,27 @@ bool grpc_reader_inside(const struct grpc_reader *r)
 
 enum grpc_web_encoding grpc_web_content_type(const char *ct, size_t len)
 {
-    static const char base[] = "application/grpc-web";
-    const size_t base_len = sizeof base - 1;
     /* Every request of the HTTP/1 port asks: the others are told apart by
-     * the common prefix. */
-    if (len < base_len || strncasecmp(ct, base, base_len) != 0)
+     * the prefix all four share. */
+    static const char prefix[] = "application/grpc-web";
+    if (len < sizeof prefix - 1 || strncasecmp(ct, prefix, sizeof prefix - 1) != 0)
         return GRPC_WEB_NONE;
-    size_t n = base_len;
+    size_t n = 0;
     while (n < len && ct[n] != ';' && ct[n] != ' ' && ct[n] != '\t')
         n++;
-    const char *rest = ct + base_len;
-    size_t rest_len = n - base_len;
-#define IS(s) (rest_len == sizeof s - 1 && strncasecmp(rest, s, sizeof s - 1) == 0)
-    enum grpc_web_encoding enc = IS("") || IS("+proto")         ? GRPC_WEB_BINARY
-                                 : IS("-text") || IS("-text+proto") ? GRPC_WEB_TEXT
-                                                                    : GRPC_WEB_NONE;
-#undef IS
-    return enc;
+    static const struct {
+        const char *name;
+        enum grpc_web_encoding enc;
+    } types[] = {
+        {"application/grpc-web", GRPC_WEB_BINARY},
+        {"application/grpc-web+proto", GRPC_WEB_BINARY},
+        {"application/grpc-web-text", GRPC_WEB_TEXT},
+        {"application/grpc-web-text+proto", GRPC_WEB_TEXT},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strlen(types[i].name) == n && strncasecmp(ct, types[i].name, n) == 0)
+            return types[i].enc;
+    return GRPC_WEB_NONE;
 }
 
 int grpc_web_trailer_frame(const struct h2_header *t, size_t n, struct buf *out)
