@@ -221,10 +221,33 @@ static inline const char *json_raw_skip8(const char *p, const char *end)
     return p;
 }
 
+/* Whether all n < 8 bytes of s are plain, tested as one word: two
+ * overlapping 4-byte loads, or (n < 4) the first, middle and last bytes
+ * with plain filler ('a') in the rest. Short strings are most of what the
+ * writers escape: names, methods, versions. */
+static inline bool json_short_plain(const char *s, size_t n)
+{
+    uint64_t w;
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        w = le32toh(a) | (uint64_t)le32toh(b) << 32;
+    } else if (n) {
+        w = (uint64_t)(unsigned char)s[0] | (uint64_t)(unsigned char)s[n / 2] << 8 |
+            (uint64_t)(unsigned char)s[n - 1] << 16 | UINT64_C(0x6161616161000000);
+    } else {
+        return true;
+    }
+    return json_special_bytes(w) == 0;
+}
+
 static inline size_t json_plain_run(const char *s, size_t n)
 {
     size_t j = 0;
     uint64_t special;
+    if (n < 8 && json_short_plain(s, n))
+        return n;
     for (; j + 8 <= n; j += 8)
         if ((special = json_special_bytes(json_load8(s + j))) != 0)
             return j + json_first_special(special);

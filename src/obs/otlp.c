@@ -68,112 +68,106 @@ static atomic_uint_fast64_t st_exported, st_dropped, st_failed, st_exports_faile
 
 /* ---- encoding ------------------------------------------------------------- */
 
-/* Upper bound of one encoded span: every text byte escaped (6x), every
- * attribute and link at its longest. */
-#define SPAN_JSON_MAX (6 * SPAN_TEXT_MAX + SPAN_MAX_ATTRS * 160 + SPAN_MAX_LINKS * 80 + 1024)
-
-static void jl_hex(struct jline *l, const uint8_t *id, size_t n)
+static char *jc_hex(char *p, const uint8_t *id, size_t n)
 {
-    char hex[2 * TRACE_ID_BYTES + 1];
-    span_hex(id, n, hex);
-    jl_lit(l, "\"");
-    jl_put(l, hex, 2 * n);
-    jl_lit(l, "\"");
+    *p++ = '"';
+    span_hex(id, n, p); /* its NUL is overwritten by the closing quote */
+    p += 2 * n;
+    *p++ = '"';
+    return p;
 }
 
-static void jl_attr(struct jline *l, const struct span_record *r, const struct span_attr *a)
+static char *jc_attr(char *p, const struct span_record *r, const struct span_attr *a)
 {
-    jl_lit(l, "{\"key\":");
-    jl_cstr(l, a->key);
+    p = jc_lit(p, "{\"key\":");
+    p = jc_str(p, a->key, a->key_len);
     switch (a->type) {
     case SPAN_ATTR_STRING:
-        jl_lit(l, ",\"value\":{\"stringValue\":");
-        jl_str(l, r->text + a->str_off, a->str_len);
+        p = jc_lit(p, ",\"value\":{\"stringValue\":");
+        p = jc_str(p, r->text + a->str_off, a->str_len);
         break;
     case SPAN_ATTR_INT:
         /* proto3 JSON: 64-bit integers are strings of digits */
-        jl_lit(l, ",\"value\":{\"intValue\":\"");
-        jl_i64(l, a->v.i);
-        jl_lit(l, "\"");
+        p = jc_lit(p, ",\"value\":{\"intValue\":\"");
+        p = jc_i64(p, a->v.i);
+        p = jc_lit(p, "\"");
         break;
-    case SPAN_ATTR_DOUBLE: {
-        char tmp[NUMFMT_MAX];
-        jl_lit(l, ",\"value\":{\"doubleValue\":");
-        jl_put(l, tmp, numfmt_f64(tmp, a->v.d));
+    case SPAN_ATTR_DOUBLE:
+        p = jc_lit(p, ",\"value\":{\"doubleValue\":");
+        p += numfmt_f64(p, a->v.d);
         break;
-    }
     default:
-        jl_lit(l, ",\"value\":{\"boolValue\":");
-        if (a->v.b)
-            jl_lit(l, "true");
-        else
-            jl_lit(l, "false");
+        p = jc_lit(p, ",\"value\":{\"boolValue\":");
+        p = a->v.b ? jc_lit(p, "true") : jc_lit(p, "false");
         break;
     }
-    jl_lit(l, "}}");
+    return jc_lit(p, "}}");
 }
 
-static void jl_span(struct jline *l, const struct span_record *r)
+/* Encodes one span at out (room for OTLP_SPAN_JSON_MAX bytes); returns its
+ * length. */
+static size_t encode_span(char *out, const struct span_record *r)
 {
-    jl_lit(l, "{\"traceId\":");
-    jl_hex(l, r->trace_id, TRACE_ID_BYTES);
-    jl_lit(l, ",\"spanId\":");
-    jl_hex(l, r->span_id, SPAN_ID_BYTES);
+    char *p = jc_lit(out, "{\"traceId\":");
+    p = jc_hex(p, r->trace_id, TRACE_ID_BYTES);
+    p = jc_lit(p, ",\"spanId\":");
+    p = jc_hex(p, r->span_id, SPAN_ID_BYTES);
     if (r->state_len) {
-        jl_lit(l, ",\"traceState\":");
-        jl_str(l, r->text + r->state_off, r->state_len);
+        p = jc_lit(p, ",\"traceState\":");
+        p = jc_str(p, r->text + r->state_off, r->state_len);
     }
     if (r->has_parent) {
-        jl_lit(l, ",\"parentSpanId\":");
-        jl_hex(l, r->parent_span_id, SPAN_ID_BYTES);
+        p = jc_lit(p, ",\"parentSpanId\":");
+        p = jc_hex(p, r->parent_span_id, SPAN_ID_BYTES);
     }
-    jl_lit(l, ",\"flags\":");
-    jl_u64(l, r->flags);
-    jl_lit(l, ",\"name\":");
-    jl_str(l, r->text + r->name_off, r->name_len);
-    jl_lit(l, ",\"kind\":");
-    jl_u64(l, r->kind);
-    jl_lit(l, ",\"startTimeUnixNano\":\"");
-    jl_u64(l, r->start_unix_ns);
-    jl_lit(l, "\",\"endTimeUnixNano\":\"");
-    jl_u64(l, r->end_unix_ns);
-    jl_lit(l, "\",\"attributes\":[");
+    p = jc_lit(p, ",\"flags\":");
+    p = jc_u64(p, r->flags);
+    p = jc_lit(p, ",\"name\":");
+    p = jc_str(p, r->text + r->name_off, r->name_len);
+    p = jc_lit(p, ",\"kind\":");
+    p = jc_u64(p, r->kind);
+    p = jc_lit(p, ",\"startTimeUnixNano\":\"");
+    p = jc_u64(p, r->start_unix_ns);
+    p = jc_lit(p, "\",\"endTimeUnixNano\":\"");
+    p = jc_u64(p, r->end_unix_ns);
+    p = jc_lit(p, "\",\"attributes\":[");
     for (uint32_t i = 0; i < r->nattrs; i++) {
         if (i)
-            jl_lit(l, ",");
-        jl_attr(l, r, &r->attrs[i]);
+            *p++ = ',';
+        p = jc_attr(p, r, &r->attrs[i]);
     }
-    jl_lit(l, "]");
+    *p++ = ']';
     if (r->dropped_attrs) {
-        jl_lit(l, ",\"droppedAttributesCount\":");
-        jl_u64(l, r->dropped_attrs);
+        p = jc_lit(p, ",\"droppedAttributesCount\":");
+        p = jc_u64(p, r->dropped_attrs);
     }
     if (r->nlinks) {
-        jl_lit(l, ",\"links\":[");
+        p = jc_lit(p, ",\"links\":[");
         for (uint32_t i = 0; i < r->nlinks; i++) {
             if (i)
-                jl_lit(l, ",");
-            jl_lit(l, "{\"traceId\":");
-            jl_hex(l, r->links[i].trace_id, TRACE_ID_BYTES);
-            jl_lit(l, ",\"spanId\":");
-            jl_hex(l, r->links[i].span_id, SPAN_ID_BYTES);
-            jl_lit(l, "}");
+                *p++ = ',';
+            p = jc_lit(p, "{\"traceId\":");
+            p = jc_hex(p, r->links[i].trace_id, TRACE_ID_BYTES);
+            p = jc_lit(p, ",\"spanId\":");
+            p = jc_hex(p, r->links[i].span_id, SPAN_ID_BYTES);
+            *p++ = '}';
         }
-        jl_lit(l, "]");
+        *p++ = ']';
     }
     if (r->dropped_links) {
-        jl_lit(l, ",\"droppedLinksCount\":");
-        jl_u64(l, r->dropped_links);
+        p = jc_lit(p, ",\"droppedLinksCount\":");
+        p = jc_u64(p, r->dropped_links);
     }
-    jl_lit(l, ",\"status\":{");
+    p = jc_lit(p, ",\"status\":{");
     if (r->msg_len) {
-        jl_lit(l, "\"message\":");
-        jl_str(l, r->text + r->msg_off, r->msg_len);
-        jl_lit(l, ",");
+        p = jc_lit(p, "\"message\":");
+        p = jc_str(p, r->text + r->msg_off, r->msg_len);
+        *p++ = ',';
     }
-    jl_lit(l, "\"code\":");
-    jl_u64(l, (uint64_t)r->status_code);
-    jl_lit(l, "}}");
+    p = jc_lit(p, "\"code\":");
+    p = jc_u64(p, (uint64_t)r->status_code);
+    p = jc_lit(p, "}}");
+    return (size_t)(p - out);
 }
 
 /* The ExportTraceServiceRequest around the spans: one resource, one scope
@@ -207,30 +201,16 @@ static void envelope_head(struct buf *out, const char *service_name)
 
 static const char envelope_tail[] = "]}]}]}";
 
-/* Encodes one span into out (SPAN_JSON_MAX bytes); returns its length. */
-static size_t encode_span(char *out, const struct span_record *r)
-{
-    struct jline l;
-    jl_init(&l, out, SPAN_JSON_MAX);
-    jl_span(&l, r);
-    return l.overflow ? 0 : l.n;
-}
-
 void otlp_encode(struct buf *out, const struct span_record *spans, size_t n,
                  const char *service_name)
 {
     envelope_head(out, service_name);
     for (size_t i = 0; i < n && !out->err; i++) {
-        if (buf_reserve(out, SPAN_JSON_MAX + 1) != 0)
+        if (buf_reserve(out, OTLP_SPAN_JSON_MAX + 1) != 0)
             break;
         if (i)
             out->data[out->len++] = ',';
-        size_t len = encode_span(out->data + out->len, &spans[i]);
-        if (!len) {
-            out->err = -E2BIG;
-            break;
-        }
-        out->len += len;
+        out->len += encode_span(out->data + out->len, &spans[i]);
     }
     buf_append(out, envelope_tail, sizeof envelope_tail - 1);
 }
@@ -642,23 +622,20 @@ void otlp_submit(const struct span_record *r)
     struct exporter *e = exporter;
     /* Encoded here, outside the lock; only the text is used of the
      * (mostly untouched) room on the stack. */
-    char span[SPAN_JSON_MAX + 1];
+    char span[OTLP_SPAN_JSON_MAX + 1];
     size_t len = encode_span(span, r);
+    span[len++] = ',';
     bool queued = false;
-    if (len) {
-        span[len++] = ',';
-        pthread_mutex_lock(&e->lock);
-        struct span_queue *q = &e->waiting;
-        if (q->count < e->cfg.buffer_spans && !e->stopping &&
-            buf_append(&q->text, span, len) == 0) {
-            q->ends[q->count++] = (uint32_t)q->text.len;
-            queued = true;
-            if (q->count == e->cfg.batch_size)
-                pthread_cond_signal(&e->cond);
-        }
-        q->text.err = 0; /* a span that did not fit is dropped, not sticky */
-        pthread_mutex_unlock(&e->lock);
+    pthread_mutex_lock(&e->lock);
+    struct span_queue *q = &e->waiting;
+    if (q->count < e->cfg.buffer_spans && !e->stopping && buf_append(&q->text, span, len) == 0) {
+        q->ends[q->count++] = (uint32_t)q->text.len;
+        queued = true;
+        if (q->count == e->cfg.batch_size)
+            pthread_cond_signal(&e->cond);
     }
+    q->text.err = 0; /* a span that did not fit is dropped, not sticky */
+    pthread_mutex_unlock(&e->lock);
     if (!queued)
         atomic_fetch_add_explicit(&st_dropped, 1, memory_order_relaxed);
 }

@@ -27,6 +27,7 @@
 
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/numfmt.h"
 #include "obs/span.h"
 
 struct otlp_config {
@@ -53,6 +54,16 @@ struct otlp_stats {
     uint64_t exports_failed; /* POSTs that failed */
 };
 void otlp_stats(struct otlp_stats *out);
+
+/* The longest span otlp_encode writes: every text byte escaped (6x), every
+ * attribute (its key escaped at SPAN_KEY_MAX, its value at its longest
+ * number) and link at its longest, and the keys and punctuation around
+ * them (under 600 bytes). The encoder checks nothing per field. */
+#define OTLP_SPAN_ATTR_JSON_MAX (6 * SPAN_KEY_MAX + 2 + NUMFMT_MAX + 48)
+#define OTLP_SPAN_LINK_JSON_MAX (2 * TRACE_ID_BYTES + 2 * SPAN_ID_BYTES + 32)
+#define OTLP_SPAN_JSON_MAX                                                                     \
+    (6 * SPAN_TEXT_MAX + SPAN_MAX_ATTRS * OTLP_SPAN_ATTR_JSON_MAX +                            \
+     SPAN_MAX_LINKS * OTLP_SPAN_LINK_JSON_MAX + 1024)
 
 /* Appends one ExportTraceServiceRequest with the n records (one resource,
  * one scope "inferd") to out. Errors are sticky in out->err. */

@@ -16,7 +16,7 @@
 #include "obs/metrics.h"
 #include "obs/otlp.h"
 
-#define LINE_MAX_BYTES 8192 /* every field at its longest, escaped, fits */
+#define LINE_MAX_BYTES 16384 /* LINE_BOUND below: every field at its longest, escaped */
 #define INPUTS_MAX 1024
 
 struct obsreq {
@@ -48,6 +48,7 @@ struct obsreq {
     char version[24];
     char sha12[13];
     const char *route; /* route_kind_name(), or NULL: not routed (not an infer request) */
+    uint8_t route_len, proto_len;
     char tenant[OBSREQ_TENANT_MAX + 1]; /* "" = none */
     /* A generative model's request (obsreq_set_generation); finish "" = none. */
     uint32_t prompt_tokens, completion_tokens;
@@ -179,6 +180,7 @@ struct obsreq *obsreq_begin(const struct obsreq_start *s)
     if (!o)
         return NULL;
     o->proto = s->proto;
+    o->proto_len = (uint8_t)strlen(obs_protocol_name(s->proto));
     o->log = log;
     o->traced = sampled;
     o->has_parent = has_parent;
@@ -247,8 +249,10 @@ void obsreq_set_bytes_in(struct obsreq *o, uint64_t bytes_in)
 
 void obsreq_set_route(struct obsreq *o, enum route_kind route)
 {
-    if (o)
-        o->route = route_kind_name(route);
+    if (!o)
+        return;
+    o->route = route_kind_name(route);
+    o->route_len = (uint8_t)strnlen(o->route, 8); /* "fallback", the longest */
 }
 
 void obsreq_set_tenant(struct obsreq *o, const char *tenant)
@@ -288,50 +292,129 @@ void obsreq_attach(struct obsreq *o, struct infer_request *req, const char *name
     t->batch_linked = false;
 }
 
-/* The inputs as the access log shows them: JSON [{"name","datatype",
- * "shape"}] or text name:DATATYPE:[d,d];... Stops at a whole element when
- * the space runs out. */
-static void format_inputs(struct obsreq *o, const struct infer_request *req, bool json)
+/* One input as the access log shows it, written at p: JSON {"name",
+ * "datatype","shape"} or text name:DATATYPE:[d,d]. Needs at most
+ * INPUT_ELEMENT_MAX bytes; returns the end. */
+#define INPUT_NAME_MAX 200
+#define INPUT_ELEMENT_MAX                                                                      \
+    (JC_STR_ROOM(INPUT_NAME_MAX) + 64 /* keys, datatype */ + TENSOR_MAX_DIMS * (NUMFMT_MAX + 1))
+
+static char *format_input(char *p, const struct tensor *t, bool json)
 {
-    struct jline l;
-    jl_init(&l, o->inputs, sizeof o->inputs - 1); /* room for the closing ']' */
-    if (json)
-        jl_lit(&l, "[");
+    size_t name_len = strnlen(t->name, INPUT_NAME_MAX);
+    const char *dt = dtype_name(t->dtype);
+    if (json) {
+        p = jc_lit(p, "{\"name\":");
+        p = jc_str(p, t->name, name_len);
+        p = jc_lit(p, ",\"datatype\":");
+        p = jc_qraw(p, dt, strlen(dt));
+        p = jc_lit(p, ",\"shape\":[");
+    } else {
+        p = jc_put(p, t->name, name_len);
+        *p++ = ':';
+        p = jc_put(p, dt, strlen(dt));
+        p = jc_lit(p, ":[");
+    }
+    for (uint32_t d = 0; d < t->ndim; d++) {
+        if (d)
+            *p++ = ',';
+        p = jc_i64(p, t->shape[d]);
+    }
+    return json ? jc_lit(p, "]}") : jc_lit(p, "]");
+}
+
+/* The last inputs summary a thread wrote and what it was made of: the
+ * requests to a model mostly send the same names, datatypes and shapes,
+ * and comparing them costs a fraction of formatting them again. Holds
+ * summaries of up to SUMMARY_INPUTS inputs with names below SUMMARY_NAME
+ * bytes; others are formatted every time. */
+#define SUMMARY_INPUTS 4
+#define SUMMARY_NAME 64
+struct summary_cache {
+    bool valid, json;
+    uint32_t ninputs;
+    struct {
+        enum dtype dtype;
+        uint32_t ndim;
+        size_t name_len;
+        char name[SUMMARY_NAME];
+        int64_t shape[TENSOR_MAX_DIMS];
+    } in[SUMMARY_INPUTS];
+    uint16_t len;
+    char text[INPUTS_MAX];
+};
+static _Thread_local struct summary_cache tls_summary;
+
+static bool summary_cached(const struct summary_cache *c, const struct infer_request *req,
+                           bool json)
+{
+    if (!c->valid || c->json != json || c->ninputs != req->ninputs)
+        return false;
     for (uint32_t i = 0; i < req->ninputs; i++) {
         const struct tensor *t = &req->inputs[i];
-        size_t mark = l.n;
-        size_t name_len = strnlen(t->name, 200);
-        const char *dt = dtype_name(t->dtype);
-        if (i)
-            jl_put(&l, json ? "," : ";", 1);
-        if (json) {
-            jl_lit(&l, "{\"name\":");
-            jl_str(&l, t->name, name_len);
-            jl_lit(&l, ",\"datatype\":");
-            jl_qraw(&l, dt, strlen(dt));
-            jl_lit(&l, ",\"shape\":[");
-        } else {
-            jl_put(&l, t->name, name_len);
-            jl_lit(&l, ":");
-            jl_put(&l, dt, strlen(dt));
-            jl_lit(&l, ":[");
-        }
-        for (uint32_t d = 0; d < t->ndim; d++) {
-            if (d)
-                jl_lit(&l, ",");
-            jl_i64(&l, t->shape[d]);
-        }
-        jl_put(&l, json ? "]}" : "]", json ? 2 : 1);
-        if (l.overflow) { /* drop the element that did not fit */
-            l.n = mark;
-            l.overflow = false;
-            break;
-        }
+        if (t->dtype != c->in[i].dtype || t->ndim != c->in[i].ndim ||
+            memcmp(t->shape, c->in[i].shape, t->ndim * sizeof t->shape[0]) != 0 ||
+            strncmp(t->name, c->in[i].name, SUMMARY_NAME) != 0)
+            return false;
     }
-    l.cap++; /* the reserved byte */
+    return true;
+}
+
+static void summary_keep(struct summary_cache *c, const struct infer_request *req, bool json,
+                         const char *text, uint16_t len)
+{
+    c->valid = false;
+    if (req->ninputs > SUMMARY_INPUTS)
+        return;
+    for (uint32_t i = 0; i < req->ninputs; i++) {
+        const struct tensor *t = &req->inputs[i];
+        size_t n = strnlen(t->name, SUMMARY_NAME);
+        if (n == SUMMARY_NAME)
+            return;
+        memcpy(c->in[i].name, t->name, n + 1);
+        c->in[i].dtype = t->dtype;
+        c->in[i].ndim = t->ndim;
+        memcpy(c->in[i].shape, t->shape, t->ndim * sizeof t->shape[0]);
+    }
+    c->json = json;
+    c->ninputs = req->ninputs;
+    c->len = len;
+    memcpy(c->text, text, len);
+    c->valid = true;
+}
+
+/* The inputs as the access log shows them: a JSON array or the text
+ * elements separated by ';'. Stops at a whole element when the space runs
+ * out. */
+static void format_inputs(struct obsreq *o, const struct infer_request *req, bool json)
+{
+    if (summary_cached(&tls_summary, req, json)) {
+        memcpy(o->inputs, tls_summary.text, tls_summary.len);
+        o->inputs_len = tls_summary.len;
+        return;
+    }
+    char *p = o->inputs, *end = o->inputs + sizeof o->inputs - 1; /* room for the closing ']' */
     if (json)
-        jl_lit(&l, "]");
-    o->inputs_len = (uint16_t)l.n;
+        *p++ = '[';
+    for (uint32_t i = 0; i < req->ninputs; i++) {
+        char *q = p + (i != 0);
+        if ((size_t)(end - q) >= INPUT_ELEMENT_MAX) {
+            q = format_input(q, &req->inputs[i], json); /* fits at its longest */
+        } else { /* near the end: written aside, kept when it fits */
+            char tmp[INPUT_ELEMENT_MAX];
+            size_t n = (size_t)(format_input(tmp, &req->inputs[i], json) - tmp);
+            if (n > (size_t)(end - q))
+                break;
+            q = jc_put(q, tmp, n);
+        }
+        if (i)
+            *p = json ? ',' : ';';
+        p = q;
+    }
+    if (json)
+        *p++ = ']';
+    o->inputs_len = (uint16_t)(p - o->inputs);
+    summary_keep(&tls_summary, req, json, o->inputs, o->inputs_len);
 }
 
 void obsreq_infer_done(struct obsreq *o, const struct infer_request *req)
@@ -407,139 +490,151 @@ static uint64_t us_between(uint64_t a, uint64_t b)
     return a && b > a ? (b - a) / 1000u : 0;
 }
 
-static void jl_str_or_null(struct jline *l, const char *s, size_t n)
+/* The longest line either format can write: every text field at its cap
+ * (the struct's buffers), escaped at 6 bytes a byte (JSON), every number
+ * at NUMFMT_MAX, and the keys and punctuation (LINE_LITERALS, counted
+ * with room to spare: both formats' literals are under 500 bytes). The
+ * writers below check nothing per field: tls_line holds this bound. */
+#define FIELD_CAP(f) (sizeof(((struct obsreq *)0)->f) - 1)
+#define LINE_LITERALS 768
+#define LINE_NUMBERS 10
+#define LINE_BOUND                                                                             \
+    (LINE_LITERALS + LINE_NUMBERS * NUMFMT_MAX + 40 /* ts */ + 2 * TRACE_ID_BYTES + 2 +       \
+     8 + 2 /* protocol */ + 8 + 2 /* route */ + JC_STR_ROOM(FIELD_CAP(request_id)) +          \
+     JC_STR_ROOM(FIELD_CAP(method)) + JC_STR_ROOM(FIELD_CAP(endpoint)) +                       \
+     JC_STR_ROOM(FIELD_CAP(model)) + JC_STR_ROOM(FIELD_CAP(version)) +                         \
+     JC_STR_ROOM(FIELD_CAP(sha12)) + JC_STR_ROOM(FIELD_CAP(tenant)) +                          \
+     JC_STR_ROOM(FIELD_CAP(finish_reason)) + JC_STR_ROOM(FIELD_CAP(error)) +                   \
+     FIELD_CAP(peer) + 2 + FIELD_CAP(inputs) + 1)
+_Static_assert(LINE_BOUND <= LINE_MAX_BYTES, "an access log line at its longest must fit tls_line");
+
+static char *jc_str_or_null(char *p, const char *s, size_t n)
 {
-    if (n)
-        jl_str(l, s, n);
-    else
-        jl_lit(l, "null");
+    return n ? jc_str(p, s, n) : jc_lit(p, "null");
 }
 
-static void write_json_line(struct obsreq *o, struct jline *l, const char *ts, size_t ts_len,
-                            const char *tid, int status, uint64_t bytes_out, uint64_t end_ns)
+static size_t write_json_line(const struct obsreq *o, char *line, const char *ts, size_t ts_len,
+                              const char *tid, int status, uint64_t bytes_out, uint64_t end_ns)
 {
-    jl_lit(l, "{\"ts\":");
-    jl_qraw(l, ts, ts_len);
-    jl_lit(l, ",\"request_id\":");
-    jl_str(l, o->request_id, o->request_id_len);
-    jl_lit(l, ",\"trace_id\":");
-    jl_qraw(l, tid, 2 * TRACE_ID_BYTES);
-    jl_lit(l, ",\"protocol\":");
-    jl_qraw(l, proto_names[o->proto], strlen(proto_names[o->proto]));
-    jl_lit(l, ",\"method\":");
-    jl_str(l, o->method, o->method_len);
-    jl_lit(l, ",\"endpoint\":");
-    jl_str(l, o->endpoint, o->endpoint_len);
-    jl_lit(l, ",\"model\":");
-    jl_str_or_null(l, o->model, o->model_len);
-    jl_lit(l, ",\"version\":");
-    jl_str_or_null(l, o->version, o->version_len);
-    jl_lit(l, ",\"route\":");
-    jl_str_or_null(l, o->route, o->route ? strlen(o->route) : 0);
+    char *p = jc_lit(line, "{\"ts\":");
+    p = jc_qraw(p, ts, ts_len);
+    p = jc_lit(p, ",\"request_id\":");
+    p = jc_str(p, o->request_id, o->request_id_len);
+    p = jc_lit(p, ",\"trace_id\":");
+    p = jc_qraw(p, tid, 2 * TRACE_ID_BYTES);
+    p = jc_lit(p, ",\"protocol\":");
+    p = jc_qraw(p, proto_names[o->proto], o->proto_len);
+    p = jc_lit(p, ",\"method\":");
+    p = jc_str(p, o->method, o->method_len);
+    p = jc_lit(p, ",\"endpoint\":");
+    p = jc_str(p, o->endpoint, o->endpoint_len);
+    p = jc_lit(p, ",\"model\":");
+    p = jc_str_or_null(p, o->model, o->model_len);
+    p = jc_lit(p, ",\"version\":");
+    p = jc_str_or_null(p, o->version, o->version_len);
+    p = jc_lit(p, ",\"route\":");
+    /* Route names are route_kind.h's fixed vocabulary: nothing to escape. */
+    p = o->route ? jc_qraw(p, o->route, o->route_len) : jc_lit(p, "null");
     if (o->tenant[0]) {
-        jl_lit(l, ",\"tenant\":");
-        jl_str(l, o->tenant, strlen(o->tenant));
+        p = jc_lit(p, ",\"tenant\":");
+        p = jc_str(p, o->tenant, strlen(o->tenant));
     }
     if (o->finish_reason[0]) {
-        jl_lit(l, ",\"prompt_tokens\":");
-        jl_u64(l, o->prompt_tokens);
-        jl_lit(l, ",\"completion_tokens\":");
-        jl_u64(l, o->completion_tokens);
-        jl_lit(l, ",\"finish_reason\":");
+        p = jc_lit(p, ",\"prompt_tokens\":");
+        p = jc_u64(p, o->prompt_tokens);
+        p = jc_lit(p, ",\"completion_tokens\":");
+        p = jc_u64(p, o->completion_tokens);
+        p = jc_lit(p, ",\"finish_reason\":");
         if (o->finish_reason[0] == '-')
-            jl_lit(l, "null");
+            p = jc_lit(p, "null");
         else
-            jl_str(l, o->finish_reason, strlen(o->finish_reason));
+            p = jc_str(p, o->finish_reason, strlen(o->finish_reason));
     }
     if (o->tokens_reserved) {
-        jl_lit(l, ",\"tokens_reserved\":");
-        jl_u64(l, o->tokens_reserved);
+        p = jc_lit(p, ",\"tokens_reserved\":");
+        p = jc_u64(p, o->tokens_reserved);
     }
-    jl_lit(l, ",\"model_sha256\":");
-    jl_str_or_null(l, o->sha12, o->sha12_len);
-    jl_lit(l, ",\"inputs\":");
-    if (o->inputs_len)
-        jl_put(l, o->inputs, o->inputs_len);
-    else
-        jl_lit(l, "[]");
-    jl_lit(l, ",\"batch_size\":");
-    jl_u64(l, o->batch_size);
-    jl_lit(l, ",\"queue_us\":");
-    jl_u64(l, us_between(o->enqueue_ns, o->exec_start_ns));
-    jl_lit(l, ",\"compute_us\":");
-    jl_u64(l, us_between(o->exec_start_ns, o->exec_end_ns));
-    jl_lit(l, ",\"total_us\":");
-    jl_u64(l, us_between(o->start_ns, end_ns));
-    jl_lit(l, ",\"status\":");
-    jl_i64(l, status);
-    jl_lit(l, ",\"bytes_in\":");
-    jl_u64(l, o->bytes_in);
-    jl_lit(l, ",\"bytes_out\":");
-    jl_u64(l, bytes_out);
-    jl_lit(l, ",\"client\":");
-    jl_qraw(l, o->peer, o->peer_len);
-    jl_lit(l, ",\"error\":");
-    jl_str_or_null(l, o->error, o->error_len);
-    jl_lit(l, "}");
+    p = jc_lit(p, ",\"model_sha256\":");
+    p = jc_str_or_null(p, o->sha12, o->sha12_len);
+    p = jc_lit(p, ",\"inputs\":");
+    p = o->inputs_len ? jc_put(p, o->inputs, o->inputs_len) : jc_lit(p, "[]");
+    p = jc_lit(p, ",\"batch_size\":");
+    p = jc_u64(p, o->batch_size);
+    p = jc_lit(p, ",\"queue_us\":");
+    p = jc_u64(p, us_between(o->enqueue_ns, o->exec_start_ns));
+    p = jc_lit(p, ",\"compute_us\":");
+    p = jc_u64(p, us_between(o->exec_start_ns, o->exec_end_ns));
+    p = jc_lit(p, ",\"total_us\":");
+    p = jc_u64(p, us_between(o->start_ns, end_ns));
+    p = jc_lit(p, ",\"status\":");
+    p = jc_i64(p, status);
+    p = jc_lit(p, ",\"bytes_in\":");
+    p = jc_u64(p, o->bytes_in);
+    p = jc_lit(p, ",\"bytes_out\":");
+    p = jc_u64(p, bytes_out);
+    p = jc_lit(p, ",\"client\":");
+    p = jc_qraw(p, o->peer, o->peer_len);
+    p = jc_lit(p, ",\"error\":");
+    p = jc_str_or_null(p, o->error, o->error_len);
+    p = jc_lit(p, "}");
+    return (size_t)(p - line);
 }
 
 /* Text values are single tokens: bytes outside 0x21-0x7e become '_'. */
-static void put_token(struct jline *l, const char *key, const char *v, size_t n)
+static char *put_token(char *p, const char *key, const char *v, size_t n)
 {
-    jl_lit(l, " ");
-    jl_put(l, key, strlen(key));
-    jl_lit(l, "=");
-    if (!n) {
-        jl_lit(l, "-");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char c = v[i] >= 0x21 && v[i] <= 0x7e ? v[i] : '_';
-        jl_put(l, &c, 1);
-    }
+    *p++ = ' ';
+    p = jc_put(p, key, strlen(key));
+    *p++ = '=';
+    if (!n)
+        return jc_lit(p, "-");
+    for (size_t i = 0; i < n; i++)
+        *p++ = v[i] >= 0x21 && v[i] <= 0x7e ? v[i] : '_';
+    return p;
 }
 
-static void put_number(struct jline *l, const char *key, uint64_t v)
+static char *put_number(char *p, const char *key, uint64_t v)
 {
-    jl_lit(l, " ");
-    jl_put(l, key, strlen(key));
-    jl_lit(l, "=");
-    jl_u64(l, v);
+    *p++ = ' ';
+    p = jc_put(p, key, strlen(key));
+    *p++ = '=';
+    return jc_u64(p, v);
 }
 
-static void write_text_line(struct obsreq *o, struct jline *l, const char *ts, size_t ts_len,
-                            const char *tid, int status, uint64_t bytes_out, uint64_t end_ns)
+static size_t write_text_line(const struct obsreq *o, char *line, const char *ts, size_t ts_len,
+                              const char *tid, int status, uint64_t bytes_out, uint64_t end_ns)
 {
-    jl_put(l, ts, ts_len);
-    put_token(l, "request_id", o->request_id, o->request_id_len);
-    put_token(l, "trace_id", tid, 2 * TRACE_ID_BYTES);
-    put_token(l, "protocol", proto_names[o->proto], strlen(proto_names[o->proto]));
-    put_token(l, "method", o->method, o->method_len);
-    put_token(l, "endpoint", o->endpoint, o->endpoint_len);
-    put_token(l, "model", o->model, o->model_len);
-    put_token(l, "version", o->version, o->version_len);
-    put_token(l, "route", o->route, o->route ? strlen(o->route) : 0);
+    char *p = jc_put(line, ts, ts_len);
+    p = put_token(p, "request_id", o->request_id, o->request_id_len);
+    p = put_token(p, "trace_id", tid, 2 * TRACE_ID_BYTES);
+    p = put_token(p, "protocol", proto_names[o->proto], o->proto_len);
+    p = put_token(p, "method", o->method, o->method_len);
+    p = put_token(p, "endpoint", o->endpoint, o->endpoint_len);
+    p = put_token(p, "model", o->model, o->model_len);
+    p = put_token(p, "version", o->version, o->version_len);
+    p = put_token(p, "route", o->route, o->route ? o->route_len : 0);
     if (o->tenant[0])
-        put_token(l, "tenant", o->tenant, strlen(o->tenant));
+        p = put_token(p, "tenant", o->tenant, strlen(o->tenant));
     if (o->finish_reason[0]) {
-        put_number(l, "prompt_tokens", o->prompt_tokens);
-        put_number(l, "completion_tokens", o->completion_tokens);
-        put_token(l, "finish_reason", o->finish_reason, strlen(o->finish_reason));
+        p = put_number(p, "prompt_tokens", o->prompt_tokens);
+        p = put_number(p, "completion_tokens", o->completion_tokens);
+        p = put_token(p, "finish_reason", o->finish_reason, strlen(o->finish_reason));
     }
     if (o->tokens_reserved)
-        put_number(l, "tokens_reserved", o->tokens_reserved);
-    put_token(l, "model_sha256", o->sha12, o->sha12_len);
-    put_token(l, "inputs", o->inputs, o->inputs_len);
-    put_number(l, "batch_size", o->batch_size);
-    put_number(l, "queue_us", us_between(o->enqueue_ns, o->exec_start_ns));
-    put_number(l, "compute_us", us_between(o->exec_start_ns, o->exec_end_ns));
-    put_number(l, "total_us", us_between(o->start_ns, end_ns));
-    jl_lit(l, " status=");
-    jl_i64(l, status);
-    put_number(l, "bytes_in", o->bytes_in);
-    put_number(l, "bytes_out", bytes_out);
-    put_token(l, "client", o->peer, o->peer_len);
-    put_token(l, "error", o->error, o->error_len);
+        p = put_number(p, "tokens_reserved", o->tokens_reserved);
+    p = put_token(p, "model_sha256", o->sha12, o->sha12_len);
+    p = put_token(p, "inputs", o->inputs, o->inputs_len);
+    p = put_number(p, "batch_size", o->batch_size);
+    p = put_number(p, "queue_us", us_between(o->enqueue_ns, o->exec_start_ns));
+    p = put_number(p, "compute_us", us_between(o->exec_start_ns, o->exec_end_ns));
+    p = put_number(p, "total_us", us_between(o->start_ns, end_ns));
+    p = jc_lit(p, " status=");
+    p = jc_i64(p, status);
+    p = put_number(p, "bytes_in", o->bytes_in);
+    p = put_number(p, "bytes_out", bytes_out);
+    p = put_token(p, "client", o->peer, o->peer_len);
+    p = put_token(p, "error", o->error, o->error_len);
+    return (size_t)(p - line);
 }
 
 /* ---- spans ------------------------------------------------------------------- */
@@ -615,14 +710,10 @@ void obsreq_end(struct obsreq *o, int status, uint64_t bytes_out)
     if (o->log) {
         char ts[40];
         size_t ts_len = format_time(ts, end_ns);
-        struct jline l;
-        jl_init(&l, tls_line, sizeof tls_line);
-        if (accesslog_format() == LOG_LINE_JSON)
-            write_json_line(o, &l, ts, ts_len, tid, status, bytes_out, end_ns);
-        else
-            write_text_line(o, &l, ts, ts_len, tid, status, bytes_out, end_ns);
-        if (!l.overflow)
-            accesslog_write(l.p, l.n);
+        size_t n = accesslog_format() == LOG_LINE_JSON
+                       ? write_json_line(o, tls_line, ts, ts_len, tid, status, bytes_out, end_ns)
+                       : write_text_line(o, tls_line, ts, ts_len, tid, status, bytes_out, end_ns);
+        accesslog_write(tls_line, n);
     }
     if (o->traced)
         record_spans(o, status, bytes_out, end_ns);

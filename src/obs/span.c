@@ -98,12 +98,14 @@ void span_init(struct span_record *r, const uint8_t trace_id[TRACE_ID_BYTES],
 
 static struct span_attr *new_attr(struct span_record *r, const char *key)
 {
-    if (r->nattrs == SPAN_MAX_ATTRS) {
+    size_t key_len = strnlen(key, SPAN_KEY_MAX + 1);
+    if (r->nattrs == SPAN_MAX_ATTRS || key_len > SPAN_KEY_MAX) {
         r->dropped_attrs++;
         return NULL;
     }
     struct span_attr *a = &r->attrs[r->nattrs++];
     a->key = key;
+    a->key_len = (uint8_t)key_len;
     return a;
 }
 

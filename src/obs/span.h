@@ -28,9 +28,12 @@ enum span_attr_type { SPAN_ATTR_STRING, SPAN_ATTR_INT, SPAN_ATTR_DOUBLE, SPAN_AT
 #define SPAN_MAX_ATTRS 12
 #define SPAN_MAX_LINKS 64
 #define SPAN_TEXT_MAX 1536
+/* Longest attribute key: a longer one drops its attribute (dropped_attrs). */
+#define SPAN_KEY_MAX 64
 
 struct span_attr {
     const char *key; /* a static string */
+    uint8_t key_len; /* at most SPAN_KEY_MAX */
     uint8_t type;
     uint16_t str_off, str_len; /* STRING: into text[] */
     union {
@@ -70,8 +73,9 @@ void span_init(struct span_record *r, const uint8_t trace_id[TRACE_ID_BYTES],
                const uint8_t span_id[SPAN_ID_BYTES], const uint8_t *parent_span_id,
                enum span_kind kind, const char *name, size_t name_len, uint64_t start_ns,
                uint64_t end_ns);
-/* Attributes beyond SPAN_MAX_ATTRS (or text that does not fit) are counted
- * in dropped_attrs; links beyond SPAN_MAX_LINKS in dropped_links. */
+/* Attributes beyond SPAN_MAX_ATTRS, or whose text does not fit, or whose
+ * key is longer than SPAN_KEY_MAX are counted in dropped_attrs; links
+ * beyond SPAN_MAX_LINKS in dropped_links. */
 void span_attr_str(struct span_record *r, const char *key, const char *s, size_t n);
 void span_attr_int(struct span_record *r, const char *key, int64_t v);
 void span_attr_double(struct span_record *r, const char *key, double v);

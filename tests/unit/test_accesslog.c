@@ -5,7 +5,8 @@
  * blocks writers or the close. Also the request-id rule, a request's
  * `error`, `tenant` and `tokens_reserved` fields (JSON and text), and the
  * line builder's string escaping (eight bytes at a time) against a byte-by-byte
- * reference.
+ * reference; the longest line the writer can produce, parsed back; the
+ * inputs summary a thread reuses only for the same inputs.
  */
 #include <setjmp.h>
 #include <stdbool.h>
@@ -23,7 +24,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/arena.h"
 #include "base/clock.h"
+#include "base/error.h"
+#include "base/json.h"
+#include "core/dtype.h"
+#include "core/infer.h"
 #include "obs/accesslog.h"
 #include "obs/jsonline.h"
 #include "obs/request.h"
@@ -341,6 +347,179 @@ static void test_tokens_reserved_field(void **state)
     assert_null(strstr(request_line(LOG_LINE_TEXT, 200, NULL, NULL), "tokens_reserved"));
 }
 
+/* Writes 63 bytes of 0x01 as the client's address (the longest the record
+ * keeps). */
+static size_t odd_peer(const void *ctx, char *out, size_t cap)
+{
+    (void)ctx;
+    size_t n = cap - 1;
+    memset(out, 'p', n);
+    out[n] = '\0';
+    return n;
+}
+
+/* The JSON line of a request with every text field at its longest and made
+ * of bytes that escape to six (so the line at its longest, which the
+ * writer's bound must hold: obs/request.c LINE_BOUND), parsed back. */
+static void test_longest_line(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/inferd_accesslog_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct accesslog_config cfg = {.path = path, .format = LOG_LINE_JSON, .sample = 1};
+    struct error err;
+    assert_int_equal(accesslog_open(&cfg, &err), 0);
+    static char odd[4096];
+    memset(odd, '\x01', sizeof odd - 1);
+    struct obsreq_start s = {.proto = OBS_PROTO_GRPC_WEB,
+                             .method = odd, .method_len = 4000,
+                             .endpoint = odd, .endpoint_len = 4000,
+                             .request_id = odd, .request_id_len = 4000,
+                             .peer = odd_peer};
+    struct obsreq *o = obsreq_begin(&s);
+    assert_non_null(o);
+    obsreq_set_model(o, odd, odd, "0123456789abcdef");
+    obsreq_set_route(o, ROUTE_FALLBACK);
+    obsreq_set_tenant(o, odd);
+    obsreq_set_generation(o, UINT32_MAX, UINT32_MAX, odd);
+    obsreq_set_tokens_reserved(o, UINT64_MAX);
+    obsreq_set_error(o, odd);
+    /* More inputs than the summary holds, names escaped to six bytes each. */
+    static struct tensor in[64];
+    char name[31]; /* 180 bytes escaped: two elements fit, not three */
+    memset(name, '\x01', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    for (size_t i = 0; i < 64; i++) {
+        in[i] = (struct tensor){.name = i % 2 ? name : "x", .dtype = DT_FP32, .ndim = TENSOR_MAX_DIMS};
+        for (int d = 0; d < TENSOR_MAX_DIMS; d++)
+            in[i].shape[d] = INT64_MIN;
+    }
+    struct infer_request req = {.inputs = in, .ninputs = 64, .batch_size = UINT32_MAX};
+    obsreq_infer_done(o, &req);
+    obsreq_end(o, -2147483647 - 1, UINT64_MAX);
+    accesslog_close();
+    obsreq_pool_free();
+    size_t len;
+    char *line = read_file(path, &len);
+    unlink(path);
+    assert_int_equal(count_char(line, len, '\n'), 1);
+    struct arena a;
+    arena_init(&a, 1 << 16, 1 << 24);
+    struct json_value *root;
+    assert_int_equal(json_parse(&a, line, len - 1, NULL, &root, NULL, NULL), 0);
+    /* Each field cut to its cap, every byte back as it was sent. */
+    static const struct {
+        const char *key;
+        size_t len;
+    } fields[] = {{"request_id", REQUEST_ID_MAX}, {"method", 15}, {"endpoint", 255},
+                  {"model", 255}, {"version", 23}, {"tenant", OBSREQ_TENANT_MAX},
+                  {"finish_reason", OBSREQ_FINISH_MAX}, {"error", ERROR_MSG_MAX - 1}};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const struct json_value *v = json_get(root, fields[i].key);
+        assert_non_null(v);
+        assert_int_equal(v->type, JSON_STRING);
+        assert_int_equal(v->len, fields[i].len);
+        assert_memory_equal(v->u.str, odd, fields[i].len);
+    }
+    assert_string_equal(json_get(root, "model_sha256")->u.str, "0123456789ab");
+    assert_string_equal(json_get(root, "route")->u.str, "fallback");
+    assert_string_equal(json_get(root, "protocol")->u.str, "grpc-web");
+    assert_int_equal(json_get(root, "client")->len, 63);
+    uint64_t u;
+    assert_int_equal(json_num_u64(json_get(root, "tokens_reserved"), &u), 0);
+    assert_true(u == UINT64_MAX);
+    assert_int_equal(json_num_u64(json_get(root, "bytes_out"), &u), 0);
+    assert_true(u == UINT64_MAX);
+    int64_t status;
+    assert_int_equal(json_num_i64(json_get(root, "status"), &status), 0);
+    assert_int_equal(status, -2147483647 - 1);
+    /* The inputs stop at a whole element, the last that fits in 1024 bytes. */
+    const struct json_value *inputs = json_get(root, "inputs");
+    assert_int_equal(inputs->type, JSON_ARRAY);
+    assert_true(inputs->len >= 2 && inputs->len < 64);
+    for (uint32_t i = 0; i < inputs->len; i++) {
+        const struct json_value *nm = json_get(&inputs->u.items[i], "name");
+        assert_int_equal(nm->len, i % 2 ? sizeof name - 1 : 1);
+        const struct json_value *shape = json_get(&inputs->u.items[i], "shape");
+        assert_int_equal(shape->len, TENSOR_MAX_DIMS);
+        int64_t d;
+        assert_int_equal(json_num_i64(&shape->u.items[TENSOR_MAX_DIMS - 1], &d), 0);
+        assert_true(d == INT64_MIN);
+    }
+    arena_free(&a);
+}
+
+/* The inputs summary of the line before is reused only for the same names,
+ * datatypes and shapes (obs/request.c keeps the last one per thread). */
+static void test_inputs_summary(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/inferd_accesslog_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct accesslog_config cfg = {.path = path, .format = LOG_LINE_JSON, .sample = 1};
+    struct error err;
+    assert_int_equal(accesslog_open(&cfg, &err), 0);
+    struct tensor in[2] = {{.name = "INPUT0", .dtype = DT_INT32, .ndim = 2, .shape = {1, 16}},
+                           {.name = "INPUT1", .dtype = DT_INT32, .ndim = 2, .shape = {1, 16}}};
+    struct {
+        const char *name1;
+        enum dtype dtype1;
+        uint32_t ndim1;
+        int64_t dim;
+    } steps[] = {{"INPUT1", DT_INT32, 2, 16}, {"INPUT1", DT_INT32, 2, 16}, {"INPUT1", DT_INT32, 2, 8},
+                 {"INPUT2", DT_INT32, 2, 8},  {"INPUT2", DT_FP32, 2, 8},   {"INPUT2", DT_FP32, 1, 8},
+                 {"INPUT1", DT_INT32, 2, 16}};
+    const char *want[] = {
+        "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,16]},"
+        "{\"name\":\"INPUT1\",\"datatype\":\"INT32\",\"shape\":[1,16]}],",
+        "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,16]},"
+        "{\"name\":\"INPUT1\",\"datatype\":\"INT32\",\"shape\":[1,16]}],",
+        "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,16]},"
+        "{\"name\":\"INPUT1\",\"datatype\":\"INT32\",\"shape\":[1,8]}],",
+        "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,16]},"
+        "{\"name\":\"INPUT2\",\"datatype\":\"INT32\",\"shape\":[1,8]}],",
+        "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,16]},"
+        "{\"name\":\"INPUT2\",\"datatype\":\"FP32\",\"shape\":[1,8]}],",
+        "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,16]},"
+        "{\"name\":\"INPUT2\",\"datatype\":\"FP32\",\"shape\":[1]}],",
+        "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,16]},"
+        "{\"name\":\"INPUT1\",\"datatype\":\"INT32\",\"shape\":[1,16]}],",
+    };
+    size_t nsteps = sizeof steps / sizeof steps[0];
+    for (size_t i = 0; i < nsteps; i++) {
+        in[1].name = steps[i].name1;
+        in[1].dtype = steps[i].dtype1;
+        in[1].ndim = steps[i].ndim1;
+        in[1].shape[1] = steps[i].dim;
+        struct obsreq_start s = {.proto = OBS_PROTO_HTTP1, .method = "POST", .method_len = 4,
+                                 .endpoint = "/", .endpoint_len = 1, .request_id = "r",
+                                 .request_id_len = 1};
+        struct obsreq *o = obsreq_begin(&s);
+        assert_non_null(o);
+        struct infer_request req = {.inputs = in, .ninputs = 2};
+        obsreq_infer_done(o, &req);
+        obsreq_end(o, 200, 1);
+    }
+    accesslog_close();
+    obsreq_pool_free();
+    size_t len;
+    char *text = read_file(path, &len);
+    unlink(path);
+    assert_int_equal(count_char(text, len, '\n'), nsteps);
+    char *line = text;
+    for (size_t i = 0; i < nsteps; i++) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        if (!strstr(line, want[i]))
+            fail_msg("line %zu: %s\nwanted %s", i, line, want[i]);
+        line = nl + 1;
+    }
+}
+
 /* The reference: one byte at a time, as RFC 8259 asks (valid UTF-8 kept,
  * '"' and '\\' escaped, everything else below 0x20 or not valid UTF-8 as
  * \u00XX). */
@@ -391,6 +570,10 @@ static void test_jl_str_escapes_every_byte_anywhere(void **state)
                     size_t n = escape_reference(s, len, want);
                     assert_int_equal(l.n, n);
                     assert_memory_equal(got, want, n);
+                    /* The unchecked cursor writes the same. */
+                    char *end = jc_str(got, s, len);
+                    assert_int_equal((size_t)(end - got), n);
+                    assert_memory_equal(got, want, n);
                 }
             }
         }
@@ -402,10 +585,10 @@ static void test_jl_str_escapes_every_byte_anywhere(void **state)
     jl_str(&l, "0123456789", 10);
     assert_true(l.overflow);
     jl_init(&l, small, sizeof small);
-    jl_qraw(&l, "123456", 6);
+    jl_str(&l, "123456", 6);
     assert_false(l.overflow);
     assert_memory_equal(small, "\"123456\"", 8);
-    jl_qraw(&l, "", 0);
+    jl_str(&l, "", 0);
     assert_true(l.overflow);
 }
 
@@ -421,6 +604,8 @@ int main(void)
         cmocka_unit_test(test_tenant_field),
         cmocka_unit_test(test_tokens_reserved_field),
         cmocka_unit_test(test_jl_str_escapes_every_byte_anywhere),
+        cmocka_unit_test(test_longest_line),
+        cmocka_unit_test(test_inputs_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

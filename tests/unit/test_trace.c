@@ -444,6 +444,59 @@ static void test_span_limits(void **state)
     span_attr_str(&r, "big", big, sizeof big); /* does not fit next to the name */
     assert_int_equal(r.nattrs, 0);
     assert_int_equal(r.dropped_attrs, 1);
+    /* Keys up to SPAN_KEY_MAX bytes; a longer one drops its attribute. */
+    char key[SPAN_KEY_MAX + 2];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    span_attr_int(&r, key, 1);
+    assert_int_equal(r.nattrs, 0);
+    assert_int_equal(r.dropped_attrs, 2);
+    key[SPAN_KEY_MAX] = '\0';
+    span_attr_int(&r, key, 1);
+    assert_int_equal(r.nattrs, 1);
+}
+
+/* The longest span the encoder can write (every text byte and key byte
+ * escaped to six, every number at its longest, every link) stays within
+ * OTLP_SPAN_JSON_MAX, the room it is given, and parses back. */
+static void test_otlp_longest_span(void **state)
+{
+    (void)state;
+    static struct span_record r;
+    static char odd[SPAN_TEXT_MAX + 1]; /* NUL-terminated: span_set_error takes a C string */
+    memset(odd, '\x01', SPAN_TEXT_MAX);
+    static char keys[SPAN_MAX_ATTRS][SPAN_KEY_MAX + 1];
+    uint8_t id[TRACE_ID_BYTES] = {0xff};
+    span_init(&r, id, id, id, SPAN_KIND_SERVER, odd, 128, 0, 1000000000);
+    span_set_state(&r, odd, 256);
+    span_set_error(&r, odd);
+    r.status_code = 2;
+    for (int i = 0; i < SPAN_MAX_ATTRS; i++) {
+        memset(keys[i], '\x01', SPAN_KEY_MAX);
+        if (i == 0)
+            span_attr_str(&r, keys[i], odd, SPAN_TEXT_MAX - r.text_len);
+        else
+            span_attr_double(&r, keys[i], -2.2250738585072014e-308);
+    }
+    for (int i = 0; i < SPAN_MAX_LINKS + 1; i++)
+        span_add_link(&r, id, id);
+    r.dropped_attrs = r.dropped_links = UINT32_MAX;
+    assert_int_equal(r.nattrs, SPAN_MAX_ATTRS);
+    assert_int_equal(r.text_len, SPAN_TEXT_MAX);
+    struct buf empty, b;
+    buf_init(&empty, 1 << 22);
+    buf_init(&b, 1 << 22);
+    otlp_encode(&empty, &r, 0, "svc");
+    otlp_encode(&b, &r, 1, "svc");
+    assert_int_equal(b.err, 0);
+    assert_true(b.len - empty.len <= OTLP_SPAN_JSON_MAX);
+    struct arena a;
+    arena_init(&a, 1 << 16, 1 << 24);
+    struct json_value *root;
+    assert_int_equal(json_parse(&a, b.data, b.len, NULL, &root, NULL, NULL), 0);
+    arena_free(&a);
+    buf_free(&empty);
+    buf_free(&b);
 }
 
 static void test_parse_url(void **state)
@@ -599,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_ids),               cmocka_unit_test(test_hex),
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_otlp_encode),       cmocka_unit_test(test_span_limits),
+        cmocka_unit_test(test_otlp_longest_span),
         cmocka_unit_test(test_parse_url),         cmocka_unit_test(test_exporter),
         cmocka_unit_test(test_exporter_unreachable),
     };
