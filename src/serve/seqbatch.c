@@ -550,9 +550,9 @@ enum stage_result seqbatch_stage(struct infer_call *call, const void *cfg)
             atomic_fetch_add_explicit(&t->ended, 1, memory_order_relaxed);
         }
         call->seq_ctx = seq;
-        /* Once started, a sequence's requests are not refused for the
-         * queue: it holds one request in the model at a time, so its
-         * sequences bound that queue, and a START is still held to it. */
+        /* Only a START is held to the queue budget: once started, a
+         * sequence has one request in the model at a time, so the
+         * sequences bound the queue its requests make. */
         req->budget_exempt = !k->start;
         if (seq->busy) {
             if (seq->tail)
@@ -571,6 +571,19 @@ enum stage_result seqbatch_stage(struct infer_call *call, const void *cfg)
     return result;
 }
 
+/* Takes the first call waiting behind seq's turn (lock held). */
+static struct infer_call *pop_waiting(struct seq *seq)
+{
+    struct infer_call *c = seq->head;
+    if (c) {
+        seq->head = c->seq_next;
+        if (!seq->head)
+            seq->tail = NULL;
+        c->seq_next = NULL;
+    }
+    return c;
+}
+
 void seqbatch_done(struct infer_call *call, const void *cfg)
 {
     (void)cfg;
@@ -584,16 +597,26 @@ void seqbatch_done(struct infer_call *call, const void *cfg)
     /* This call was the sequence's turn: nobody else touches seq's states. */
     if (req->rc == 0 && req->outputs && req->hidden_outputs)
         capture(seq, t->sb, req);
+    /* A START that never ran (the scheduler refused it, or it expired or
+     * was cancelled in the queue) started nothing, as in Triton, where such
+     * a request never reaches the model: its sequence is dropped, and the
+     * requests waiting behind it without a START of their own fail as a
+     * sequence that was not started does. A waiting START takes the turn. */
+    bool unstarted = req->sequence.start && !req->exec_start_ns && !seq->have_state;
+    struct infer_call *refused = NULL, **refused_end = &refused;
     pthread_mutex_lock(&t->lock);
-    struct infer_call *next = seq->head;
-    if (next) {
-        seq->head = next->seq_next;
-        if (!seq->head)
-            seq->tail = NULL;
-        next->seq_next = NULL;
-    } else {
+    struct infer_call *next = pop_waiting(seq);
+    while (unstarted && next && !next->req.sequence.start) {
+        next->seq_ctx = NULL; /* not the sequence's turn: its done hook leaves seq alone */
+        *refused_end = next;
+        refused_end = &next->seq_next;
+        next = pop_waiting(seq);
+    }
+    if (!next) {
         seq->busy = false;
         seq->idle_since_ns = clock_now_ns();
+        if (unstarted && seq->linked)
+            unlink_seq(t, seq);
     }
     struct seq *gone = sweep(t, clock_now_ns());
     if (!next && !seq->linked) { /* ended: its last request is done */
@@ -602,6 +625,18 @@ void seqbatch_done(struct infer_call *call, const void *cfg)
     }
     pthread_mutex_unlock(&t->lock);
     seqs_free(t->m, t->sb->nstates, gone);
+    while (refused) {
+        struct infer_call *c = refused;
+        refused = c->seq_next;
+        c->seq_next = NULL;
+        char id[80];
+        id_text(&c->req.sequence, id, sizeof id);
+        serve_call_error(c, 400,
+                         "inference request for sequence %s to model '%s' must specify the START "
+                         "flag on the first request of the sequence (its START did not run)",
+                         id, c->req.model->name);
+        serve_call_resume(c);
+    }
     if (!next)
         return;
     if (prepare(&next->req, t, seq) != 0)

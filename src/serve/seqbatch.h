@@ -22,6 +22,10 @@
  *     input gets the state output of the sequence's previous request, or
  *     zeros in the initial shape on a START; the state outputs are computed
  *     with the request but not sent (req.hidden_outputs);
+ *   - drops a sequence whose START did not run (the scheduler refused it,
+ *     or it expired or was cancelled in the queue), as Triton never starts
+ *     one: the requests waiting behind that START without a START of
+ *     their own fail as requests of a sequence not started do;
  *   - ends a sequence when its END request is admitted (a later request
  *     with the same id must START again; the requests already queued still
  *     run), or when it has been idle for max_sequence_idle_microseconds

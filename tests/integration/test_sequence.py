@@ -219,6 +219,53 @@ def test_many_sequences_at_once_stay_in_order(srv):
     assert not errors, errors[:5]
 
 
+def test_a_start_that_never_ran_starts_nothing(server_factory, tmp_path):
+    """A START the scheduler does not run (here its timeout of 1 us passes
+    in the queue) starts no sequence, as in Triton: the next request
+    without START gets Triton's 400, also one already waiting behind the
+    START; a START waiting behind it starts the sequence. The model's
+    oldest strategy is given a preferred batch size of 8 so that a lone
+    request always waits its max_queue_delay of 100 us (without one the
+    server's learned batch size may send it at once)."""
+    src = MODELS["simple_dyna_sequence"]
+    model = tmp_path / "models" / "simple_dyna_sequence"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.onnx").symlink_to(src / "1" / "model.onnx")
+    (model / "config.pbtxt").write_text((src / "config.pbtxt").read_text().replace(
+        "max_queue_delay_microseconds: 100 }",
+        "max_queue_delay_microseconds: 100 preferred_batch_size: [ 8 ] }"))
+    s = server_factory.start("--model-repository", str(tmp_path / "models"))
+    m = "simple_dyna_sequence"
+    url = s.url + "/v2/models/%s/infer" % m
+
+    def post(value, sid, **params):
+        body = {"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1],
+                            "data": [value]}],
+                "parameters": dict(params, sequence_id=sid)}
+        return requests.post(url, json=body, timeout=30)
+
+    for _ in range(3):
+        never = post(5, 4100, sequence_start=True, timeout=1)
+        assert "timed out" in never.json()["error"], never.text
+        assert "must specify the START flag" in assert_error_response(post(1, 4100), 400)
+
+    # Sent together: the second waits behind the START, or comes after it.
+    for sid, second, want in ((4101, {}, 400), (4102, {"sequence_start": True}, 200)):
+        results = {}
+        first = threading.Thread(target=lambda: results.__setitem__(
+            "start", post(5, sid, sequence_start=True, timeout=1)))
+        first.start()
+        results["second"] = post(3, sid, **second)
+        first.join()
+        assert "timed out" in results["start"].json()["error"]
+        if want == 400:
+            assert "must specify the START flag" in assert_error_response(results["second"], 400)
+        else:
+            assert rest_outputs(results["second"])[1] == 3
+            assert rest_outputs(rest(s, m, 4, sid, end=True))[1] == 7
+    assert metric(s, "inferd_sequences_active", model=m, version="1") == 0
+
+
 def test_errors_use_tritons_words(srv, pbs, gclient):
     pb, _ = pbs
     m = "simple_dyna_sequence"
