@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "base/json_cursor.h"
 #include "base/numfmt.h"
 #include "base/numparse.h"
 #include "core/fp16.h"
@@ -644,32 +645,33 @@ void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_
     buf_putc(b, ']');
 }
 
+char *tensor_json_head(char *p, const char *name, size_t name_len, enum dtype dtype,
+                       const int64_t *shape, uint32_t ndim)
+{
+    const char *dt = dtype_name(dtype);
+    p = jc_lit(p, "\"name\":");
+    p = jc_str(p, name, name_len);
+    p = jc_lit(p, ",\"datatype\":\"");
+    p = jc_put(p, dt, strnlen(dt, 16));
+    p = jc_lit(p, "\",\"shape\":[");
+    for (uint32_t d = 0; d < ndim; d++) {
+        if (d)
+            *p++ = ',';
+        p = jc_i64(p, shape[d]);
+    }
+    *p++ = ']';
+    return p;
+}
+
 void tensor_json_write_head(struct json_writer *w, const char *name, enum dtype dtype,
                             const int64_t *shape, uint32_t ndim)
 {
-    static const char dt_key[] = ",\"datatype\":\"", shape_key[] = "\",\"shape\":[";
     struct buf *b = json_w_members_buf(w);
-    if (!b || buf_append(b, "\"name\":", 7) != 0)
+    size_t name_len = strlen(name);
+    if (ndim > TENSOR_MAX_DIMS)
+        ndim = TENSOR_MAX_DIMS;
+    if (!b || buf_reserve(b, TENSOR_JSON_HEAD_ROOM(name_len, ndim)) != 0)
         return;
-    json_write_quoted(b, name, strlen(name));
-    /* The rest on the stack and appended in one piece (so a full buffer
-     * fails exactly where it did): the datatype is plain ASCII, the dims
-     * numbers. */
-    char tmp[sizeof dt_key + 16 + sizeof shape_key + TENSOR_MAX_DIMS * (NUMFMT_MAX + 1)];
-    const char *dt = dtype_name(dtype);
-    size_t dt_len = strnlen(dt, 16);
-    char *o = tmp;
-    memcpy(o, dt_key, sizeof dt_key - 1);
-    o += sizeof dt_key - 1;
-    memcpy(o, dt, dt_len);
-    o += dt_len;
-    memcpy(o, shape_key, sizeof shape_key - 1);
-    o += sizeof shape_key - 1;
-    for (uint32_t d = 0; d < ndim && d < TENSOR_MAX_DIMS; d++) {
-        if (d)
-            *o++ = ',';
-        o += numfmt_i64(o, shape[d]);
-    }
-    *o++ = ']';
-    buf_append(b, tmp, (size_t)(o - tmp));
+    char *p = tensor_json_head(b->data + b->len, name, name_len, dtype, shape, ndim);
+    b->len = (size_t)(p - b->data);
 }

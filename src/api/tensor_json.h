@@ -23,6 +23,7 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/json.h"
+#include "base/numfmt.h"
 #include "base/error.h"
 #include "base/status.h"
 #include "core/dtype.h"
@@ -80,5 +81,13 @@ void tensor_json_write(struct buf *b, enum dtype dtype, const void *data, int64_
  */
 void tensor_json_write_head(struct json_writer *w, const char *name, enum dtype dtype,
                             const int64_t *shape, uint32_t ndim);
+
+/* The same members at p, unchecked (base/json_cursor.h): the caller made
+ * TENSOR_JSON_HEAD_ROOM(name_len, ndim) bytes of room (ndim at most
+ * TENSOR_MAX_DIMS). Returns the end. */
+#define TENSOR_JSON_HEAD_ROOM(name_len, ndim)                                                  \
+    (6 * (size_t)(name_len) + 2 + 16 + (size_t)(ndim) * (NUMFMT_MAX + 1) + 48)
+char *tensor_json_head(char *p, const char *name, size_t name_len, enum dtype dtype,
+                       const int64_t *shape, uint32_t ndim);
 
 #endif

@@ -9,6 +9,7 @@
 #include "api/rest/infer_json_scan.h"
 #include "api/tensor_json.h"
 #include "base/json.h"
+#include "base/json_cursor.h"
 #include "core/fp16.h"
 
 /* Nesting allowed in a request: the document, inputs array, input object,
@@ -743,19 +744,21 @@ static bool output_is_binary(const struct infer_request *req, const struct shm_r
 }
 
 /* An output written to shared memory: where it went, as Triton says it. */
-static void write_shm_output(struct json_writer *w, const struct shm_output *o)
+/* An output's "parameters" member naming its shared-memory region, at p
+ * (room: SHM_PARAMS_ROOM(region name length)). */
+#define SHM_PARAMS_ROOM(n) (JC_STR_ROOM(n) + 2 * NUMFMT_MAX + 128)
+static char *shm_params(char *p, const struct shm_output *o, const char *region, size_t n)
 {
-    json_w_key(w, "parameters");
-    json_w_obj_begin(w);
-    json_w_key(w, "shared_memory_region");
-    json_w_cstr(w, shm_region_name(o->region));
-    json_w_key(w, "shared_memory_byte_size");
-    json_w_uint(w, o->written);
+    p = jc_lit(p, ",\"parameters\":{\"shared_memory_region\":");
+    p = jc_str(p, region, n);
+    p = jc_lit(p, ",\"shared_memory_byte_size\":");
+    p = jc_u64(p, o->written);
     if (o->offset) {
-        json_w_key(w, "shared_memory_offset");
-        json_w_uint(w, o->offset);
+        p = jc_lit(p, ",\"shared_memory_offset\":");
+        p = jc_u64(p, o->offset);
     }
-    json_w_obj_end(w);
+    *p++ = '}';
+    return p;
 }
 
 /* Bytes of an output as binary tensor data. */
@@ -793,49 +796,67 @@ static void append_binary(struct buf *out, const struct tensor *t, int64_t count
 void infer_json_encode(const struct infer_request *req, const struct shm_request *shm,
                        struct buf *out, size_t *json_len)
 {
+    /* A fixed shape of JSON, written with the unchecked cursor: each part's
+     * room is made once, at its longest (a failed reservation is sticky in
+     * out->err, and nothing more is written). */
     const struct model *m = req->model;
     size_t start = out->len;
     bool any_binary = false;
-    struct json_writer w;
-    json_w_init(&w, out);
-    json_w_obj_begin(&w);
-    struct buf *b = json_w_members_buf(&w);
-    if (b) {
-        buf_append(b, "\"model_name\":", 13);
-        json_write_quoted(b, m->name, strlen(m->name));
-        buf_append(b, ",\"model_version\":", 17);
-        json_write_quoted(b, m->version_str, strlen(m->version_str));
-        if (req->id) {
-            buf_append(b, ",\"id\":", 6);
-            json_write_quoted(b, req->id, req->id_len);
-        }
+    if (json_len)
+        *json_len = 0;
+    size_t name_len = strlen(m->name), version_len = strlen(m->version_str);
+    size_t most = JC_STR_ROOM(name_len) + JC_STR_ROOM(version_len) +
+                  (req->id ? JC_STR_ROOM(req->id_len) : 0) + 64;
+    if (buf_reserve(out, most) != 0)
+        return;
+    char *p = jc_lit(out->data + out->len, "{\"model_name\":");
+    p = jc_str(p, m->name, name_len);
+    p = jc_lit(p, ",\"model_version\":");
+    p = jc_str(p, m->version_str, version_len);
+    if (req->id) {
+        p = jc_lit(p, ",\"id\":");
+        p = jc_str(p, req->id, req->id_len);
     }
-    json_w_key_lit(&w, "outputs");
-    json_w_arr_begin(&w);
+    p = jc_lit(p, ",\"outputs\":[");
+    out->len = (size_t)(p - out->data);
     for (uint32_t i = 0; i < req->noutputs; i++) {
         const struct tensor *t = &req->outputs[i];
         int64_t count = tensor_count(t, INT64_MAX);
-        json_w_obj_begin(&w);
-        tensor_json_write_head(&w, t->name, t->dtype, t->shape, t->ndim);
-        if (shm_request_has_output(shm, i)) {
-            write_shm_output(&w, &shm->outputs[i]);
-        } else if (output_is_binary(req, shm, i)) {
+        uint32_t ndim = t->ndim < TENSOR_MAX_DIMS ? t->ndim : TENSOR_MAX_DIMS;
+        size_t tname_len = strlen(t->name);
+        bool in_shm = shm_request_has_output(shm, i);
+        bool binary = !in_shm && output_is_binary(req, shm, i);
+        const char *region = in_shm ? shm_region_name(shm->outputs[i].region) : NULL;
+        size_t region_len = region ? strlen(region) : 0;
+        most = TENSOR_JSON_HEAD_ROOM(tname_len, ndim) + SHM_PARAMS_ROOM(region_len) + 16;
+        if (buf_reserve(out, most) != 0)
+            return;
+        p = out->data + out->len;
+        if (i)
+            *p++ = ',';
+        *p++ = '{';
+        p = tensor_json_head(p, t->name, tname_len, t->dtype, t->shape, ndim);
+        if (in_shm) {
+            p = shm_params(p, &shm->outputs[i], region, region_len);
+        } else if (binary) {
             any_binary = true;
-            json_w_key_lit(&w, "parameters");
-            json_w_obj_begin(&w);
-            json_w_key_lit(&w, "binary_data_size");
-            json_w_uint(&w, binary_size(t, count));
-            json_w_obj_end(&w);
+            p = jc_lit(p, ",\"parameters\":{\"binary_data_size\":");
+            p = jc_u64(p, binary_size(t, count));
+            *p++ = '}';
         } else {
-            json_w_key_lit(&w, "data");
-            struct buf *data = json_w_value_buf(&w);
-            if (data)
-                tensor_json_write(data, t->dtype, t->data, count);
+            p = jc_lit(p, ",\"data\":");
+            out->len = (size_t)(p - out->data);
+            tensor_json_write(out, t->dtype, t->data, count);
+            if (out->err || buf_reserve(out, 1) != 0)
+                return;
+            p = out->data + out->len;
         }
-        json_w_obj_end(&w);
+        *p++ = '}';
+        out->len = (size_t)(p - out->data);
     }
-    json_w_arr_end(&w);
-    json_w_obj_end(&w);
+    buf_append(out, "]}", 2);
+    if (out->err)
+        return;
     size_t header = out->len - start;
     if (any_binary)
         for (uint32_t i = 0; i < req->noutputs; i++)
