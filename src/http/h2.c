@@ -470,6 +470,7 @@ static void rest_fill(struct h2_stream *st)
     for (uint32_t i = 0; i < st->nhdrs; i++)
         r->headers[i] = (struct http_header){st->hdrs[i].name, (uint32_t)st->hdrs[i].name_len,
                                              st->hdrs[i].value, (uint32_t)st->hdrs[i].value_len};
+    http1_request_index(r);
 }
 
 /* Calls the handler with the request filled in (rest_fill): whole, or

@@ -749,6 +749,7 @@ static void fill_request(const struct http1_parser *p, char *buf, struct http1_r
         req->headers[i].value = buf + p->_values[i].off;
         req->headers[i].value_len = p->_values[i].len;
     }
+    http1_request_index(req);
     req->keep_alive = p->_keep_alive;
     req->expect_continue = p->_expect_continue;
     req->chunked = p->_chunked;
@@ -770,9 +771,20 @@ enum status http1_parse(struct http1_parser *p, char *buf, size_t len, struct ht
     return rc;
 }
 
+void http1_request_index(struct http1_request *req)
+{
+    uint64_t lengths = 0;
+    for (uint32_t i = 0; i < req->nheaders; i++)
+        lengths |= UINT64_C(1) << (req->headers[i].name_len & 63);
+    req->name_lengths = lengths;
+    req->indexed = true;
+}
+
 const struct http_header *http1_header_n(const struct http1_request *req, const char *name,
                                          size_t len)
 {
+    if (!http1_may_have(req, len))
+        return NULL;
     for (uint32_t i = 0; i < req->nheaders; i++) {
         const struct http_header *h = &req->headers[i];
         if (h->name_len != len ||

@@ -68,6 +68,12 @@ struct http1_request {
     uint32_t query_len;
     int version_minor; /* HTTP/1.0 → 0, HTTP/1.1 → 1 */
     uint32_t nheaders;
+    /* When `indexed` (set by the front end once the headers are complete;
+     * cleared with the fields before `headers`): bit (n & 63) is set for
+     * every header name of n bytes, so that a lookup of a name whose
+     * length no header has (most lookups: optional headers) ends at once. */
+    uint64_t name_lengths;
+    bool indexed;
     struct http_header headers[HTTP1_MAX_HEADERS_CAP];
     bool keep_alive;      /* after Connection header and version defaults */
     bool expect_continue; /* Expect: 100-continue */
@@ -128,10 +134,22 @@ const struct http_header *http1_header_n(const struct http1_request *req, const 
                                          size_t len);
 /* The same for a NUL-terminated name (inline: a literal's length is known
  * at compile time). */
+/* Indexes the lengths of req's header names (name_lengths), once its
+ * headers are complete; a front end that adds a header afterwards must
+ * call it again. */
+void http1_request_index(struct http1_request *req);
+
+/* Whether req may have a header name of len bytes (false: it has none). */
+static inline bool http1_may_have(const struct http1_request *req, size_t len)
+{
+    return !req->indexed || (req->name_lengths >> (len & 63) & 1);
+}
+
 static inline const struct http_header *http1_header(const struct http1_request *req,
                                                      const char *name)
 {
-    return http1_header_n(req, name, strlen(name));
+    size_t len = strlen(name); /* a literal's length, at compile time */
+    return http1_may_have(req, len) ? http1_header_n(req, name, len) : NULL;
 }
 
 #endif

@@ -387,6 +387,64 @@ static void test_header_lookup_any_case(void **state)
     }
 }
 
+/* The parser indexes the names' lengths (http1_request.name_lengths): a
+ * name of a length no header has is absent at once, names of lengths 64
+ * apart share a bit (so the index only filters, the scan decides), and a
+ * request filled by other means (not indexed) is scanned. */
+static void test_header_lookup_by_length_index(void **state)
+{
+    (void)state;
+    char n64[65], n128[129], raw[512];
+    memset(n64, 'a', 64);
+    n64[64] = '\0';
+    memset(n128, 'b', 128);
+    n128[128] = '\0';
+    snprintf(raw, sizeof raw, "POST / HTTP/1.1\r\nHost: h\r\nContent-Type: t\r\n%s: long\r\n"
+             "Content-Length: 0\r\n\r\n", n64);
+    struct parse *ps = parse_done(raw);
+    struct http1_request *req = &ps->req;
+    assert_true(req->indexed);
+    assert_header(req, "content-type", "t");
+    assert_header(req, "host", "h");
+    assert_header(req, n64, "long");
+    assert_null(http1_header(req, "x-request-id")); /* the length of Content-Type */
+    assert_null(http1_header(req, "traceparent"));
+    assert_null(http1_header(req, "a"));
+    assert_null(http1_header(req, n128)); /* shares n64's bit, found absent by the scan */
+    assert_null(http1_header(req, ""));
+    /* Not indexed: the same lookups by scanning. */
+    req->indexed = false;
+    assert_header(req, "CONTENT-TYPE", "t");
+    assert_header(req, n64, "long");
+    assert_null(http1_header(req, "traceparent"));
+    parse_free(ps);
+}
+
+/* Every byte value at every position of a 17-byte name finds the header
+ * exactly when it is the same letter in either case or the same byte. */
+static void test_header_lookup_every_byte(void **state)
+{
+    (void)state;
+    static const char name[] = "X-Abcdefghi-Z09^~";
+    char raw[128];
+    snprintf(raw, sizeof raw, "GET / HTTP/1.1\r\nHost: h\r\n%s: v\r\n\r\n", name);
+    struct parse *ps = parse_done(raw);
+    size_t n = sizeof name - 1;
+    for (size_t i = 0; i < n; i++) {
+        for (int c = 0; c < 256; c++) {
+            char probe[sizeof name];
+            memcpy(probe, name, sizeof name);
+            probe[i] = (char)c;
+            int a = c >= 'A' && c <= 'Z' ? c + 32 : c;
+            int b = name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i];
+            const struct http_header *h = http1_header_n(&ps->req, probe, n);
+            if ((h != NULL) != (a == b))
+                fail_msg("byte 0x%02x at %zu: %s", c, i, h ? "found" : "not found");
+        }
+    }
+    parse_free(ps);
+}
+
 static void test_leading_empty_lines_skipped(void **state)
 {
     (void)state;
@@ -1176,6 +1234,8 @@ int main(void)
         cmocka_unit_test(test_fields_known_so_far),
         cmocka_unit_test(test_header_values_and_lookup),
         cmocka_unit_test(test_header_lookup_any_case),
+        cmocka_unit_test(test_header_lookup_by_length_index),
+        cmocka_unit_test(test_header_lookup_every_byte),
         cmocka_unit_test(test_leading_empty_lines_skipped),
         cmocka_unit_test(test_limits_are_inclusive),
         cmocka_unit_test(test_split_at_every_boundary),
