@@ -336,7 +336,6 @@ struct summary_cache {
     struct {
         enum dtype dtype;
         uint32_t ndim;
-        size_t name_len;
         char name[SUMMARY_NAME];
         int64_t shape[TENSOR_MAX_DIMS];
     } in[SUMMARY_INPUTS];
