@@ -53,6 +53,30 @@ static size_t count_char(const char *s, size_t n, char c)
     return k;
 }
 
+/* Opens the access log on a new temporary file named into path (a
+ * mkstemp template), every request sampled. */
+static void open_temp_log(char *path, enum log_line_format format)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct accesslog_config cfg = {.path = path, .format = format, .sample = 1};
+    struct error err;
+    assert_int_equal(accesslog_open(&cfg, &err), 0);
+}
+
+/* Closes the access log and the request pool, and returns what path holds
+ * (then removed): `lines` lines, *len bytes. */
+static char *close_and_read(const char *path, size_t lines, size_t *len)
+{
+    accesslog_close();
+    obsreq_pool_free();
+    char *text = read_file(path, len);
+    unlink(path);
+    assert_int_equal(count_char(text, *len, '\n'), lines);
+    return text;
+}
+
 #define LINES_PER_THREAD 2000
 
 static void *producer(void *arg)
@@ -244,12 +268,7 @@ static const char *generative_line(enum log_line_format format, int status, cons
                                    const char *tenant, uint64_t reserved)
 {
     char path[] = "/tmp/inferd_accesslog_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    struct accesslog_config cfg = {.path = path, .format = format, .sample = 1};
-    struct error err;
-    assert_int_equal(accesslog_open(&cfg, &err), 0);
+    open_temp_log(path, format);
     struct obsreq_start s = {.proto = OBS_PROTO_HTTP1,
                              .method = "POST",
                              .method_len = 4,
@@ -266,12 +285,8 @@ static const char *generative_line(enum log_line_format format, int status, cons
         obsreq_set_tokens_reserved(o, reserved);
     }
     obsreq_end(o, status, 10);
-    accesslog_close();
-    obsreq_pool_free();
     size_t len;
-    char *line = read_file(path, &len);
-    unlink(path);
-    assert_int_equal(count_char(line, len, '\n'), 1);
+    char *line = close_and_read(path, 1, &len);
     line[len - 1] = '\0';
     return line;
 }
@@ -365,12 +380,7 @@ static void test_longest_line(void **state)
 {
     (void)state;
     char path[] = "/tmp/inferd_accesslog_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    struct accesslog_config cfg = {.path = path, .format = LOG_LINE_JSON, .sample = 1};
-    struct error err;
-    assert_int_equal(accesslog_open(&cfg, &err), 0);
+    open_temp_log(path, LOG_LINE_JSON);
     static char odd[4096];
     memset(odd, '\x01', sizeof odd - 1);
     struct obsreq_start s = {.proto = OBS_PROTO_GRPC_WEB,
@@ -399,12 +409,8 @@ static void test_longest_line(void **state)
     struct infer_request req = {.inputs = in, .ninputs = 64, .batch_size = UINT32_MAX};
     obsreq_infer_done(o, &req);
     obsreq_end(o, -2147483647 - 1, UINT64_MAX);
-    accesslog_close();
-    obsreq_pool_free();
     size_t len;
-    char *line = read_file(path, &len);
-    unlink(path);
-    assert_int_equal(count_char(line, len, '\n'), 1);
+    char *line = close_and_read(path, 1, &len);
     struct arena a;
     arena_init(&a, 1 << 16, 1 << 24);
     struct json_value *root;
@@ -457,12 +463,7 @@ static void test_inputs_summary(void **state)
 {
     (void)state;
     char path[] = "/tmp/inferd_accesslog_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    struct accesslog_config cfg = {.path = path, .format = LOG_LINE_JSON, .sample = 1};
-    struct error err;
-    assert_int_equal(accesslog_open(&cfg, &err), 0);
+    open_temp_log(path, LOG_LINE_JSON);
     struct tensor in[2] = {{.name = "INPUT0", .dtype = DT_INT32, .ndim = 2, .shape = {1, 16}},
                            {.name = "INPUT1", .dtype = DT_INT32, .ndim = 2, .shape = {1, 16}}};
     struct {
@@ -504,12 +505,8 @@ static void test_inputs_summary(void **state)
         obsreq_infer_done(o, &req);
         obsreq_end(o, 200, 1);
     }
-    accesslog_close();
-    obsreq_pool_free();
     size_t len;
-    char *text = read_file(path, &len);
-    unlink(path);
-    assert_int_equal(count_char(text, len, '\n'), nsteps);
+    char *text = close_and_read(path, nsteps, &len);
     char *line = text;
     for (size_t i = 0; i < nsteps; i++) {
         char *nl = strchr(line, '\n');
