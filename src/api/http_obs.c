@@ -9,7 +9,7 @@
 
 /* ---- per-request hooks ------------------------------------------------------ */
 
-static const char *header(const struct http_txn *txn, const char *name, size_t *len)
+static inline const char *header(const struct http_txn *txn, const char *name, size_t *len)
 {
     const struct http_header *h = http1_header(&txn->req, name);
     if (!h)
