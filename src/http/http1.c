@@ -780,11 +780,9 @@ void http1_request_index(struct http1_request *req)
     req->indexed = true;
 }
 
-const struct http_header *http1_header_n(const struct http1_request *req, const char *name,
-                                         size_t len)
+const struct http_header *http1_header_scan(const struct http1_request *req, const char *name,
+                                            size_t len)
 {
-    if (!http1_may_have(req, len))
-        return NULL;
     for (uint32_t i = 0; i < req->nheaders; i++) {
         const struct http_header *h = &req->headers[i];
         if (h->name_len != len ||

@@ -129,27 +129,30 @@ enum status http1_parse(struct http1_parser *p, char *buf, size_t len, struct ht
  * and HTTP/2; returns out. */
 const char *http_body_too_large(char *out, uint64_t len, bool at_least, uint64_t max_body);
 
-/* Case-insensitive lookup of name[0..len); NULL if absent. */
-const struct http_header *http1_header_n(const struct http1_request *req, const char *name,
-                                         size_t len);
-/* The same for a NUL-terminated name (inline: a literal's length is known
- * at compile time). */
 /* Indexes the lengths of req's header names (name_lengths), once its
  * headers are complete; a front end that adds a header afterwards must
  * call it again. */
 void http1_request_index(struct http1_request *req);
 
-/* Whether req may have a header name of len bytes (false: it has none). */
-static inline bool http1_may_have(const struct http1_request *req, size_t len)
+/* The scan behind http1_header_n: case-insensitive, every header. */
+const struct http_header *http1_header_scan(const struct http1_request *req, const char *name,
+                                            size_t len);
+
+/* Case-insensitive lookup of name[0..len); NULL if absent. A name of a
+ * length no header has (by the index) is absent without a scan. */
+static inline const struct http_header *http1_header_n(const struct http1_request *req,
+                                                       const char *name, size_t len)
 {
-    return !req->indexed || (req->name_lengths >> (len & 63) & 1);
+    bool may_have = !req->indexed || (req->name_lengths >> (len & 63) & 1);
+    return may_have ? http1_header_scan(req, name, len) : NULL;
 }
 
+/* The same for a NUL-terminated name (inline: a literal's length is known
+ * at compile time). */
 static inline const struct http_header *http1_header(const struct http1_request *req,
                                                      const char *name)
 {
-    size_t len = strlen(name); /* a literal's length, at compile time */
-    return http1_may_have(req, len) ? http1_header_n(req, name, len) : NULL;
+    return http1_header_n(req, name, strlen(name));
 }
 
 #endif
