@@ -860,6 +860,15 @@ def md_generation(g, model="`models/kjv`", part=""):
           st.get("kv_cache_bytes", "?"), st.get("kv_streams", "?"),
           max(st.get("streams") or [32]), fmt(ck.get("completion_tokens"), "%d"),
           ck.get("finish_reason"), json.dumps(ck.get("text"))))
+    if st.get("present") == "new":
+        w("")
+        w("The graph returns only the new tokens' keys and values (`\"present\": \"new\"`, "
+          "docs/generative.md; kjv's is its trained weights written so at bench time by "
+          "`models/build/make_kjv.py --present new`): neither side copies the past per step.")
+    elif st.get("present") == "all":
+        w("")
+        w("The graph is the usual export: its `present.*` is the whole past again, which ONNX "
+          "Runtime copies on every step, in the loop and in the server alike.")
     w("")
     w("| run | tokens/s (median) | rounds (tokens/s) | TTFT p50 / p99 µs | TPOT p50 / p99 µs "
       "| tokens/request | requests ok / failed | server CPU | load-generator CPU |")
