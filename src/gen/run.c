@@ -289,7 +289,10 @@ static int kvbuf_fit(struct gen_engine *e, uint32_t rows, uint32_t need)
     kb->len = len;
     size_t d = ks->head_dim;
     for (uint32_t l = 0; l < 2u * ks->layers; l++) {
-        float *t = mem_calloc((size_t)nrows * ks->heads * ncap * d, sizeof *t);
+        /* Only the slots in use are written (a new one is gathered whole,
+         * tail zeroed, when it is taken): each head's tokens, then zeros
+         * to the room's end (masked, but read by the graph). */
+        float *t = mem_alloc((size_t)nrows * ks->heads * ncap * d * sizeof *t);
         if (!t)
             return -ENOMEM;
         for (uint32_t j = 0; j < kb->n; j++)
@@ -297,6 +300,7 @@ static int kvbuf_fit(struct gen_engine *e, uint32_t rows, uint32_t need)
                 size_t at = (size_t)j * ks->heads + h;
                 memcpy(t + at * ncap * d, kb->t[l] + at * kb->cap * d,
                        kb->len[j] * d * sizeof *t);
+                memset(t + (at * ncap + kb->len[j]) * d, 0, (ncap - kb->len[j]) * d * sizeof *t);
             }
         mem_free(kb->t[l]);
         kb->t[l] = t;

@@ -105,13 +105,25 @@ static int cmp_id(const void *a, const void *b)
 
 /* ---- sampling --------------------------------------------------------------- */
 
+/* The id that ranks before all others (ranks_before): the first number,
+ * then each strictly greater one (a tie keeps the lower id; a NaN is
+ * greater than nothing); id 0 when all are NaN. One compare per logit:
+ * greedy decoding runs it for every token. */
 static int32_t argmax(const float *logits, uint32_t vocab)
 {
-    int32_t best = 0;
-    for (uint32_t i = 1; i < vocab; i++)
-        if (ranks_before(logits, (int32_t)i, best))
-            best = (int32_t)i;
-    return best;
+    uint32_t i = 0;
+    while (i < vocab && isnan(logits[i]))
+        i++;
+    if (i == vocab)
+        return 0;
+    uint32_t best = i;
+    float top = logits[i];
+    for (i++; i < vocab; i++)
+        if (logits[i] > top) {
+            top = logits[i];
+            best = i;
+        }
+    return (int32_t)best;
 }
 
 /* The k highest logits into ids[0..k), in increasing id order. */

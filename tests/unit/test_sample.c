@@ -5,6 +5,7 @@
  * softmax, degenerate logits, and the scratch's allocation.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -91,6 +92,32 @@ static void test_greedy(void **state)
     assert_int_equal(sample(all_nan, 2, 0, 0, 1, &r), 0);
     const float one[] = {0};
     assert_int_equal(sample(one, 1, 0, 0, 1, &r), 0);
+}
+
+/* Greedy against the ordering itself (higher first, then lower id, NaN
+ * after every number), on logits drawn from a few values so that ties,
+ * NaNs and infinities meet at every position. */
+static void test_greedy_matches_the_ordering(void **state)
+{
+    (void)state;
+    const float pool[] = {NAN, -INFINITY, INFINITY, -1.0f, 0.0f, -0.0f, 2.5f, 2.5f, FLT_MAX};
+    struct gen_rng r, pick;
+    gen_rng_seed(&r, 3);
+    gen_rng_seed(&pick, 4);
+    float l[40];
+    for (int round = 0; round < 20000; round++) {
+        uint32_t n = 1 + (uint32_t)(gen_rng_uniform(&pick) * 40);
+        for (uint32_t i = 0; i < n; i++)
+            l[i] = pool[(int)(gen_rng_uniform(&pick) * (sizeof pool / sizeof *pool))];
+        int32_t want = 0;
+        for (uint32_t i = 1; i < n; i++) {
+            float x = l[i], y = l[want];
+            bool before = isnan(x) ? false : isnan(y) ? true : x > y;
+            if (before)
+                want = (int32_t)i;
+        }
+        assert_int_equal(sample(l, n, 0, 0, 1, &r), want);
+    }
 }
 
 /* The draw, exactly: equal weights split [0, 1) into equal parts by id. */
@@ -261,6 +288,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rng_reference), cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_greedy_matches_the_ordering),
         cmocka_unit_test(test_exact_draw),    cmocka_unit_test(test_frequencies),
         cmocka_unit_test(test_ties),          cmocka_unit_test(test_degenerate_logits),
         cmocka_unit_test(test_large_vocab),   cmocka_unit_test(test_scratch_alloc),
