@@ -419,11 +419,16 @@ static int kv_fit(struct floor *f, uint32_t need, uint32_t pos)
         cap = need > cfg->max_context ? need : cfg->max_context;
     size_t d = cfg->head_dim, rows = (size_t)f->batch * cfg->num_heads;
     for (uint32_t l = 0; l < 2 * cfg->num_layers; l++) {
-        float *kv = mem_calloc(rows * cap * d, sizeof *kv);
+        /* Each row's past, then zeros to the room's end (masked, but read
+         * by the graph): nothing written twice, as the server's engine. */
+        float *kv = mem_alloc(rows * cap * d * sizeof *kv);
         if (!kv)
             return bench_fail(PROG, "out of memory");
-        for (size_t r = 0; r < rows && pos; r++)
-            memcpy(kv + r * cap * d, f->kv[l] + r * f->cap * d, pos * d * sizeof *kv);
+        for (size_t r = 0; r < rows; r++) {
+            if (pos)
+                memcpy(kv + r * cap * d, f->kv[l] + r * f->cap * d, pos * d * sizeof *kv);
+            memset(kv + (r * cap + pos) * d, 0, (cap - pos) * d * sizeof *kv);
+        }
         mem_free(f->kv[l]);
         f->kv[l] = kv;
     }
