@@ -7,9 +7,11 @@
  *   image_to_gray      RGB to luma as Pillow's convert("L"): ITU-R 601-2,
  *                      L = (R*19595 + G*38470 + B*7471 + 0x8000) >> 16
  *   image_resample     Pillow's separable resampling (Resample.c) in float:
- *                      horizontal pass then vertical, double weights
- *                      normalised to sum 1, float intermediate rows; only
- *                      the pixels of a window (the crop) are computed.
+ *                      Pillow's weights (normalised to sum 1 in double),
+ *                      applied in float, vertical pass then horizontal
+ *                      (both linear: the order changes only rounding,
+ *                      ~1e-4 on the 0..255 scale), four lanes at a time;
+ *                      only the pixels of a window (the crop) are computed.
  *                      BILINEAR is the triangle filter of support 1, BOX
  *                      the box of support 1/2, both scaled by the
  *                      downscale factor (antialiased), as Image.BILINEAR
