@@ -184,26 +184,32 @@ static void vertical(const float *const *rows, const float *k, uint32_t n, size_
 /* The window's row yy from the vertically resampled row `row` (its first
  * pixel is source column sx0): each output pixel sums its taps. Three
  * channels are summed as one vector of four lanes (the fourth reads the
- * next pixel, or the row's slack, and is dropped). */
+ * next pixel, or the row's slack, and is dropped), with each weight
+ * already in all four lanes (kv) and two taps at a time. */
 static void horizontal(const float *row, uint32_t sx0, uint32_t ch, const struct coeffs *cx,
-                       const float *kx, const struct image_window *win, size_t plane,
-                       float *dst)
+                       const float *kx, const v4f *kv, const struct image_window *win,
+                       size_t plane, float *dst)
 {
     for (uint32_t xx = 0; xx < win->w; xx++) {
         uint32_t x = win->x0 + xx, n = cx->n[x];
         const float *p = row + (size_t)(cx->lo[x] - sx0) * ch;
-        const float *k = kx + (size_t)xx * cx->ksize;
         if (ch == 3) {
-            v4f s = {0};
-            for (uint32_t i = 0; i < n; i++) {
-                v4f w = {k[i], k[i], k[i], k[i]};
-                s += load4(p + (size_t)i * 3) * w;
+            const v4f *k = kv + (size_t)xx * cx->ksize;
+            v4f s = {0}, t = {0};
+            uint32_t i = 0;
+            for (; i + 2 <= n; i += 2) {
+                s += load4(p + (size_t)i * 3) * k[i];
+                t += load4(p + (size_t)i * 3 + 3) * k[i + 1];
             }
+            if (i < n)
+                s += load4(p + (size_t)i * 3) * k[i];
+            s += t;
             dst[xx] = s[0];
             dst[plane + xx] = s[1];
             dst[2 * plane + xx] = s[2];
             continue;
         }
+        const float *k = kx + (size_t)xx * cx->ksize;
         for (uint32_t c = 0; c < ch; c++) {
             float s = 0.0f;
             for (uint32_t i = 0; i < n; i++)
@@ -219,6 +225,7 @@ int image_resample(const struct image_pixels *img, enum image_filter filter, uin
     uint32_t ch = img->channels;
     struct coeffs cx = {0}, cy = {0};
     float *ring = NULL, *row = NULL, *kx = NULL, *ky = NULL;
+    v4f *kv = NULL;
     const float **rows = NULL;
     int rc = -ENOMEM;
 
@@ -239,11 +246,14 @@ int image_resample(const struct image_pixels *img, enum image_filter filter, uin
     row = mem_calloc(stride, sizeof *row);
     rows = mem_alloc(nring * sizeof *rows);
     kx = mem_alloc((size_t)win->w * cx.ksize * sizeof *kx);
+    kv = mem_alloc((size_t)win->w * cx.ksize * sizeof *kv);
     ky = mem_alloc((size_t)cy.ksize * sizeof *ky);
-    if (!ring || !row || !rows || !kx || !ky)
+    if (!ring || !row || !rows || !kx || !kv || !ky)
         goto out_free;
-    for (size_t i = 0; i < (size_t)win->w * cx.ksize; i++)
+    for (size_t i = 0; i < (size_t)win->w * cx.ksize; i++) {
         kx[i] = (float)cx.k[(size_t)win->x0 * cx.ksize + i];
+        kv[i] = (v4f){kx[i], kx[i], kx[i], kx[i]};
+    }
     size_t plane = (size_t)win->w * win->h;
     uint32_t next = 0; /* the first source row not in the ring */
     for (uint32_t yy = 0; yy < win->h; yy++) {
@@ -258,11 +268,12 @@ int image_resample(const struct image_pixels *img, enum image_filter filter, uin
             ky[i] = (float)cy.k[(size_t)oy * cy.ksize + i];
         }
         vertical(rows, ky, n, span, row);
-        horizontal(row, sx0, ch, &cx, kx, win, plane, dst + (size_t)yy * win->w);
+        horizontal(row, sx0, ch, &cx, kx, kv, win, plane, dst + (size_t)yy * win->w);
     }
     rc = 0;
 out_free:
     mem_free(ky);
+    mem_free(kv);
     mem_free(kx);
     mem_free(rows);
     mem_free(row);
