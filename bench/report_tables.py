@@ -863,8 +863,9 @@ def md_generation(g, model="`models/kjv`", part=""):
     if st.get("present") == "new":
         w("")
         w("The graph returns only the new tokens' keys and values (`\"present\": \"new\"`, "
-          "docs/generative.md; kjv's is its trained weights written so at bench time by "
-          "`models/build/make_kjv.py --present new`): neither side copies the past per step.")
+          "docs/generative.md%s): neither side copies the past per step." % (
+              "; kjv's trained weights written so at bench time by "
+              "`models/build/make_kjv.py --present new`" if st.get("model") == "kjv" else ""))
     elif st.get("present") == "all":
         w("")
         w("The graph is the usual export: its `present.*` is the whole past again, which ONNX "
