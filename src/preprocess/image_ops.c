@@ -185,16 +185,16 @@ static void vertical(const float *const *rows, const float *k, uint32_t n, size_
  * pixel is source column sx0): each output pixel sums its taps. Three
  * channels are summed as one vector of four lanes (the fourth reads the
  * next pixel, or the row's slack, and is dropped), with each weight
- * already in all four lanes (kv) and two taps at a time. */
+ * already in all four lanes (kv: the window's weights, also read from lane
+ * 0 by the other channel counts) and two taps at a time. */
 static void horizontal(const float *row, uint32_t sx0, uint32_t ch, const struct coeffs *cx,
-                       const float *kx, const v4f *kv, const struct image_window *win,
-                       size_t plane, float *dst)
+                       const v4f *kv, const struct image_window *win, size_t plane, float *dst)
 {
     for (uint32_t xx = 0; xx < win->w; xx++) {
         uint32_t x = win->x0 + xx, n = cx->n[x];
         const float *p = row + (size_t)(cx->lo[x] - sx0) * ch;
+        const v4f *k = kv + (size_t)xx * cx->ksize;
         if (ch == 3) {
-            const v4f *k = kv + (size_t)xx * cx->ksize;
             v4f s = {0}, t = {0};
             uint32_t i = 0;
             for (; i + 2 <= n; i += 2) {
@@ -209,11 +209,10 @@ static void horizontal(const float *row, uint32_t sx0, uint32_t ch, const struct
             dst[2 * plane + xx] = s[2];
             continue;
         }
-        const float *k = kx + (size_t)xx * cx->ksize;
         for (uint32_t c = 0; c < ch; c++) {
             float s = 0.0f;
             for (uint32_t i = 0; i < n; i++)
-                s += p[(size_t)i * ch + c] * k[i];
+                s += p[(size_t)i * ch + c] * k[i][0];
             dst[c * plane + xx] = s;
         }
     }
@@ -224,7 +223,7 @@ int image_resample(const struct image_pixels *img, enum image_filter filter, uin
 {
     uint32_t ch = img->channels;
     struct coeffs cx = {0}, cy = {0};
-    float *ring = NULL, *row = NULL, *kx = NULL, *ky = NULL;
+    float *ring = NULL, *row = NULL, *ky = NULL;
     v4f *kv = NULL;
     const float **rows = NULL;
     int rc = -ENOMEM;
@@ -245,14 +244,13 @@ int image_resample(const struct image_pixels *img, enum image_filter filter, uin
     ring = mem_alloc(stride * nring * sizeof *ring);
     row = mem_calloc(stride, sizeof *row);
     rows = mem_alloc(nring * sizeof *rows);
-    kx = mem_alloc((size_t)win->w * cx.ksize * sizeof *kx);
     kv = mem_alloc((size_t)win->w * cx.ksize * sizeof *kv);
     ky = mem_alloc((size_t)cy.ksize * sizeof *ky);
-    if (!ring || !row || !rows || !kx || !kv || !ky)
+    if (!ring || !row || !rows || !kv || !ky)
         goto out_free;
     for (size_t i = 0; i < (size_t)win->w * cx.ksize; i++) {
-        kx[i] = (float)cx.k[(size_t)win->x0 * cx.ksize + i];
-        kv[i] = (v4f){kx[i], kx[i], kx[i], kx[i]};
+        float w = (float)cx.k[(size_t)win->x0 * cx.ksize + i];
+        kv[i] = (v4f){w, w, w, w};
     }
     size_t plane = (size_t)win->w * win->h;
     uint32_t next = 0; /* the first source row not in the ring */
@@ -268,13 +266,12 @@ int image_resample(const struct image_pixels *img, enum image_filter filter, uin
             ky[i] = (float)cy.k[(size_t)oy * cy.ksize + i];
         }
         vertical(rows, ky, n, span, row);
-        horizontal(row, sx0, ch, &cx, kx, kv, win, plane, dst + (size_t)yy * win->w);
+        horizontal(row, sx0, ch, &cx, kv, win, plane, dst + (size_t)yy * win->w);
     }
     rc = 0;
 out_free:
     mem_free(ky);
     mem_free(kv);
-    mem_free(kx);
     mem_free(rows);
     mem_free(row);
     mem_free(ring);
