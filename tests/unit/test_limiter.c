@@ -420,9 +420,21 @@ static void test_threads_never_exceed_the_limit_nor_strand_a_waiter(void **state
     (void)state;
     struct gradient_params p = params(STRESS_LIMIT, STRESS_LIMIT, STRESS_LIMIT);
     gradient_init(&stress, &p, stress_wake, 0);
+    /* The limit starts full, held here until a thread waits: at least
+     * that one waits whatever the scheduler does with the threads. */
+    struct gradient_waiter hold[STRESS_LIMIT];
+    enum gradient_refusal why;
+    for (int i = 0; i < STRESS_LIMIT; i++) {
+        hold[i] = (struct gradient_waiter){.deadline_ns = UINT64_MAX / 2};
+        assert_int_equal(gradient_admit(&stress, &hold[i], SEC, &why), GRADIENT_ADMITTED);
+    }
     pthread_t t[STRESS_THREADS];
     for (int i = 0; i < STRESS_THREADS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, stress_main, NULL), 0);
+    while (atomic_load(&stress.nwaiting) == 0)
+        sched_yield();
+    for (int i = 0; i < STRESS_LIMIT; i++)
+        gradient_complete(&stress, &hold[i], false, SEC);
     for (int i = 0; i < STRESS_THREADS; i++)
         pthread_join(t[i], NULL);
     assert_true(atomic_load(&stress_max) <= STRESS_LIMIT);
