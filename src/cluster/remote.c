@@ -49,7 +49,25 @@ static int get_str(const struct json_value *obj, const char *key, const char *wh
 
 static const char *const known_keys[] = {"model",    "version",      "upstreams",
                                          "discover", "remote-model", "health-check",
-                                         "outlier",  "max-retries"};
+                                         "outlier",  "max-retries",  NULL};
+static const char *const health_keys[] = {"interval-ms", "timeout-ms", "unhealthy-threshold",
+                                          NULL};
+static const char *const outlier_keys[] = {"consecutive-failures", "ejection-secs", NULL};
+
+/* A mapping's keys are all in known (NULL-terminated); obj NULL: none. */
+static int check_keys(const struct json_value *obj, const char *where,
+                      const char *const *known, struct error *err)
+{
+    for (uint32_t k = 0; obj && k < obj->len; k++) {
+        const char *key = obj->u.members[k].key;
+        size_t j = 0;
+        while (known[j] && strcmp(key, known[j]) != 0)
+            j++;
+        if (!known[j])
+            return error_set(err, 400, "%s: unknown key '%s'", where, key);
+    }
+    return 0;
+}
 
 static int parse_one(const struct json_value *v, uint32_t i, struct remote_model_config *m,
                      struct error *err)
@@ -58,13 +76,8 @@ static int parse_one(const struct json_value *v, uint32_t i, struct remote_model
     snprintf(where, sizeof where, "remote-models[%u]", i);
     if (v->type != JSON_OBJECT)
         return error_set(err, 400, "%s: expected a mapping", where);
-    for (uint32_t k = 0; k < v->len; k++) {
-        bool known = false;
-        for (size_t j = 0; j < sizeof known_keys / sizeof known_keys[0] && !known; j++)
-            known = strcmp(v->u.members[k].key, known_keys[j]) == 0;
-        if (!known)
-            return error_set(err, 400, "%s: unknown key '%s'", where, v->u.members[k].key);
-    }
+    if (check_keys(v, where, known_keys, err))
+        return ST_ERROR;
     if (get_str(v, "model", where, &m->model, err) ||
         get_str(v, "remote-model", where, &m->remote_model, err))
         return ST_ERROR;
@@ -115,6 +128,7 @@ static int parse_one(const struct json_value *v, uint32_t i, struct remote_model
     struct upstream_pool_config *p = &m->pool;
     *p = (struct upstream_pool_config){.health_interval_ms = 1000,
                                        .health_timeout_ms = 500,
+                                       .unhealthy_threshold = 3,
                                        .eject_failures = 3,
                                        .eject_secs = 10,
                                        .max_retries = 2};
@@ -124,11 +138,14 @@ static int parse_one(const struct json_value *v, uint32_t i, struct remote_model
         return error_set(err, 400, "%s: health-check and outlier are mappings", where);
     char sub[96];
     snprintf(sub, sizeof sub, "%s.health-check", where);
-    if (get_u32(hc, "interval-ms", sub, 50, 600000, &p->health_interval_ms, err) ||
-        get_u32(hc, "timeout-ms", sub, 10, 60000, &p->health_timeout_ms, err))
+    if (check_keys(hc, sub, health_keys, err) ||
+        get_u32(hc, "interval-ms", sub, 50, 600000, &p->health_interval_ms, err) ||
+        get_u32(hc, "timeout-ms", sub, 10, 60000, &p->health_timeout_ms, err) ||
+        get_u32(hc, "unhealthy-threshold", sub, 1, 1000, &p->unhealthy_threshold, err))
         return ST_ERROR;
     snprintf(sub, sizeof sub, "%s.outlier", where);
-    if (get_u32(ol, "consecutive-failures", sub, 1, 1000, &p->eject_failures, err) ||
+    if (check_keys(ol, sub, outlier_keys, err) ||
+        get_u32(ol, "consecutive-failures", sub, 1, 1000, &p->eject_failures, err) ||
         get_u32(ol, "ejection-secs", sub, 1, 3600, &p->eject_secs, err) ||
         get_u32(v, "max-retries", where, 0, 10, &p->max_retries, err))
         return ST_ERROR;

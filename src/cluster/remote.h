@@ -54,8 +54,9 @@ struct remote_models_config {
 
 /* The `remote-models` section (cli/config_file.h's contract): a sequence
  * of mappings with keys model, version, upstreams, discover,
- * remote-model, health-check {interval-ms, timeout-ms}, outlier
- * {consecutive-failures, ejection-secs}, max-retries. v NULL: none. */
+ * remote-model, health-check {interval-ms, timeout-ms, unhealthy-threshold},
+ * outlier {consecutive-failures, ejection-secs}, max-retries; an unknown
+ * key anywhere is an error. v NULL: none. */
 int remote_models_config_parse(const struct json_value *v, struct remote_models_config **out,
                                struct error *err);
 void remote_models_config_free(struct remote_models_config *c);

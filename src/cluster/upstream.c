@@ -26,6 +26,7 @@ struct upstream {
     int port;
     struct grpc_conn *conn;
     uint32_t consecutive;
+    uint32_t missed_checks; /* health checks in a row without an answer */
     uint64_t ejected_until_ns;
     bool healthy, gone, health_busy, was_ejected;
     struct grpc_unary health;
@@ -377,6 +378,25 @@ int upstream_http_status(int s)
 
 /* ---- health checks ----------------------------------------------------------- */
 
+/* A health check that got no answer (a timeout, a connection error):
+ * the upstream leaves only after unhealthy_threshold of them in a row, so
+ * that one slow check on a loaded machine does not move its traffic (and
+ * its sequences) elsewhere. */
+static void check_missed(struct upstream_pool *p, struct upstream *u, const char *why)
+{
+    u->missed_checks++;
+    if (!u->healthy)
+        return;
+    if (u->missed_checks < p->cfg.unhealthy_threshold) {
+        log_info("%s: upstream %s missed a health check (%u of %u in a row): %s", p->label,
+                 u->addr, u->missed_checks, p->cfg.unhealthy_threshold, why);
+        return;
+    }
+    log_warn("%s: upstream %s failed its health check %u times in a row: %s", p->label, u->addr,
+             u->missed_checks, why);
+    u->healthy = false;
+}
+
 static void health_done(struct grpc_unary *g)
 {
     struct upstream *u = g->ctx;
@@ -391,19 +411,26 @@ static void health_done(struct grpc_unary *g)
             inference__model_ready_response__free_unpacked(r, NULL);
     }
     buf_free(&g->resp);
-    bool was = u->healthy;
-    if (ready && clock_now_ns() >= u->ejected_until_ns) {
-        u->healthy = true;
-        if (u->was_ejected) {
-            log_info("%s: upstream %s is back (health check passed)", p->label, u->addr);
-            u->was_ejected = false;
-            u->consecutive = 0;
-        }
+    if (g->status != 0) {
+        check_missed(p, u, g->message);
     } else if (!ready) {
-        if (was)
-            log_warn("%s: upstream %s failed its health check: %s", p->label, u->addr,
-                     g->status ? g->message : "model not ready");
+        /* The upstream answered: its model is not ready (loading,
+         * unloading, draining). It leaves at once. */
+        if (u->healthy)
+            log_warn("%s: upstream %s failed its health check: model not ready", p->label,
+                     u->addr);
         u->healthy = false;
+        u->missed_checks = 0;
+    } else {
+        u->missed_checks = 0;
+        if (clock_now_ns() >= u->ejected_until_ns) {
+            u->healthy = true;
+            if (u->was_ejected) {
+                log_info("%s: upstream %s is back (health check passed)", p->label, u->addr);
+                u->was_ejected = false;
+                u->consecutive = 0;
+            }
+        }
     }
     refresh(p);
 }
@@ -412,7 +439,9 @@ static void check(struct upstream_pool *p, struct upstream *u)
 {
     struct grpc_conn *conn = conn_of(p, u);
     if (!conn) {
-        u->healthy = false;
+        char why[UPSTREAM_ADDR_MAX + 32];
+        snprintf(why, sizeof why, "cannot connect to %s", u->addr);
+        check_missed(p, u, why);
         return;
     }
     Inference__ModelReadyRequest req = INFERENCE__MODEL_READY_REQUEST__INIT;

@@ -9,9 +9,12 @@
  *
  * Choosing an upstream: power of two choices — two distinct eligible
  * upstreams at random, the one with fewer outstanding calls. Eligible:
- * healthy (its last active health check, a ModelReady of the model every
- * health.interval_ms with health.timeout_ms, said ready; an upstream is
- * presumed healthy until its first check) and not ejected. An upstream
+ * healthy and not ejected. Healthy: an active health check, a ModelReady
+ * of the model every health.interval_ms with health.timeout_ms, said
+ * ready, and since then no check was answered "not ready" and fewer than
+ * unhealthy_threshold checks in a row went unanswered (timeout,
+ * connection error); an upstream is presumed healthy until its first
+ * check. An upstream
  * is ejected for eject_secs after eject_failures consecutive failures
  * (connection errors, UNAVAILABLE, timeouts); once that time has passed
  * the next successful health check takes it back.
@@ -60,6 +63,7 @@ struct upstream_pool_config {
     const char *model; /* the model's name upstream */
     const char *label; /* "model:version" served here, for logs and metrics */
     uint32_t health_interval_ms, health_timeout_ms;
+    uint32_t unhealthy_threshold; /* unanswered checks in a row that take an upstream out */
     uint32_t eject_failures, eject_secs;
     uint32_t max_retries;
 };

@@ -284,19 +284,36 @@ def test_config_errors(server_factory, tmp_path):
     p = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(cfg)],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "give either upstreams or discover: true" in p.stderr
+    for section, key in (("health-check", "interval_ms"), ("outlier", "ejection-seconds")):
+        cfg.write_text("remote-models:\n  - model: simple\n    upstreams: [\"h:1\"]\n"
+                       "    %s: {%s: 5}\n" % (section, key))
+        p = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(cfg)],
+                           capture_output=True, text=True)
+        assert p.returncode == 2
+        assert "remote-models[0].%s: unknown key '%s'" % (section, key) in p.stderr
+    cfg.write_text("remote-models:\n  - model: simple\n    upstreams: [\"h:1\"]\n"
+                   "    health-check: {unhealthy-threshold: 0}\n")
+    p = subprocess.run([str(INFERD_BIN), "serve", "--check-config", str(cfg)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "remote-models[0].health-check.unhealthy-threshold: expected a number from 1 to 1000" \
+        in p.stderr
 
 
 
-class StallingProxy:
+class ModelReadyProxy:
     """A grpcio server in front of `upstream` that passes every call
     through as bytes, except ModelReady (the gateway's health check), which
-    it holds until release()."""
+    it answers as `mode` says: "forward" (the upstream's answer), "stall"
+    (no answer until the caller gives up or the mode changes) or
+    "not_ready" (ready: false)."""
 
-    def __init__(self, upstream):
+    def __init__(self, upstream, mode="forward"):
         import grpc
         from concurrent import futures
-        self.held = threading.Event()
-        self.released = threading.Event()
+        self.mode = mode
+        self.held = threading.Event()  # a ModelReady has been stalled
+        self.closed = False
         channel = grpc.insecure_channel("127.0.0.1:%d" % upstream.grpc_port)
         proxy = self
 
@@ -305,9 +322,13 @@ class StallingProxy:
 
             def call(request, context):
                 if path.endswith("/ModelReady"):
-                    proxy.held.set()
-                    proxy.released.wait(60)
-                    context.abort(grpc.StatusCode.UNAVAILABLE, "released")
+                    while proxy.mode == "stall" and context.is_active() and not proxy.closed:
+                        proxy.held.set()
+                        time.sleep(0.01)
+                    if proxy.closed or not context.is_active():
+                        context.abort(grpc.StatusCode.UNAVAILABLE, "released")
+                    if proxy.mode == "not_ready":
+                        return b""  # ModelReadyResponse{ready: false}
                 return forward(request, timeout=30)
             return grpc.unary_unary_rpc_method_handler(call)
 
@@ -316,15 +337,74 @@ class StallingProxy:
                 return handler(details.method)
 
         self.channel = channel
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
         self.server.add_generic_rpc_handlers((Generic(),))
         self.grpc_port = self.server.add_insecure_port("127.0.0.1:%d" % free_port())
         self.server.start()
 
     def close(self):
-        self.released.set()
+        self.closed = True
         self.server.stop(0)
         self.channel.close()
+
+
+def wait_for(what, cond, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_unanswered_health_checks_take_an_upstream_out_only_in_a_row(server_factory, tmp_path):
+    """An upstream whose health checks time out stays in the pool (and its
+    calls keep going there) until unhealthy-threshold of them in a row have
+    gone unanswered; an answer "not ready" takes it out at once; a passing
+    check brings it back."""
+    proxy = ModelReadyProxy(server_factory.start())
+    try:
+        gw = gateway(server_factory, tmp_path, [proxy],
+                     extra="    health-check: {interval-ms: 100, timeout-ms: 100, "
+                           "unhealthy-threshold: 1000}\n")
+        healthy = lambda: upstream_metric(gw, "inferd_upstream_healthy", proxy)  # noqa: E731
+        missed = lambda: gw.stderr().count("missed a health check")  # noqa: E731
+        assert outputs(infer_request(gw.url, "simple", SIMPLE)) == EXPECTED
+        proxy.mode = "stall"
+        wait_for("three health checks missed", lambda: missed() >= 3)
+        assert healthy() == 1
+        assert "failed its health check" not in gw.stderr()
+        assert outputs(infer_request(gw.url, "simple", SIMPLE)) == EXPECTED
+        assert "(1 of 1000 in a row)" in gw.stderr()
+
+        proxy.mode = "not_ready"
+        wait_for("not ready taken out", lambda: healthy() == 0)
+        assert "failed its health check: model not ready" in gw.stderr()
+        r = infer_request(gw.url, "simple", SIMPLE)
+        assert r.status_code == 503 and "no healthy upstream" in r.text, r.text
+
+        proxy.mode = "forward"
+        wait_for("back after a passing check", lambda: healthy() == 1)
+        assert outputs(infer_request(gw.url, "simple", SIMPLE)) == EXPECTED
+    finally:
+        proxy.close()
+
+    # At the threshold it leaves, and says after how many.
+    proxy = ModelReadyProxy(server_factory.start())
+    try:
+        (tmp_path / "g2").mkdir()
+        gw = gateway(server_factory, tmp_path / "g2", [proxy],
+                     extra="    health-check: {interval-ms: 100, timeout-ms: 100, "
+                           "unhealthy-threshold: 2}\n")
+        assert outputs(infer_request(gw.url, "simple", SIMPLE)) == EXPECTED
+        proxy.mode = "stall"
+        wait_for("taken out after two", lambda: upstream_metric(
+            gw, "inferd_upstream_healthy", proxy) == 0)
+        log = gw.stderr()
+        assert "(1 of 2 in a row)" in log
+        assert "failed its health check 2 times in a row" in log
+        proxy.mode = "forward"
+        wait_for("back", lambda: upstream_metric(gw, "inferd_upstream_healthy", proxy) == 1)
+    finally:
+        proxy.close()
 
 
 def test_regress_stop_with_a_health_check_in_flight(server_factory, tmp_path):
@@ -333,7 +413,7 @@ def test_regress_stop_with_a_health_check_in_flight(server_factory, tmp_path):
     their connections were closed; closing one then finished the pending
     health call into the freed upstream, a use-after-free that
     AddressSanitizer reported at exit.)"""
-    proxy = StallingProxy(server_factory.start())
+    proxy = ModelReadyProxy(server_factory.start(), mode="stall")
     try:
         gw = gateway(server_factory, tmp_path, [proxy],
                      extra="    health-check: {interval-ms: 100, timeout-ms: 60000}\n")

@@ -233,11 +233,11 @@ def test_sequences_keep_their_upstream(server_factory, tmp_path):
     the other one answers that the sequence was never started)."""
     models = {"simple_sequence": SEQUENCE_MODELS["simple_sequence"]}
     ups = [server_factory.start(models=models) for _ in range(2)]
-    # One health check slower than its timeout marks an upstream unhealthy
-    # and moves its sequences (docs/deploy.md, "Sequences"); a sanitizer CI
-    # run with tests in parallel once saw a sequence move mid-way, as that
-    # does at the default 500 ms. This test is about the affinity itself,
-    # so its checks wait longer.
+    # Health checks unanswered within their timeout, three in a row, take
+    # an upstream out and move its sequences (docs/deploy.md, "Sequences");
+    # a sanitizer CI run with tests in parallel once saw a sequence move
+    # mid-way after one slow check, before that threshold existed. This
+    # test is about the affinity itself, so its checks wait longer still.
     gw = gateway(server_factory, tmp_path, ups, model="simple_sequence",
                  extra="    health-check: {interval-ms: 1000, timeout-ms: 10000}\n")
     ids = list(range(5001, 5013)) + ["s-%d" % k for k in range(4)]
