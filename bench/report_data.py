@@ -596,6 +596,37 @@ def metrics_after(run_dir, name, prefixes):
     return model_metrics(open(p, errors="replace").read(), prefixes) if os.path.exists(p) else None
 
 
+def capacity_problem(cap):
+    """Why experiment 11's capacity is not the model's, or None: bench.sh
+    failed the step, or (runs from before that check) a round had over 1 %
+    of its requests refused. Every rate of the experiment is a share of it,
+    so then no overload target is judged."""
+    if not cap:
+        return None
+    if cap.get("error"):
+        return cap["error"]
+    refused = max((r.get("refused_share") or 0 for r in cap.get("rounds") or []), default=0)
+    if refused > 0.01:
+        return ("a capacity round had %.3f of its requests refused: its admitted rate is not "
+                "the model's capacity" % refused)
+    return None
+
+
+OVERLOAD_TARGETS = ("overload_throughput", "overload_p99", "overload_refusal_p99",
+                    "overload_default_p99", "tenant_fairness")
+
+
+def rejudge_overload(doc):
+    """A stored run whose experiment 11 capacity_problem() finds wrong keeps
+    its figures but not its overload verdicts (runs from before the check)."""
+    cap = ((doc.get("experiments") or {}).get("overload") or {}).get("capacity")
+    if capacity_problem(cap):
+        for t in doc.get("targets") or []:
+            if t["name"] in OVERLOAD_TARGETS:
+                t["value"] = t["met"] = None
+    return doc
+
+
 def assemble_overload(run_dir):
     """Experiment 11: capacity, the server's defaults and the concurrency
     limiter at 10% and 3x capacity, two tenants with equal rate limits."""
@@ -606,6 +637,9 @@ def assemble_overload(run_dir):
     capacity = max(r["rps_ok"] or 0 for r in cap_rounds)
     doc = {"setup": load_opt(os.path.join(run_dir, "overload_setup.json")),
            "capacity": {"rps": capacity, "rounds": cap_rounds}}
+    cap_state = part_state(run_dir, "capacity")
+    if cap_state:
+        doc["capacity"].update(cap_state)
 
     dflt = part_state(run_dir, "default")
     if dflt is None:
@@ -944,6 +978,8 @@ def cmd_assemble(args):
     }
     ov = exps["overload"]
     ov_lim, ov_ten = ov.get("limiter") or {}, ov.get("tenants") or {}
+    if capacity_problem(ov.get("capacity")):
+        ov_lim, ov_ten, ov = {}, {}, {}
     lat = exps["latency"]
     http = exps["http_floor"]
     if lat.get("rate") and http.get("inferd"):

@@ -907,8 +907,14 @@ fi
 # server core and the run would measure HTTP, not admission control; with
 # digits (even less compute), 3x its capacity is more than one
 # load-generator core can send. Parts, each on its own server:
-#  (a) capacity: no configuration file; closed loop, OVERLOAD_CONCURRENCY
-#      requests in flight, best of ROUNDS.
+#  (a) capacity: no configuration file and no queue budget
+#      (--queue-budget-ms off, when this inferd has it); closed loop,
+#      OVERLOAD_CONCURRENCY requests in flight, best of ROUNDS. What the
+#      model serves, so nothing may be refused here: with the budget on (the
+#      default) 32 in flight were 97 % refusals, and their admitted rate
+#      (895 req/s where the model serves ~2,500) was taken for the capacity
+#      from 003ce4b to 2026-12-07, so "3x" offered about 1x. A capacity round
+#      with over 1 % refused fails the step.
 #  (b), (c) --config overload.yaml: the adaptive concurrency limiter on mlp,
 #      floor OVERLOAD_FLOOR, ceiling OVERLOAD_CEILING (below), over the limit
 #      503 at once (no queueing). Alternating ROUNDS times, open loop:
@@ -921,9 +927,9 @@ fi
 #      tenant B exactly its limit.
 #  (e) no configuration at all, the server's defaults (since the queue budget,
 #      --queue-budget-ms auto: a request that would wait longer than about two
-#      full batches is refused with 503 at once), on (a)'s server after its
-#      capacity rounds: alternating ROUNDS times, open loop, 10% and 3x
-#      capacity, as (b) and (c). What an operator who configured nothing gets.
+#      full batches is refused with 503 at once), a server of its own:
+#      alternating ROUNDS times, open loop, 10% and 3x capacity, as (b) and
+#      (c). What an operator who configured nothing gets.
 # Skipped, with the reason, when this inferd has no --config or
 # --check-config refuses a section it does not know; (d) alone without
 # `inferd keys`. Anything else that fails is a failed step.
@@ -996,16 +1002,29 @@ import json, sys
 print(round(max(json.load(open(p))["rps_ok"] for p in sys.argv[1:]), 1))' "$@"
         }
 
-        # (a) capacity
-        start_inferd overload_capacity "$RUN/repo_mlp"
+        # (a) capacity, with no admission control
+        CAPACITY_FLAGS=()
+        [[ "$("$INFERD" serve --help 2>&1)" != *--queue-budget-ms* ]] ||
+            CAPACITY_FLAGS=(--queue-budget-ms off)
+        start_inferd overload_capacity "$RUN/repo_mlp" "${CAPACITY_FLAGS[@]}"
         LOAD_SERVER_PID=$SERVER_PID
         for r in $(seq 1 "$ROUNDS"); do
             overload_load "$RUN/overload_capacity_r$r.json" \
                 --connections "$OVERLOAD_CONCURRENCY" --concurrency "$OVERLOAD_CONCURRENCY"
             log "  round $r: capacity (closed loop, $OVERLOAD_CONCURRENCY in flight):" \
-                "$(get "$RUN/overload_capacity_r$r.json" rps_ok) req/s"
+                "$(get "$RUN/overload_capacity_r$r.json" rps_ok) req/s," \
+                "$(get "$RUN/overload_capacity_r$r.json" requests_refused) refused"
         done
+        stop_pid "$SERVER_PID"
         OVERLOAD_CAPACITY="$(ok_rps "$RUN"/overload_capacity_r*.json)"
+        CAPACITY_REFUSED="$("$PY" -c '
+import json, sys
+print(max(json.load(open(p))["refused_share"] or 0 for p in sys.argv[1:]))' "$RUN"/overload_capacity_r*.json)"
+        if "$PY" -c 'import sys; sys.exit(float(sys.argv[1]) <= 0.01)' "$CAPACITY_REFUSED"; then
+            overload_fail capacity "a capacity round had $CAPACITY_REFUSED of its requests refused\
+ (${CAPACITY_FLAGS[*]:-this inferd has no --queue-budget-ms}): its admitted rate is not the\
+ model's capacity"
+        fi
         UNLOADED_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 0.1)))' "$OVERLOAD_CAPACITY")"
         OVERLOAD_RATE="$("$PY" -c 'import sys; print(max(1, int(float(sys.argv[1]) * 3)))' "$OVERLOAD_CAPACITY")"
 
@@ -1025,6 +1044,8 @@ print(round(max(json.load(open(p))["rps_ok"] for p in sys.argv[1:]), 1))' "$@"
             done
             curl -sf -o "$2" "$SERVER_METRICS_URL" || rm -f "$2"
         }
+        start_inferd overload_default "$RUN/repo_mlp"
+        LOAD_SERVER_PID=$SERVER_PID
         log "  defaults (no configuration): $ROUNDS round(s) of $UNLOADED_RATE req/s (10%) /" \
             "$OVERLOAD_RATE req/s (3x), open loop"
         open_loop_rounds overload_default "$RUN/overload_default_metrics.txt"
@@ -1107,6 +1128,7 @@ EOF
             ceiling="$OVERLOAD_CEILING" tenant_limit="$TENANT_LIMIT" tenant_burst="$TENANT_BURST" \
             tenant_a_rate="$TENANT_A_RATE" connections="$OVERLOAD_CONNECTIONS" \
             capacity_concurrency="$OVERLOAD_CONCURRENCY" batch="$OVERLOAD_BATCH" \
+            capacity_refused_share="$CAPACITY_REFUSED" \
             request_bytes="$(wc -c <"$OVERLOAD_BODY")" duration_s="$OVERLOAD_DURATION" \
             warmup_s="$OVERLOAD_WARMUP" <<'EOF'
 import json, sys
