@@ -378,7 +378,7 @@ int upstream_http_status(int s)
 
 /* ---- health checks ----------------------------------------------------------- */
 
-/* A health check that got no answer (a timeout, a connection error):
+/* A health check that got no answer (a timeout, a broken connection):
  * the upstream leaves only after unhealthy_threshold of them in a row, so
  * that one slow check on a loaded machine does not move its traffic (and
  * its sequences) elsewhere. */
@@ -411,14 +411,15 @@ static void health_done(struct grpc_unary *g)
             inference__model_ready_response__free_unpacked(r, NULL);
     }
     buf_free(&g->resp);
-    if (g->status != 0) {
+    if (g->status == GRPC_TRANSPORT || g->status == GRPC_DEADLINE_EXCEEDED) {
         check_missed(p, u, g->message);
     } else if (!ready) {
         /* The upstream answered: its model is not ready (loading,
-         * unloading, draining). It leaves at once. */
+         * unloading, draining) or not there (an error status). It leaves
+         * at once. */
         if (u->healthy)
-            log_warn("%s: upstream %s failed its health check: model not ready", p->label,
-                     u->addr);
+            log_warn("%s: upstream %s failed its health check: %s", p->label, u->addr,
+                     g->status ? g->message : "model not ready");
         u->healthy = false;
         u->missed_checks = 0;
     } else {

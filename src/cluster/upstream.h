@@ -11,11 +11,10 @@
  * upstreams at random, the one with fewer outstanding calls. Eligible:
  * healthy and not ejected. Healthy: an active health check, a ModelReady
  * of the model every health.interval_ms with health.timeout_ms, said
- * ready, and since then no check was answered "not ready" and fewer than
- * unhealthy_threshold checks in a row went unanswered (timeout,
- * connection error); an upstream is presumed healthy until its first
- * check. An upstream
- * is ejected for eject_secs after eject_failures consecutive failures
+ * ready, and since then no check was answered "not ready" (or with an
+ * error status) and fewer than unhealthy_threshold checks in a row went
+ * unanswered (timeout, connection error); an upstream is presumed healthy
+ * until its first check. An upstream is ejected for eject_secs after eject_failures consecutive failures
  * (connection errors, UNAVAILABLE, timeouts); once that time has passed
  * the next successful health check takes it back.
  *
