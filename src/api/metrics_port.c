@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/procmem.h"
+#include "base/thread.h"
 #include "gen/engine.h"
 #include "obs/load_obs.h"
 #include "obs/metrics.h"
@@ -519,7 +520,6 @@ static void metrics_stop_task(struct loop_task *t)
 static void *metrics_thread(void *arg)
 {
     struct metrics_server *ms = arg;
-    pthread_setname_np(pthread_self(), "metrics");
     if (loop_run(&ms->loop) != 0)
         log_error("metrics event loop failed: %s", strerror(errno));
     return NULL;
@@ -544,7 +544,7 @@ int metrics_server_start(const struct http_server_config *cfg, const struct obs_
         goto out_fail;
     /* Seed the CPU sample so the first scrape reports a recent interval. */
     sysinfo_cpu_utilization(&ms->cpu);
-    rc = -pthread_create(&ms->tid, NULL, metrics_thread, ms);
+    rc = -thread_start(&ms->tid, "metrics", metrics_thread, ms);
     if (rc) {
         log_error("cannot start the metrics thread: %s", strerror(-rc));
         goto out_fail;

@@ -29,6 +29,7 @@
 #include "base/mem.h"
 #include "base/procmem.h"
 #include "base/status.h"
+#include "base/thread.h"
 #include "bench/bench.h"
 #include "cli/admin_cmd.h"
 #include "cli/cluster_setup.h"
@@ -185,9 +186,6 @@ static atomic_int io_threads_running;
 static void *io_thread_main(void *arg)
 {
     struct io_thread *t = arg;
-    char name[16]; /* the kernel's limit, NUL included */
-    snprintf(name, sizeof name, "io-%d", t->index);
-    pthread_setname_np(pthread_self(), name);
     if (loop_run(&t->loop) != 0)
         log_error("event loop failed: %s", strerror(errno));
     serve_thread_stopped(&t->serve);
@@ -397,7 +395,9 @@ static int start_io_threads(struct io_thread *threads, int n, struct serve_optio
     }
     atomic_store(&io_threads_running, n);
     for (int i = 0; i < n; i++) {
-        int rc = pthread_create(&threads[i].tid, NULL, io_thread_main, &threads[i]);
+        char name[16]; /* the kernel's limit, NUL included */
+        snprintf(name, sizeof name, "io-%d", threads[i].index);
+        int rc = thread_start(&threads[i].tid, name, io_thread_main, &threads[i]);
         if (rc) {
             log_error("cannot start I/O thread: %s", strerror(rc));
             atomic_fetch_sub(&io_threads_running, n - i);

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/status.h"
+#include "base/thread.h"
 #include "cluster/etcd.h"
 
 #define WATCH_WAIT_MS 500
@@ -387,7 +388,6 @@ static void sleep_ms(struct discovery *d, uint32_t ms)
 static void *discovery_main(void *arg)
 {
     struct discovery *d = arg;
-    pthread_setname_np(pthread_self(), "etcd-discover");
     uint32_t backoff = BACKOFF_MIN_MS;
     while (!atomic_load(&d->stop)) {
         if ((d->next_revision == 0 && read_range(d) != 0) ||
@@ -436,7 +436,7 @@ int discovery_start(const struct discovery_config *cfg, struct discovery **out, 
         return ST_ERROR;
     }
     pthread_mutex_init(&d->lock, NULL);
-    if (pthread_create(&d->tid, NULL, discovery_main, d) != 0) {
+    if (thread_start(&d->tid, "etcd-discover", discovery_main, d) != 0) {
         etcd_client_free(&d->etcd);
         pthread_mutex_destroy(&d->lock);
         mem_free(d->entries);

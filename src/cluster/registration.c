@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/status.h"
+#include "base/thread.h"
 #include "cluster/etcd.h"
 #include "cluster/remote.h"
 
@@ -239,7 +240,6 @@ static void remove_key(struct registration *r)
 static void *registration_main(void *arg)
 {
     struct registration *r = arg;
-    pthread_setname_np(pthread_self(), "etcd-register");
     bool key_removed = false;
     for (;;) {
         pthread_mutex_lock(&r->lock);
@@ -300,7 +300,7 @@ int registration_start(const struct registration_config *cfg, struct registratio
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&r->cond, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&r->tid, NULL, registration_main, r) != 0) {
+    if (thread_start(&r->tid, "etcd-register", registration_main, r) != 0) {
         etcd_client_free(&r->etcd);
         buf_free(&r->value);
         buf_free(&r->put_value);

@@ -13,6 +13,7 @@
 #include "base/mem.h"
 #include "base/rand.h"
 #include "base/status.h"
+#include "base/thread.h"
 #include "grpc_service.pb-c.h"
 
 #define READY_PATH "/inference.GRPCInferenceService/ModelReady"
@@ -562,7 +563,6 @@ static void run_stop(struct loop_task *t)
 static void *pool_main(void *arg)
 {
     struct upstream_pool *p = arg;
-    pthread_setname_np(pthread_self(), "upstream");
     loop_defer(&p->loop, &p->timer);
     loop_run(&p->loop);
     /* Connections first, while every upstream still exists: closing one
@@ -607,7 +607,7 @@ int upstream_pool_start(const struct upstream_pool_config *cfg, const char *cons
             p->ups[p->n++] = u;
     }
     refresh(p);
-    rc = pthread_create(&p->thread, NULL, pool_main, p);
+    rc = thread_start(&p->thread, "upstream", pool_main, p);
     if (rc) {
         for (uint32_t i = 0; i < p->n; i++)
             mem_free(p->ups[i]);

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/status.h"
+#include "base/thread.h"
 #include "gen/engine_int.h"
 
 /* ---- ending a sequence ------------------------------------------------------------ */
@@ -458,7 +459,6 @@ static void wait_locked(struct gen_engine *e, uint64_t now)
 static void *engine_main(void *arg)
 {
     struct gen_engine *e = arg;
-    pthread_setname_np(pthread_self(), "generate");
     for (;;) {
         struct gen_seq *expired = NULL;
         pthread_mutex_lock(&e->mu);
@@ -494,7 +494,7 @@ int gen_engine_start(struct gen_engine *e)
     pthread_cond_init(&e->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&e->mu, NULL);
-    int rc = pthread_create(&e->thread, NULL, engine_main, e);
+    int rc = thread_start(&e->thread, "generate", engine_main, e);
     if (rc) {
         pthread_cond_destroy(&e->cv);
         pthread_mutex_destroy(&e->mu);

@@ -15,6 +15,7 @@
 #include "base/probe.h"
 #include "base/procmem.h"
 #include "base/status.h"
+#include "base/thread.h"
 
 /* What a poll saw of a directory of the repository. */
 struct dir_note {
@@ -552,7 +553,6 @@ static void run_cmd(struct repository *r, struct repo_cmd *cmd)
 static void *manager_main(void *arg)
 {
     struct repository *r = arg;
-    pthread_setname_np(pthread_self(), "repo");
     uint64_t next_poll = clock_now_ns() + (uint64_t)r->opts.poll_secs * 1000000000ull;
     pthread_mutex_lock(&r->qlock);
     while (!r->stopping) {
@@ -765,7 +765,7 @@ int repository_open(const struct repository_options *opts, struct repository **o
     }
     free_dirs(dirs, n);
 
-    int rc = pthread_create(&r->manager, NULL, manager_main, r);
+    int rc = thread_start(&r->manager, "repo", manager_main, r);
     if (rc) {
         repository_close(r);
         return error_set(err, 500, "cannot start the repository manager: %s", strerror(rc));

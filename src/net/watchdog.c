@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/thread.h"
 
 /* One watched loop: the heartbeat posted to it and what it answered. */
 struct heartbeat {
@@ -70,7 +71,6 @@ static bool check_and_post(struct watchdog *w, uint64_t seq)
 static void *watchdog_main(void *arg)
 {
     struct watchdog *w = arg;
-    pthread_setname_np(pthread_self(), "watchdog");
     uint64_t seq = 1;
     check_and_post(w, seq); /* the first heartbeats; READY=1 counted as alive */
     sdnotify_send(w->notify, "WATCHDOG=1");
@@ -124,7 +124,7 @@ int watchdog_start(struct sdnotify *n, struct loop *const *loops, int nloops, st
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w->mu, NULL);
-    int rc = pthread_create(&w->tid, NULL, watchdog_main, w);
+    int rc = thread_start(&w->tid, "watchdog", watchdog_main, w);
     if (rc) {
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/thread.h"
 #include "obs/trace.h"
 
 #define MAX_PRODUCERS 256
@@ -166,7 +167,6 @@ static void flush_all(struct accesslog *a)
 static void *writer_main(void *arg)
 {
     struct accesslog *a = arg;
-    pthread_setname_np(pthread_self(), "accesslog");
     for (;;) {
         pthread_mutex_lock(&a->lock);
         if (!a->stopping) {
@@ -279,7 +279,7 @@ int accesslog_open(const struct accesslog_config *cfg, struct error *err)
     pthread_condattr_destroy(&ca);
     alog = a;
     atomic_fetch_add(&generation, 1);
-    rc = pthread_create(&a->tid, NULL, writer_main, a);
+    rc = thread_start(&a->tid, "accesslog", writer_main, a);
     if (rc) {
         alog = NULL;
         if (a->own_fd)

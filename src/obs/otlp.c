@@ -19,6 +19,7 @@
 #include "base/mem.h"
 #include "base/numfmt.h"
 #include "base/status.h"
+#include "base/thread.h"
 #include "net/sock.h"
 #include "obs/jsonline.h"
 
@@ -502,7 +503,6 @@ static void export_all(struct exporter *e, bool stopping)
 static void *exporter_main(void *arg)
 {
     struct exporter *e = arg;
-    pthread_setname_np(pthread_self(), "otlp-export");
     pthread_mutex_lock(&e->lock);
     for (;;) {
         if (e->waiting.count < e->cfg.batch_size && !e->stopping) {
@@ -590,7 +590,7 @@ int otlp_start(const struct otlp_config *cfg, struct error *err)
         exporter_free(e);
         return error_set(err, 500, "out of memory for the span buffer");
     }
-    int rc = pthread_create(&e->tid, NULL, exporter_main, e);
+    int rc = thread_start(&e->tid, "otlp-export", exporter_main, e);
     if (rc) {
         exporter_free(e);
         return error_set(err, 500, "cannot start the OTLP exporter: %s", strerror(rc));

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/status.h"
+#include "base/thread.h"
 #include "obs/metrics.h"
 
 #define USAGE_FORMAT "inferd-usage/1"
@@ -609,7 +610,6 @@ out:
 static void *writer_main(void *arg)
 {
     struct usage *u = arg;
-    pthread_setname_np(pthread_self(), "usage");
     pthread_mutex_lock(&u->lock);
     while (!u->stopping) {
         struct timespec ts;
@@ -680,7 +680,7 @@ int usage_open(const struct usage_options *o, struct usage **out, struct error *
         /* Written at once: a directory we cannot write to is found now. */
         if (flush(u, true, err) != 0)
             goto out_free;
-        int rc = pthread_create(&u->tid, NULL, writer_main, u);
+        int rc = thread_start(&u->tid, "usage", writer_main, u);
         if (rc) {
             error_set(err, 500, "usage file %s: cannot start its writer: %s", u->path,
                       strerror(rc));

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "base/mem.h"
+#include "base/thread.h"
 #include "preprocess/pool.h"
 
 struct prep_pool {
@@ -54,14 +55,13 @@ int prep_pool_start(uint32_t threads, uint32_t queue_limit, struct prep_pool **o
     pthread_cond_init(&p->cv, NULL);
     p->queue_limit = queue_limit;
     for (; p->nthreads < threads; p->nthreads++) {
-        int rc = pthread_create(&p->threads[p->nthreads], NULL, worker_main, p);
+        char name[32]; /* cut to the kernel's 15 bytes by thread_start */
+        snprintf(name, sizeof name, "preprocess-%u", p->nthreads);
+        int rc = thread_start(&p->threads[p->nthreads], name, worker_main, p);
         if (rc) {
             prep_pool_stop(p);
             return -rc;
         }
-        char name[16];
-        snprintf(name, sizeof name, "preprocess-%u", p->nthreads);
-        pthread_setname_np(p->threads[p->nthreads], name);
     }
     *out = p;
     return 0;

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/thread.h"
 
 struct sched_pool {
     pthread_mutex_t lock;
@@ -115,7 +116,6 @@ static void *worker_main(void *arg)
     mem_free(arg);
     char name[16];
     snprintf(name, sizeof name, "%s-%u", p->name, index);
-    pthread_setname_np(pthread_self(), name);
     if (p->lowest_priority) {
         struct sched_param sp = {0};
         int rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
@@ -182,7 +182,9 @@ static int pool_start(uint32_t nthreads, const char *name, bool idle, struct sch
             break;
         }
         *a = (struct worker_arg){.pool = p, .index = i};
-        rc = -pthread_create(&p->tids[i], NULL, worker_main, a);
+        char name[64]; /* cut to the kernel's 15 bytes by thread_start */
+        snprintf(name, sizeof name, "%s-%u", p->name, i);
+        rc = -thread_start(&p->tids[i], name, worker_main, a);
         if (rc) {
             mem_free(a);
             break;
