@@ -1019,7 +1019,9 @@ print(round(max(json.load(open(p))["rps_ok"] for p in sys.argv[1:]), 1))' "$@"
         OVERLOAD_CAPACITY="$(ok_rps "$RUN"/overload_capacity_r*.json)"
         CAPACITY_REFUSED="$("$PY" -c '
 import json, sys
-print(max(json.load(open(p))["refused_share"] or 0 for p in sys.argv[1:]))' "$RUN"/overload_capacity_r*.json)"
+runs = [json.load(open(p)) for p in sys.argv[1:]]
+print(round(max(r.get("requests_refused", 0) / max(1, r.get("requests", 0)) for r in runs), 4))' \
+            "$RUN"/overload_capacity_r*.json)"
         if "$PY" -c 'import sys; sys.exit(float(sys.argv[1]) <= 0.01)' "$CAPACITY_REFUSED"; then
             overload_fail capacity "a capacity round had $CAPACITY_REFUSED of its requests refused\
  (${CAPACITY_FLAGS[*]:-this inferd has no --queue-budget-ms}): its admitted rate is not the\
