@@ -313,6 +313,8 @@ void remote_models_metrics(struct remote_models *r, struct buf *out)
         {"ejections", "counter", "Times an upstream was ejected after consecutive failures."},
         {"resumes", "counter",
          "Streams cut by a lost connection to an upstream and sent again to another one."},
+        {"health_check_misses", "counter",
+         "Health checks of an upstream that went unanswered (timed out, or no connection)."},
         {"outstanding", "gauge", "Calls sent to an upstream and not answered yet."},
         {"healthy", "gauge", "1 when an upstream takes calls (healthy, not ejected), else 0."},
     };

@@ -32,7 +32,7 @@ struct upstream {
     bool healthy, gone, health_busy, was_ejected;
     struct grpc_unary health;
     uint8_t health_msg[256];
-    atomic_uint_fast64_t requests, failures, ejections, resumes;
+    atomic_uint_fast64_t requests, failures, ejections, resumes, health_misses;
     atomic_uint outstanding;
     atomic_bool eligible;
 };
@@ -385,6 +385,7 @@ int upstream_http_status(int s)
  * its sequences) elsewhere. */
 static void check_missed(struct upstream_pool *p, struct upstream *u, const char *why)
 {
+    atomic_fetch_add(&u->health_misses, 1);
     u->missed_checks++;
     if (!u->healthy)
         return;
@@ -652,6 +653,8 @@ void upstream_pool_metrics(struct upstream_pool *p, const char *family, struct b
             v = atomic_load(&u->ejections);
         else if (strcmp(family, "resumes") == 0)
             v = atomic_load(&u->resumes);
+        else if (strcmp(family, "health_check_misses") == 0)
+            v = atomic_load(&u->health_misses);
         else if (strcmp(family, "outstanding") == 0)
             v = atomic_load(&u->outstanding);
         else

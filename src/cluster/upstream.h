@@ -124,7 +124,8 @@ int upstream_http_status(int grpc_status);
 /* Prometheus lines (without HELP/TYPE) of the pool's upstreams, labelled
  * model="<label>" and upstream="<addr>", for each of the families
  * inferd_upstream_requests_total, _failures_total, _ejections_total,
- * _resumes_total, _outstanding, _healthy (1 eligible, 0 not): `family` picks one. Any
+ * _resumes_total, _health_check_misses_total, _outstanding, _healthy
+ * (1 eligible, 0 not): `family` picks one, without the _total. Any
  * thread. */
 void upstream_pool_metrics(struct upstream_pool *p, const char *family, struct buf *out);
 

@@ -371,6 +371,7 @@ def test_unanswered_health_checks_take_an_upstream_out_only_in_a_row(server_fact
         proxy.mode = "stall"
         wait_for("three health checks missed", lambda: missed() >= 3)
         assert healthy() == 1
+        assert upstream_metric(gw, "inferd_upstream_health_check_misses_total", proxy) >= 3
         assert "failed its health check" not in gw.stderr()
         assert outputs(infer_request(gw.url, "simple", SIMPLE)) == EXPECTED
         assert "(1 of 1000 in a row)" in gw.stderr()
