@@ -781,9 +781,9 @@ def md_overload(ov):
     refused = [r.get("refused_share") or 0 for r in cap["rounds"]]
     w("`bench/models/mlp`, %s samples per request (experiment 9's sample repeated, binary "
       "tensor data, %s bytes). Capacity: a server without a configuration file%s, closed loop, "
-      "%s requests in flight: **%s req/s** (rounds: %s; %s). Open-loop runs use %s connections; latency from the scheduled send time; admitted "
-      "= 2xx, refused = 429 and 503 (`inferd bench`'s `latency_us_ok`, "
-      "`latency_us_refused`)." % (
+      "%s requests in flight: **%s req/s** (rounds: %s; %s). Open-loop runs use %s "
+      "connections; latency from the scheduled send time; admitted = 2xx, refused = 429 "
+      "and 503 (`inferd bench`'s `latency_us_ok`, `latency_us_refused`)." % (
           st.get("batch", "?"), st.get("request_bytes", "?"),
           " or queue budget (`--queue-budget-ms off`)" if "capacity_refused_share" in st else "",
           st.get("capacity_concurrency", "?"),

@@ -14,9 +14,10 @@
  * ready, and since then no check was answered "not ready" (or with an
  * error status) and fewer than unhealthy_threshold checks in a row went
  * unanswered (timeout, connection error); an upstream is presumed healthy
- * until its first check. An upstream is ejected for eject_secs after eject_failures consecutive failures
- * (connection errors, UNAVAILABLE, timeouts); once that time has passed
- * the next successful health check takes it back.
+ * until its first check. An upstream is ejected for eject_secs after
+ * eject_failures consecutive failures (connection errors, UNAVAILABLE,
+ * timeouts); once that time has passed the next successful health check
+ * takes it back.
  *
  * Retries: a call that certainly never reached an upstream (connection
  * refused, stream refused, GOAWAY below it: grpc_conn.h's `reached`) is

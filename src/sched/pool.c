@@ -106,22 +106,20 @@ static void sleep_until(struct sched_pool *p, uint64_t until_ns)
 
 struct worker_arg {
     struct sched_pool *pool;
-    uint32_t index;
+    char name[64]; /* "<pool>-<index>", the thread's name (cut to 15 bytes) */
 };
 
 static void *worker_main(void *arg)
 {
-    struct sched_pool *p = ((struct worker_arg *)arg)->pool;
-    uint32_t index = ((struct worker_arg *)arg)->index;
-    mem_free(arg);
-    char name[16];
-    snprintf(name, sizeof name, "%s-%u", p->name, index);
+    struct worker_arg *a = arg;
+    struct sched_pool *p = a->pool;
     if (p->lowest_priority) {
         struct sched_param sp = {0};
         int rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
         if (rc)
-            log_warn("%s: cannot lower its CPU priority (SCHED_IDLE): %s", name, strerror(rc));
+            log_warn("%s: cannot lower its CPU priority (SCHED_IDLE): %s", a->name, strerror(rc));
     }
+    mem_free(a);
     pthread_mutex_lock(&p->lock);
     for (;;) {
         uint64_t next = due_timers(p, clock_now_ns());
@@ -181,9 +179,10 @@ static int pool_start(uint32_t nthreads, const char *name, bool idle, struct sch
             rc = -ENOMEM;
             break;
         }
-        *a = (struct worker_arg){.pool = p, .index = i};
-        char name[64]; /* cut to the kernel's 15 bytes by thread_start */
-        snprintf(name, sizeof name, "%s-%u", p->name, i);
+        a->pool = p;
+        snprintf(a->name, sizeof a->name, "%s-%u", p->name, i);
+        char name[sizeof a->name]; /* a may be freed by the worker before the start returns */
+        memcpy(name, a->name, sizeof name);
         rc = -thread_start(&p->tids[i], name, worker_main, a);
         if (rc) {
             mem_free(a);
