@@ -46,8 +46,12 @@
 #define MODEL_CONFIG_MAX_TEXT (1u << 20)
 /* max_batch_size given to a batchable model that has no config.pbtxt. */
 #define MODEL_CONFIG_DEFAULT_MAX_BATCH 64
-/* max_queue_delay_microseconds given with it. */
-#define MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US 100
+/* max_queue_delay_microseconds given with it: none, as Triton's
+ * `dynamic_batching { }`. Batches still form from the requests that queue
+ * while an instance is busy or arrive together; a timed wait would cost a
+ * lone request its length and a timer wake-up (measured: 286 us instead
+ * of 83 us for `simple` with 100). */
+#define MODEL_CONFIG_DEFAULT_QUEUE_DELAY_US 0
 
 enum model_io_format { MODEL_IO_FORMAT_NONE, MODEL_IO_FORMAT_NHWC, MODEL_IO_FORMAT_NCHW };
 

@@ -587,15 +587,18 @@ static void log_loaded(const struct model *m)
                  m->info.noutputs);
         return;
     }
-    if (m->sched_cfg.dynamic_batching)
+    if (m->sched_cfg.dynamic_batching) {
+        char wait[48] = "without waiting";
+        if (m->sched_cfg.max_queue_delay_us)
+            snprintf(wait, sizeof wait, "after %llu us",
+                     (unsigned long long)m->sched_cfg.max_queue_delay_us);
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances, %.1f MiB of memory, batching up to %u "
-                 "after %llu us)",
+                 "%s)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,
                  (unsigned long long)m->warmup_us, m->info.ninputs, m->info.noutputs,
-                 m->ninstances, mib, m->sched_cfg.max_batch_size,
-                 (unsigned long long)m->sched_cfg.max_queue_delay_us);
-    else
+                 m->ninstances, mib, m->sched_cfg.max_batch_size, wait);
+    } else
         log_info("model %s version %s sha256 %.12s loaded in %llu ms, %s %llu us "
                  "(%u inputs, %u outputs, %u instances, %.1f MiB of memory)",
                  m->name, m->version_str, m->sha256, (unsigned long long)m->load_ms, warmup,

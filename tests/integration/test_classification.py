@@ -75,7 +75,7 @@ def test_digits_config_names_the_labels(server):
     assert out["label"]["label_filename"] == ""
     # Listing the output only for its labels keeps the ONNX-derived batching.
     assert cfg["max_batch_size"] == 64
-    assert cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 100
+    assert cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 0
     assert LABELS == [str(i) for i in range(10)]
 
 

@@ -1379,7 +1379,7 @@ static void test_from_onnx(void **state)
     assert_dims(cfg.inputs[0].dims, cfg.inputs[0].ndim, "[16]");
     assert_dims(cfg.outputs[1].dims, cfg.outputs[1].ndim, "[16]");
     assert_true(cfg.dynamic_batching.enabled);
-    assert_int_equal(cfg.dynamic_batching.max_queue_delay_us, 100);
+    assert_int_equal(cfg.dynamic_batching.max_queue_delay_us, 0);
     assert_int_equal(cfg.dynamic_batching.npreferred, 1);
     assert_int_equal(cfg.dynamic_batching.preferred_batch_size[0], 64);
     assert_int_equal(cfg.ninstance_groups, 1);
@@ -1391,7 +1391,7 @@ static void test_from_onnx(void **state)
     assert_non_null(strstr(json, "\"max_batch_size\":64,"));
     assert_non_null(strstr(json,
                            "\"dynamic_batching\":{\"preferred_batch_size\":[64],"
-                           "\"max_queue_delay_microseconds\":100,\"preserve_ordering\":false,"));
+                           "\"max_queue_delay_microseconds\":0,\"preserve_ordering\":false,"));
     free(json);
     model_config_free(&cfg);
 
