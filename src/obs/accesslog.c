@@ -23,12 +23,23 @@
 #define FLUSH_EVERY_MS 100
 #define CLOSE_GRACE_MS 2000
 #define PATH_MAX_LEN 4096
+/* The writer's line buffer: written out whenever less than a line at its
+ * longest is left. */
+#define OUT_BYTES (1024 * 1024)
+_Static_assert(OUT_BYTES > 2 * (ACCESSLOG_LINE_MAX + 1), "the line buffer holds lines");
+
+/* How a record is held in a producer's buffer: this head (copied in and
+ * out with memcpy: the buffer has no alignment), then its len bytes. */
+struct entry {
+    uint32_t len;
+    accesslog_format_fn fmt;
+};
 
 struct producer {
     pthread_mutex_t lock;
     char *active, *spare; /* each cap bytes */
     size_t len, cap;      /* bytes in active */
-    uint64_t lines;       /* lines in active */
+    uint64_t lines;       /* records in active */
     bool woke;            /* the writer was signalled for this buffer */
 };
 
@@ -38,6 +49,7 @@ struct accesslog {
     int fd;
     bool own_fd;   /* opened by us (not stdout) */
     size_t chunk;  /* largest write: PIPE_BUF for pipes and terminals */
+    char *out;     /* OUT_BYTES: the writer's formatted lines */
     pthread_t tid;
     pthread_mutex_t lock; /* producers[], stopping, cond */
     pthread_cond_t cond;
@@ -137,6 +149,35 @@ static void do_reopen(struct accesslog *a)
     log_info("access log reopened: %s", a->path);
 }
 
+/* Writes the first n bytes of a->out (whole lines); returns the lines
+ * lost. */
+static uint64_t write_lines(struct accesslog *a, size_t n)
+{
+    size_t left = n ? write_out(a, a->out, n) : 0;
+    return left ? count_lines(a->out + n - left, left) : 0;
+}
+
+/* Formats the records of one producer's buffer into lines and writes them
+ * out; returns the lines lost. */
+static uint64_t emit(struct accesslog *a, const char *data, size_t len)
+{
+    uint64_t lost = 0;
+    size_t n = 0;
+    for (size_t at = 0; at < len;) {
+        struct entry e;
+        memcpy(&e, data + at, sizeof e);
+        at += sizeof e;
+        if (OUT_BYTES - n < ACCESSLOG_LINE_MAX + 1) {
+            lost += write_lines(a, n);
+            n = 0;
+        }
+        n += e.fmt(data + at, e.len, a->out + n);
+        a->out[n++] = '\n';
+        at += e.len;
+    }
+    return lost + write_lines(a, n);
+}
+
 /* Swaps every producer's buffer and writes it out. */
 static void flush_all(struct accesslog *a)
 {
@@ -157,8 +198,7 @@ static void flush_all(struct accesslog *a)
         pthread_mutex_unlock(&p->lock);
         if (!len)
             continue;
-        size_t left = write_out(a, data, len);
-        uint64_t lost = left ? count_lines(data + len - left, left) : 0;
+        uint64_t lost = emit(a, data, len);
         atomic_fetch_add_explicit(&st_written, lines - lost, memory_order_relaxed);
         atomic_fetch_add_explicit(&st_dropped, lost, memory_order_relaxed);
     }
@@ -223,21 +263,23 @@ static struct producer *producer_get(void)
     return p;
 }
 
-void accesslog_write(const char *line, size_t len)
+void accesslog_write(accesslog_format_fn fmt, const void *record, size_t len)
 {
     if (!atomic_load_explicit(&enabled, memory_order_acquire))
         return;
     struct producer *p = producer_get();
-    if (!p || len + 1 > p->cap) {
+    size_t need = sizeof(struct entry) + len;
+    if (!p || need > p->cap || len > UINT32_MAX) {
         atomic_fetch_add_explicit(&st_dropped, 1, memory_order_relaxed);
         return;
     }
+    struct entry e = {.len = (uint32_t)len, .fmt = fmt};
     pthread_mutex_lock(&p->lock);
-    bool fits = p->len + len + 1 <= p->cap;
+    bool fits = p->len + need <= p->cap;
     if (fits) {
-        memcpy(p->active + p->len, line, len);
-        p->active[p->len + len] = '\n';
-        p->len += len + 1;
+        memcpy(p->active + p->len, &e, sizeof e);
+        memcpy(p->active + p->len + sizeof e, record, len);
+        p->len += need;
         p->lines++;
     }
     /* Wake the writer once per buffer, when it passes half full. */
@@ -265,8 +307,14 @@ int accesslog_open(const struct accesslog_config *cfg, struct error *err)
     if (!a->cfg.thread_buffer_bytes)
         a->cfg.thread_buffer_bytes = DEFAULT_THREAD_BUFFER;
     snprintf(a->path, sizeof a->path, "%s", cfg->path);
+    a->out = mem_alloc(OUT_BYTES);
+    if (!a->out) {
+        mem_free(a);
+        return error_set(err, 500, "out of memory");
+    }
     int rc = open_output(a->path, &a->fd, &a->own_fd, &a->chunk);
     if (rc) {
+        mem_free(a->out);
         mem_free(a);
         return error_set(err, 400, "--access-log: cannot open %s: %s", cfg->path,
                          rc == -ENXIO ? "a FIFO with no reader" : strerror(-rc));
@@ -286,6 +334,7 @@ int accesslog_open(const struct accesslog_config *cfg, struct error *err)
             close(a->fd);
         pthread_cond_destroy(&a->cond);
         pthread_mutex_destroy(&a->lock);
+        mem_free(a->out);
         mem_free(a);
         return error_set(err, 500, "cannot start the access log writer: %s", strerror(rc));
     }
@@ -322,6 +371,7 @@ void accesslog_close(void)
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->lock);
     alog = NULL;
+    mem_free(a->out);
     mem_free(a);
 }
 

@@ -29,15 +29,15 @@
 #define RESPONSE_MAX (64 * 1024)
 /* An encoded span is at most a few KiB; the body ceiling bounds a batch. */
 #define BODY_MAX ((size_t)64 << 20)
-/* The byte bound of a span queue, per span of buffer_spans (an encoded
- * span is typically under 1.5 KiB). */
+/* The byte bound of a span queue, per span of buffer_spans (a packed
+ * record, pack() below, is typically under 1 KiB). */
 #define QUEUE_BYTES_PER_SPAN 4096
 /* At most one failure line per this many milliseconds. */
 #define WARN_EVERY_MS 10000
 
-/* Encoded spans back to back, each followed by ','; ends[i] is where span
- * i's text (with its comma) ends. At most buffer_spans spans and
- * QUEUE_BYTES_PER_SPAN bytes per span on average. */
+/* Spans as submitted, packed back to back (pack()); ends[i] is where span
+ * i's bytes end. At most buffer_spans spans and QUEUE_BYTES_PER_SPAN bytes
+ * per span on average. The exporter thread encodes them. */
 struct span_queue {
     struct buf text;
     uint32_t *ends;
@@ -53,9 +53,10 @@ struct exporter {
     pthread_t tid;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    /* Spans waiting (under lock), encoded by the submitting thread, and the
+    /* Spans waiting (under lock), packed by the submitting thread, and the
      * ones the thread is sending (its own): swapped, never copied. */
     struct span_queue waiting, sending;
+    struct span_record unpacked; /* the span being encoded */
     bool stopping;
     struct buf envelope_head; /* the request up to the spans array's '[' */
     struct buf body;
@@ -441,16 +442,52 @@ static void warn_failure(struct exporter *e, const char *what, int status, uint3
                  n);
 }
 
-/* POSTs spans [from, to) of e->sending. Returns false when they were lost. */
+/* A span record as queued: the record up to its links, the links it has,
+ * then the text it uses. Most of a record is room it does not use (64
+ * links, 1.5 KiB of text): packed, a request's spans are a few hundred
+ * bytes to copy under the lock. */
+#define PACKED_HEAD offsetof(struct span_record, links)
+
+static size_t packed_size(const struct span_record *r)
+{
+    return PACKED_HEAD + sizeof(struct span_link) * r->nlinks + r->text_len;
+}
+
+static void pack(char *out, const struct span_record *r)
+{
+    memcpy(out, r, PACKED_HEAD);
+    out += PACKED_HEAD;
+    memcpy(out, r->links, sizeof(struct span_link) * r->nlinks);
+    out += sizeof(struct span_link) * r->nlinks;
+    memcpy(out, r->text, r->text_len);
+}
+
+/* The record pack() wrote in len bytes at in. */
+static void unpack(struct span_record *r, const char *in, size_t len)
+{
+    memcpy(r, in, PACKED_HEAD);
+    in += PACKED_HEAD;
+    size_t links = sizeof(struct span_link) * r->nlinks;
+    memcpy(r->links, in, links);
+    r->text_len = (uint16_t)(len - PACKED_HEAD - links);
+    memcpy(r->text, in + links, r->text_len);
+}
+
+/* POSTs spans [from, to) of e->sending, encoded here. Returns false when
+ * they were lost. */
 static bool export_batch(struct exporter *e, uint32_t from, uint32_t to)
 {
     const struct span_queue *q = &e->sending;
-    size_t start = from ? q->ends[from - 1] : 0;
-    size_t len = q->ends[to - 1] - start - 1; /* without the last comma */
     uint32_t n = to - from;
     buf_reset(&e->body);
     buf_append(&e->body, e->envelope_head.data, e->envelope_head.len);
-    buf_append(&e->body, q->text.data + start, len);
+    for (uint32_t i = from; i < to && buf_reserve(&e->body, OTLP_SPAN_JSON_MAX + 1) == 0; i++) {
+        size_t start = i ? q->ends[i - 1] : 0;
+        unpack(&e->unpacked, q->text.data + start, q->ends[i] - start);
+        if (i != from)
+            e->body.data[e->body.len++] = ',';
+        e->body.len += encode_span(e->body.data + e->body.len, &e->unpacked);
+    }
     buf_append(&e->body, envelope_tail, sizeof envelope_tail - 1);
     if (e->body.err) {
         atomic_fetch_add(&st_failed, n);
@@ -620,15 +657,13 @@ void otlp_submit(const struct span_record *r)
     if (!atomic_load_explicit(&running, memory_order_acquire))
         return;
     struct exporter *e = exporter;
-    /* Encoded here, outside the lock; only the text is used of the
-     * (mostly untouched) room on the stack. */
-    char span[OTLP_SPAN_JSON_MAX + 1];
-    size_t len = encode_span(span, r);
-    span[len++] = ',';
+    size_t len = packed_size(r);
     bool queued = false;
     pthread_mutex_lock(&e->lock);
     struct span_queue *q = &e->waiting;
-    if (q->count < e->cfg.buffer_spans && !e->stopping && buf_append(&q->text, span, len) == 0) {
+    if (q->count < e->cfg.buffer_spans && !e->stopping && buf_reserve(&q->text, len) == 0) {
+        pack(q->text.data + q->text.len, r);
+        q->text.len += len;
         q->ends[q->count++] = (uint32_t)q->text.len;
         queued = true;
         if (q->count == e->cfg.batch_size)

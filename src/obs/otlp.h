@@ -5,12 +5,12 @@
  * 64-bit integers and unix-nano times as decimal strings, enums as
  * integers).
  *
- * otlp_submit() encodes a record on the calling thread and appends the
- * text to a bounded queue under a short lock; it never blocks on I/O. The
- * queue holds at most buffer_spans spans (and 4 KiB per span on average);
- * a span that does not fit is dropped and counted. A background thread
- * swaps the queue for its own whenever batch_size spans are waiting or
- * interval_ms has passed, and POSTs them, batch_size spans per request,
+ * otlp_submit() copies the part of a record it uses to a bounded queue
+ * under a short lock; it never encodes and never blocks on I/O. The queue
+ * holds at most buffer_spans spans (and 4 KiB per span on average); a span
+ * that does not fit is dropped and counted. A background thread swaps the
+ * queue for its own whenever batch_size spans are waiting or interval_ms
+ * has passed, encodes the spans and POSTs them, batch_size spans per request,
  * with its own small blocking HTTP/1.1 client (keep-alive, connect/read/
  * write timeouts). A failed export drops that batch (counted); there are
  * no retries, so a dead collector costs one failed connection per batch.

@@ -16,7 +16,6 @@
 #include "obs/metrics.h"
 #include "obs/otlp.h"
 
-#define LINE_MAX_BYTES 16384 /* LINE_BOUND below: every field at its longest, escaped */
 #define INPUTS_MAX 1024
 
 struct obsreq {
@@ -48,7 +47,7 @@ struct obsreq {
     char version[24];
     char sha12[13];
     const char *route; /* route_kind_name(), or NULL: not routed (not an infer request) */
-    uint8_t route_len, proto_len;
+    uint8_t route_len;
     char tenant[OBSREQ_TENANT_MAX + 1]; /* "" = none */
     /* A generative model's request (obsreq_set_generation); finish "" = none. */
     uint32_t prompt_tokens, completion_tokens;
@@ -58,9 +57,6 @@ struct obsreq {
     char inputs[INPUTS_MAX]; /* formatted for the access log's format */
     char error[ERROR_MSG_MAX]; /* the error answer's message; error_len 0: none */
 };
-
-/* The access log line being formatted (copied out by accesslog_write). */
-static _Thread_local char tls_line[LINE_MAX_BYTES];
 
 static _Thread_local struct obsreq *tls_free;
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -180,7 +176,6 @@ struct obsreq *obsreq_begin(const struct obsreq_start *s)
     if (!o)
         return NULL;
     o->proto = s->proto;
-    o->proto_len = (uint8_t)strlen(obs_protocol_name(s->proto));
     o->log = log;
     o->traced = sampled;
     o->has_parent = has_parent;
@@ -447,7 +442,110 @@ bool obsreq_traceparent(const struct obsreq *o, char out[TRACEPARENT_LEN + 1])
     return true;
 }
 
-/* ---- access log line ------------------------------------------------------ */
+/* ---- access log record and line --------------------------------------------- */
+
+/* What the access log keeps of a request: built by obsreq_end on the
+ * request's thread (copies, no formatting), turned into a line by
+ * format_record on the access log's writer thread. In the record the
+ * fixed part is followed by the text fields, packed in enum log_text
+ * order (not NUL-terminated). */
+enum log_text {
+    LT_REQUEST_ID,
+    LT_METHOD,
+    LT_ENDPOINT,
+    LT_MODEL,
+    LT_VERSION,
+    LT_SHA12,
+    LT_TENANT,  /* empty: no tenant */
+    LT_FINISH,  /* empty: not a generation; "-": one that did not finish */
+    LT_PEER,
+    LT_INPUTS,  /* already in the log's format (format_inputs) */
+    LT_ERROR,   /* empty: no error */
+    LT_COUNT
+};
+
+struct log_record {
+    uint64_t start_ns, end_ns, enqueue_ns, exec_start_ns, exec_end_ns;
+    uint64_t bytes_in, bytes_out, tokens_reserved;
+    uint32_t batch_size, prompt_tokens, completion_tokens;
+    int32_t status;
+    const char *route; /* route_kind_name() (static), or NULL */
+    uint8_t route_len, proto;
+    uint8_t trace_id[TRACE_ID_BYTES];
+    uint16_t len[LT_COUNT];
+};
+
+/* The caps of the text fields: the struct obsreq buffers they come from. */
+#define FIELD_CAP(f) (sizeof(((struct obsreq *)0)->f) - 1)
+#define RECORD_TEXT_MAX                                                                        \
+    (FIELD_CAP(request_id) + FIELD_CAP(method) + FIELD_CAP(endpoint) + FIELD_CAP(model) +     \
+     FIELD_CAP(version) + FIELD_CAP(sha12) + FIELD_CAP(tenant) + FIELD_CAP(finish_reason) +    \
+     FIELD_CAP(peer) + FIELD_CAP(inputs) + FIELD_CAP(error))
+#define RECORD_MAX (sizeof(struct log_record) + RECORD_TEXT_MAX)
+
+/* The record being built (copied out by accesslog_write). */
+static _Thread_local char tls_record[RECORD_MAX];
+
+static char *put_text(char *p, struct log_record *r, enum log_text t, const char *s, size_t n)
+{
+    r->len[t] = (uint16_t)n;
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Writes o's record into out (RECORD_MAX bytes); returns its size. */
+static size_t build_record(const struct obsreq *o, int status, uint64_t bytes_out,
+                           uint64_t end_ns, char *out)
+{
+    struct log_record r = {
+        .start_ns = o->start_ns,
+        .end_ns = end_ns,
+        .enqueue_ns = o->enqueue_ns,
+        .exec_start_ns = o->exec_start_ns,
+        .exec_end_ns = o->exec_end_ns,
+        .bytes_in = o->bytes_in,
+        .bytes_out = bytes_out,
+        .tokens_reserved = o->tokens_reserved,
+        .batch_size = o->batch_size,
+        .prompt_tokens = o->prompt_tokens,
+        .completion_tokens = o->completion_tokens,
+        .status = status,
+        .route = o->route,
+        .route_len = o->route_len,
+        .proto = (uint8_t)o->proto,
+    };
+    memcpy(r.trace_id, o->trace_id, TRACE_ID_BYTES);
+    char *p = out + sizeof r;
+    p = put_text(p, &r, LT_REQUEST_ID, o->request_id, o->request_id_len);
+    p = put_text(p, &r, LT_METHOD, o->method, o->method_len);
+    p = put_text(p, &r, LT_ENDPOINT, o->endpoint, o->endpoint_len);
+    p = put_text(p, &r, LT_MODEL, o->model, o->model_len);
+    p = put_text(p, &r, LT_VERSION, o->version, o->version_len);
+    p = put_text(p, &r, LT_SHA12, o->sha12, o->sha12_len);
+    p = put_text(p, &r, LT_TENANT, o->tenant, strlen(o->tenant));
+    p = put_text(p, &r, LT_FINISH, o->finish_reason, strlen(o->finish_reason));
+    p = put_text(p, &r, LT_PEER, o->peer, o->peer_len);
+    p = put_text(p, &r, LT_INPUTS, o->inputs, o->inputs_len);
+    p = put_text(p, &r, LT_ERROR, o->error, o->error_len);
+    memcpy(out, &r, sizeof r);
+    return (size_t)(p - out);
+}
+
+/* A record read back: its fixed part and where each text field starts. */
+struct log_view {
+    struct log_record r;
+    const char *text[LT_COUNT];
+};
+
+static void read_record(const void *data, struct log_view *v)
+{
+    memcpy(&v->r, data, sizeof v->r);
+    const char *p = (const char *)data + sizeof v->r;
+    for (int t = 0; t < LT_COUNT; t++) {
+        v->text[t] = p;
+        p += v->r.len[t];
+    }
+}
 
 /* RFC 3339 UTC with milliseconds of the monotonic time mono_ns; out needs
  * 25 bytes; returns 24. The wall clock is read once per second per thread
@@ -490,11 +588,11 @@ static uint64_t us_between(uint64_t a, uint64_t b)
 }
 
 /* The longest line either format can write: every text field at its cap
- * (the struct's buffers), escaped at 6 bytes a byte (JSON), every number
- * at NUMFMT_MAX, and the keys and punctuation (LINE_LITERALS, counted
- * with room to spare: both formats' literals are under 500 bytes). The
- * writers below check nothing per field: tls_line holds this bound. */
-#define FIELD_CAP(f) (sizeof(((struct obsreq *)0)->f) - 1)
+ * (the struct obsreq buffers), escaped at 6 bytes a byte (JSON), every
+ * number at NUMFMT_MAX, and the keys and punctuation (LINE_LITERALS,
+ * counted with room to spare: both formats' literals are under 500
+ * bytes). The writers below check nothing per field: the access log's
+ * line buffer holds this bound. */
 #define LINE_LITERALS 768
 #define LINE_NUMBERS 10
 #define LINE_BOUND                                                                             \
@@ -505,82 +603,90 @@ static uint64_t us_between(uint64_t a, uint64_t b)
      JC_STR_ROOM(FIELD_CAP(sha12)) + JC_STR_ROOM(FIELD_CAP(tenant)) +                          \
      JC_STR_ROOM(FIELD_CAP(finish_reason)) + JC_STR_ROOM(FIELD_CAP(error)) +                   \
      FIELD_CAP(peer) + 2 + FIELD_CAP(inputs) + 1)
-_Static_assert(LINE_BOUND <= LINE_MAX_BYTES, "an access log line at its longest must fit tls_line");
+_Static_assert(LINE_BOUND <= ACCESSLOG_LINE_MAX,
+               "an access log line at its longest must fit the writer's line");
 
-static char *jc_str_or_null(char *p, const char *s, size_t n)
+/* A text field of the record as a JSON string (null when empty). */
+static char *json_text_or_null(char *p, const struct log_view *v, enum log_text t)
 {
-    return n ? jc_str(p, s, n) : jc_lit(p, "null");
+    return v->r.len[t] ? jc_str(p, v->text[t], v->r.len[t]) : jc_lit(p, "null");
 }
 
-static size_t write_json_line(const struct obsreq *o, char *line, const char *ts, size_t ts_len,
-                              const char *tid, int status, uint64_t bytes_out, uint64_t end_ns)
+static char *json_text(char *p, const struct log_view *v, enum log_text t)
 {
+    return jc_str(p, v->text[t], v->r.len[t]);
+}
+
+static size_t write_json_line(const struct log_view *v, char *line, const char *ts,
+                              size_t ts_len, const char *tid)
+{
+    const struct log_record *r = &v->r;
     char *p = jc_lit(line, "{\"ts\":");
     p = jc_qraw(p, ts, ts_len);
     p = jc_lit(p, ",\"request_id\":");
-    p = jc_str(p, o->request_id, o->request_id_len);
+    p = json_text(p, v, LT_REQUEST_ID);
     p = jc_lit(p, ",\"trace_id\":");
     p = jc_qraw(p, tid, 2 * TRACE_ID_BYTES);
     p = jc_lit(p, ",\"protocol\":");
-    p = jc_qraw(p, proto_names[o->proto], o->proto_len);
+    p = jc_qraw(p, proto_names[r->proto], strlen(proto_names[r->proto]));
     p = jc_lit(p, ",\"method\":");
-    p = jc_str(p, o->method, o->method_len);
+    p = json_text(p, v, LT_METHOD);
     p = jc_lit(p, ",\"endpoint\":");
-    p = jc_str(p, o->endpoint, o->endpoint_len);
+    p = json_text(p, v, LT_ENDPOINT);
     p = jc_lit(p, ",\"model\":");
-    p = jc_str_or_null(p, o->model, o->model_len);
+    p = json_text_or_null(p, v, LT_MODEL);
     p = jc_lit(p, ",\"version\":");
-    p = jc_str_or_null(p, o->version, o->version_len);
+    p = json_text_or_null(p, v, LT_VERSION);
     p = jc_lit(p, ",\"route\":");
     /* Route names are route_kind.h's fixed vocabulary: nothing to escape. */
-    p = o->route ? jc_qraw(p, o->route, o->route_len) : jc_lit(p, "null");
-    if (o->tenant[0]) {
+    p = r->route ? jc_qraw(p, r->route, r->route_len) : jc_lit(p, "null");
+    if (r->len[LT_TENANT]) {
         p = jc_lit(p, ",\"tenant\":");
-        p = jc_str(p, o->tenant, strlen(o->tenant));
+        p = json_text(p, v, LT_TENANT);
     }
-    if (o->finish_reason[0]) {
+    if (r->len[LT_FINISH]) {
         p = jc_lit(p, ",\"prompt_tokens\":");
-        p = jc_u64(p, o->prompt_tokens);
+        p = jc_u64(p, r->prompt_tokens);
         p = jc_lit(p, ",\"completion_tokens\":");
-        p = jc_u64(p, o->completion_tokens);
+        p = jc_u64(p, r->completion_tokens);
         p = jc_lit(p, ",\"finish_reason\":");
-        if (o->finish_reason[0] == '-')
+        if (v->text[LT_FINISH][0] == '-')
             p = jc_lit(p, "null");
         else
-            p = jc_str(p, o->finish_reason, strlen(o->finish_reason));
+            p = json_text(p, v, LT_FINISH);
     }
-    if (o->tokens_reserved) {
+    if (r->tokens_reserved) {
         p = jc_lit(p, ",\"tokens_reserved\":");
-        p = jc_u64(p, o->tokens_reserved);
+        p = jc_u64(p, r->tokens_reserved);
     }
     p = jc_lit(p, ",\"model_sha256\":");
-    p = jc_str_or_null(p, o->sha12, o->sha12_len);
+    p = json_text_or_null(p, v, LT_SHA12);
     p = jc_lit(p, ",\"inputs\":");
-    p = o->inputs_len ? jc_put(p, o->inputs, o->inputs_len) : jc_lit(p, "[]");
+    p = r->len[LT_INPUTS] ? jc_put(p, v->text[LT_INPUTS], r->len[LT_INPUTS]) : jc_lit(p, "[]");
     p = jc_lit(p, ",\"batch_size\":");
-    p = jc_u64(p, o->batch_size);
+    p = jc_u64(p, r->batch_size);
     p = jc_lit(p, ",\"queue_us\":");
-    p = jc_u64(p, us_between(o->enqueue_ns, o->exec_start_ns));
+    p = jc_u64(p, us_between(r->enqueue_ns, r->exec_start_ns));
     p = jc_lit(p, ",\"compute_us\":");
-    p = jc_u64(p, us_between(o->exec_start_ns, o->exec_end_ns));
+    p = jc_u64(p, us_between(r->exec_start_ns, r->exec_end_ns));
     p = jc_lit(p, ",\"total_us\":");
-    p = jc_u64(p, us_between(o->start_ns, end_ns));
+    p = jc_u64(p, us_between(r->start_ns, r->end_ns));
     p = jc_lit(p, ",\"status\":");
-    p = jc_i64(p, status);
+    p = jc_i64(p, r->status);
     p = jc_lit(p, ",\"bytes_in\":");
-    p = jc_u64(p, o->bytes_in);
+    p = jc_u64(p, r->bytes_in);
     p = jc_lit(p, ",\"bytes_out\":");
-    p = jc_u64(p, bytes_out);
+    p = jc_u64(p, r->bytes_out);
     p = jc_lit(p, ",\"client\":");
-    p = jc_qraw(p, o->peer, o->peer_len);
+    p = jc_qraw(p, v->text[LT_PEER], r->len[LT_PEER]);
     p = jc_lit(p, ",\"error\":");
-    p = jc_str_or_null(p, o->error, o->error_len);
+    p = json_text_or_null(p, v, LT_ERROR);
     p = jc_lit(p, "}");
     return (size_t)(p - line);
 }
 
 /* Text values are single tokens: bytes outside 0x21-0x7e become '_'. */
-static char *put_token(char *p, const char *key, const char *v, size_t n)
+static char *put_token(char *p, const char *key, const char *val, size_t n)
 {
     *p++ = ' ';
     p = jc_put(p, key, strlen(key));
@@ -588,52 +694,72 @@ static char *put_token(char *p, const char *key, const char *v, size_t n)
     if (!n)
         return jc_lit(p, "-");
     for (size_t i = 0; i < n; i++)
-        *p++ = v[i] >= 0x21 && v[i] <= 0x7e ? v[i] : '_';
+        *p++ = val[i] >= 0x21 && val[i] <= 0x7e ? val[i] : '_';
     return p;
 }
 
-static char *put_number(char *p, const char *key, uint64_t v)
+static char *put_text_token(char *p, const char *key, const struct log_view *v, enum log_text t)
+{
+    return put_token(p, key, v->text[t], v->r.len[t]);
+}
+
+static char *put_number(char *p, const char *key, uint64_t val)
 {
     *p++ = ' ';
     p = jc_put(p, key, strlen(key));
     *p++ = '=';
-    return jc_u64(p, v);
+    return jc_u64(p, val);
 }
 
-static size_t write_text_line(const struct obsreq *o, char *line, const char *ts, size_t ts_len,
-                              const char *tid, int status, uint64_t bytes_out, uint64_t end_ns)
+static size_t write_text_line(const struct log_view *v, char *line, const char *ts,
+                              size_t ts_len, const char *tid)
 {
+    const struct log_record *r = &v->r;
     char *p = jc_put(line, ts, ts_len);
-    p = put_token(p, "request_id", o->request_id, o->request_id_len);
+    p = put_text_token(p, "request_id", v, LT_REQUEST_ID);
     p = put_token(p, "trace_id", tid, 2 * TRACE_ID_BYTES);
-    p = put_token(p, "protocol", proto_names[o->proto], o->proto_len);
-    p = put_token(p, "method", o->method, o->method_len);
-    p = put_token(p, "endpoint", o->endpoint, o->endpoint_len);
-    p = put_token(p, "model", o->model, o->model_len);
-    p = put_token(p, "version", o->version, o->version_len);
-    p = put_token(p, "route", o->route, o->route ? o->route_len : 0);
-    if (o->tenant[0])
-        p = put_token(p, "tenant", o->tenant, strlen(o->tenant));
-    if (o->finish_reason[0]) {
-        p = put_number(p, "prompt_tokens", o->prompt_tokens);
-        p = put_number(p, "completion_tokens", o->completion_tokens);
-        p = put_token(p, "finish_reason", o->finish_reason, strlen(o->finish_reason));
+    p = put_token(p, "protocol", proto_names[r->proto], strlen(proto_names[r->proto]));
+    p = put_text_token(p, "method", v, LT_METHOD);
+    p = put_text_token(p, "endpoint", v, LT_ENDPOINT);
+    p = put_text_token(p, "model", v, LT_MODEL);
+    p = put_text_token(p, "version", v, LT_VERSION);
+    p = put_token(p, "route", r->route, r->route ? r->route_len : 0);
+    if (r->len[LT_TENANT])
+        p = put_text_token(p, "tenant", v, LT_TENANT);
+    if (r->len[LT_FINISH]) {
+        p = put_number(p, "prompt_tokens", r->prompt_tokens);
+        p = put_number(p, "completion_tokens", r->completion_tokens);
+        p = put_text_token(p, "finish_reason", v, LT_FINISH);
     }
-    if (o->tokens_reserved)
-        p = put_number(p, "tokens_reserved", o->tokens_reserved);
-    p = put_token(p, "model_sha256", o->sha12, o->sha12_len);
-    p = put_token(p, "inputs", o->inputs, o->inputs_len);
-    p = put_number(p, "batch_size", o->batch_size);
-    p = put_number(p, "queue_us", us_between(o->enqueue_ns, o->exec_start_ns));
-    p = put_number(p, "compute_us", us_between(o->exec_start_ns, o->exec_end_ns));
-    p = put_number(p, "total_us", us_between(o->start_ns, end_ns));
+    if (r->tokens_reserved)
+        p = put_number(p, "tokens_reserved", r->tokens_reserved);
+    p = put_text_token(p, "model_sha256", v, LT_SHA12);
+    p = put_text_token(p, "inputs", v, LT_INPUTS);
+    p = put_number(p, "batch_size", r->batch_size);
+    p = put_number(p, "queue_us", us_between(r->enqueue_ns, r->exec_start_ns));
+    p = put_number(p, "compute_us", us_between(r->exec_start_ns, r->exec_end_ns));
+    p = put_number(p, "total_us", us_between(r->start_ns, r->end_ns));
     p = jc_lit(p, " status=");
-    p = jc_i64(p, status);
-    p = put_number(p, "bytes_in", o->bytes_in);
-    p = put_number(p, "bytes_out", bytes_out);
-    p = put_token(p, "client", o->peer, o->peer_len);
-    p = put_token(p, "error", o->error, o->error_len);
+    p = jc_i64(p, r->status);
+    p = put_number(p, "bytes_in", r->bytes_in);
+    p = put_number(p, "bytes_out", r->bytes_out);
+    p = put_text_token(p, "client", v, LT_PEER);
+    p = put_text_token(p, "error", v, LT_ERROR);
     return (size_t)(p - line);
+}
+
+/* The access log's accesslog_format_fn for build_record's records (on the
+ * writer thread). */
+static size_t format_record(const void *data, size_t len, char *out)
+{
+    (void)len;
+    struct log_view v;
+    read_record(data, &v);
+    char ts[40], tid[2 * TRACE_ID_BYTES + 1];
+    size_t ts_len = format_time(ts, v.r.end_ns);
+    span_hex(v.r.trace_id, TRACE_ID_BYTES, tid);
+    return accesslog_format() == LOG_LINE_JSON ? write_json_line(&v, out, ts, ts_len, tid)
+                                               : write_text_line(&v, out, ts, ts_len, tid);
 }
 
 /* ---- spans ------------------------------------------------------------------- */
@@ -704,16 +830,9 @@ void obsreq_end(struct obsreq *o, int status, uint64_t bytes_out)
     if (!o)
         return;
     uint64_t end_ns = clock_now_ns();
-    char tid[2 * TRACE_ID_BYTES + 1];
-    span_hex(o->trace_id, TRACE_ID_BYTES, tid);
-    if (o->log) {
-        char ts[40];
-        size_t ts_len = format_time(ts, end_ns);
-        size_t n = accesslog_format() == LOG_LINE_JSON
-                       ? write_json_line(o, tls_line, ts, ts_len, tid, status, bytes_out, end_ns)
-                       : write_text_line(o, tls_line, ts, ts_len, tid, status, bytes_out, end_ns);
-        accesslog_write(tls_line, n);
-    }
+    if (o->log)
+        accesslog_write(format_record, tls_record,
+                        build_record(o, status, bytes_out, end_ns, tls_record));
     if (o->traced)
         record_spans(o, status, bytes_out, end_ns);
     pool_put(o);

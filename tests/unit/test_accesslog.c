@@ -1,8 +1,9 @@
 /*
  * The access log writer: lines from several threads reach the file whole,
- * reopen (logrotate) switches files, an oversized line and a full buffer
- * are dropped and counted, and a reader that stops reading (a FIFO) never
- * blocks writers or the close. Also the request-id rule, a request's
+ * records are formatted on the writer thread, reopen (logrotate) switches
+ * files, an oversized record and a full buffer are dropped and counted,
+ * and a reader that stops reading (a FIFO) never blocks writers or the
+ * close. Also the request-id rule, a request's
  * `error`, `tenant` and `tokens_reserved` fields (JSON and text), and the
  * line builder's string escaping (eight bytes at a time) against a byte-by-byte
  * reference; the longest line the writer can produce, parsed back; the
@@ -77,6 +78,18 @@ static char *close_and_read(const char *path, size_t lines, size_t *len)
     return text;
 }
 
+/* The tests' records are their lines: formatting copies them. */
+static size_t copy_line(const void *record, size_t len, char *out)
+{
+    memcpy(out, record, len);
+    return len;
+}
+
+static void write_line(const char *line, size_t len)
+{
+    accesslog_write(copy_line, line, len);
+}
+
 #define LINES_PER_THREAD 2000
 
 static void *producer(void *arg)
@@ -85,7 +98,7 @@ static void *producer(void *arg)
     for (int i = 0; i < LINES_PER_THREAD; i++) {
         char line[64];
         int n = snprintf(line, sizeof line, "{\"thread\":%d,\"i\":%d}", id, i);
-        accesslog_write(line, (size_t)n);
+        write_line(line, (size_t)n);
         if (i % 256 == 0)
             usleep(1000); /* let the writer swap buffers meanwhile */
     }
@@ -149,7 +162,7 @@ static void test_reopen(void **state)
     struct error err;
     assert_int_equal(accesslog_open(&cfg, &err), 0);
     assert_int_equal(accesslog_format(), LOG_LINE_TEXT);
-    accesslog_write("first", 5);
+    write_line("first", 5);
     /* Wait until the writer has written it, then rotate. */
     struct stat st;
     uint64_t deadline = clock_now_ms() + 5000;
@@ -161,13 +174,42 @@ static void test_reopen(void **state)
     while (stat(path, &st) != 0 && clock_now_ms() < deadline)
         usleep(5000);
     assert_int_equal(stat(path, &st), 0);
-    accesslog_write("second", 6);
+    write_line("second", 6);
     accesslog_close();
     size_t len;
     assert_string_equal(read_file(rotated, &len), "first\n");
     assert_string_equal(read_file(path, &len), "second\n");
     unlink(path);
     unlink(rotated);
+}
+
+/* The thread each record was formatted on. */
+static pthread_t formatted_on[8];
+static int nformatted;
+
+static size_t note_thread(const void *record, size_t len, char *out)
+{
+    if (nformatted < 8)
+        formatted_on[nformatted++] = pthread_self();
+    return copy_line(record, len, out);
+}
+
+/* Records are formatted by the writer thread, not the thread that wrote
+ * them, and in the order written. */
+static void test_formatted_by_writer(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/inferd_accesslog_XXXXXX";
+    open_temp_log(path, LOG_LINE_JSON);
+    nformatted = 0;
+    accesslog_write(note_thread, "one", 3);
+    accesslog_write(note_thread, "two", 3);
+    size_t len; /* close_and_read joins the writer: formatted_on is ours then */
+    char *text = close_and_read(path, 2, &len);
+    assert_string_equal(text, "one\ntwo\n");
+    assert_int_equal(nformatted, 2);
+    for (int i = 0; i < nformatted; i++)
+        assert_false(pthread_equal(formatted_on[i], pthread_self()));
 }
 
 static void test_drops_counted(void **state)
@@ -185,8 +227,8 @@ static void test_drops_counted(void **state)
     assert_int_equal(accesslog_open(&cfg, &err), 0);
     char big[100];
     memset(big, 'x', sizeof big);
-    accesslog_write(big, sizeof big); /* longer than the whole buffer */
-    accesslog_write(big, 40);
+    write_line(big, sizeof big); /* longer than the whole buffer */
+    write_line(big, 40);
     accesslog_close();
     accesslog_stats(&after);
     assert_int_equal(after.lines_dropped - before.lines_dropped, 1);
@@ -219,7 +261,7 @@ static void test_stalled_reader(void **state)
     memset(line, 'z', sizeof line);
     const int total = 20000;
     for (int i = 0; i < total; i++) {
-        accesslog_write(line, sizeof line);
+        write_line(line, sizeof line);
         if (i % 100 == 0)
             usleep(200);
     }
@@ -594,6 +636,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_whole_lines),
         cmocka_unit_test(test_reopen),
+        cmocka_unit_test(test_formatted_by_writer),
         cmocka_unit_test(test_drops_counted),
         cmocka_unit_test(test_stalled_reader),
         cmocka_unit_test(test_request_id),
