@@ -280,6 +280,7 @@ def md_run(doc):
                            "gen_prefix_reuse"):
             s = fmt(v, "%.2f×")
         elif t["name"] in ("node_p99", "shadow_p99", "overload_throughput", "overload_p99",
+                           "latency_p99_nginx",
                            "overload_default_p99",
                            "tenant_fairness", "gen_single_stream", "token_fairness",
                            "token_ttft", "gen_decoder_single_stream", "gen_decoder_batched",
