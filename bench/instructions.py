@@ -13,6 +13,10 @@ the server. Everything the server process executed in user space while
 those requests ran is counted, on every thread: the I/O thread's parsing,
 routing, encoding and syscall wrappers, the model run, metrics recording.
 The kernel's work (TCP, epoll) is not: it is the same for both servers.
+Each thread is counted apart (--separate-threads=yes), so that the I/O
+thread's share is known too: what the access log writer and the OTLP
+exporter format and encode is counted in the total but not on the I/O
+thread, whose time is the one a request waits for.
 
 Cases (inferd with its defaults: metrics on, no access log, no tracing;
 one I/O thread, one worker, one ONNX Runtime thread):
@@ -39,14 +43,15 @@ one I/O thread, one worker, one ONNX Runtime thread):
                   simple request with inferd's own response body: the
                   floor of the HTTP path
 
-OUT_JSON gets, per case: requests, instructions in all, per request, and
-the 15 functions with the most instructions of their own (self cost) with
+OUT_JSON gets, per case: requests, instructions in all, per request, per
+request on the I/O thread, and the 15 functions with the most instructions of their own (self cost) with
 their object file, per request and share; and inferd / nginx for
 simple_json. The count repeats to within a few instructions per request
 from run to run (callgrind counts, it does not sample).
 """
 
 import argparse
+import glob
 import http.client
 import json
 import os
@@ -104,7 +109,7 @@ class Server:
         self.dir = workdir
         self.out = workdir / "callgrind.out"
         self.log = open(workdir / "server.log", "wb")
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                "--callgrind-out-file=%s" % self.out] + argv
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      cwd=str(workdir))
@@ -223,8 +228,30 @@ def inferd_argv(args, http_port, grpc_port, repo):
 
 
 def annotate(out_file):
-    """(total Ir, [(ir, function, object)]) from a callgrind output file:
-    callgrind_annotate's table of functions by their own (self) cost."""
+    """(total Ir, I/O thread's Ir, [(ir, function, object)]) of a process:
+    callgrind writes a file per thread (OUT-01, OUT-02, ...; --separate-threads),
+    each is read by annotate_thread and the functions of all are summed. The
+    I/O thread is the one whose event loop (loop_run) executed the most; a
+    process without one (nginx: a single thread) counts all as its I/O
+    thread."""
+    files = sorted(glob.glob(glob.escape(str(out_file)) + "-*")) or [str(out_file)]
+    total, io, by_fn = 0, 0, {}
+    for f in files:
+        t, functions = annotate_thread(f)
+        total += t
+        if t > io and any(fn == "loop_run" for _, fn, _ in functions):
+            io = t
+        for ir, fn, obj in functions:
+            by_fn[(fn, obj)] = by_fn.get((fn, obj), 0) + ir
+    functions = sorted(((ir, fn, obj) for (fn, obj), ir in by_fn.items()), key=lambda f: -f[0])
+    return total, io or total, functions
+
+
+def annotate_thread(out_file):
+    """(total Ir, [(ir, function, object)]) from one callgrind output file:
+    callgrind_annotate's table of functions by their own (self) cost; a
+    thread that executed nothing while instrumentation was on has no
+    totals (0)."""
     text = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", "--auto=no",
                            str(out_file)], capture_output=True, text=True, check=True).stdout
     total = None
@@ -249,10 +276,7 @@ def annotate(out_file):
             fn = where.rsplit(":", 1)[-1] if ":" in where else where
             obj = os.path.basename(m.group(3) or "?")
             functions.append((ir, fn, obj))
-    if total is None:
-        die("no totals in %s" % out_file)
-    functions.sort(key=lambda f: -f[0])
-    return total, functions
+    return total or 0, functions
 
 
 def measure(name, server, send, close, requests, warmup):
@@ -268,15 +292,19 @@ def measure(name, server, send, close, requests, warmup):
 
 
 def summarize(name, server, requests):
-    total, functions = annotate(server.out)
+    total, io, functions = annotate(server.out)
+    if not total:
+        die("%s: callgrind counted nothing (%s)" % (name, server.out))
     result = {
         "requests": requests,
         "instructions": total,
         "per_request": round(total / requests),
+        "io_thread_per_request": round(io / requests),
         "top": [{"function": fn, "object": obj, "per_request": round(ir / requests),
                  "share": round(ir / total, 4)} for ir, fn, obj in functions[:TOP]],
     }
-    log("%-14s %9d instructions per request" % (name, result["per_request"]))
+    log("%-14s %9d instructions per request, %d on the I/O thread" % (
+        name, result["per_request"], result["io_thread_per_request"]))
     return result
 
 
@@ -443,6 +471,11 @@ def main():
             c["simple_json_observed_loaded"]["per_request"] /
             c["simple_json_loaded"]["per_request"], 3)
         log("simple_json observed / plain, loaded: %.3f" % results["observed_loaded_over_loaded"])
+        results["observed_loaded_over_loaded_io"] = round(
+            c["simple_json_observed_loaded"]["io_thread_per_request"] /
+            c["simple_json_loaded"]["io_thread_per_request"], 3)
+        log("simple_json observed / plain, loaded, I/O thread: %.3f" %
+            results["observed_loaded_over_loaded_io"])
     if "simple_json" in c and "nginx" in c:
         results["simple_json_over_nginx"] = round(
             c["simple_json"]["per_request"] / c["nginx"]["per_request"], 2)

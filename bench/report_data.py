@@ -385,6 +385,7 @@ def assemble_instructions(run_dir):
         "over_nginx": d.get("simple_json_over_nginx"),
         "observed_over_plain": d.get("observed_over_plain"),
         "observed_loaded_over_loaded": d.get("observed_loaded_over_loaded"),
+        "observed_loaded_over_loaded_io": d.get("observed_loaded_over_loaded_io"),
         "first_simple_json": FIRST_SIMPLE_JSON_INSTRUCTIONS,
         "ratio_to_first": (simple / FIRST_SIMPLE_JSON_INSTRUCTIONS) if simple else None,
     }

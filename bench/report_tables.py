@@ -576,19 +576,22 @@ def md_instructions(ins):
       "(bench/instructions.py). inferd with one I/O thread, one worker, one ONNX Runtime "
       "thread; nginx with one process.")
     w("")
-    w("| case | instructions per request | ÷ nginx |")
-    w("|---|---|---|")
+    w("| case | instructions per request | ÷ nginx | of them on the I/O thread |")
+    w("|---|---|---|---|")
     ng = (c.get("nginx") or {}).get("per_request")
     for key, name in INSTRUCTION_CASES:
         if key in c:
             n = c[key]["per_request"]
-            w("| %s | %s | %s |" % (name, fmt(n, "%d"), fmt(n / ng if ng else None, "%.2f")))
+            w("| %s | %s | %s | %s |" % (name, fmt(n, "%d"), fmt(n / ng if ng else None, "%.2f"),
+                                         fmt(c[key].get("io_thread_per_request"), "%d")))
     w("")
     w("**`simple` over JSON ÷ its first measurement (%s, commit bacb2c4) = %s** (target ≤ "
-      "0.60). Observability on ÷ off: %s one at a time, %s under load." % (
+      "0.60). Observability on ÷ off: %s one at a time, %s under load (%s on the I/O thread: "
+      "the access log's lines and the spans are formatted by threads of their own)." % (
           fmt(ins["first_simple_json"], "%d"), fmt(ins.get("ratio_to_first"), "%.3f"),
           fmt(ins.get("observed_over_plain"), "%.3f"),
-          fmt(ins.get("observed_loaded_over_loaded"), "%.3f")))
+          fmt(ins.get("observed_loaded_over_loaded"), "%.3f"),
+          fmt(ins.get("observed_loaded_over_loaded_io"), "%.3f")))
     w("")
     for key, name in INSTRUCTION_CASES:
         top = (c.get(key) or {}).get("top")
